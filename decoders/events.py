@@ -1,0 +1,24 @@
+"""What `Engine.stream` yields besides iteration records, so that a UI can say what is happening."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PhaseStarted:
+    """A decode began: ``phase`` is "baseline" (autoregressive reference) or "method"."""
+
+    phase: str
+    label: str
+    max_new_tokens: int
+    cached: bool = False  # baseline reused from an earlier run of the same prompt and settings
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Tokens emitted so far in the current phase (yielded at most once per iteration)."""
+
+    phase: str
+    tokens: int
+    total: int

@@ -1,0 +1,21 @@
+"""Autoregressive decoding: one target forward per token, the baseline every method is measured against."""
+
+from __future__ import annotations
+
+from decoders.methods.common import DecodeContext, MethodGen, RunBuilder, ms
+from decoders.records import KIND_AR
+from decoders.sampling import make_generator, pick, probs
+
+
+def autoregressive(ctx: DecodeContext, label: str | None = None) -> MethodGen:
+    params, T = ctx.params, ctx.main
+    mode = "greedy" if params.greedy else f"sampling, T={params.temperature:g}"
+    b = RunBuilder(ctx, "ar", label or f"Autoregressive ({mode})")
+    gen = None if params.greedy else make_generator(params.seed, T.backend.device)
+    while not b.done:
+        logits = T.run(b.seq)[0]
+        p = None if params.greedy else probs(logits, params.temperature, greedy=False)
+        token = int(pick(logits, p, params.greedy, gen))
+        it = b.commit([token], KIND_AR, [], t_verify_ms=ms(T.log[-1].seconds))
+        yield from b.yielding(it)
+    return b.finish_run({"main": T})

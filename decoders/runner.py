@@ -1,0 +1,131 @@
+"""KV-cached runner: reuse the longest prefix the cache already holds, run only what is new."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from decoders.backend import Backend
+
+
+@dataclass
+class ForwardLog:
+    """One forward pass: how many positions it ran and how long it took (device synchronised)."""
+
+    positions: int
+    keep: int
+    seconds: float
+
+
+def device_clock(device) -> Callable[[], float]:
+    """A clock that waits for queued device work first, so that forward times are real."""
+    kind = getattr(device, "type", "cpu")
+    if kind == "cuda":
+        import torch
+
+        def clock() -> float:
+            torch.cuda.synchronize(device)
+            return time.perf_counter()
+
+        return clock
+    if kind == "mps":
+        import torch
+
+        def clock() -> float:
+            torch.mps.synchronize()
+            return time.perf_counter()
+
+        return clock
+    return time.perf_counter
+
+
+class KVRunner:
+    """Runs token sequences on a backend, keeping its cache in step with the tokens it holds.
+
+    ``run(seq, keep)`` crops the cache to the longest common prefix of ``seq`` and what it holds,
+    runs the rest, and returns the logits of the last ``keep`` positions. ``extend`` appends
+    tokens already on the device (a draft loop) without a host sync; ``name_tail`` tells the
+    runner which token ids they were once the caller knows, so the next ``run`` reuses them.
+    """
+
+    def __init__(self, backend: Backend, clock: Callable[[], float] | None = None):
+        import torch
+
+        self.backend = backend
+        self.clock = clock or device_clock(backend.device)
+        self.held: list[int | None] = []
+        self.log: list[ForwardLog] = []
+        self._torch = torch
+
+    # -- bookkeeping -------------------------------------------------------------------------
+    @property
+    def n_forward(self) -> int:
+        return len(self.log)
+
+    @property
+    def n_positions(self) -> int:
+        return sum(f.positions for f in self.log)
+
+    def reset(self) -> None:
+        """Forget the cache and the log: the next run starts from nothing (a fair timing)."""
+        self.backend.reset()
+        self.held = []
+        self.log = []
+
+    def mean_seconds(self, positions: int | None = 1) -> float | None:
+        """Mean time of forwards that ran ``positions`` positions (None: all forwards)."""
+        times = [f.seconds for f in self.log if positions is None or f.positions == positions]
+        return sum(times) / len(times) if times else None
+
+    # -- running -----------------------------------------------------------------------------
+    def run(self, seq: Sequence[int], keep: int = 1, tail=None):
+        """Logits ``[keep, vocab]`` (float32) of the last ``keep`` positions of ``seq``.
+
+        ``tail``, a 1-D device tensor, is appended after ``seq`` without reading it on the host
+        (drafted tokens); name it afterwards with ``name_tail`` so later runs can reuse it.
+        """
+        n_tail = 0 if tail is None else int(tail.numel())
+        total = len(seq) + n_tail
+        if keep < 1 or keep > total:
+            raise ValueError(f"keep must be in 1..{total}, got {keep}")
+        limit = min(len(self.held), total - keep, len(seq))  # kept positions are always recomputed
+        if self.held[:limit] == list(seq[:limit]):  # the usual case, compared in C
+            common = limit
+        else:
+            common = 0
+            while self.held[common] == seq[common]:
+                common += 1
+        self.crop(common)
+        fresh = list(seq[common:])
+        new = self._torch.tensor(fresh, dtype=self._torch.long, device=self.backend.device)
+        if n_tail:
+            new = self._torch.cat([new, tail.reshape(-1).to(self._torch.long)])
+        return self._forward(new, keep, fresh + [None] * n_tail)
+
+    def extend(self, ids, keep: int = 1):
+        """Append device tokens ``ids`` (1-D) after what the cache holds; ids are named later."""
+        return self._forward(ids.reshape(-1), keep, [None] * int(ids.numel()))
+
+    def name_tail(self, ids: Sequence[int]) -> None:
+        """Record the ids of the last ``len(ids)`` held positions (appended by ``extend``)."""
+        if ids:
+            self.held[len(self.held) - len(ids):] = list(ids)
+
+    def crop(self, length: int) -> None:
+        if length < len(self.held):
+            self.backend.crop(length)
+            del self.held[length:]
+
+    def _forward(self, ids, keep: int, names: list[int | None]):
+        if len(self.held) + len(names) > self.backend.max_positions:
+            from decoders.errors import DecodeError
+
+            raise DecodeError(f"the sequence reached {len(self.held) + len(names)} positions, beyond the model's "
+                              f"context of {self.backend.max_positions}; lower max_new_tokens or shorten the prompt")
+        t0 = self.clock()
+        logits = self.backend.forward(ids, keep)
+        seconds = self.clock() - t0
+        self.held.extend(names)
+        self.log.append(ForwardLog(len(names), keep, seconds))
+        return logits

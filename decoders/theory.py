@@ -1,0 +1,42 @@
+"""What theory predicts for speculative decoding (Leviathan et al. 2023, section 3)."""
+
+from __future__ import annotations
+
+
+def expected_tokens(alpha: float, gamma: int) -> float:
+    """E[tokens per iteration] with acceptance rate ``alpha`` and ``gamma`` drafts (Eq. 1)."""
+    alpha = min(max(alpha, 0.0), 1.0)
+    if gamma <= 0:
+        return 1.0
+    if alpha >= 1.0:
+        return float(gamma + 1)
+    return (1 - alpha ** (gamma + 1)) / (1 - alpha)
+
+
+def predicted_speedup(alpha: float, gamma: int, c: float) -> float:
+    """Expected wall-clock improvement (Theorem 3.8): E[tokens] / (gamma * c + 1).
+
+    ``c`` is the cost of one helper forward relative to one target forward. The theorem assumes
+    a verify forward of gamma + 1 tokens costs the same as a one-token forward, which holds on a
+    GPU with spare compute and not on a small CPU; see `cost_aware_speedup`.
+    """
+    if gamma <= 0:
+        return 1.0
+    return expected_tokens(alpha, gamma) / (gamma * c + 1)
+
+
+def cost_aware_speedup(alpha: float, gamma: int, c: float, verify_cost: float) -> float:
+    """Theorem 3.8 with the measured cost of a (gamma+1)-token verify (``verify_cost`` target
+    one-token forwards) in place of 1."""
+    if gamma <= 0:
+        return 1.0
+    return expected_tokens(alpha, gamma) / (gamma * c + verify_cost)
+
+
+def speedup_curve(alpha: float, c: float, gammas=range(1, 11)) -> list[list[float]]:
+    """[[gamma, predicted speedup], ...] for the gamma plot."""
+    return [[g, round(predicted_speedup(alpha, g, c), 3)] for g in gammas]
+
+
+def best_gamma(curve: list[list[float]]) -> int:
+    return int(max(curve, key=lambda row: row[1])[0])

@@ -1,0 +1,3 @@
+from tui_decode.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,210 @@
+"""The command line: `tui-decode` opens the app; `tui-decode run` decodes headless; `tui-decode bench`
+measures methods side by side with transformers.
+
+Every user error ends as one line on stderr and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from decoders import __version__
+from decoders.errors import DecodeError
+from decoders.params import INITS, METHODS, MODES, DecodeParams
+
+DEFAULT_FAMILY = "smollm2-135m"
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line that says what was wrong and where help is."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise DecodeError(f"{message} (see `{self.prog} --help`)")
+
+
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model")
+    g.add_argument("--family", help=f"a named family (default {DEFAULT_FAMILY}, the bundled offline SmolLM2-135M); "
+                                    "see `tui-decode families`")
+    g.add_argument("--main", metavar="SRC", help="main (target) model: hub id, local folder or .gguf file")
+    g.add_argument("--helper", metavar="SRC", help="helper (draft) model sharing the main model's tokenizer")
+    g.add_argument("--self-draft-layer", type=int, metavar="L",
+                   help="draft with the main model's first L layers (early exit; shares the weights)")
+    g.add_argument("--device", default=None, choices=["auto", "cpu", "cuda", "mps"], help="default auto")
+    g.add_argument("--dtype", default=None, choices=["auto", "float32", "bfloat16", "float16"], help="default auto")
+
+
+def add_decode_args(p: argparse.ArgumentParser) -> None:
+    d = DecodeParams()
+    g = p.add_argument_group("decoding")
+    g.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens)
+    g.add_argument("--mode", choices=MODES, default=d.mode)
+    g.add_argument("--temperature", type=float, default=d.temperature)
+    g.add_argument("--seed", type=int, default=d.seed)
+    g.add_argument("--gamma", type=int, default=d.gamma, help="speculative: tokens drafted per iteration")
+    g.add_argument("--num-pred", type=int, default=d.num_pred, help="prompt lookup: at most K tokens copied")
+    g.add_argument("--ngram-max", type=int, default=d.ngram_max)
+    g.add_argument("--ngram-min", type=int, default=d.ngram_min)
+    g.add_argument("--block", type=int, default=d.block, help="Jacobi: block size m")
+    g.add_argument("--init", choices=INITS, default=d.init, help="Jacobi: initial fill of the block")
+    g.add_argument("--raw", action="store_true", help="send the prompt as is, without the chat template")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog="tui-decode", description="Watch parallel LLM decoding happen, token by token, "
+                                                          "and measure what it buys.")
+    parser.add_argument("--version", action="version", version=f"tui-decode {__version__}")
+    parser.add_argument("--open", metavar="RUN.json", help="open a saved run in the app (no models needed)")
+    add_model_args(parser)
+    sub = parser.add_subparsers(dest="command", parser_class=OneLineParser)
+
+    run = sub.add_parser("run", help="decode one prompt headless and print the figures (or the run as JSON)")
+    run.add_argument("--method", choices=METHODS, default="spec")
+    src = run.add_mutually_exclusive_group()
+    src.add_argument("--prompt", help="the prompt text")
+    src.add_argument("--prompt-file", metavar="PATH", help="read the prompt from a file")
+    run.add_argument("--json", metavar="PATH", help="write the whole run as JSON to PATH (- for stdout)")
+    add_model_args(run)
+    add_decode_args(run)
+
+    sub.add_parser("families", help="list the model families (built-in and from the config file)")
+
+    from tui_decode.bench_cli import add_bench_parser
+
+    add_bench_parser(sub)
+    return parser
+
+
+def family_spec(args: argparse.Namespace):
+    """The FamilySpec the arguments ask for."""
+    from decoders.families import resolve_family
+    from decoders.family import FamilySpec
+
+    if args.main and args.family:
+        raise DecodeError("give either --family NAME or --main SRC, not both")
+    if args.helper and args.self_draft_layer is not None:
+        raise DecodeError("give either --helper SRC or --self-draft-layer L, not both")
+    if args.main:
+        spec = FamilySpec(name="custom", main=args.main, helper=None, self_draft_layer=None,
+                          device="auto", dtype="auto", label=None)
+    else:
+        spec = resolve_family(args.family or DEFAULT_FAMILY)
+    changes = {}
+    if args.helper:
+        changes.update(helper=args.helper, self_draft_layer=None)
+    if args.self_draft_layer is not None:
+        changes.update(self_draft_layer=args.self_draft_layer, helper=None)
+    if args.device:
+        changes["device"] = args.device
+    if args.dtype:
+        changes["dtype"] = args.dtype
+    if changes:
+        from dataclasses import replace
+
+        spec = replace(spec, **changes)
+    return spec
+
+
+def decode_params(args: argparse.Namespace, method: str) -> DecodeParams:
+    return DecodeParams(
+        method=method, max_new_tokens=args.max_new_tokens, mode=args.mode, temperature=args.temperature,
+        seed=args.seed, gamma=args.gamma, num_pred=args.num_pred, ngram_max=args.ngram_max,
+        ngram_min=args.ngram_min, block=args.block, init=args.init, chat_template=not args.raw,
+    ).validated()
+
+
+def read_prompt(args: argparse.Namespace) -> str:
+    if args.prompt_file:
+        try:
+            return Path(args.prompt_file).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise DecodeError(f"cannot read the prompt file {args.prompt_file}: {exc.strerror}; "
+                              "give a readable text file to --prompt-file") from None
+    if args.prompt is None:
+        raise DecodeError("no prompt given; pass --prompt TEXT or --prompt-file PATH")
+    return args.prompt
+
+
+def load_with_progress(spec, console):
+    """Load a family, showing the loader's progress on stderr."""
+    from decoders.family import load_family
+
+    with console.status(f"loading {spec.label or spec.main} ...") as status:
+        def progress(message: str, fraction: float | None = None) -> None:
+            pct = "" if fraction is None else f" {100 * fraction:.0f}%"
+            status.update(f"{message}{pct}")
+
+        return load_family(spec, progress=progress)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from decoders.engine import Engine
+    from tui_decode.summary_table import summary_table
+
+    err = Console(stderr=True)
+    params = decode_params(args, args.method)
+    prompt = read_prompt(args)
+    if not prompt.strip():
+        raise DecodeError("the prompt is empty; give some text with --prompt or --prompt-file")
+    family = load_with_progress(family_spec(args), err)
+    engine = Engine(family)
+    params, _ = engine.check(prompt, params)  # fail on bad input before spending model time
+    with err.status("decoding ..."):
+        result = engine.run(prompt, params)
+    if args.json:
+        text = result.dumps()
+        if args.json == "-":
+            sys.stdout.write(text + "\n")
+        else:
+            result.save(args.json)
+            err.print(f"run written to {args.json}")
+    if args.json != "-":
+        Console().print(summary_table(result))
+    return 0
+
+
+def cmd_families(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from decoders.families import all_families, config_path
+
+    table = Table(title=f"model families (config: {config_path()})")
+    for col in ("name", "main", "helper", "device", "dtype"):
+        table.add_column(col)
+    for name, spec in all_families().items():
+        helper = spec.helper or (f"early exit @ layer {spec.self_draft_layer}" if spec.self_draft_layer else "-")
+        table.add_row(name, spec.main, helper, spec.device, spec.dtype)
+    Console().print(table)
+    return 0
+
+
+def cmd_app(args: argparse.Namespace) -> int:
+    from tui_decode.app import run_app
+
+    return run_app(args)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command == "run":
+            return cmd_run(args)
+        if args.command == "families":
+            return cmd_families(args)
+        if args.command == "bench":
+            from tui_decode.bench_cli import cmd_bench
+
+            return cmd_bench(args)
+        return cmd_app(args)
+    except DecodeError as exc:
+        print(f"tui-decode: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("tui-decode: interrupted", file=sys.stderr)
+        return 130
