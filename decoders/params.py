@@ -16,6 +16,7 @@ METHOD_NAMES = {
 }
 MODES = ("greedy", "sampling")
 INITS = ("repeat", "random")
+DRAFT_POLICIES = ("adaptive", "fixed")
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class DecodeParams:
     num_pred: int = 10  # prompt lookup: at most k tokens copied per iteration
     ngram_max: int = 3
     ngram_min: int = 1
+    draft_policy: str = "adaptive"  # prompt lookup: "fixed" drafts every match up to k tokens
     block: int = 4  # Jacobi: block size m
     init: str = "repeat"  # Jacobi: initial fill of the block
     chat_template: bool = True
@@ -42,6 +44,8 @@ class DecodeParams:
             raise DecodeError(f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}")
         if self.mode not in MODES:
             raise DecodeError(f"unknown mode {self.mode!r}; choose greedy or sampling")
+        if self.draft_policy not in DRAFT_POLICIES:
+            raise DecodeError(f"unknown draft policy {self.draft_policy!r}; choose adaptive or fixed")
         if self.init not in INITS:
             raise DecodeError(f"unknown Jacobi init {self.init!r}; choose repeat or random")
         for name, flag in (("max_new_tokens", "--max-new-tokens"), ("gamma", "--gamma"),

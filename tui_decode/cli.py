@@ -13,7 +13,7 @@ from typing import Sequence
 
 from decoders import __version__
 from decoders.errors import DecodeError
-from decoders.params import INITS, METHODS, MODES, DecodeParams
+from decoders.params import DRAFT_POLICIES, INITS, METHODS, MODES, DecodeParams
 
 DEFAULT_FAMILY = "smollm2-135m"
 
@@ -48,6 +48,9 @@ def add_decode_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--num-pred", type=int, default=d.num_pred, help="prompt lookup: at most K tokens copied")
     g.add_argument("--ngram-max", type=int, default=d.ngram_max)
     g.add_argument("--ngram-min", type=int, default=d.ngram_min)
+    g.add_argument("--draft-policy", choices=DRAFT_POLICIES, default=d.draft_policy,
+                   help="prompt lookup: adaptive cuts each draft to what its expected acceptance pays for; "
+                        "fixed drafts up to K tokens whenever an n-gram matches")
     g.add_argument("--block", type=int, default=d.block, help="Jacobi: block size m")
     g.add_argument("--init", choices=INITS, default=d.init, help="Jacobi: initial fill of the block")
     g.add_argument("--raw", action="store_true", help="send the prompt as is, without the chat template")
@@ -112,7 +115,7 @@ def decode_params(args: argparse.Namespace, method: str) -> DecodeParams:
     return DecodeParams(
         method=method, max_new_tokens=args.max_new_tokens, mode=args.mode, temperature=args.temperature,
         seed=args.seed, gamma=args.gamma, num_pred=args.num_pred, ngram_max=args.ngram_max,
-        ngram_min=args.ngram_min, block=args.block, init=args.init, chat_template=not args.raw,
+        ngram_min=args.ngram_min, draft_policy=args.draft_policy, block=args.block, init=args.init, chat_template=not args.raw,
     ).validated()
 
 

@@ -1,0 +1,83 @@
+"""The headless command line: each bad input is one line on stderr and exit code 2."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tui_decode.cli import main
+
+PROMPT = ["--prompt", "Say hi."]
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["run", "--method", "pld", "--gamma", "0", *PROMPT], "gamma must be an integer >= 1, got 0; set --gamma to 1 or more"),
+    (["run", "--method", "pld", "--num-pred", "0", *PROMPT], "num_pred must be an integer >= 1"),
+    (["run", "--method", "jacobi", "--block", "-1", *PROMPT], "block must be an integer >= 1"),
+    (["run", "--max-new-tokens", "0", *PROMPT], "max_new_tokens must be an integer >= 1"),
+    (["run", "--method", "pld", "--ngram-min", "3", "--ngram-max", "2", *PROMPT],
+     "ngram_min (3) is larger than ngram_max (2); set --ngram-min <= --ngram-max"),
+    (["run", "--mode", "sampling", "--temperature", "0", *PROMPT], "temperature must be > 0 in sampling mode"),
+    (["run", "--family", "no-such-family", *PROMPT], "no-such-family"),
+    (["run", "--main", "/nonexistent/model/folder", *PROMPT], "/nonexistent/model/folder"),
+    (["run", "--method", "warp", *PROMPT], "invalid choice: 'warp'"),
+    (["run", "--prompt-file", "/nonexistent/prompt.txt"], "cannot read the prompt file /nonexistent/prompt.txt"),
+    (["run", "--method", "pld"], "no prompt given; pass --prompt TEXT or --prompt-file PATH"),
+    (["run", "--prompt", "   "], "the prompt is empty"),
+])
+def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2
+    assert message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert out == ""
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.startswith("tui-decode 0.")
+
+
+def test_speculative_without_helper_says_how_to_get_one(capsys, smollm2):
+    code, _, err = run_cli(capsys, "run", "--method", "spec", *PROMPT)
+    assert code == 2
+    assert "has no helper model" in err and "--self-draft-layer" in err
+
+
+def test_prompt_longer_than_context(capsys, tmp_path, smollm2):
+    long_prompt = tmp_path / "long.txt"
+    long_prompt.write_text("word " * 9000)
+    code, _, err = run_cli(capsys, "run", "--method", "pld", "--prompt-file", str(long_prompt))
+    assert code == 2
+    assert "the model's context is 8192; shorten the prompt" in err
+
+
+def test_budget_beyond_context(capsys, smollm2):
+    code, _, err = run_cli(capsys, "run", "--method", "pld", "--max-new-tokens", "9000", *PROMPT)
+    assert code == 2
+    assert "exceeds the model's context of 8192; set max_new_tokens to" in err
+
+
+def test_hub_unreachable_names_the_offline_alternatives(capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    code, _, err = run_cli(capsys, "run", "--main", "HuggingFaceTB/SmolLM2-360M-Instruct", *PROMPT)
+    assert code == 2
+    assert "--main" in err and err.count("\n") == 1
+
+
+def test_json_to_stdout_has_summary_and_both_runs(capsys, smollm2):
+    code, out, _ = run_cli(capsys, "run", "--method", "pld", "--max-new-tokens", "8", "--json", "-", *PROMPT)
+    assert code == 0
+    data = json.loads(out)
+    assert set(data["runs"]) == {"baseline", "method"}
+    assert data["summary"]["tokens"] == len(data["runs"]["method"]["ids"]) <= 8
+    assert data["summary"]["identical"] is True

@@ -1,0 +1,173 @@
+"""Every method on tiny random models: greedy methods reproduce the baseline exactly; budgets,
+stop tokens, records and the baseline cache behave."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from decoders.backend import HFBackend
+from decoders.engine import Engine
+from decoders.events import PhaseStarted
+from decoders.family import Family, make_backend
+from decoders.params import DecodeParams
+from decoders.records import EMIT_KINDS, RunResult
+from tests.tiny import perturbed_copy, tiny_llama_config, tiny_tokenizer
+
+VOCAB = 64
+# Repetitive words give prompt lookup something to copy.
+PROMPT = "w10 w11 w12 w13 w14 w10 w11 w12 w20 w21 w22 w10 w11 w12 w13 w30 w31 w10 w11"
+
+
+def peaked_model(seed: int = 0, layers: int = 2):
+    """Random weights with a large init scale, so that the next-token distribution is peaked and a
+    perturbed copy agrees with it often but not always."""
+    from transformers import LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = tiny_llama_config(vocab=VOCAB, layers=layers)
+    config.initializer_range = 0.4
+    return LlamaForCausalLM(config).eval()
+
+
+def tiny_family(fast: bool, helper_noise: float | None = 0.05, stop_ids=frozenset()) -> Family:
+    main = peaked_model()
+    helper = perturbed_copy(main, helper_noise, seed=1) if helper_noise is not None else None
+    wrap = (lambda m: make_backend(m, fast=True)) if fast else HFBackend
+    return Family(label="tiny", main=wrap(main), helper=None if helper is None else wrap(helper),
+                  tokenizer=tiny_tokenizer(VOCAB), stop_ids=frozenset(stop_ids), device=torch.device("cpu"),
+                  dtype=torch.float32, main_source="tiny", helper_source=None if helper is None else "tiny+noise",
+                  context_length=128, vocab_size=VOCAB, main_model=main)
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["hf-backend", "fast-backend"])
+def engine(request):
+    return Engine(tiny_family(fast=request.param))
+
+
+GREEDY_CASES = [
+    DecodeParams(method="spec", gamma=1),
+    DecodeParams(method="spec", gamma=4),
+    DecodeParams(method="spec", gamma=7, record=False),
+    DecodeParams(method="pld", num_pred=5, draft_policy="fixed"),
+    DecodeParams(method="pld", num_pred=10, ngram_min=2, ngram_max=4),
+    DecodeParams(method="jacobi", block=4),
+    DecodeParams(method="jacobi", block=6, init="random", seed=3),
+]
+
+
+@pytest.mark.parametrize("params", GREEDY_CASES, ids=lambda p: f"{p.method}")
+def test_greedy_methods_emit_exactly_the_baseline(engine, params):
+    result = engine.run(PROMPT, params.replace(max_new_tokens=40))
+    assert result.method.ids == result.baseline.ids
+    assert result.summary["identical"] is True and result.summary["first_divergence"] is None
+    assert len(result.method.ids) == 40
+    assert set(result.method.kinds) <= set(EMIT_KINDS)
+
+
+def test_speculative_drafts_are_both_accepted_and_rejected(engine):
+    result = engine.run(PROMPT, DecodeParams(method="spec", gamma=4, max_new_tokens=40))
+    statuses = {row.status for it in result.method.iters for row in it.draft}
+    assert {"acc", "rej"} <= statuses
+    s = result.summary
+    assert s["tau"] == round(40 / result.method.n_forward["main"], 3) and s["tau"] > 1
+    assert 0 < s["alpha_hat"] < 1 and s["gamma_star"] in range(1, 11)
+    # every draft row has helper and target probabilities and a top-5 per position
+    it = result.method.iters[1]
+    assert all(0 <= row.q <= 1 and 0 <= row.p <= 1 for row in it.draft)
+    assert len(it.top["p"]) == len(it.draft) + 1 and len(it.top["q"]) == len(it.draft)
+    assert all(len(pos) == 5 for pos in it.top["p"])
+
+
+def test_kinds_follow_the_verification(engine):
+    result = engine.run(PROMPT, DecodeParams(method="spec", gamma=3, max_new_tokens=30))
+    for it in result.method.iters:
+        kinds = [e.kind for e in it.emit]
+        n = it.n_accepted
+        assert kinds[:n] == ["acc"] * n
+        if len(kinds) > n:
+            assert kinds[n] == ("bonus" if n == len(it.draft) and it.draft else "fix" if it.draft else "ar")
+
+
+def test_draft_step_never_recomputes_the_prefix(engine):
+    result = engine.run(PROMPT, DecodeParams(method="spec", gamma=4, max_new_tokens=24))
+    n_prompt = len(result.prompt_ids)
+    # the helper processes the prompt once, then at most gamma + 1 positions per iteration
+    helper_positions = result.method.n_positions["helper"]
+    assert helper_positions <= n_prompt + 5 * len(result.method.iters)
+    assert result.method.n_positions["main"] <= n_prompt + 5 * len(result.method.iters)
+
+
+def test_sampling_is_reproducible_by_seed(engine):
+    params = DecodeParams(method="spec", mode="sampling", temperature=0.9, seed=7, max_new_tokens=20)
+    a = engine.run(PROMPT, params).method.ids
+    b = engine.run(PROMPT, params).method.ids
+    c = engine.run(PROMPT, params.replace(seed=8)).method.ids
+    assert a == b and a != c
+
+
+def test_budget_is_never_exceeded(engine):
+    for n in (1, 2, 3, 7):
+        for method in ("spec", "pld", "jacobi"):
+            result = engine.run(PROMPT, DecodeParams(method=method, max_new_tokens=n, gamma=5, block=5))
+            assert len(result.method.ids) == n == len(result.method.kinds) == len(result.method.tok_iter)
+            assert result.method.finish == "length"
+
+
+def test_stop_token_ends_the_run():
+    family = tiny_family(fast=False)
+    free = Engine(family).run(PROMPT, DecodeParams(method="ar", max_new_tokens=30)).method.ids
+    stop = free[6]
+    family.stop_ids = frozenset({stop})
+    engine = Engine(family)
+    for method in ("ar", "spec", "pld", "jacobi"):
+        run = engine.run(PROMPT, DecodeParams(method=method, max_new_tokens=30)).method
+        assert run.finish == "eos"
+        assert run.ids == free[: free.index(stop) + 1]
+
+
+def test_baseline_is_measured_once_per_prompt_and_settings():
+    engine = Engine(tiny_family(fast=False))
+    events = list(engine.stream(PROMPT, DecodeParams(method="pld", max_new_tokens=10)))
+    assert [e.cached for e in events if isinstance(e, PhaseStarted) and e.phase == "baseline"] == [False]
+    for params in (DecodeParams(method="spec", gamma=2, max_new_tokens=10),
+                   DecodeParams(method="jacobi", max_new_tokens=10)):
+        events = list(engine.stream(PROMPT, params))
+        assert [e.cached for e in events if isinstance(e, PhaseStarted) and e.phase == "baseline"] == [True]
+    assert engine.baselines_measured == 1
+    engine.run(PROMPT, DecodeParams(method="pld", max_new_tokens=11))
+    assert engine.baselines_measured == 2
+
+
+def test_cancel_keeps_the_partial_run():
+    engine = Engine(tiny_family(fast=False))
+    seen = []
+    result = None
+    for event in engine.stream(PROMPT, DecodeParams(method="spec", max_new_tokens=40), cancelled=lambda: len(seen) >= 3):
+        if isinstance(event, RunResult):
+            result = event
+        elif hasattr(event, "draft"):
+            seen.append(event)
+    assert result is not None and result.method.finish == "cancelled"
+    assert len(result.method.iters) == 3
+    assert result.summary["identical"] is True  # the partial output agrees with the baseline so far
+
+
+def test_run_record_round_trips_through_json(engine, tmp_path):
+    result = engine.run(PROMPT, DecodeParams(method="spec", gamma=3, max_new_tokens=12))
+    path = result.save(tmp_path / "run.json")
+    again = RunResult.load(path)
+    assert again.to_json() == result.to_json()
+    data = json.loads(path.read_text())
+    row = data["runs"]["method"]["iters"][0]["draft"][0]
+    assert len(row) == 6 and row[5] in ("acc", "rej", "unv")
+
+
+def test_prompt_uses_the_chat_template_unless_raw():
+    engine = Engine(tiny_family(fast=False))
+    chat = engine.prompt_ids("w5 w6", DecodeParams())
+    raw = engine.prompt_ids("w5 w6", DecodeParams(chat_template=False))
+    assert raw == [5, 6]
+    assert len(chat) > len(raw) and chat[-2:] != raw  # wrapped in the chat format
