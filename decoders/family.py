@@ -1,0 +1,539 @@
+"""A model family: the main model, an optional helper (draft) model, and their shared tokenizer.
+
+`load_family` turns a `FamilySpec` (names and sources, cheap to build and to store in config)
+into a `Family` (loaded backends on one device, one dtype). torch and transformers are imported
+inside the functions that need them, so that importing this module stays instant and a UI can
+paint before the heavy libraries load.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import unicodedata
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from decoders.errors import DecodeError
+
+if TYPE_CHECKING:
+    import torch
+
+    from decoders.backend import Backend
+
+Progress = Callable[[str, "float | None"], None]
+
+DEVICES = ("auto", "cpu", "cuda", "mps")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+OFFLINE_FAMILY = "smollm2-135m"
+HUB_TIMEOUT_SECONDS = 5
+# End-of-turn markers of common chat formats: a chat reply ends at these even when the
+# generation config names only the base model's end-of-text token.
+END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>")
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
+
+
+@dataclass
+class FamilySpec:
+    """What to load. A source is "bundled", a .gguf path, a model folder, or a hub id."""
+
+    name: str
+    main: str
+    helper: str | None = None
+    self_draft_layer: int | None = None
+    device: str = "auto"
+    dtype: str = "auto"
+    label: str | None = None
+
+
+@dataclass(eq=False)
+class Family:
+    """Loaded models sharing one tokenizer, plus what a decoder needs to know about them."""
+
+    label: str
+    main: Backend
+    helper: Backend | None
+    tokenizer: Any
+    stop_ids: frozenset[int]
+    device: torch.device
+    dtype: torch.dtype
+    main_source: str
+    helper_source: str | None
+    context_length: int
+    vocab_size: int
+    main_model: Any = None  # the transformers module behind `main` (shares its weights)
+    helper_model: Any = None  # the helper's transformers module; None for self-draft or no helper
+    _display_table: list[str | None] = field(default_factory=list, init=False, repr=False)
+    _token_bytes: Callable[[str], bytes | None] | None = field(default=None, init=False, repr=False)
+    _special_ids: frozenset[int] = field(default=frozenset(), init=False, repr=False)
+
+    @property
+    def has_chat_template(self) -> bool:
+        return bool(getattr(self.tokenizer, "chat_template", None))
+
+    def encode_prompt(self, text: str, chat_template: bool) -> list[int]:
+        """Prompt ids: one user message in the chat format, or the raw text.
+
+        The chat template already writes any BOS it wants, so its text is encoded without
+        adding special tokens; raw text gets the tokenizer's default special tokens.
+        """
+        if chat_template and self.has_chat_template:
+            messages = [{"role": "user", "content": text}]
+            rendered = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            return list(self.tokenizer(rendered, add_special_tokens=False)["input_ids"])
+        return list(self.tokenizer(text)["input_ids"])
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """The real text of ``ids`` (special tokens kept, no clean-up of spaces)."""
+        return self.tokenizer.decode(list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+    def display(self, token_id: int) -> str:
+        """One token as it should appear in a token strip: whitespace and control made visible.
+
+        Newline is "↵", tab "→", carriage return "␍", other control bytes and bytes that are not
+        complete UTF-8 "<0x..>"; a token made only of whitespace shows its spaces as "·";
+        special tokens show as written (e.g. "<|im_end|>").
+        """
+        if not self._display_table:
+            self._prepare_display()
+        if 0 <= token_id < len(self._display_table):
+            shown = self._display_table[token_id]
+            if shown is None:
+                shown = self._display_table[token_id] = self._render(token_id)
+            return shown
+        return f"<id {token_id}>"
+
+    def describe(self) -> dict[str, str | None]:
+        """What a run record needs to say which models produced it."""
+        return {
+            "label": self.label,
+            "main": self.main_source,
+            "helper": self.helper_source,
+            "device": str(self.device),
+            "dtype": str(self.dtype).removeprefix("torch."),
+        }
+
+    def _prepare_display(self) -> None:
+        tokenizer = self.tokenizer
+        self._special_ids = frozenset(
+            set(getattr(tokenizer, "all_special_ids", ()) or ())
+            | {i for i, tok in (getattr(tokenizer, "added_tokens_decoder", {}) or {}).items() if getattr(tok, "special", False)}
+        )
+        self._token_bytes = _byte_level_reader(tokenizer)
+        self._display_table = [None] * max(self.vocab_size, len(tokenizer))
+
+    def _render(self, token_id: int) -> str:
+        tokenizer = self.tokenizer
+        if token_id >= len(tokenizer):
+            return f"<id {token_id}>"  # an LM-head row the tokenizer has no token for
+        raw = tokenizer.convert_ids_to_tokens(token_id)
+        if token_id in self._special_ids or _BYTE_TOKEN.match(raw or ""):
+            return raw
+        data = self._token_bytes(raw) if self._token_bytes else None
+        if data is not None:
+            text = data.decode("utf-8", "surrogateescape")
+        elif raw and "\u2581" in raw:  # SentencePiece marks a space as "▁"
+            text = raw.replace("\u2581", " ")
+        else:
+            text = tokenizer.decode([token_id], skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        return visible_text(text) if text else (raw or "∅")
+
+
+_BYTE_TOKEN = re.compile(r"^<0x[0-9A-Fa-f]{2}>$")
+_CONTROL_SIGNS = {"\n": "↵", "\t": "→", "\r": "␍"}
+
+
+def visible_text(text: str) -> str:
+    """``text`` with whitespace and control characters made visible (see `Family.display`).
+
+    Undecodable bytes arrive as surrogate escapes (U+DC80..U+DCFF) and come out as "<0x..>".
+    """
+    whitespace_only = text.isspace()
+    out = []
+    for char in text:
+        code = ord(char)
+        if char in _CONTROL_SIGNS:
+            out.append(_CONTROL_SIGNS[char])
+        elif 0xDC80 <= code <= 0xDCFF:
+            out.append(f"<0x{code - 0xDC00:02X}>")
+        elif char == " " and whitespace_only:
+            out.append("·")
+        elif unicodedata.category(char) == "Cc":
+            out.append(f"<0x{code:02X}>" if code < 0x100 else f"<U+{code:04X}>")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def _byte_level_reader(tokenizer) -> Callable[[str], bytes | None] | None:
+    """For GPT-2 style byte-level BPE tokenizers, a function from token string to its bytes.
+
+    Decoding a single token through the tokenizer would turn a partial UTF-8 sequence into
+    "�"; reading the bytes directly lets the display show them as "<0x..>".
+    """
+    decoder = getattr(getattr(tokenizer, "backend_tokenizer", None), "decoder", None)
+    if decoder is None or "ByteLevel" not in repr(decoder):
+        return None
+    byte_of = {char: byte for byte, char in _gpt2_bytes_to_unicode().items()}
+
+    def token_bytes(raw: str) -> bytes | None:
+        if not raw or any(char not in byte_of for char in raw):
+            return None
+        return bytes(byte_of[char] for char in raw)
+
+    return token_bytes
+
+
+def _gpt2_bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible map from the 256 byte values to printable characters."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    codes = printable[:]
+    extra = 0
+    for byte in range(256):
+        if byte not in printable:
+            printable.append(byte)
+            codes.append(256 + extra)
+            extra += 1
+    return {byte: chr(code) for byte, code in zip(printable, codes)}
+
+
+def make_backend(model, fast: bool = True, max_positions: int | None = None) -> Backend:
+    """The fastest backend that can run ``model``: `LlamaBackend` for Llama/Qwen2 shapes, else `HFBackend`.
+
+    ``max_positions`` defaults to the model config's ``max_position_embeddings``.
+    """
+    from decoders.backend import HFBackend
+
+    if fast:
+        try:
+            from decoders.llama_fast import LlamaBackend, supports
+        except ModuleNotFoundError as err:
+            if err.name not in ("decoders.llama_fast", "decoders"):
+                raise  # llama_fast exists but imports something missing: a real bug
+        else:
+            if supports(model):
+                return LlamaBackend.from_hf(model, max_positions=max_positions)
+    return HFBackend(model, max_positions=max_positions)
+
+
+def resolve_device(name: str) -> torch.device:
+    """auto: CUDA if present, else Apple MPS, else CPU. An explicit device must be available."""
+    import torch
+
+    if name not in DEVICES:
+        raise DecodeError(f"Unknown device {name!r}; choose one of {', '.join(DEVICES)}.")
+    cuda = torch.cuda.is_available()
+    mps = bool(getattr(torch.backends, "mps", None)) and torch.backends.mps.is_available()
+    if name == "auto":
+        return torch.device("cuda" if cuda else "mps" if mps else "cpu")
+    if name == "cuda" and not cuda:
+        raise DecodeError("Device cuda was requested but torch sees no CUDA GPU; use --device cpu or auto.")
+    if name == "mps" and not mps:
+        raise DecodeError("Device mps was requested but torch sees no Apple MPS device; use --device cpu or auto.")
+    return torch.device(name)
+
+
+def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
+    """auto: float32 on CPU/MPS; bfloat16 on CUDA where supported, else float16."""
+    import torch
+
+    if name not in DTYPES:
+        raise DecodeError(f"Unknown dtype {name!r}; choose one of {', '.join(DTYPES)}.")
+    if name == "auto":
+        if device.type == "cuda":
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.float32
+    return getattr(torch, name)
+
+
+def load_family(spec: FamilySpec, progress: Progress | None = None, fast: bool = True) -> Family:
+    """Load the models of ``spec``. Every user-fixable problem raises a one-line DecodeError."""
+    report = progress or (lambda message, fraction: None)
+    if spec.helper and spec.self_draft_layer is not None:
+        raise DecodeError(
+            f"Family {spec.name!r} names both a helper model and a self-draft layer; choose one of the two."
+        )
+    device = resolve_device(spec.device)
+    dtype = resolve_dtype(spec.dtype, device)
+    for source in (spec.main, spec.helper):
+        if source:
+            classify_source(source)  # a mistyped helper path fails now, not after the main model loads
+    main_share = 0.75 if spec.helper else 1.0
+
+    main_model, tokenizer, main_source = _load_source(
+        spec.main, device, dtype, "main", _scaled(report, 0.0, main_share)
+    )
+    positions = context_length(main_model, tokenizer)
+    main_backend = make_backend(main_model, fast=fast, max_positions=positions)
+    vocab_size = int(main_model.get_output_embeddings().weight.shape[0])
+
+    helper_backend = None
+    helper_model = None
+    helper_source = None
+    if spec.helper:
+        helper_model, helper_tokenizer, helper_source = _load_source(
+            spec.helper, device, dtype, "helper", _scaled(report, main_share, 1.0)
+        )
+        _check_shared_vocabulary(spec, tokenizer, main_model, helper_tokenizer, helper_model)
+        helper_backend = make_backend(helper_model, fast=fast, max_positions=positions)
+    elif spec.self_draft_layer is not None:
+        layer = spec.self_draft_layer
+        n_layers = int(main_backend.n_layers)
+        if not isinstance(layer, int) or not 1 <= layer < n_layers:
+            raise DecodeError(
+                f"Self-draft layer {layer} is out of range: the main model has {n_layers} layers, "
+                f"so choose a layer from 1 to {n_layers - 1}."
+            )
+        helper_backend = main_backend.early_exit(layer)
+        helper_source = f"early exit @ layer {layer}"
+
+    report("Models ready", 1.0)
+    return Family(
+        label=spec.label or _default_label(spec.main),
+        main=main_backend,
+        helper=helper_backend,
+        tokenizer=tokenizer,
+        stop_ids=stop_token_ids(main_model, tokenizer),
+        device=device,
+        dtype=dtype,
+        main_source=main_source,
+        helper_source=helper_source,
+        context_length=positions,
+        vocab_size=vocab_size,
+        main_model=main_model,
+        helper_model=helper_model,
+    )
+
+
+def stop_token_ids(model, tokenizer) -> frozenset[int]:
+    """Ids that end a reply: the generation config's EOS id(s), the tokenizer's EOS, and the
+    end-of-turn markers of common chat formats that the tokenizer knows as special tokens."""
+    ids: set[int] = set()
+    generation_config = getattr(model, "generation_config", None)
+    eos = getattr(generation_config, "eos_token_id", None)
+    ids.update([eos] if isinstance(eos, int) else (eos or []))
+    if isinstance(getattr(tokenizer, "eos_token_id", None), int):
+        ids.add(tokenizer.eos_token_id)
+    special = set(getattr(tokenizer, "all_special_tokens", ()) or ())
+    added = getattr(tokenizer, "added_tokens_decoder", {}) or {}
+    special |= {str(tok) for tok in added.values() if getattr(tok, "special", False)}
+    vocab = tokenizer.get_vocab()
+    ids.update(vocab[tok] for tok in END_OF_TURN_TOKENS if tok in special and tok in vocab)
+    return frozenset(int(i) for i in ids)
+
+
+def context_length(model, tokenizer) -> int:
+    """Positions the model was trained for, capped by the tokenizer's limit when it states one."""
+    config = model.config
+    text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    length = int(getattr(text_config, "max_position_embeddings", 0) or 2048)
+    tokenizer_limit = getattr(tokenizer, "model_max_length", None)
+    if isinstance(tokenizer_limit, int) and 0 < tokenizer_limit < 1_000_000:
+        length = min(length, tokenizer_limit)
+    return length
+
+
+def _check_shared_vocabulary(spec: FamilySpec, main_tok, main_model, helper_tok, helper_model) -> None:
+    """A helper's draft ids must mean the same tokens as the main model's: same vocab, same LM head."""
+    main_vocab, helper_vocab = main_tok.get_vocab(), helper_tok.get_vocab()
+    main_rows = int(main_model.get_output_embeddings().weight.shape[0])
+    helper_rows = int(helper_model.get_output_embeddings().weight.shape[0])
+    if len(main_vocab) != len(helper_vocab) or main_rows != helper_rows:
+        raise DecodeError(
+            f"Helper {spec.helper} has a vocabulary of {len(helper_vocab)} tokens (LM head {helper_rows}) "
+            f"but main {spec.main} has {len(main_vocab)} (LM head {main_rows}); "
+            f"helpers must share the main model's tokenizer."
+        )
+    if main_vocab != helper_vocab:
+        differing = sum(1 for tok, i in helper_vocab.items() if main_vocab.get(tok) != i)
+        raise DecodeError(
+            f"Helper {spec.helper} maps {differing} of its {len(helper_vocab)} tokens to other ids than "
+            f"main {spec.main}; helpers must share the main model's tokenizer."
+        )
+
+
+def _load_source(source: str, device, dtype, role: str, report: Progress):
+    """(model on device/dtype in eval mode, tokenizer, source as recorded) for one source string."""
+    from decoders import gguf_cache
+
+    kind, location = classify_source(source)
+    if kind in ("bundled", "gguf"):
+        if kind == "bundled":
+            from decoders.bundled import bundled_gguf_path
+
+            location = bundled_gguf_path()
+        location = gguf_cache.check_gguf_file(location).resolve()
+        recorded = "bundled" if kind == "bundled" else str(location)
+        was_cached = gguf_cache.is_converted(location)
+        folder = gguf_cache.ensure_converted(location, _scaled(report, 0.0, 0.9))
+        report(f"Loading {role} model {location.name}", 0.9)
+        try:
+            model, tokenizer = _load_folder(folder, device, dtype, f"converted copy of {location}")
+        except DecodeError:
+            if not was_cached:
+                raise
+            # A cached copy that no longer loads (files deleted or damaged): convert it afresh.
+            gguf_cache.discard_converted(location)
+            folder = gguf_cache.ensure_converted(location, _scaled(report, 0.0, 0.9))
+            model, tokenizer = _load_folder(folder, device, dtype, f"converted copy of {location}")
+        return model, tokenizer, recorded
+    if kind == "folder":
+        report(f"Loading {role} model from {location}", 0.0)
+        model, tokenizer = _load_folder(location, device, dtype, str(location))
+        return model, tokenizer, str(location)
+    report(f"Loading {role} model {source}", 0.0)
+    model, tokenizer = _load_hub(source, device, dtype, role)
+    return model, tokenizer, source
+
+
+def classify_source(source: str) -> tuple[str, Path | None]:
+    """("bundled" | "gguf" | "folder" | "hub", path). DecodeError for paths that cannot be models."""
+    if source == "bundled":
+        return "bundled", None
+    path = Path(source).expanduser()
+    # A hub id is "name" or "owner/name"; anything else can only be meant as a path.
+    looks_like_path = (
+        source.lower().endswith(".gguf")
+        or source.startswith((".", "/", "~"))
+        or source.count("/") > 1
+        or not _HUB_ID.match(source)
+    )
+    if path.exists():
+        if path.is_dir():
+            if not (path / "config.json").is_file():
+                raise DecodeError(
+                    f"Folder {path} has no config.json, so it is not a transformers model folder; "
+                    f"pass a folder written by save_pretrained or a .gguf file."
+                )
+            return "folder", path
+        if path.suffix.lower() == ".gguf":
+            return "gguf", path
+        raise DecodeError(f"{path} is a file but not a .gguf file; pass a .gguf file or a model folder.")
+    if looks_like_path:
+        raise DecodeError(f"Model path {path} does not exist; pass an existing model folder or .gguf file.")
+    return "hub", None
+
+
+def _load_folder(folder, device, dtype, described: str):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from decoders.gguf_cache import quiet_progress_bars
+
+    try:
+        with quiet_progress_bars():
+            tokenizer = AutoTokenizer.from_pretrained(str(folder))
+            model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype)
+    except Exception as err:
+        raise DecodeError(f"Cannot load the model in {described}: {_first_line(err)}") from err
+    return _placed(model, device, dtype), tokenizer
+
+
+def _load_hub(repo_id: str, device, dtype, role: str = "main"):
+    """A hub model: from the local HF cache when there, else downloaded (short timeouts)."""
+    os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", str(HUB_TIMEOUT_SECONDS))
+    os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", str(HUB_TIMEOUT_SECONDS))
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from decoders.gguf_cache import quiet_progress_bars
+
+    def load(local_only: bool):
+        with quiet_progress_bars():
+            tokenizer = AutoTokenizer.from_pretrained(repo_id, local_files_only=local_only)
+            model = AutoModelForCausalLM.from_pretrained(repo_id, dtype=dtype, local_files_only=local_only)
+        return _placed(model, device, dtype), tokenizer
+
+    try:
+        return load(local_only=True)
+    except OSError:
+        pass  # not (completely) in the local cache
+    except Exception as err:
+        raise DecodeError(f"Cannot load {repo_id} from the local Hugging Face cache: {_first_line(err)}") from err
+    _check_hub_reachable(repo_id, role)
+    try:
+        return load(local_only=False)
+    except Exception as err:
+        if _is_network_error(err):
+            raise _hub_unreachable(repo_id, _first_line(err), role) from err
+        raise DecodeError(f"Cannot load {repo_id} from the Hugging Face hub: {_first_line(err)}") from err
+
+
+def _check_hub_reachable(repo_id: str, role: str = "main") -> None:
+    """Fail in seconds, not after transformers' minute of retries, when the hub is out of reach."""
+    if _env_flag("HF_HUB_OFFLINE") or _env_flag("TRANSFORMERS_OFFLINE"):
+        raise _hub_unreachable(repo_id, "HF_HUB_OFFLINE is set", role)
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
+    try:
+        HfApi().model_info(repo_id, timeout=HUB_TIMEOUT_SECONDS)
+    except GatedRepoError as err:
+        raise DecodeError(
+            f"{repo_id} is gated on the Hugging Face hub; accept its licence and log in with `hf auth login`, "
+            f"or pass --{role} PATH with a local copy."
+        ) from err
+    except RepositoryNotFoundError as err:
+        raise DecodeError(
+            f"No model {repo_id!r} on the Hugging Face hub and no local folder of that name; check the spelling "
+            f"or pass --{role} PATH with a local model folder or .gguf file."
+        ) from err
+    except Exception as err:
+        if _is_network_error(err):
+            raise _hub_unreachable(repo_id, _first_line(err), role) from err
+        raise DecodeError(f"Cannot look up {repo_id} on the Hugging Face hub: {_first_line(err)}") from err
+
+
+def _hub_unreachable(repo_id: str, reason: str, role: str) -> DecodeError:
+    return DecodeError(
+        f"The Hugging Face hub could not be reached to fetch {repo_id} ({reason}) and it is not in the local "
+        f"cache; pass --{role} PATH with a local model folder or .gguf file, or use --family {OFFLINE_FAMILY}, "
+        f"which works offline."
+    )
+
+
+def _is_network_error(err: BaseException) -> bool:
+    """Connection trouble rather than a problem with the model itself, judged along the cause chain."""
+    seen = 0
+    current: BaseException | None = err
+    while current is not None and seen < 8:
+        names = {cls.__name__ for cls in type(current).__mro__}
+        if names & {"ConnectionError", "TimeoutError", "TransportError", "OfflineModeIsEnabled",
+                    "LocalEntryNotFoundError", "gaierror"}:
+            return True
+        if "couldn't connect" in str(current).lower():
+            return True
+        current = current.__cause__ or current.__context__
+        seen += 1
+    return False
+
+
+def _placed(model, device, dtype):
+    """``model`` on ``device`` in ``dtype``, in eval mode."""
+    return model.to(device=device, dtype=dtype).eval()
+
+
+def _default_label(source: str) -> str:
+    if source == "bundled":
+        from decoders.bundled import LABEL
+
+        return LABEL
+    return Path(source).name if source.lower().endswith(".gguf") or os.path.exists(source) else source
+
+
+def _scaled(report: Progress, start: float, end: float) -> Progress:
+    """A progress callback mapping a sub-task's 0..1 onto ``start``..``end`` of the whole."""
+
+    def scaled(message: str, fraction: float | None) -> None:
+        report(message, None if fraction is None else start + (end - start) * fraction)
+
+    return scaled
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _first_line(err: BaseException) -> str:
+    lines = str(err).strip().splitlines()
+    return lines[0] if lines else type(err).__name__

@@ -1,0 +1,18 @@
+"""Shared fixtures. The bundled model is loaded once per session; its converted copy stays in the
+user cache (or $TUI_DECODE_CACHE_DIR) so only the very first test run pays the GGUF conversion."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    """The bundled SmolLM2-135M family on CPU in float32 (reproducible numerics on any machine),
+    from the built-in definition so a user's families.toml cannot change what tests run."""
+    from decoders.families import BUILTIN_FAMILIES
+    from decoders.family import load_family
+
+    return load_family(replace(BUILTIN_FAMILIES["smollm2-135m"], device="cpu", dtype="float32"))
