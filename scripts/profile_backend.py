@@ -1,0 +1,162 @@
+"""Side-by-side speed of transformers and `LlamaBackend` on the bundled SmolLM2 model.
+
+Measured interleaved (one of each per round, medians reported) so that load from other
+processes hits all of them alike:
+
+  (a) HF forward, one token, DynamicCache (`HFBackend`)
+  (b) transformers `generate()` greedy, ms per new token (prefill included)
+  (c) `LlamaBackend` forward, one token
+  (d) our own greedy loop on `LlamaBackend`, ms per new token (prefill included)
+
+plus the cost of verify steps of 2, 3, 5, 8, 11 tokens relative to a 1-token step on both
+backends, and checks that (b) and (d) produce the same tokens.
+
+The first run converts the GGUF to a float32 safetensors copy (``--cache``, default
+/tmp/smollm2-f32) so that later runs load in half a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+from decoders.backend import HFBackend  # noqa: E402
+from decoders.llama_fast import LlamaBackend  # noqa: E402
+
+PROMPT = "Explain in a few sentences why the sky is blue and why sunsets are red."
+VERIFY_SIZES = (1, 2, 3, 5, 8, 11)
+
+
+def load(cache: Path):
+    """The bundled model as float32 transformers model + tokenizer (converted once, cached)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if (cache / "model.safetensors").is_file():
+        model = AutoModelForCausalLM.from_pretrained(cache, dtype=torch.float32)
+        return model.eval(), AutoTokenizer.from_pretrained(cache)
+    from decoders.bundled import bundled_gguf_path
+
+    path = bundled_gguf_path()
+    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name)
+    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    # the GGUF quantizer marker makes save_pretrained refuse; the weights are plain float32 now
+    model.hf_quantizer = None
+    model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.save_pretrained(cache)
+    tokenizer.save_pretrained(cache)
+    return model.eval(), tokenizer
+
+
+def prompt_ids(tokenizer) -> torch.Tensor:
+    messages = [{"role": "user", "content": PROMPT}]
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return torch.tensor(tokenizer(text)["input_ids"])
+
+
+def timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def step_time(backend, prompt: torch.Tensor, n: int, reps: int = 3) -> float:
+    """Median seconds of a forward of ``n`` tokens after ``prompt`` (cache cropped back each time)."""
+    backend.reset()
+    backend.forward(prompt, 1)
+    ids = prompt[-n:].clone() if n <= len(prompt) else prompt[:1].repeat(n)
+    times = []
+    for _ in range(reps):
+        backend.crop(len(prompt))
+        times.append(timed(lambda: backend.forward(ids, n)))
+    return statistics.median(times)
+
+
+def hf_generate(model, prompt: torch.Tensor, new: int) -> list[int]:
+    with torch.inference_mode():
+        out = model.generate(
+            prompt[None], max_new_tokens=new, min_new_tokens=new, do_sample=False, attention_mask=torch.ones_like(prompt)[None]
+        )
+    return out[0, len(prompt) :].tolist()
+
+
+def our_generate(backend, prompt: torch.Tensor, new: int) -> list[int]:
+    backend.reset()
+    tokens = []
+    ids = prompt
+    for _ in range(new):
+        token = int(backend.forward(ids, 1)[0].argmax())
+        tokens.append(token)
+        ids = torch.tensor([token])
+    return tokens
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cache", type=Path, default=Path(os.environ.get("SMOLLM2_F32", "/tmp/smollm2-f32")))
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--new", type=int, default=64, help="tokens per generate run")
+    parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: leave)")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    t0 = time.perf_counter()
+    model, tokenizer = load(args.cache)
+    print(f"model loaded in {time.perf_counter() - t0:.1f} s; threads {torch.get_num_threads()}")
+    t0 = time.perf_counter()
+    fast = LlamaBackend.from_hf(model)
+    print(f"LlamaBackend built in {time.perf_counter() - t0:.2f} s, {fast.weight_bytes / 1e6:.0f} MB of weights per step")
+    hf = HFBackend(model)
+    prompt = prompt_ids(tokenizer)
+    print(f"prompt {len(prompt)} tokens, {args.new} new tokens per generate")
+
+    ref = hf_generate(model, prompt, args.new)
+    ours = our_generate(fast, prompt, args.new)
+    same = next((i for i, (a, b) in enumerate(zip(ref, ours)) if a != b), None)
+    print("greedy tokens identical" if same is None else f"greedy tokens FIRST DIFFER at {same}")
+    with torch.inference_mode():
+        full = model(torch.tensor([prompt.tolist() + ref])).logits[0].float()
+    fast.reset()
+    mine = fast.forward(torch.tensor(prompt.tolist() + ref), len(prompt) + len(ref))
+    print(f"logits max |diff| vs HF full forward ({len(prompt) + len(ref)} positions): {(mine - full).abs().max():.2e}")
+
+    samples: dict[str, list[float]] = {}
+
+    def add(name, seconds):
+        samples.setdefault(name, []).append(seconds * 1e3)
+
+    for _ in range(args.rounds):
+        for n in VERIFY_SIZES:
+            add(f"hf_step{n}", step_time(hf, prompt, n))
+            add(f"fast_step{n}", step_time(fast, prompt, n))
+        add("hf_generate", timed(lambda: hf_generate(model, prompt, args.new)) / args.new)
+        add("fast_generate", timed(lambda: our_generate(fast, prompt, args.new)) / args.new)
+
+    med = {k: statistics.median(v) for k, v in samples.items()}
+    print(f"\nmedians over {args.rounds} interleaved rounds (ms)")
+    print(f"(a) HF forward 1 token, DynamicCache : {med['hf_step1']:7.2f}")
+    print(f"(b) HF generate() greedy, per token  : {med['hf_generate']:7.2f}")
+    print(f"(c) LlamaBackend forward 1 token     : {med['fast_step1']:7.2f}")
+    print(f"(d) LlamaBackend greedy loop, per tok: {med['fast_generate']:7.2f}")
+    print(f"ratio (c)/(b) = {med['fast_step1'] / med['hf_generate']:.3f}   (d)/(b) = {med['fast_generate'] / med['hf_generate']:.3f}"
+          f"   (c)/(a) = {med['fast_step1'] / med['hf_step1']:.3f}")
+    print("\nverify step cost relative to a 1-token step")
+    print("tokens   HF ms  HF x   fast ms  fast x")
+    for n in VERIFY_SIZES:
+        h, f = med[f"hf_step{n}"], med[f"fast_step{n}"]
+        print(f"{n:6d} {h:7.2f} {h / med['hf_step1']:5.2f}  {f:7.2f} {f / med['fast_step1']:6.2f}")
+    print(f"\nbandwidth floor at 26 GB/s: {fast.weight_bytes / 26e9 * 1e3:.1f} ms")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,246 @@
+"""`LlamaBackend` against transformers: same logits, same greedy tokens, exact crop and early exit."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from decoders import llama_fast  # noqa: E402
+from decoders.backend import HFBackend, truncated_model  # noqa: E402
+from decoders.llama_fast import LlamaBackend, supports, unsupported_reason  # noqa: E402
+
+VOCAB = 101
+ATOL = 1e-5  # float32; observed differences are ~2e-7
+
+
+def _config(kind: str, **extra):
+    from transformers import LlamaConfig, MistralConfig, Qwen2Config
+
+    cls = {"llama": LlamaConfig, "qwen2": Qwen2Config, "mistral": MistralConfig}[kind]
+    args = dict(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=VOCAB,
+        max_position_embeddings=256,
+    )
+    if kind == "mistral":
+        args["sliding_window"] = None
+    args.update(extra)
+    return cls(**args)
+
+
+def _model(kind: str = "llama", seed: int = 0, **extra):
+    from transformers import LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM
+
+    cls = {"llama": LlamaForCausalLM, "qwen2": Qwen2ForCausalLM, "mistral": MistralForCausalLM}[kind]
+    torch.manual_seed(seed)
+    model = cls(_config(kind, **extra)).eval()
+    if kind == "qwen2":  # random init leaves biases at zero; make them matter
+        with torch.no_grad():
+            for layer in model.model.layers:
+                for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
+                    proj.bias.normal_(0, 0.5)
+    return model
+
+
+def _ids(n: int, seed: int = 1) -> torch.Tensor:
+    return torch.randint(0, VOCAB, (n,), generator=torch.Generator().manual_seed(seed))
+
+
+def _hf_logits(model, ids: torch.Tensor) -> torch.Tensor:
+    with torch.inference_mode():
+        return model(ids[None]).logits[0].float()
+
+
+def _close(a, b, atol=ATOL):
+    diff = (a - b).abs().max().item()
+    assert diff < atol, f"max |diff| {diff:.2e}"
+
+
+KINDS = ["llama", "qwen2", "mistral"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_full_sequence_matches_hf(kind):
+    model = _model(kind)
+    backend = LlamaBackend.from_hf(model)
+    ids = _ids(24)
+    _close(backend.forward(ids, 24), _hf_logits(model, ids))
+    assert backend.cached_length == 24
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_incremental_decode_with_keep(kind):
+    model = _model(kind)
+    backend = LlamaBackend.from_hf(model)
+    ids = _ids(20)
+    ref = _hf_logits(model, ids)
+    _close(backend.forward(ids[:9], 1), ref[8:9])
+    _close(backend.forward(ids[9:14], 3), ref[11:14])  # a verify step: several new tokens
+    for i in range(14, 20):  # one-token steps
+        _close(backend.forward(ids[i : i + 1], 1), ref[i : i + 1])
+    assert backend.cached_length == 20
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen2"])
+def test_crop_and_rerun_equals_fresh_forward(kind):
+    model = _model(kind)
+    backend = LlamaBackend.from_hf(model)
+    backend.forward(_ids(15), 1)
+    backend.crop(6)
+    assert backend.cached_length == 6
+    new = _ids(7, seed=2)
+    fresh = torch.cat([_ids(15)[:6], new])
+    _close(backend.forward(new, 7), _hf_logits(model, fresh)[6:])
+    backend.crop(100)  # cropping beyond the end keeps everything
+    assert backend.cached_length == 13
+    backend.reset()
+    assert backend.cached_length == 0
+    _close(backend.forward(fresh, 2), _hf_logits(model, fresh)[-2:])
+
+
+def test_cache_grows_in_chunks(monkeypatch):
+    monkeypatch.setattr(llama_fast, "CACHE_CHUNK", 4)
+    model = _model()
+    backend = LlamaBackend.from_hf(model)
+    ids = _ids(30)
+    ref = _hf_logits(model, ids)
+    _close(backend.forward(ids[:3], 3), ref[:3])
+    for i in range(3, 28, 5):  # every step crosses chunk boundaries
+        _close(backend.forward(ids[i : i + 5], 2), ref[i + 3 : i + 5])
+    assert backend._capacity >= 28
+
+
+def test_positions_beyond_max_raise():
+    backend = LlamaBackend.from_hf(_model(), max_positions=16)
+    backend.forward(_ids(10), 1)
+    with pytest.raises(ValueError, match="max_positions"):
+        backend.forward(_ids(7), 1)
+    assert backend.cached_length == 10
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen2"])
+def test_greedy_tokens_match_hf_generate(kind):
+    model = _model(kind)
+    prompt = _ids(5)
+    with torch.inference_mode():
+        ref = model.generate(
+            prompt[None], max_new_tokens=20, min_new_tokens=20, do_sample=False, attention_mask=torch.ones(1, 5, dtype=torch.long)
+        )[0, 5:].tolist()
+    backend = LlamaBackend.from_hf(model)
+    tokens, ids = [], prompt
+    for _ in range(20):
+        tokens.append(int(backend.forward(ids, 1)[0].argmax()))
+        ids = torch.tensor([tokens[-1]])
+    assert tokens == ref
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen2"])
+@pytest.mark.parametrize("layers", [0, 1, 2])
+def test_early_exit_matches_truncated_hf_model(kind, layers):
+    model = _model(kind)
+    full = LlamaBackend.from_hf(model)
+    early = full.early_exit(layers)
+    ref = HFBackend(truncated_model(model, layers))
+    ids = _ids(12)
+    _close(early.forward(ids[:8], 8), ref.forward(ids[:8], 8))
+    _close(early.forward(ids[8:], 2), ref.forward(ids[8:], 2))
+    assert early.n_layers == layers and full.cached_length == 0  # a cache of its own
+
+
+def test_early_exit_shares_weights():
+    full = LlamaBackend.from_hf(_model("qwen2"))
+    early = full.early_exit(2)
+    assert early.weights is full.weights
+    a, b = full.weights, early.weights
+    for name in ("embed", "norm", "head"):
+        assert getattr(a, name).data_ptr() == getattr(b, name).data_ptr()
+    for la, lb in zip(full._layers[:2], early._layers):
+        for name in ("wqkv", "bqkv", "wo", "wgate_up", "wdown", "attn_norm", "mlp_norm"):
+            assert getattr(la, name).data_ptr() == getattr(lb, name).data_ptr()
+    assert early.weight_bytes < full.weight_bytes
+    full.forward(_ids(4), 1)
+    early.forward(_ids(6), 1)
+    assert (full.cached_length, early.cached_length) == (4, 6)
+    assert early._k[0].data_ptr() != full._k[0].data_ptr()
+
+
+def test_embedding_is_shared_with_the_model():
+    model = _model()
+    backend = LlamaBackend.from_hf(model)
+    assert backend.weights.embed.data_ptr() == model.model.embed_tokens.weight.data_ptr()
+
+
+def test_tied_embeddings():
+    model = _model(tie_word_embeddings=True)
+    assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
+    ids = _ids(10)
+    _close(LlamaBackend.from_hf(model).forward(ids, 10), _hf_logits(model, ids))
+
+
+def test_llama3_rope():
+    rope = {"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0, "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0, "original_max_position_embeddings": 32}
+    model = _model(rope_parameters=rope)
+    assert supports(model)
+    ids = _ids(40)
+    _close(LlamaBackend.from_hf(model).forward(ids, 40), _hf_logits(model, ids))
+
+
+def test_bfloat16_follows_hf():
+    model = _model().to(torch.bfloat16)
+    ids = _ids(16)
+    backend = LlamaBackend.from_hf(model)
+    assert backend.dtype == torch.bfloat16
+    out = backend.forward(ids, 16)
+    assert out.dtype == torch.float32
+    _close(out, _hf_logits(model, ids), atol=0.1)  # bf16 rounding differs with op order
+
+
+def test_unsupported_models():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    gpt2 = GPT2LMHeadModel(GPT2Config(n_embd=32, n_layer=1, n_head=2, vocab_size=VOCAB, n_positions=64))
+    assert not supports(gpt2)
+    with pytest.raises(TypeError, match="model_type"):
+        LlamaBackend.from_hf(gpt2)
+    assert not supports(object())
+    assert "bias" in unsupported_reason(_model(mlp_bias=True))
+    assert "bias" in unsupported_reason(_model(attention_bias=True))
+    assert "rope" in unsupported_reason(_model(rope_parameters={"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 2.0}))
+    assert "hidden_act" in unsupported_reason(_model(hidden_act="gelu"))
+    assert "sliding" in unsupported_reason(_model("mistral", sliding_window=64))
+    assert "sliding" in unsupported_reason(_model("qwen2", use_sliding_window=True, sliding_window=64, max_window_layers=1))
+    assert supports(_model("mistral")) and supports(_model("qwen2"))
+
+
+def test_bad_arguments():
+    backend = LlamaBackend.from_hf(_model())
+    with pytest.raises(ValueError):
+        backend.forward(_ids(3), 4)
+    with pytest.raises(ValueError):
+        backend.forward(_ids(3)[None], 1)
+    with pytest.raises(ValueError):
+        backend.early_exit(4)
+
+
+def test_bundled_smollm2_matches_hf(smollm2):
+    """The bundled model: logits of a full forward and greedy tokens agree with transformers."""
+    model = smollm2.main_model
+    backend = LlamaBackend.from_hf(model)
+    prompt = torch.tensor(smollm2.encode_prompt("Name three primary colours.", chat_template=True))
+    with torch.inference_mode():
+        ref = model.generate(prompt[None], max_new_tokens=12, do_sample=False, attention_mask=torch.ones_like(prompt)[None])
+    ref = ref[0, len(prompt) :].tolist()
+    tokens, ids = [], prompt
+    for _ in range(len(ref)):
+        tokens.append(int(backend.forward(ids, 1)[0].argmax()))
+        ids = torch.tensor([tokens[-1]])
+    assert tokens == ref
+    seq = torch.tensor(prompt.tolist() + ref)
+    backend.reset()
+    _close(backend.forward(seq, len(seq)), _hf_logits(model, seq), atol=2e-4)
