@@ -1,16 +1,114 @@
-"""`tui-decode bench`: argument parsing; the benchmark itself lives in decoders.bench."""
+"""`tui-decode bench`: argument parsing and printing; the benchmark itself lives in decoders.bench.
+
+Every input is checked (prompts file, methods, sweep, numbers) before the model loads, so a typo
+costs a second, not a model load.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+
+from decoders.params import DRAFT_POLICIES, DecodeParams
+
+DEFAULT_METHODS = "ar,spec,pld,jacobi"
+DEFAULT_OUT = "bench-out"
 
 
 def add_bench_parser(sub) -> None:
-    p = sub.add_parser("bench", help="Spec-Bench-style benchmark, side by side with transformers")
-    p.add_argument("--prompts", required=True, metavar="FILE.jsonl")
+    from tui_decode.cli import add_model_args
+
+    d = DecodeParams()
+    p = sub.add_parser("bench", help="Spec-Bench-style benchmark, side by side with transformers",
+                       description="Run every method on every prompt of a Spec-Bench JSONL file (first turn, "
+                                   "greedy), interleaved with transformers' generate() on the same model, and "
+                                   "write report.md and report.json.")
+    p.add_argument("--prompts", required=True, metavar="FILE.jsonl",
+                   help="Spec-Bench prompts (question_id, category, turns), e.g. bench/spec_bench_dev.jsonl")
+    p.add_argument("--methods", default=DEFAULT_METHODS, metavar="LIST",
+                   help=f"comma-separated methods (default {DEFAULT_METHODS}); ar is always run, it is the baseline")
+    p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, metavar="N")
+    p.add_argument("--limit", type=int, default=None, metavar="N",
+                   help="use N prompts, taken round-robin over the task groups (default all)")
+    p.add_argument("--repeats", type=int, default=1, metavar="R", help="measure every prompt R times (default 1)")
+    p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"report folder (default {DEFAULT_OUT}/)")
+    p.add_argument("--sweep", metavar="NAME=A..B",
+                   help="instead of the suite, sweep one parameter (gamma, num_pred/k, block/m) and print measured "
+                        "speedup against the Theorem 3.8 prediction for each value, e.g. gamma=1..8")
+    p.add_argument("--gamma", type=int, default=d.gamma, help="speculative: tokens drafted per iteration")
+    p.add_argument("--num-pred", type=int, default=d.num_pred, metavar="K", help="prompt lookup: at most K tokens")
+    p.add_argument("--ngram-max", type=int, default=d.ngram_max, help="prompt lookup: longest n-gram matched")
+    p.add_argument("--draft-policy", choices=DRAFT_POLICIES, default=d.draft_policy,
+                   help="prompt lookup: adaptive cuts each draft to what its expected acceptance pays for; fixed "
+                        "drafts up to K tokens whenever an n-gram matches (as transformers does)")
+    p.add_argument("--block", type=int, default=d.block, metavar="M", help="Jacobi: block size m")
+    p.add_argument("--bandwidth-mb", type=int, default=1024, metavar="MB",
+                   help="size of the float32 tensor summed to measure memory read bandwidth (default 1024)")
+    p.add_argument("--record-overhead-every", type=int, default=3, metavar="K",
+                   help="on every K-th prompt also run each drafting method with recording on, to measure what "
+                        "recording costs (default 3; 0: never)")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="torch CPU threads for both sides (default: torch's own choice); on a machine shared "
+                        "with other busy processes, 1 avoids threads spinning against each other")
+    add_model_args(p)
+
+
+def _check_counts(args: argparse.Namespace) -> None:
+    from decoders.errors import DecodeError
+
+    for name, flag in (("limit", "--limit"), ("repeats", "--repeats"), ("bandwidth_mb", "--bandwidth-mb"),
+                       ("threads", "--threads")):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise DecodeError(f"{name} must be an integer >= 1, got {value}; set {flag} to 1 or more")
+    if args.record_overhead_every < 0:
+        raise DecodeError(f"record_overhead_every must be an integer >= 0, got {args.record_overhead_every}; "
+                          "set --record-overhead-every to 0 (never) or more")
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from decoders.errors import DecodeError
+    from rich.console import Console
 
-    raise DecodeError("the benchmark is not built yet")
+    from decoders.bench import load_prompts, parse_methods, parse_sweep, run_bench, run_sweep
+    from decoders.bench_report import group_table, overall_table, sweep_table, targets_table, write_report
+    from tui_decode.cli import family_spec, load_with_progress
+
+    prompts = load_prompts(args.prompts)
+    methods = parse_methods(args.methods)
+    sweep = parse_sweep(args.sweep) if args.sweep else None
+    _check_counts(args)
+    params = DecodeParams(method="ar", max_new_tokens=args.max_new_tokens, gamma=args.gamma,
+                          num_pred=args.num_pred, ngram_max=args.ngram_max, draft_policy=args.draft_policy,
+                          block=args.block, record=False).validated()
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    spec = family_spec(args)
+    family = load_with_progress(spec, Console(stderr=True))
+
+    def progress(message: str) -> None:
+        print(f"bench: {message}", file=sys.stderr, flush=True)
+
+    if sweep is not None:
+        report = run_sweep(family, prompts, sweep, args.max_new_tokens, args.limit, args.repeats, progress,
+                           params=params)
+    else:
+        report = run_bench(family, prompts, methods, args.max_new_tokens, args.limit, args.repeats, progress,
+                           params=params, record_overhead_every=args.record_overhead_every,
+                           bandwidth_bytes=args.bandwidth_mb << 20)
+    md, js = write_report(report, args.out)
+    if sweep is not None:
+        print(f"Sweep of {sweep.name} ({sweep.method}): measured speedup against Theorem 3.8\n")
+        print(sweep_table(report))
+    else:
+        print("Overall\n")
+        print(overall_table(report))
+        print("\nPer task group\n")
+        print(group_table(report))
+        print("\nTargets\n")
+        print(targets_table(report))
+    for note in report["notes"]:
+        print(f"note: {note}", file=sys.stderr)
+    print(f"\nreport written to {md} and {js} ({report['elapsed_s']:.0f} s)", file=sys.stderr)
+    return 0

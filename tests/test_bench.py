@@ -1,0 +1,245 @@
+"""`tui-decode bench` end to end on a tiny random model: report files, fields, ratios that come
+from the run's own timings, and one-line errors for bad input. No timing assertions: the
+figures of a tiny model on a shared machine are noise, only their bookkeeping is checked."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import pytest
+
+from decoders.bench import (
+    BenchPrompt,
+    load_prompts,
+    parse_methods,
+    parse_sweep,
+    select_prompts,
+    task_group,
+)
+from decoders.errors import DecodeError
+from tiny import perturbed_copy, save_tiny_model, tiny_model
+from tui_decode.cli import main
+
+PROMPTS = [
+    {"question_id": 81, "category": "writing", "turns": ["w5 w6 w7 w8 w5 w6 w7", "w9 second turn ignored"]},
+    {"question_id": 481, "category": "rag", "turns": ["w9 w10 w11 w12 w9 w10 w11 w12 w9"]},
+]
+TINY_BENCH = ["--max-new-tokens", "8", "--bandwidth-mb", "64"]
+
+
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory):
+    return str(save_tiny_model(tmp_path_factory.mktemp("tiny") / "model", layers=2))
+
+
+@pytest.fixture(scope="module")
+def prompts_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("prompts") / "two.jsonl"
+    path.write_text("".join(json.dumps(p) + "\n" for p in PROMPTS))
+    return str(path)
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def bench_run(tiny_folder, prompts_file, tmp_path_factory):
+    """One full bench run (all four methods, self-draft at layer 1 of 2) shared by the tests."""
+    out_dir = tmp_path_factory.mktemp("bench-out")
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with redirect_stdout(stdout), redirect_stderr(stderr):
+        code = main(["bench", "--prompts", prompts_file, "--main", tiny_folder, "--self-draft-layer", "1",
+                     "--record-overhead-every", "1", "--out", str(out_dir), *TINY_BENCH])
+    report = json.loads((out_dir / "report.json").read_text())
+    return {"code": code, "out": stdout.getvalue(), "err": stderr.getvalue(), "dir": out_dir, "report": report}
+
+
+def test_bench_writes_both_report_files(bench_run):
+    assert bench_run["code"] == 0, bench_run["err"]
+    md = (bench_run["dir"] / "report.md").read_text()
+    for heading in ("## Overall", "## Per task group", "## Targets", "## Memory-bandwidth floor",
+                    "## Speculative decoding against Theorem 3.8", "## Recording overhead", "## Per prompt"):
+        assert heading in md
+    assert "| method | tau | speedup |" in bench_run["out"]  # the overall table is printed too
+    assert "[1/2] q81 writing: ours ar" in bench_run["err"]  # progress: prompt i/N and method
+    assert "[2/2] q481 rag: transformers pld" in bench_run["err"]
+
+
+def test_report_has_every_figure(bench_run):
+    report = bench_run["report"]
+    assert report["settings"]["methods"] == ["ar", "spec", "pld", "jacobi"]
+    assert report["settings"]["max_new_tokens"] == 8
+    assert report["settings"]["early_exit_layer"] == 1
+    assert set(report["groups"]) == {"multi_turn", "rag"}
+    assert len(report["samples"]) == 2
+    for stats in [report["overall"]] + list(report["groups"].values()):
+        assert set(stats) == {"ar", "spec", "pld", "jacobi"}
+        for method, figures in stats.items():
+            ours = figures["ours"]
+            for key in ("tau", "speedup", "ms_per_token", "identical", "all_identical"):
+                assert ours[key] is not None, (method, key)
+            if method != "ar":
+                assert "acceptance" in ours
+        for method in ("ar", "spec", "pld"):  # transformers has these three, not Jacobi
+            assert stats[method]["theirs"]["ms_per_token"] > 0
+            assert "ratio_ms_per_token" in stats[method] and "ratio_speedup" in stats[method]
+        assert "theirs" not in stats["jacobi"]
+    spec = report["overall"]["spec"]["ours"]
+    for key in ("alpha_hat", "c_hat", "predicted_speedup", "predicted_speedup_cost_aware", "verify_cost"):
+        assert spec[key] is not None
+    floor = report["floor"]
+    assert floor["gb_per_s"] > 0 and floor["weight_bytes"] > 0 and floor["floor_ms"] > 0
+    assert floor["ours_ms_per_token_x_floor"] > 0
+    keys = {t["key"] for t in report["targets"]}
+    assert {"ar_vs_transformers", "pld_tau", "pld_speedup", "pld_not_slower", "spec_thm38",
+            "record_overhead_spec", "record_overhead_pld", "record_overhead_jacobi"} <= keys
+    assert all(t["met"] in (True, False) and t["margin"] for t in report["targets"])
+    assert any("Jacobi has no transformers counterpart" in note for note in report["notes"])
+
+
+def test_ratios_come_from_the_runs_timings(bench_run):
+    report = bench_run["report"]
+    samples = report["samples"]
+    for method in ("ar", "spec", "pld"):
+        ours = sum(s["ours"][method]["wall_ms"] for s in samples) / sum(s["ours"][method]["tokens"] for s in samples)
+        theirs = (sum(s["theirs"][method]["wall_ms"] for s in samples)
+                  / sum(s["theirs"][method]["tokens"] for s in samples))
+        assert ours > 0 and theirs > 0
+        stats = report["overall"][method]
+        assert math.isclose(stats["ours"]["ms_per_token"], ours, rel_tol=1e-2)
+        assert math.isclose(stats["theirs"]["ms_per_token"], theirs, rel_tol=1e-2)
+        assert math.isclose(stats["ratio_ms_per_token"], ours / theirs, rel_tol=2e-2)
+    for sample in samples:
+        ar = sample["ours"]["ar"]
+        assert ar["wall_ms"] > 0 and ar["tau"] == 1.0
+        for method, entry in sample["ours"].items():
+            assert math.isclose(entry["speedup"], ar["ms_per_token"] / entry["ms_per_token"], rel_tol=1e-3)
+        for method in ("spec", "pld", "jacobi"):
+            assert sample["record_on"][method]["wall_ms"] > 0
+
+
+def test_outputs_are_compared_with_baseline_and_transformers(bench_run):
+    for sample in bench_run["report"]["samples"]:
+        ours, theirs = sample["ours"], sample["theirs"]
+        for method in ("spec", "pld"):
+            assert ours[method]["matches_transformers"] == (ours[method]["ids"] == theirs[method]["ids"])
+            assert theirs[method]["identical"] == (theirs[method]["ids"] == theirs["ar"]["ids"])
+        for method, entry in ours.items():
+            assert entry["identical"] == (entry["ids"] == ours["ar"]["ids"])
+            assert 1 <= entry["tokens"] <= 8
+
+
+def test_spec_is_skipped_without_a_helper_and_sweep_prints_its_table(tiny_folder, prompts_file, tmp_path, capsys):
+    code, out, err = run_cli(capsys, "bench", "--prompts", prompts_file, "--main", tiny_folder, "--methods",
+                             "spec,pld", "--limit", "1", "--record-overhead-every", "0", "--out", str(tmp_path / "a"),
+                             *TINY_BENCH)
+    assert code == 0, err
+    report = json.loads((tmp_path / "a" / "report.json").read_text())
+    assert report["settings"]["methods"] == ["ar", "pld"]
+    assert any("speculative decoding skipped" in note for note in report["notes"])
+    assert "speculative decoding skipped" in (tmp_path / "a" / "report.md").read_text()
+    assert len(report["samples"]) == 1 and report["samples"][0]["record_on"] == {}
+
+    code, out, err = run_cli(capsys, "bench", "--prompts", prompts_file, "--main", tiny_folder, "--sweep",
+                             "k=1..3", "--out", str(tmp_path / "b"), *TINY_BENCH)
+    assert code == 0, err
+    sweep = json.loads((tmp_path / "b" / "report.json").read_text())
+    assert sweep["kind"] == "sweep" and sweep["sweep"] == {"name": "num_pred", "method": "pld", "values": [1, 2, 3]}
+    assert [row["value"] for row in sweep["rows"]] == [1, 2, 3]
+    assert all(row["measured_speedup"] > 0 and row["n"] == 2 for row in sweep["rows"])
+    assert "| num_pred | measured speedup | Thm 3.8 |" in out
+
+
+def test_helper_model_runs_transformers_assisted_generation(tmp_path, prompts_file):
+    """With a separate helper, transformers' counterpart is ``assistant_model=``; its draft
+    forwards are counted apart from the target's, so both sides' tau mean the same thing."""
+    from decoders.bench import run_bench
+    from decoders.bench_report import render_markdown
+    from decoders.family import FamilySpec, load_family
+
+    main_model = tiny_model(seed=0)
+    main_dir = save_tiny_model(tmp_path / "main", model=main_model)
+    helper_dir = save_tiny_model(tmp_path / "helper", model=perturbed_copy(main_model, 0.05, seed=1))
+    family = load_family(FamilySpec(name="pair", main=str(main_dir), helper=str(helper_dir), device="cpu"))
+    messages = []
+    report = run_bench(family, load_prompts(prompts_file), ["spec"], max_new_tokens=8, limit=1,
+                       progress=messages.append, record_overhead_every=0, bandwidth_bytes=1 << 22)
+    theirs = report["samples"][0]["theirs"]["spec"]
+    assert theirs["target_forwards"] >= 1 and theirs["draft_forwards"] >= 1
+    assert report["settings"]["transformers_counterparts"]["spec"].startswith("generate(assistant_model=helper")
+    assert report["overall"]["spec"]["ours"]["tau"] is not None and report["overall"]["spec"]["theirs"]["tau"]
+    assert any("[1/1] q81 writing: transformers spec" in m for m in messages)
+    assert "## Overall" in render_markdown(report)
+
+
+@pytest.mark.parametrize("content,argv,message", [
+    (None, [], "no prompts file at"),
+    ("{not json\n", [], "line 1 is not valid JSON"),
+    ('{"question_id": 1, "category": "qa", "turns": ["x"]}\n[1, 2]\n', [], "line 2 is not a JSON object"),
+    ('{"question_id": 1, "turns": ["x"]}\n', [], "line 1 lacks category"),
+    ('{"question_id": 1, "category": "qa", "turns": []}\n', [], "turns must be a list whose first item"),
+    ("\n\n", [], "holds no prompts"),
+    (PROMPTS, ["--methods", "ar,warp"], "unknown method 'warp' in --methods"),
+    (PROMPTS, ["--methods", " , "], "no methods given"),
+    (PROMPTS, ["--sweep", "gamma=5..1"], "bad sweep 'gamma=5..1': 5 > 1"),
+    (PROMPTS, ["--sweep", "temperature=1..3"], "cannot sweep 'temperature'"),
+    (PROMPTS, ["--sweep", "gamma=a..b"], "the values must be integers"),
+    (PROMPTS, ["--sweep", "gamma"], "bad sweep 'gamma'"),
+    (PROMPTS, ["--sweep", "block=0..2"], "the values must be integers >= 1"),
+    (PROMPTS, ["--limit", "0"], "limit must be an integer >= 1"),
+    (PROMPTS, ["--repeats", "0"], "repeats must be an integer >= 1"),
+    (PROMPTS, ["--threads", "0"], "threads must be an integer >= 1"),
+    (PROMPTS, ["--record-overhead-every", "-1"], "record_overhead_every must be an integer >= 0"),
+    (PROMPTS, ["--gamma", "0"], "gamma must be an integer >= 1"),
+    (PROMPTS, ["--max-new-tokens", "0"], "max_new_tokens must be an integer >= 1"),
+])
+def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, content, argv, message):
+    path = tmp_path / "prompts.jsonl"
+    if isinstance(content, list):
+        path.write_text("".join(json.dumps(p) + "\n" for p in content))
+    elif content is not None:
+        path.write_text(content)
+    code, out, err = run_cli(capsys, "bench", "--prompts", str(path), "--main", "/nonexistent/model", *argv)
+    assert code == 2
+    assert message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert out == ""
+
+
+def test_unloadable_model_is_one_line(capsys, prompts_file):
+    code, _, err = run_cli(capsys, "bench", "--prompts", prompts_file, "--main", "/nonexistent/model")
+    assert code == 2 and "/nonexistent/model" in err and err.count("\n") == 1
+
+
+def test_prompts_are_taken_round_robin_over_task_groups():
+    prompts = [BenchPrompt(i, cat, f"p{i}") for i, cat in
+               enumerate(["writing", "math", "translation", "translation", "qa", "rag", "rag"])]
+    chosen = select_prompts(prompts, 4)
+    assert [p.question_id for p in chosen] == [0, 2, 4, 5]  # one per group first, in Spec-Bench group order
+    assert select_prompts(prompts, None) == prompts
+    assert [task_group(c) for c in ("math", "math_reasoning", "stem", "rag", "poetry")] == [
+        "multi_turn", "math_reasoning", "multi_turn", "rag", "poetry"]
+
+
+def test_parsers():
+    assert parse_methods("pld,ar,jacobi") == ("ar", "pld", "jacobi")
+    assert parse_methods("spec") == ("ar", "spec")
+    assert parse_sweep("gamma=1..4").values == (1, 2, 3, 4)
+    assert parse_sweep("m=2,4,8") == parse_sweep("block=2,4,8")
+    assert parse_sweep("k=3").method == "pld"
+    with pytest.raises(DecodeError, match="at most 32"):
+        parse_sweep("gamma=1..100")
+
+
+def test_shipped_prompts_load():
+    prompts = load_prompts(Path(__file__).resolve().parents[1] / "bench" / "spec_bench_dev.jsonl")
+    assert len(prompts) == 24
+    assert {p.group for p in prompts} == {"multi_turn", "translation", "summarization", "qa", "math_reasoning", "rag"}
+    assert len({p.group for p in select_prompts(prompts, 12)}) == 6
