@@ -47,7 +47,8 @@ def summarize(method: Run, baseline: Run, params: DecodeParams) -> dict[str, Any
         # share of drafts the target judged that it accepted (drafts after a rejection are never judged)
         s["accept_rate"] = round(accepted / verified, 3) if verified else None
         s["draft_use"] = round(accepted / drafted, 3) if drafted else None
-        multi = [it.t_verify_ms for it in method.iters if it.draft]
+        # iteration 0 also prefills the prompt: leave it out of the per-step cost
+        multi = [it.t_verify_ms for it in method.iters[1:] if it.draft]
         if multi and base_fwd:
             # how many one-token forwards a verify forward costs; the theorem assumes 1
             s["verify_cost"] = round(sum(multi) / len(multi) / base_fwd, 3)
