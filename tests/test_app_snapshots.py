@@ -1,0 +1,66 @@
+"""Snapshots of the app's screens, from runs recorded by `scripts/record_runs.py` with a fixed
+clock: the main screen after a finished run of each method, an iteration's detail, an error
+notification, and the parameters pane. No model is loaded; the cursor does not blink.
+
+Update the baselines after an intended change with `pytest tests/test_app_snapshots.py
+--snapshot-update` and look at the report before committing them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from decoders.families import BUILTIN_FAMILIES
+from decoders.records import RunResult
+from tui_decode.app import TuiDecodeApp
+
+DATA = Path(__file__).parent / "data"
+SIZE = (140, 45)
+
+
+def opened_app(method: str) -> TuiDecodeApp:
+    """The app as `tui-decode --open tests/data/run_<method>.json` shows it."""
+    name = f"run_{method}.json"
+    return TuiDecodeApp(BUILTIN_FAMILIES["smollm2-135m"], opened=RunResult.load(DATA / name), opened_name=name,
+                        runs_folder=Path("/nonexistent/runs"), cursor_blink=False)
+
+
+@pytest.mark.parametrize("method", ["ar", "spec", "pld", "jacobi"])
+def test_main_screen_after_a_finished_run(snap_compare, method):
+    assert snap_compare(opened_app(method), terminal_size=SIZE)
+
+
+def test_iteration_detail_speculative(snap_compare):
+    """Enter on a table row shows that iteration's top-5 p and q bars full screen."""
+
+    async def pick_row(pilot):
+        pilot.app.table.focus()
+
+    assert snap_compare(opened_app("spec"), press=["down", "down", "down", "enter"], terminal_size=SIZE,
+                        run_before=pick_row)
+
+
+def test_iteration_detail_prompt_lookup(snap_compare):
+    """The matched n-gram, highlighted where it was found."""
+
+    async def pick_row(pilot):
+        pilot.app.table.focus()
+
+    assert snap_compare(opened_app("pld"), press=["down", "down"], terminal_size=SIZE, run_before=pick_row)
+
+
+def test_error_notification_keeps_the_run(snap_compare):
+    """An empty prompt: an error toast, the status line says why, the run stays on screen."""
+
+    async def empty_prompt(pilot):
+        pilot.app.prompt_pane.text = ""
+
+    assert snap_compare(opened_app("jacobi"), press=["ctrl+r"], terminal_size=SIZE, run_before=empty_prompt)
+
+
+def test_parameters_pane_after_keys(snap_compare):
+    """m switches to prompt lookup's rows; ↓ ↓ ↓ → raises the n-gram max; ] raises k."""
+    assert snap_compare(opened_app("ar"), press=["m", "m", "down", "down", "down", "down", "down", "down", "right",
+                                                 "right_square_bracket"], terminal_size=SIZE)

@@ -1,0 +1,28 @@
+"""The app's widgets, one module each; none of them imports torch or a model."""
+
+from tui_decode.widgets.gamma_plot import GammaPlot
+from tui_decode.widgets.iteration_detail import DetailContext, IterationDetail
+from tui_decode.widgets.iteration_table import IterationTable
+from tui_decode.widgets.params_pane import ParamsPane
+from tui_decode.widgets.pickers import Picker, family_picker, run_picker
+from tui_decode.widgets.prompt_pane import PromptEditor, PromptPane
+from tui_decode.widgets.stats_pane import StatsPane
+from tui_decode.widgets.status_line import StatusLine
+from tui_decode.widgets.token_stream import TokenStream, legend_markup
+
+__all__ = [
+    "DetailContext",
+    "GammaPlot",
+    "IterationDetail",
+    "IterationTable",
+    "ParamsPane",
+    "Picker",
+    "PromptEditor",
+    "PromptPane",
+    "StatsPane",
+    "StatusLine",
+    "TokenStream",
+    "family_picker",
+    "legend_markup",
+    "run_picker",
+]

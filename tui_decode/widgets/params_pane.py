@@ -1,0 +1,117 @@
+"""The method and its parameters, each with its value, changed from the keyboard.
+
+Only the rows that matter for the chosen method are shown. ↑/↓ pick a row, ←/→ (or -/+) change
+it; the hint under the rows says what the picked parameter does.
+"""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual.binding import Binding
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from tui_decode.session import Knob, Settings, knobs_for
+from tui_decode.widgets.styles import component_style
+
+
+class ParamsPane(Widget, can_focus=True):
+    """Rows of parameter values; posts `ParamsPane.Changed` when a key changes one."""
+
+    COMPONENT_CLASSES = {"params-pane--selected", "params-pane--unused", "params-pane--value", "params-pane--hint"}
+    BINDINGS = [
+        Binding("up", "pick(-1)", "Row ↑", show=False),
+        Binding("down", "pick(1)", "Row ↓", show=False),
+        Binding("left,minus", "change(-1)", "Change", key_display="←", group=Binding.Group("Change", compact=True)),
+        Binding("right,plus,equals_sign,enter", "change(1)", "Change", key_display="→",
+                group=Binding.Group("Change", compact=True)),
+    ]
+
+    settings: reactive[Settings] = reactive(Settings, always_update=True, layout=True)  # rows vary by method
+    draft_layers: reactive[int] = reactive(0)
+    helper_label: reactive[str] = reactive("none")
+    selected: reactive[int] = reactive(0)
+
+    class Changed(Message):
+        """A key changed the settings."""
+
+        def __init__(self, pane: ParamsPane, settings: Settings) -> None:
+            super().__init__()
+            self.pane = pane
+            self.settings = settings
+
+        @property
+        def control(self) -> ParamsPane:
+            return self.pane
+
+    @property
+    def rows(self) -> list[Knob]:
+        return knobs_for(self.settings.params.method)
+
+    @property
+    def selected_knob(self) -> Knob:
+        rows = self.rows
+        return rows[min(self.selected, len(rows) - 1)]
+
+    def select_key(self, key: str) -> None:
+        """Put the row cursor on the parameter ``key`` (when the method shows it)."""
+        for n, knob in enumerate(self.rows):
+            if knob.key == key:
+                self.selected = n
+
+    def action_pick(self, delta: int) -> None:
+        self.selected = (min(self.selected, len(self.rows) - 1) + delta) % len(self.rows)
+
+    def action_change(self, direction: int) -> None:
+        knob = self.selected_knob
+        if knob.key == "draft_layer" and not self.draft_layers:
+            self.notify("This family drafts with its own helper model; pick another family (f) to change it.",
+                        severity="warning")
+            return
+        changed = knob.step(self.settings, direction, self.draft_layers)
+        if changed != self.settings:
+            key = knob.key
+            self.settings = changed
+            self.select_key(key)  # the method's rows may have changed around it
+            self.post_message(self.Changed(self, changed))
+
+    def render(self) -> RenderableType:
+        settings = self.settings
+        greedy = settings.params.mode == "greedy"
+        selected_style = component_style(self, "params-pane--selected")
+        unused_style = component_style(self, "params-pane--unused")
+        value_style = component_style(self, "params-pane--value")
+        grid = Table.grid(padding=(0, 1), expand=True)
+        grid.add_column(width=16, no_wrap=True)
+        grid.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
+        rows = self.rows
+        chosen = min(self.selected, len(rows) - 1)
+        for n, knob in enumerate(rows):
+            shown = knob.shown(settings)
+            style = value_style
+            if knob.key == "draft_layer" and not self.draft_layers:
+                shown, style = self.helper_label, unused_style
+            elif knob.key == "temperature" and greedy:
+                style = unused_style
+            elif knob.key == "seed" and greedy and not (settings.params.method == "jacobi"
+                                                        and settings.params.init == "random"):
+                style = unused_style
+            mark = "▸ " if n == chosen else "  "
+            label = Text(mark + knob.label)
+            value = Text(shown, style=style)
+            if n == chosen and self.has_focus:
+                label.stylize(selected_style)
+                value.stylize(selected_style)
+            grid.add_row(label, value)
+        hint = Text(rows[chosen].hint, style=component_style(self, "params-pane--hint"),
+                    no_wrap=True, overflow="ellipsis")
+        return Group(grid, hint)
+
+    def on_focus(self) -> None:
+        self.refresh()
+
+    def on_blur(self) -> None:
+        self.refresh()

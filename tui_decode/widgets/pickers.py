@@ -1,0 +1,64 @@
+"""Modal lists: the model family to switch to, and the saved run to open."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Label, OptionList
+from textual.widgets.option_list import Option
+
+
+class Picker(ModalScreen[str | None]):
+    """A titled option list; enter picks (the option's id is the result), escape closes."""
+
+    BINDINGS = [Binding("escape", "dismiss_none", "Close")]
+
+    def __init__(self, title: str, options: list[Option], note: str = "") -> None:
+        super().__init__()
+        self.title_text = title
+        self.options = options
+        self.note = note
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="picker"):
+            yield Label(self.title_text, classes="picker-title")
+            yield OptionList(*self.options)
+            if self.note:
+                yield Label(self.note, classes="picker-note")
+
+    def action_dismiss_none(self) -> None:
+        self.dismiss(None)
+
+    @on(OptionList.OptionSelected)
+    def picked(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(event.option.id)
+
+
+def family_picker(families: dict, current: str | None, config_file: Path) -> Picker:
+    """Pick a model family: the built-in ones and those of the user's config file."""
+    options = []
+    for name, spec in families.items():
+        helper = spec.helper or (f"early exit @ layer {spec.self_draft_layer}" if spec.self_draft_layer else None)
+        line = Text()
+        line.append(("● " if name == current else "  ") + name, style="bold")
+        line.append(f"  {spec.label or spec.main}")
+        line.append(f"\n    main {spec.main}" + (f" · helper {helper}" if helper else "") +
+                    f" · {spec.device}/{spec.dtype}", style="dim")
+        options.append(Option(line, id=name))
+    return Picker("Switch model family", options, note=f"more families: {config_file}")
+
+
+def run_picker(runs: list[Path], folder: Path) -> Picker:
+    """Pick a saved run, newest first."""
+    options = []
+    for path in runs:
+        stamp = time.strftime("%Y-%m-%d %H:%M", time.localtime(path.stat().st_mtime))
+        options.append(Option(Text.assemble((path.name, "bold"), (f"  {stamp}", "dim")), id=str(path)))
+    return Picker("Open a saved run", options, note=f"runs saved with ctrl+s in {folder}")
