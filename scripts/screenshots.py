@@ -4,7 +4,9 @@ SmolLM2-135M, at a fixed terminal size, with the iteration that emitted the most
     python scripts/screenshots.py                 # all four methods
     python scripts/screenshots.py --methods pld   # just one
 
-The figures are measured on the machine that runs the script; run it on an idle machine.
+The figures are measured on the machine that runs the script: run it on an idle machine, or
+give --threads 1 on a small shared one (torch's threads spread over every core slow down by
+orders of magnitude when another process takes one of them; the app's model line shows the count).
 """
 
 from __future__ import annotations
@@ -68,7 +70,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "screenshots")
     parser.add_argument("--max-new-tokens", type=int, default=48)
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds for the load and all runs")
+    parser.add_argument("--threads", type=int, help="torch threads for the runs (default: torch's own choice)")
     args = parser.parse_args(argv)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
     asyncio.run(capture(args.methods, args.out, args.max_new_tokens, args.timeout))
     return 0

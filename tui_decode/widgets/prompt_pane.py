@@ -72,7 +72,7 @@ class PromptPane(Vertical):
             return
         label = component_style(self, "prompt-pane--label")
         state = "[$text-success]on[/]" if self._chat_template else "[$text-warning]off: raw text[/]"
-        self.border_subtitle = f"chat template {state} (t) · e edits · esc leaves"
+        self.border_subtitle = f"template {state} (t) · e edits · esc leaves"
         info = Text()
         info.append("model ", style=label)
         family = self._family
