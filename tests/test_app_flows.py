@@ -352,13 +352,3 @@ async def test_escape_leaves_the_prompt_for_the_parameters(tmp_path):
         assert app.focused is app.params_pane
         await pilot.press("m")  # letters are keys again
         assert app.settings.params.method == "pld"
-
-
-def test_warm_up_runs_each_model_once_and_leaves_no_cache(tiny_family):
-    """The loader warms the models up so the first baseline does not pay for first use."""
-    from tui_decode.app import warm_up
-
-    warm_up(tiny_family)
-    assert tiny_family.main.cached_length == 0
-    result = Engine(tiny_family).run(PROMPT, START_PARAMS.replace(method="ar", max_new_tokens=4))
-    assert len(result.method.ids) == 4

@@ -64,3 +64,13 @@ def test_early_exit_view_shares_weights(model):
     assert len(model.model.layers) == 2  # the full model is untouched
     out = KVRunner(draft).run([1, 2, 3])
     assert out.shape == (1, 50)
+
+
+def test_warm_up_leaves_an_empty_cache_and_the_same_logits(model):
+    from decoders.family import warm_up
+
+    cold = KVRunner(HFBackend(model)).run([5, 6, 7])
+    backend = HFBackend(model)
+    warm_up(backend)
+    assert backend.cached_length == 0
+    assert torch.equal(KVRunner(backend).run([5, 6, 7]), cold)

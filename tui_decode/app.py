@@ -83,28 +83,7 @@ LETTER_ACTIONS = frozenset({"cycle_method", "toggle_mode", "draft_length", "togg
 def default_family_loader(spec: FamilySpec, progress) -> Family:
     from decoders.family import load_family
 
-    family = load_family(spec, progress=progress)
-    progress("Warming up the model", 1.0)
-    warm_up(family)
-    return family
-
-
-def warm_up(family: Family) -> None:
-    """One forward pass over a short prompt on each model, right after loading.
-
-    The first forward after a load pays for first use (measured here: 3-4 s against 0.1 s for
-    the bundled model, one thread); without this, the first baseline would carry that cost and
-    every speedup measured against it would come out inflated (an autoregressive run measured
-    2.3-2.7x faster than its own baseline).
-    """
-    from decoders.runner import KVRunner
-
-    ids = family.encode_prompt("Hello, how are you?", chat_template=False) or [0]
-    for backend in (family.main, family.helper):
-        if backend is not None:
-            runner = KVRunner(backend)
-            runner.run(ids)
-            runner.reset()
+    return load_family(spec, progress=progress)
 
 
 def default_engine_factory(family: Family) -> Engine:
