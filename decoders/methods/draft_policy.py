@@ -8,7 +8,8 @@ estimates, from the run itself:
 - the acceptance rate of drafted tokens, separately for each n-gram match length (a 3-gram match
   predicts its continuation better than a 1-gram), as a Beta posterior mean;
 - the cost of a forward over n positions relative to one position, as 1 + slope * (n - 1),
-  fitted to the runner's own timings;
+  the slope being the median of the run's own recent measurements (one slow outlier, a page
+  fault or a garbage collection, must not switch drafting off for the rest of the run);
 
 and drafts the k that maximises expected tokens per unit of cost,
 (1 - a^(k+1)) / (1 - a) / cost(k + 1), where k = 0 (a plain step) is always a candidate.
@@ -16,12 +17,14 @@ and drafts the k that maximises expected tokens per unit of cost,
 
 from __future__ import annotations
 
-from collections import defaultdict
+import statistics
+from collections import defaultdict, deque
 
 from decoders.theory import expected_tokens
 
 PRIOR_SLOPE = 0.15  # extra cost per extra position, before the run has measured any
 PRIOR_ACCEPT = (1.0, 1.0)  # Beta pseudo-counts (accepted, rejected) for an unseen match length
+SLOPE_WINDOW = 15  # recent slope measurements the median is taken over
 
 
 class AdaptiveDraftLength:
@@ -31,8 +34,7 @@ class AdaptiveDraftLength:
         self.max_len = max_len
         self._acc = defaultdict(lambda: list(PRIOR_ACCEPT))  # match length -> [accepted, rejected]
         self._one = None  # EMA of one-position forward seconds
-        self._slope_sum = 0.0
-        self._slope_n = 0
+        self._slopes = deque([PRIOR_SLOPE], maxlen=SLOPE_WINDOW)
 
     def acceptance(self, match_len: int) -> float:
         acc, rej = self._acc[match_len]
@@ -40,9 +42,7 @@ class AdaptiveDraftLength:
 
     @property
     def slope(self) -> float:
-        if self._slope_n == 0:
-            return PRIOR_SLOPE
-        return max(0.0, (self._slope_sum + PRIOR_SLOPE) / (self._slope_n + 1))
+        return max(0.0, statistics.median(self._slopes))
 
     def cost(self, positions: int) -> float:
         return 1.0 + self.slope * (positions - 1)
@@ -66,5 +66,4 @@ class AdaptiveDraftLength:
         if positions == 1:
             self._one = seconds if self._one is None else 0.8 * self._one + 0.2 * seconds
         elif self._one and positions > 1:
-            self._slope_sum += (seconds / self._one - 1.0) / (positions - 1)
-            self._slope_n += 1
+            self._slopes.append((seconds / self._one - 1.0) / (positions - 1))

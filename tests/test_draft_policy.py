@@ -1,0 +1,35 @@
+"""The adaptive draft length drafts what pays for itself, and survives a timing outlier."""
+
+from __future__ import annotations
+
+from decoders.methods.draft_policy import AdaptiveDraftLength
+
+
+def feed(policy, match_len, drafted, accepted, slope, step=0.05):
+    policy.observe(None, 0, 0, 1, step)  # a one-token step to compare against
+    policy.observe(match_len, drafted, accepted, drafted + 1, step * (1 + slope * drafted))
+
+
+def test_cheap_verifies_and_good_matches_draft_long():
+    policy = AdaptiveDraftLength(10)
+    for _ in range(20):
+        feed(policy, 3, 8, 8, slope=0.01)
+    assert policy.choose(3, 10) == 10
+
+
+def test_expensive_verifies_and_poor_matches_do_not_draft():
+    policy = AdaptiveDraftLength(10)
+    for _ in range(20):
+        feed(policy, 1, 3, 0, slope=0.4)
+    assert policy.acceptance(1) < 0.1
+    assert policy.choose(1, 10) == 0
+    assert policy.choose(3, 10) > 0  # an unseen 3-gram match still gets its prior chance
+
+
+def test_one_slow_forward_does_not_switch_drafting_off():
+    policy = AdaptiveDraftLength(10)
+    for _ in range(5):
+        feed(policy, 2, 4, 3, slope=0.1)
+    feed(policy, 2, 4, 3, slope=50.0)  # a page fault or a garbage collection
+    assert policy.slope < 0.2
+    assert policy.choose(2, 10) >= 2
