@@ -63,6 +63,29 @@ def prompt_ids(tokenizer) -> torch.Tensor:
     return torch.tensor(tokenizer(text)["input_ids"])
 
 
+def idle_fraction(seconds: float = 0.3) -> float:
+    """Share of all CPUs idle over ``seconds`` (Linux /proc/stat; 1.0 where unavailable)."""
+    def read():
+        with open("/proc/stat") as f:
+            values = [int(v) for v in f.readline().split()[1:]]
+        return values[3] + values[4], sum(values)
+
+    try:
+        idle0, total0 = read()
+        time.sleep(seconds)
+        idle1, total1 = read()
+    except OSError:
+        return 1.0
+    return (idle1 - idle0) / max(1, total1 - total0)
+
+
+def wait_for_idle(threshold: float, limit: float = 600.0) -> None:
+    """On a shared machine, start a round only once other processes leave the CPUs alone."""
+    deadline = time.monotonic() + limit
+    while threshold > 0 and time.monotonic() < deadline and idle_fraction() < threshold:
+        pass
+
+
 def timed(fn) -> float:
     t0 = time.perf_counter()
     fn()
@@ -106,6 +129,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--new", type=int, default=64, help="tokens per generate run")
     parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: leave)")
+    parser.add_argument("--plain", action="store_true", help="no oneDNN-packed weights for multi-token steps")
+    parser.add_argument("--wait-idle", type=float, default=0.0, metavar="FRACTION",
+                        help="before each round wait until this share of the CPUs is idle (shared machines), e.g. 0.9")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -114,7 +140,7 @@ def main() -> None:
     model, tokenizer = load(args.cache)
     print(f"model loaded in {time.perf_counter() - t0:.1f} s; threads {torch.get_num_threads()}")
     t0 = time.perf_counter()
-    fast = LlamaBackend.from_hf(model)
+    fast = LlamaBackend.from_hf(model, packed_multi_token=not args.plain)
     print(f"LlamaBackend built in {time.perf_counter() - t0:.2f} s, {fast.weight_bytes / 1e6:.0f} MB of weights per step")
     hf = HFBackend(model)
     prompt = prompt_ids(tokenizer)
@@ -137,8 +163,10 @@ def main() -> None:
 
     for _ in range(args.rounds):
         for n in VERIFY_SIZES:
+            wait_for_idle(args.wait_idle)
             add(f"hf_step{n}", step_time(hf, prompt, n))
             add(f"fast_step{n}", step_time(fast, prompt, n))
+        wait_for_idle(args.wait_idle)
         add("hf_generate", timed(lambda: hf_generate(model, prompt, args.new)) / args.new)
         add("fast_generate", timed(lambda: our_generate(fast, prompt, args.new)) / args.new)
 

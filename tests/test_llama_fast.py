@@ -103,6 +103,16 @@ def test_crop_and_rerun_equals_fresh_forward(kind):
     _close(backend.forward(fresh, 2), _hf_logits(model, fresh)[-2:])
 
 
+def test_attention_without_enable_gqa(monkeypatch):
+    """torch < 2.5 has no SDPA ``enable_gqa``: multi-token forwards repeat k/v instead."""
+    monkeypatch.setattr(llama_fast, "_SDPA_GQA", False)
+    model = _model()
+    ids = _ids(12)
+    backend = LlamaBackend.from_hf(model)
+    _close(backend.forward(ids[:8], 8), _hf_logits(model, ids)[:8])
+    _close(backend.forward(ids[8:], 4), _hf_logits(model, ids)[8:])
+
+
 def test_cache_grows_in_chunks(monkeypatch):
     monkeypatch.setattr(llama_fast, "CACHE_CHUNK", 4)
     model = _model()
@@ -156,17 +166,42 @@ def test_early_exit_shares_weights():
     full = LlamaBackend.from_hf(_model("qwen2"))
     early = full.early_exit(2)
     assert early.weights is full.weights
-    a, b = full.weights, early.weights
-    for name in ("embed", "norm", "head"):
-        assert getattr(a, name).data_ptr() == getattr(b, name).data_ptr()
+    for name in ("embed", "head"):
+        assert getattr(full.weights, name).data_ptr() == getattr(early.weights, name).data_ptr()
     for la, lb in zip(full._layers[:2], early._layers):
-        for name in ("wqkv", "bqkv", "wo", "wgate_up", "wdown", "attn_norm", "mlp_norm"):
+        for name in ("wqkv", "bqkv", "wo", "wgate_up", "bgate_up", "wdown"):
             assert getattr(la, name).data_ptr() == getattr(lb, name).data_ptr()
     assert early.weight_bytes < full.weight_bytes
     full.forward(_ids(4), 1)
     early.forward(_ids(6), 1)
     assert (full.cached_length, early.cached_length) == (4, 6)
-    assert early._k[0].data_ptr() != full._k[0].data_ptr()
+    assert early._kv[0].data_ptr() != full._kv[0].data_ptr()
+    # the packed multi-token weights are built once and shared too
+    assert llama_fast._packed(full.weights) is llama_fast._packed(early.weights)
+
+
+def test_packed_and_plain_paths_agree():
+    """Verify-sized forwards run on oneDNN-packed weights (CPU float32); both paths match HF."""
+    model = _model()
+    ids = _ids(20)
+    ref = _hf_logits(model, ids)
+    for packed in (True, False):
+        backend = LlamaBackend.from_hf(model, packed_multi_token=packed)
+        backend.forward(ids[:10], 1)
+        _close(backend.forward(ids[10:15], 5), ref[10:15])
+        _close(backend.forward(ids[15:], 5), ref[15:])
+    if torch.backends.mkldnn.is_available():
+        assert isinstance(llama_fast._packed(backend.weights), llama_fast._PackedMatmuls)
+
+
+def test_prefill_longer_than_packed_limit(monkeypatch):
+    monkeypatch.setattr(llama_fast, "PACKED_MAX_TOKENS", 4)
+    model = _model()
+    backend = LlamaBackend.from_hf(model)
+    ids = _ids(12)
+    ref = _hf_logits(model, ids)
+    _close(backend.forward(ids[:8], 8), ref[:8])  # plain path
+    _close(backend.forward(ids[8:], 4), ref[8:])  # packed path
 
 
 def test_embedding_is_shared_with_the_model():
@@ -191,14 +226,28 @@ def test_llama3_rope():
     _close(LlamaBackend.from_hf(model).forward(ids, 40), _hf_logits(model, ids))
 
 
-def test_bfloat16_follows_hf():
-    model = _model().to(torch.bfloat16)
+@pytest.mark.parametrize("kind", ["llama", "qwen2"])
+def test_bfloat16_follows_hf(kind):
+    """bf16 keeps transformers' norm order (no folding) and the real-valued RoPE."""
+    model = _model(kind).to(torch.bfloat16)
     ids = _ids(16)
     backend = LlamaBackend.from_hf(model)
-    assert backend.dtype == torch.bfloat16
-    out = backend.forward(ids, 16)
+    assert backend.dtype == torch.bfloat16 and not backend.weights.folded
+    out = backend.forward(ids[:10], 10)
     assert out.dtype == torch.float32
-    _close(out, _hf_logits(model, ids), atol=0.1)  # bf16 rounding differs with op order
+    ref = _hf_logits(model, ids)
+    _close(out, ref[:10], atol=0.05)  # bf16 rounding differs with op order
+    for i in range(10, 16):
+        _close(backend.forward(ids[i : i + 1], 1), ref[i : i + 1], atol=0.05)
+
+
+def test_float64_is_exact():
+    """In float64 the prepared maths (folded norms, paired RoPE dims) equals transformers'
+    up to float64 rounding, once transformers' float32 RMSNorm is matched."""
+    model = _model("qwen2").double()
+    ids = _ids(16)
+    out = LlamaBackend.from_hf(model).forward(ids, 16)
+    _close(out, _hf_logits(model, ids), atol=1e-6)  # transformers normalises in float32
 
 
 def test_unsupported_models():
