@@ -11,14 +11,13 @@ processes hits all of them alike:
 plus the cost of verify steps of 2, 3, 5, 8, 11 tokens relative to a 1-token step on both
 backends, and checks that (b) and (d) produce the same tokens.
 
-The first run converts the GGUF to a float32 safetensors copy (``--cache``, default
-/tmp/smollm2-f32) so that later runs load in half a second.
+On a machine shared with other work use ``--wait-idle 0.9``: each measurement then starts
+only once the CPUs are idle, otherwise contention swamps the differences.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -35,26 +34,16 @@ PROMPT = "Explain in a few sentences why the sky is blue and why sunsets are red
 VERIFY_SIZES = (1, 2, 3, 5, 8, 11)
 
 
-def load(cache: Path):
-    """The bundled model as float32 transformers model + tokenizer (converted once, cached)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def load():
+    """The bundled model (float32, CPU) as a transformers model + tokenizer, via `load_family`."""
+    from dataclasses import replace
 
-    if (cache / "model.safetensors").is_file():
-        model = AutoModelForCausalLM.from_pretrained(cache, dtype=torch.float32)
-        return model.eval(), AutoTokenizer.from_pretrained(cache)
-    from decoders.bundled import bundled_gguf_path
+    from decoders.families import BUILTIN_FAMILIES
+    from decoders.family import load_family
 
-    path = bundled_gguf_path()
-    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name)
-    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-    # the GGUF quantizer marker makes save_pretrained refuse; the weights are plain float32 now
-    model.hf_quantizer = None
-    model.is_quantized = False
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    model.save_pretrained(cache)
-    tokenizer.save_pretrained(cache)
-    return model.eval(), tokenizer
+    spec = replace(BUILTIN_FAMILIES["smollm2-135m"], device="cpu", dtype="float32")
+    family = load_family(spec, fast=False)
+    return family.main_model.eval(), family.tokenizer
 
 
 def prompt_ids(tokenizer) -> torch.Tensor:
@@ -125,7 +114,6 @@ def our_generate(backend, prompt: torch.Tensor, new: int) -> list[int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cache", type=Path, default=Path(os.environ.get("SMOLLM2_F32", "/tmp/smollm2-f32")))
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--new", type=int, default=64, help="tokens per generate run")
     parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: leave)")
@@ -137,7 +125,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
 
     t0 = time.perf_counter()
-    model, tokenizer = load(args.cache)
+    model, tokenizer = load()
     print(f"model loaded in {time.perf_counter() - t0:.1f} s; threads {torch.get_num_threads()}")
     t0 = time.perf_counter()
     fast = LlamaBackend.from_hf(model, packed_multi_token=not args.plain)
