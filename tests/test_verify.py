@@ -26,29 +26,24 @@ def broken_verify(p, q, drafts, gen) -> Verdict:
     return Verdict(v.n_accepted, nxt, v.acc_prob, v.beta)
 
 
-def first_tokens(verify, trials: int, seed: int = 0) -> np.ndarray:
-    """Histogram of the first emitted token over many independent draft-and-verify rounds."""
+def emitted_blocks(verify, trials: int, seed: int):
+    """The tokens each of many independent draft-and-verify rounds emits."""
     gen = make_generator(seed, "cpu")
-    counts = np.zeros(V)
     for _ in range(trials):
         drafts = sample(Q, gen)
         v = verify(P, Q, drafts, gen)
-        n = int(v.n_accepted)
-        counts[int(drafts[0]) if n > 0 else int(v.next_token)] += 1
-    return counts
+        yield drafts[: int(v.n_accepted)].tolist() + [int(v.next_token)]
+
+
+def first_tokens(verify, trials: int, seed: int = 0) -> np.ndarray:
+    """Histogram of the first emitted token."""
+    return np.bincount([block[0] for block in emitted_blocks(verify, trials, seed)], minlength=V).astype(float)
 
 
 def second_tokens_given_first(verify, trials: int, first: int, seed: int = 1) -> np.ndarray:
-    gen = make_generator(seed, "cpu")
-    counts = np.zeros(V)
-    for _ in range(trials):
-        drafts = sample(Q, gen)
-        v = verify(P, Q, drafts, gen)
-        n = int(v.n_accepted)
-        emitted = drafts[:n].tolist() + [int(v.next_token)]
-        if len(emitted) >= 2 and emitted[0] == first:
-            counts[emitted[1]] += 1
-    return counts
+    """Histogram of the second emitted token among rounds whose first token is ``first``."""
+    seconds = [block[1] for block in emitted_blocks(verify, trials, seed) if len(block) >= 2 and block[0] == first]
+    return np.bincount(seconds, minlength=V).astype(float)
 
 
 def test_first_token_follows_target_distribution():
