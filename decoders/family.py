@@ -17,17 +17,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from decoders.errors import DecodeError
+from decoders.events import LoadProgress
 
 if TYPE_CHECKING:
     import torch
 
     from decoders.backend import Backend
 
-Progress = Callable[[str, "float | None"], None]
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
-OFFLINE_FAMILY = "smollm2-135m"
+DEFAULT_FAMILY = "smollm2-135m"  # the bundled, offline family
 HUB_TIMEOUT_SECONDS = 5
 # End-of-turn markers of common chat formats: a chat reply ends at these even when the
 # generation config names only the base model's end-of-text token.
@@ -248,7 +248,7 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
     return getattr(torch, name)
 
 
-def load_family(spec: FamilySpec, progress: Progress | None = None, fast: bool = True) -> Family:
+def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bool = True) -> Family:
     """Load the models of ``spec``. Every user-fixable problem raises a one-line DecodeError."""
     report = progress or (lambda message, fraction: None)
     if spec.helper and spec.self_draft_layer is not None:
@@ -371,7 +371,7 @@ def _check_shared_vocabulary(spec: FamilySpec, main_tok, main_model, helper_tok,
         )
 
 
-def _load_source(source: str, device, dtype, role: str, report: Progress):
+def _load_source(source: str, device, dtype, role: str, report: LoadProgress):
     """(model on device/dtype in eval mode, tokenizer, source as recorded) for one source string."""
     from decoders import gguf_cache
 
@@ -504,7 +504,7 @@ def _check_hub_reachable(repo_id: str, role: str = "main") -> None:
 def _hub_unreachable(repo_id: str, reason: str, role: str) -> DecodeError:
     return DecodeError(
         f"The Hugging Face hub could not be reached to fetch {repo_id} ({reason}) and it is not in the local "
-        f"cache; pass --{role} PATH with a local model folder or .gguf file, or use --family {OFFLINE_FAMILY}, "
+        f"cache; pass --{role} PATH with a local model folder or .gguf file, or use --family {DEFAULT_FAMILY}, "
         f"which works offline."
     )
 
@@ -538,7 +538,7 @@ def _default_label(source: str) -> str:
     return Path(source).name if source.lower().endswith(".gguf") or os.path.exists(source) else source
 
 
-def _scaled(report: Progress, start: float, end: float) -> Progress:
+def _scaled(report: LoadProgress, start: float, end: float) -> LoadProgress:
     """A progress callback mapping a sub-task's 0..1 onto ``start``..``end`` of the whole."""
 
     def scaled(message: str, fraction: float | None) -> None:
