@@ -23,7 +23,8 @@ from pathlib import Path
 
 from decoders.bundled import LABEL as BUNDLED_LABEL
 from decoders.errors import DecodeError
-from decoders.family import DEFAULT_FAMILY, DEVICES, DTYPES, FamilySpec
+from decoders.bundled import DEFAULT_FAMILY
+from decoders.family import DEVICES, DTYPES, FamilySpec
 
 CONFIG_ENV = "TUI_DECODE_CONFIG_DIR"
 CONFIG_FILE = "families.toml"

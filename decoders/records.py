@@ -1,8 +1,8 @@
 """Run records: what a decoding method did, iteration by iteration, in a JSON-ready shape.
 
-The field names follow the user's sketch (`shared/reference/parallel.py`) so that saved runs
-stay readable by anyone who knows it. Records hold plain Python values only (no tensors), so a
-saved run can be browsed without torch or a model.
+The field names (draft rows of token, q, p, acceptance probability and status; emitted tokens
+with their kind) are those the project started from, so saved runs stay readable. Records hold
+plain Python values only (no tensors), so a saved run can be browsed without torch or a model.
 """
 
 from __future__ import annotations
