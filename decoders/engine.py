@@ -122,6 +122,9 @@ class Engine:
         run = yield from self._drive(method, ids, params, cancelled, "method")
         probe = self._probe(ids + run.ids)
         summary = summarize(run, baseline, params, prompt_tokens=len(ids), probe_ms=probe)
+        if summary.first_divergence is not None:
+            summary.divergence = self._divergence(ids, baseline.ids, run.ids, summary.first_divergence)
+            summary.explanation += " " + summary.divergence_text()
         yield RunResult(method=run, baseline=baseline, summary=summary, params=params.to_json(), prompt=prompt,
                         prompt_ids=ids, family=self.family.describe())
 
@@ -131,6 +134,23 @@ class Engine:
             if isinstance(event, RunResult):
                 return event
         raise RuntimeError("the engine finished without a result")
+
+    def _divergence(self, ids: list[int], base: list[int], out: list[int], at: int) -> dict:
+        """What the target's logits say where a greedy run left its baseline: the top-2 margin of a
+        one-token step after the common prefix. A margin near float32 noise (1e-4) is a near-tie
+        that a wider forward may break the other way; a large one points at a bug."""
+        import torch
+
+        seq = ids + base[:at]
+        if len(seq) >= self.family.context_length:
+            return {}
+        logits = self.main.run(seq)[0]
+        top = torch.topk(logits, 2)
+        values, tokens = top.values.tolist(), top.indices.tolist()
+        disp = self.family.display
+        return {"at": at, "margin": round(values[0] - values[1], 6), "top2": [disp(t) for t in tokens],
+                "baseline": disp(base[at]) if at < len(base) else None,
+                "method": disp(out[at]) if at < len(out) else None}
 
     def _probe(self, seq: list[int]) -> list[float]:
         """Milliseconds of a few one-token steps at the end of ``seq`` (held in the main cache

@@ -14,6 +14,10 @@ if TYPE_CHECKING:
     from decoders.records import Run
 
 
+#: Top-2 logit margins below this are float32 noise between a wide forward and a one-token step.
+NEAR_TIE = 1e-3
+
+
 def first_divergence(a: list[int], b: list[int]) -> int | None:
     """Index of the first token where ``a`` and ``b`` differ (a length difference counts)."""
     for i, (x, y) in enumerate(zip(a, b)):
@@ -62,8 +66,20 @@ class Summary:
     verify_cost: float | None = None  # a verify forward in one-token forwards
     identical: bool | None = None
     first_divergence: int | None = None
+    divergence: dict[str, Any] | None = None  # at, margin (top-2 logits), top2, baseline, method tokens
     explanation: str = ""
     extras: dict[str, Any] = field(default_factory=dict)
+
+    def divergence_text(self) -> str:
+        d = self.divergence
+        if not d or d.get("margin") is None:
+            return ""
+        where = f"The outputs part at token {d['at']} ({d.get('baseline')!r} against {d.get('method')!r})"
+        if d["margin"] < NEAR_TIE:
+            return (f"{where}, where the target's top two logits are {d['margin']:.1e} apart: a numerical "
+                    "near-tie that a wider forward can break the other way, not a fault of the method.")
+        return (f"{where}, where the target's top two logits are {d['margin']:.2f} apart: too far for "
+                "float rounding, so the method changed the output; report it as a bug.")
 
     def to_json(self) -> dict[str, Any]:
         """A flat dict (the method's figures beside the common ones); None figures are left out."""
@@ -113,6 +129,8 @@ def _check_type(name: str, value: Any, annotation: str) -> None:
         ok = isinstance(value, str)
     elif annotation.startswith("bool"):
         ok = isinstance(value, bool)
+    elif annotation.startswith("dict"):
+        ok = isinstance(value, dict)
     elif annotation.startswith("list"):
         ok = isinstance(value, list) and all(
             (isinstance(x, (int, float)) and not isinstance(x, bool)) or x is None for x in value)
