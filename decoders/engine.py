@@ -20,7 +20,7 @@ from decoders.params import DecodeParams
 from decoders.records import Iteration, Run, RunResult
 from decoders.runner import KVRunner
 from decoders.summary import summarize
-from decoders.timing import PROBE_STEPS
+from decoders.timing import CURVE_WIDTHS, PROBE_STEPS, context_bucket, measure_cost_curve
 
 if TYPE_CHECKING:
     from decoders.family import Family
@@ -37,6 +37,7 @@ class Engine:
         self.main = KVRunner(family.main, clock)
         self.helper = KVRunner(family.helper, clock) if family.helper is not None else None
         self._baselines: dict[tuple, Run] = {}
+        self._cost_curves: dict[int, list[float]] = {}  # T(k) by context bucket, measured once each
         self._exits: dict[int, object] = {}  # early-exit helper backends by layer, built once each
         # the early-exit layer the helper drafts with (None: a helper model of its own, or none)
         self.draft_layer: int | None = None
@@ -121,7 +122,8 @@ class Engine:
         yield PhaseStarted("method", params.method, params.max_new_tokens)
         run = yield from self._drive(method, ids, params, cancelled, "method")
         probe = self._probe(ids + run.ids)
-        summary = summarize(run, baseline, params, prompt_tokens=len(ids), probe_ms=probe)
+        curve = self.cost_curve(ids + run.ids)
+        summary = summarize(run, baseline, params, prompt_tokens=len(ids), probe_ms=probe, cost_curve=curve)
         if summary.first_divergence is not None:
             summary.divergence = self._divergence(ids, baseline.ids, run.ids, summary.first_divergence)
             summary.explanation += " " + summary.divergence_text()
@@ -152,6 +154,19 @@ class Engine:
                 "baseline": disp(base[at]) if at < len(base) else None,
                 "method": disp(out[at]) if at < len(out) else None}
 
+    def cost_curve(self, seq: list[int]) -> list[float] | None:
+        """The verify-cost curve T(k) at the context of ``seq`` (held in the main cache after a
+        run): measured once per context bucket, about 2 s on a small CPU, then reused."""
+        bucket = context_bucket(len(seq))
+        if bucket not in self._cost_curves:
+            if not seq or len(seq) + CURVE_WIDTHS > self.family.context_length:
+                return None
+            self._cost_curves[bucket] = measure_cost_curve(self.main, seq)
+        return self._cost_curves[bucket] or None
+
+    def known_cost_curve(self, length: int) -> list[float] | None:
+        return self._cost_curves.get(context_bucket(length)) or None
+
     def _probe(self, seq: list[int]) -> list[float]:
         """Milliseconds of a few one-token steps at the end of ``seq`` (held in the main cache
         after a run), to compare with the baseline's own steps: the machine's speed now."""
@@ -171,7 +186,7 @@ class Engine:
             self.helper.reset()
         clock = self.main.clock
         ctx = DecodeContext(self.family, ids, params, self.main, self.helper if method.needs_helper else None,
-                            clock, cancelled)
+                            clock, cancelled, cost_curve=self.known_cost_curve(len(ids)))
         gen = method.run(ctx)
         try:
             while True:

@@ -55,6 +55,7 @@ class Summary:
     compared_tokens: int | None = None  # the first N tokens both runs produced (N < tokens: one stopped early)
     drift: float | None = None  # one-token step now over the baseline's then (probe after the run)
     probe_ms: list[float] | None = None
+    verify_cost_curve: list[float] | None = None  # T(k), k = 1..16: a k-token forward in one-token forwards
     drafted: int | None = None
     accepted: int | None = None
     accept_rate: float | None = None  # accepted / judged drafts
@@ -139,7 +140,7 @@ def _check_type(name: str, value: Any, annotation: str) -> None:
 
 
 def summarize(method: Run, baseline: Run, params: DecodeParams, prompt_tokens: int | None = None,
-              probe_ms: list[float] | None = None) -> Summary:
+              probe_ms: list[float] | None = None, cost_curve: list[float] | None = None) -> Summary:
     emitted = len(method.ids)
     target_forwards = method.n_forward.get("main", 0)
     base_ms = baseline.time_ms["wall"]
@@ -162,6 +163,7 @@ def summarize(method: Run, baseline: Run, params: DecodeParams, prompt_tokens: i
         method_ms_per_token=round(method.time_ms["wall"] / max(emitted, 1), 2),
         target_fwd_ms=round(base_fwd, 3),
         prompt_tokens=prompt_tokens,
+        verify_cost_curve=cost_curve or None,
     )
     _speedups(s, method, baseline, probe_ms or [])
     if stats.drafts or method_def.name != "ar":

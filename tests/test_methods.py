@@ -190,3 +190,12 @@ def test_a_divergence_says_whether_it_is_a_near_tie_or_a_bug(engine, monkeypatch
     assert s.identical is False and s.divergence["at"] == s.first_divergence
     assert s.divergence["margin"] > 1e-3 and "report it as a bug" in s.explanation
     assert s.divergence["baseline"] == result.baseline.tokens[s.first_divergence]
+
+
+def test_the_verify_cost_curve_is_measured_once_per_context_and_reaches_the_summary(engine):
+    first = engine.run(PROMPT, DecodeParams(method="pld", max_new_tokens=10)).summary
+    curve = first.verify_cost_curve
+    assert len(curve) == 16 and curve[0] == 1.0 and all(t > 0 for t in curve)
+    again = engine.run(PROMPT, DecodeParams(method="pld", max_new_tokens=10, num_pred=4)).summary
+    assert again.verify_cost_curve == curve  # cached for this context bucket: no second probe of widths
+    assert len(engine.main.log) < 32  # this run's forwards and its probe, not 2 x 16 widths again

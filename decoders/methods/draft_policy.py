@@ -30,8 +30,11 @@ SLOPE_WINDOW = 15  # recent slope measurements the median is taken over
 class AdaptiveDraftLength:
     """Chooses the draft length for each iteration from acceptance and cost seen so far."""
 
-    def __init__(self, max_len: int):
+    def __init__(self, max_len: int, cost_curve: list[float] | None = None):
+        """``cost_curve``: T(k) measured at this context (k = 1..), used as the cost of a forward
+        over k positions where it reaches; beyond it, and without it, the run's own slope."""
         self.max_len = max_len
+        self.cost_curve = cost_curve or []
         self._acc = defaultdict(lambda: list(PRIOR_ACCEPT))  # match length -> [accepted, rejected]
         self._one = None  # EMA of one-position forward seconds
         self._slopes = deque([PRIOR_SLOPE], maxlen=SLOPE_WINDOW)
@@ -45,6 +48,8 @@ class AdaptiveDraftLength:
         return max(0.0, statistics.median(self._slopes))
 
     def cost(self, positions: int) -> float:
+        if positions <= len(self.cost_curve):
+            return self.cost_curve[positions - 1]
         return 1.0 + self.slope * (positions - 1)
 
     def choose(self, match_len: int, available: int) -> int:
