@@ -70,6 +70,14 @@ def count_weight_bytes(model) -> int:
     return total
 
 
+def checked_rows(rows: Sequence[int], available: int) -> list[int]:
+    """``rows`` for ``compact`` as a list, checked: ascending, each in ``0 .. available - 1``."""
+    rows = [int(r) for r in rows]
+    if any(b <= a for a, b in zip(rows, rows[1:])) or (rows and not 0 <= rows[0] <= rows[-1] < available):
+        raise ValueError(f"rows must ascend within 0..{available - 1}, got {rows}")
+    return rows
+
+
 #: Attention implementations that apply a custom 4-D float mask as given (additively).
 MASKABLE_ATTENTION = ("sdpa", "eager")
 
@@ -134,10 +142,8 @@ class HFBackend:
             rows = rows.reshape(-1).to(device=self.device, dtype=torch.long)
             count = int(rows.numel())
         else:
-            rows = [int(r) for r in rows]
+            rows = checked_rows(rows, self._length - start)
             count = len(rows)
-            if any(b <= a for a, b in zip(rows, rows[1:])) or (rows and not 0 <= rows[0] <= rows[-1] < self._length - start):
-                raise ValueError(f"rows must ascend within 0..{self._length - start - 1}, got {rows}")
         if start + count == 0 or self._cache is None:
             self.reset()
             return

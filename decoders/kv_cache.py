@@ -14,6 +14,8 @@ from typing import Sequence
 
 import torch
 
+from decoders.backend import checked_rows
+
 #: Positions added to the cache (and RoPE table) each time it has to grow.
 CACHE_CHUNK = 512
 
@@ -83,10 +85,8 @@ class KVCache:
             count = int(rows.numel())
             identity = False
         else:
-            rows = [int(r) for r in rows]
+            rows = checked_rows(rows, self.length - start)
             count = len(rows)
-            if any(b <= a for a, b in zip(rows, rows[1:])) or (rows and not 0 <= rows[0] <= rows[-1] < self.length - start):
-                raise ValueError(f"rows must ascend within 0..{self.length - start - 1}, got {rows}")
             identity = rows == list(range(count))
         if count and not identity:  # a prefix of the new positions needs no copy
             index = torch.as_tensor(rows, dtype=torch.long, device=self.device) + start

@@ -400,7 +400,8 @@ class LlamaBackend:
             needed = max(end, int(positions.max()) + 1)  # the RoPE table must reach them
         if mask is not None:
             if tuple(mask.shape) != (n, n) or mask.dtype != torch.bool:
-                raise ValueError(f"mask must be a bool tensor of shape ({n}, {n}), got {mask.dtype} {tuple(mask.shape)}")
+                raise ValueError(f"mask must be a bool tensor of shape ({n}, {n}), "
+                                 f"got {mask.dtype} {tuple(mask.shape)}")
             mask = None if n == 1 else mask.to(self.device)
         if needed > cache.capacity:
             cache.reserve(needed)
@@ -435,7 +436,8 @@ class LlamaBackend:
             return F.rms_norm(x, (x.shape[-1],), None, self.weights.eps), 1.0
         return weight * F.rms_norm(x.float(), weight.shape, None, self.weights.eps).to(x.dtype), 1.0
 
-    def _forward(self, ids: torch.Tensor, start: int, n: int, keep: int, mm, positions=None, tree_mask=None) -> torch.Tensor:
+    def _forward(self, ids: torch.Tensor, start: int, n: int, keep: int, mm, positions: torch.Tensor | None = None,
+                 tree_mask: torch.Tensor | None = None) -> torch.Tensor:
         w = self.weights
         cache = self.cache
         end = start + n

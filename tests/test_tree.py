@@ -111,7 +111,8 @@ def test_explicit_default_positions_and_mask_change_nothing(model, kind, n):
     default_positions = torch.arange(len(PREFIX), len(PREFIX) + n)
     causal = torch.ones(n, n, dtype=torch.bool).tril_()
     outs = []
-    for options in ({}, {"positions": default_positions}, {"mask": causal}, {"positions": default_positions, "mask": causal}):
+    both = {"positions": default_positions, "mask": causal}
+    for options in ({}, {"positions": default_positions}, {"mask": causal}, both):
         backend = BACKENDS[kind](model)
         backend.forward(ids, 1)
         outs.append(backend.forward(new, n, **options))
