@@ -21,8 +21,9 @@ class ForwardLog:
 def device_clock(device) -> Callable[[], float]:
     """A clock that waits for queued device work first, so that forward times are real."""
     kind = getattr(device, "type", "cpu")
-    if kind == "cuda":
+    if kind in ("cuda", "mps"):
         import torch
+    if kind == "cuda":
 
         def clock() -> float:
             torch.cuda.synchronize(device)
@@ -30,7 +31,6 @@ def device_clock(device) -> Callable[[], float]:
 
         return clock
     if kind == "mps":
-        import torch
 
         def clock() -> float:
             torch.mps.synchronize()

@@ -43,3 +43,11 @@ def test_a_measured_cost_curve_decides_the_draft_length():
         for _ in range(20):
             policy.observe(2, 4, 2, 5, 0.05)  # half the drafts pass
     assert flat.choose(2, 10) == 10 and steep.choose(2, 10) == 0
+
+
+def test_a_policy_that_stopped_drafting_measures_again_now_and_then():
+    policy = AdaptiveDraftLength(10)
+    for _ in range(20):
+        feed(policy, 1, 3, 0, slope=0.4)
+    choices = [policy.choose(1, 10) for _ in range(16)]
+    assert choices.count(0) == 14 and choices[7] == 2 and choices[15] == 2
