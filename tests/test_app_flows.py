@@ -16,7 +16,7 @@ from decoders.family import FamilySpec, load_family
 from decoders.records import Iteration, RunResult
 from tests.tiny import save_tiny_model
 from tui_decode.app import TuiDecodeApp
-from tui_decode.session import START_PARAMS, Settings
+from tui_decode.settings import START_PARAMS, Settings
 from tui_decode.widgets import IterationDetail, PromptEditor
 
 pytestmark = pytest.mark.anyio

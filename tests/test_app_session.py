@@ -11,21 +11,11 @@ import pytest
 
 from decoders.params import METHODS, DecodeParams
 from decoders.records import RunResult
-from tui_decode.session import (
-    KNOB_BY_KEY,
-    RUNS_DIR_ENV,
-    TOKEN_LADDER,
-    Batcher,
-    Settings,
-    default_draft_layer,
-    knobs_for,
-    live_figures,
-    real_text,
-    run_file_stem,
-    run_tokens,
-    runs_dir,
-    saved_runs,
-)
+from tui_decode.batching import Batcher
+from tui_decode.live_run import live_figures
+from tui_decode.runs_folder import RUNS_DIR_ENV, run_file_stem, runs_dir, saved_runs
+from tui_decode.settings import KNOB_BY_KEY, TOKEN_LADDER, Settings, default_draft_layer, knobs_for
+from tui_decode.token_text import real_text, run_tokens
 
 DATA = Path(__file__).parent / "data"
 

@@ -29,20 +29,12 @@ from decoders.errors import DecodeError
 from decoders.events import PhaseStarted, Progress
 from decoders.params import METHOD_NAMES, METHODS, DecodeParams
 from decoders.records import Iteration, RunResult
-from tui_decode.session import (
-    DEFAULT_PROMPT,
-    DRAFT_LENGTH_KNOB,
-    KNOB_BY_KEY,
-    Batcher,
-    LoadedFamily,
-    Settings,
-    helper_description,
-    live_figures,
-    run_file_stem,
-    run_tokens,
-    runs_dir,
-    saved_runs,
-)
+from tui_decode.batching import Batcher
+from tui_decode.live_run import live_figures
+from tui_decode.loaded_family import LoadedFamily, helper_description
+from tui_decode.runs_folder import run_file_stem, runs_dir, saved_runs
+from tui_decode.settings import DEFAULT_PROMPT, DRAFT_LENGTH_KNOB, KNOB_BY_KEY, Settings
+from tui_decode.token_text import run_tokens
 from tui_decode.widgets import (
     DetailContext,
     IterationDetail,

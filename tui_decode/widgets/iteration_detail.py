@@ -19,7 +19,7 @@ from textual.widgets import Static
 
 from decoders.params import METHOD_NAMES
 from decoders.records import Iteration, TopEntry
-from tui_decode.session import real_text
+from tui_decode.token_text import real_text
 from tui_decode.widgets.styles import component_style
 
 BAR_WIDTH = 12

@@ -14,7 +14,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from tui_decode.session import Knob, Settings, knobs_for
+from tui_decode.settings import Knob, Settings, knobs_for
 from tui_decode.widgets.styles import component_style
 
 
