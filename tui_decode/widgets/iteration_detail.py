@@ -51,6 +51,7 @@ def fmt_prob(value: float | None) -> str:
 class IterationDetail(VerticalScroll, can_focus=True):
     """The selected iteration in full; a hint when nothing is selected yet."""
 
+    BORDER_TITLE = "Iteration detail"
     ALLOW_MAXIMIZE = True  # enter on a table row (or d) shows it full screen
     COMPONENT_CLASSES = {
         "iteration-detail--acc",
@@ -91,7 +92,7 @@ class IterationDetail(VerticalScroll, can_focus=True):
         if it is None:
             body.update(Text("Select an iteration in the table (or move the cursor in the output) to see "
                              "what was drafted and how it was verified.", style="dim"))
-            self.border_title = "Iteration detail"
+            self.border_title = self.BORDER_TITLE
             return
         self.border_title = f"Iteration {it.k} · {METHOD_NAMES.get(self.context.method, self.context.method)}"
         parts: list[RenderableType] = [self._summary_line(it)]

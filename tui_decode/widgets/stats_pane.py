@@ -32,6 +32,7 @@ def sparkline(values: list[int], width: int = SPARK_MAX) -> str:
 class StatsPane(VerticalScroll):
     """Statistics of the shown run: figures, the gamma plot (speculative), the explanation."""
 
+    BORDER_TITLE = "Statistics"
     COMPONENT_CLASSES = {"stats-pane--faster", "stats-pane--slower", "stats-pane--spark"}
 
     def compose(self) -> ComposeResult:
