@@ -293,7 +293,7 @@ def _verified(result: RunResult) -> int:
 
 def ours_entry(result: RunResult) -> dict[str, Any]:
     """What one engine run contributes to the report (speedup is added once AR is known)."""
-    run, s = result.method, result.summary
+    run, s = result.method, result.summary.to_json()
     tokens = len(run.ids)
     entry: dict[str, Any] = {
         "label": run.label,

@@ -66,14 +66,14 @@ def test_batches_add_up_to_the_recorded_run(method):
         seen.extend(live.add(iters[start:start + 3]))
         assert live.tokens == sum(len(it.emit) for it in iters[:start + 3])
     assert seen == iters and live.iterations == iters
-    assert live.tokens == result.summary["tokens"] == len(live.output_tokens)
+    assert live.tokens == result.summary.tokens == len(live.output_tokens)
     assert live.output_tokens == list(result.method.tokens)
     assert live.fraction == pytest.approx(live.tokens / live.params.max_new_tokens)
     assert live.status.endswith(f": {live.tokens}/{live.params.max_new_tokens} tokens")
     figures = live.figures()
-    assert figures["tokens"] == result.summary["tokens"]
-    assert figures["iterations"] == result.summary["iterations"]
-    assert figures["accept_rate"] == result.summary.get("accept_rate")
+    assert figures["tokens"] == result.summary.tokens
+    assert figures["iterations"] == result.summary.iterations
+    assert figures["accept_rate"] == result.summary.accept_rate
 
 
 def test_the_table_catches_up_at_most_once_per_interval():

@@ -356,14 +356,14 @@ class MainScreen(FamilyLoadWorker, DecodeWorker, Screen[None]):
         result = event.result
         seconds = self.live.elapsed() if self.live is not None else 0.0
         self.show_result(result, streamed=True)
-        s = result.summary
-        speed = s.get("speedup_wall")
+        summary = result.summary
+        speed = summary.speedup_wall
         speed_text = f"{speed:.2f}x vs autoregressive" if speed is not None else "no timing"
         if result.method.finish == "cancelled":
-            self.status.set(f"cancelled after {s.get('tokens')} tokens ({seconds:.1f} s); the partial run stays: "
+            self.status.set(f"cancelled after {summary.tokens} tokens ({seconds:.1f} s); the partial run stays: "
                             f"{speed_text}", "cancelled")
         else:
-            self.status.set(f"done in {seconds:.1f} s: {s.get('tokens')} tokens, {speed_text}", "done")
+            self.status.set(f"done in {seconds:.1f} s: {summary.tokens} tokens, {speed_text}", "done")
 
     @on(RunStopped)
     def run_stopped(self, event: RunStopped) -> None:

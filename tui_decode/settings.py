@@ -9,7 +9,11 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from decoders.params import DRAFT_POLICIES, INITS, METHOD_NAMES, METHODS, MODES, DecodeParams
+from decoders.methods.jacobi import INIT
+from decoders.methods.prompt_lookup import DRAFT_POLICY
+from decoders.params import METHOD_NAMES, METHODS, MODES, DecodeParams
+
+DRAFT_POLICIES, INITS = DRAFT_POLICY.choices, INIT.choices
 
 DEFAULT_PROMPT = (
     "Rewrite this sentence in the past tense: The quick brown fox jumps over the lazy dog, "

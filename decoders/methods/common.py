@@ -1,4 +1,5 @@
-"""What every method shares: the decode context, the budget, stop handling and the run record."""
+"""What every method shares: the decode context, the budget, stop handling, the run record and
+the iteration's one host transfer."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ from typing import TYPE_CHECKING, Callable, Generator, Sequence
 
 from decoders.records import (
     KIND_ACCEPTED,
+    KIND_AR,
+    KIND_BONUS,
+    KIND_FIXED,
     STATUS_ACCEPTED,
     STATUS_REJECTED,
     STATUS_UNVERIFIED,
@@ -14,6 +18,7 @@ from decoders.records import (
     Emitted,
     Iteration,
     Run,
+    TopEntry,
 )
 
 if TYPE_CHECKING:
@@ -57,10 +62,10 @@ class RunBuilder:
     time: ``yielding`` brackets each yield.
     """
 
-    def __init__(self, ctx: DecodeContext, method: str, label: str):
+    def __init__(self, ctx: DecodeContext, method: str, label: str | None = None):
         self.ctx = ctx
         self.method = method
-        self.label = label
+        self.label = label or ctx.params.method_def.run_label(ctx.params)
         self.seq: list[int] = list(ctx.prompt_ids)  # prompt + everything emitted
         self.out: list[int] = []
         self.kinds: list[str] = []
@@ -89,7 +94,7 @@ class RunBuilder:
         disp = self.ctx.family.display
         return [
             DraftRow(d, disp(d), r(q[i]) if q else None, r(p[i]) if p else None,
-                     r(acc[i]) if acc else (1.0 if i < n_accepted else 0.0), status_of(i, n_accepted))
+                     r(acc[i]) if acc else (1.0 if i < n_accepted else 0.0), status_of(i, n_accepted), i - 1)
             for i, d in enumerate(drafts)
         ]
 
@@ -114,6 +119,14 @@ class RunBuilder:
         self.kinds.extend(kinds)
         self.tok_iter.extend([it.k] * len(tokens))
         return it
+
+    def commit_verified(self, drafts: Sequence[int], n_accepted: int, next_token: int, rows: list[DraftRow],
+                        **fields) -> Iteration:
+        """Emit the accepted drafts and the target's next token: a fix after a rejection, a
+        bonus after a fully accepted draft, a plain step when nothing was drafted."""
+        g = len(drafts)
+        kind = KIND_AR if g == 0 else (KIND_BONUS if n_accepted == g else KIND_FIXED)
+        return self.commit(list(drafts[:n_accepted]) + [next_token], kind, rows, **fields)
 
     def yielding(self, it: Iteration) -> Generator[Iteration, None, None]:
         """``yield from builder.yielding(it)``: hand ``it`` out without counting the consumer's time."""
@@ -147,5 +160,38 @@ class RunBuilder:
         )
 
 
+def mode_text(params: DecodeParams) -> str:
+    """How a run samples, for its label: "greedy" or "sampling, T=0.7"."""
+    return "greedy" if params.greedy else f"sampling, T={params.temperature:g}"
+
+
 def ms(seconds: float) -> float:
     return round(1000 * seconds, 3)
+
+
+class HostValues:
+    """Reads back, in order, the values packed into the iteration's single host transfer."""
+
+    def __init__(self, flat: list[float]):
+        self.flat, self.pos = flat, 0
+
+    @classmethod
+    def transfer(cls, parts) -> HostValues:
+        """One device-to-host copy of every tensor in ``parts`` (flattened, in order)."""
+        import torch
+
+        return cls(torch.cat([x.to(torch.float64).flatten() for x in parts]).tolist())
+
+    def take(self, count: int) -> list[float]:
+        out = self.flat[self.pos:self.pos + count]
+        self.pos += count
+        return out
+
+    def ints(self, count: int) -> list[int]:
+        return [int(x) for x in self.take(count)]
+
+    def top_entries(self, rows: int, k: int, disp) -> list[list[TopEntry]]:
+        """``rows`` x top-k, packed as all indices then all values."""
+        ids, vals = self.take(rows * k), self.take(rows * k)
+        return [[TopEntry(int(ids[i * k + j]), disp(int(ids[i * k + j])), r(vals[i * k + j])) for j in range(k)]
+                for i in range(rows)]

@@ -14,6 +14,8 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from decoders.errors import DecodeError
+from decoders.methods.base import get_method
 from decoders.params import METHOD_NAMES
 from decoders.records import Iteration
 from tui_decode.widgets.details import PLAIN, DetailContext, view_for
@@ -21,14 +23,14 @@ from tui_decode.widgets.styles import component_style
 
 
 def detail_of(it: Iteration, method: str) -> tuple[str, Any]:
-    """The iteration's detail kind and record (a prompt-lookup step without a match is still one)."""
-    if it.top:
-        return "topk", it.top
-    if it.pld is not None or method == "pld":
-        return "lookup", it.pld
-    if it.jacobi is not None:
-        return "jacobi", it.jacobi
-    return PLAIN, None
+    """The iteration's detail kind and record. An iteration without a record gets the kind its
+    method declares, with no record (a prompt-lookup step without a match is still a lookup step)."""
+    if it.detail is not None:
+        return it.detail.kind, it.detail
+    try:
+        return get_method(method).detail or PLAIN, None
+    except DecodeError:  # a saved run of a method this install does not have
+        return PLAIN, None
 
 
 class IterationDetail(VerticalScroll, can_focus=True):

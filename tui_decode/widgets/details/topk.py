@@ -27,8 +27,7 @@ from tui_decode.widgets.details.plain import plain_view
 def topk_view(it: Iteration, detail: Any, context: DetailContext, style: StyleOf) -> list[RenderableType]:
     if not detail:
         return plain_view(it, detail, context, style)
-    top_p = detail.get("p", [])
-    top_q = detail.get("q", [])
+    top_p, top_q = detail.p, detail.q
     out: list[RenderableType] = []
     emitted = [e.token for e in it.emit]
     for i in range(len(top_p)):
