@@ -37,7 +37,7 @@ from tui_decode.messages import (
     WorkerMessage,
 )
 from tui_decode.runs_folder import run_file_stem, saved_runs
-from tui_decode.settings import DRAFT_LENGTH_KNOB, KNOB_BY_KEY, Settings
+from tui_decode.settings import KNOB_BY_KEY, Settings, draft_length_key, knobs_for
 from tui_decode.token_text import run_tokens
 from tui_decode.widgets import (
     DetailContext,
@@ -174,7 +174,7 @@ class MainScreen(FamilyLoadWorker, DecodeWorker, Screen[None]):
         self._step_knob("mode", 1)
 
     def action_draft_length(self, direction: int) -> None:
-        key = DRAFT_LENGTH_KNOB.get(self.settings.params.method)
+        key = draft_length_key(self.settings.params.method)
         if key is None:
             self.notify("Autoregressive decoding drafts nothing; pick another method (m).", severity="warning")
             return
@@ -182,7 +182,8 @@ class MainScreen(FamilyLoadWorker, DecodeWorker, Screen[None]):
 
     def _step_knob(self, key: str, direction: int) -> None:
         draft_layers = self.loaded.draft_layers if self.loaded else 0
-        self._apply_settings(KNOB_BY_KEY[key].step(self.settings, direction, draft_layers))
+        knob = next((k for k in knobs_for(self.settings.params.method) if k.key == key), None) or KNOB_BY_KEY[key]
+        self._apply_settings(knob.step(self.settings, direction, draft_layers))
         self.params_pane.select_key(key)
 
     def action_toggle_chat_template(self) -> None:
@@ -279,7 +280,7 @@ class MainScreen(FamilyLoadWorker, DecodeWorker, Screen[None]):
         try:
             if not prompt.strip():
                 raise DecodeError("the prompt is empty; type a prompt in the Prompt pane (e edits it)")
-            settings.params.validated()
+            settings.params.validated(ui=True)
         except DecodeError as error:
             self.report_error(str(error))
             return

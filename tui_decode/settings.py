@@ -1,19 +1,21 @@
 """What the next run uses and how the keys change it: the decoding parameters, the early-exit layer
 a family without a helper model drafts with, and the parameters pane's rows (knobs).
 
-No Textual here, so the rules are tested without a terminal."""
+A knob is a declared parameter (`decoders.methods.base.ParamSpec`): its label, help, step and
+display come from the declaration, so a method's new parameter shows up here with no change.
+Two rows are the app's own: the method itself and, for a method that drafts with a helper, the
+early-exit layer. No Textual here, so the rules are tested without a terminal.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
-from decoders.methods.jacobi import INIT
-from decoders.methods.prompt_lookup import DRAFT_POLICY
-from decoders.params import METHOD_NAMES, METHODS, MODES, DecodeParams
-
-DRAFT_POLICIES, INITS = DRAFT_POLICY.choices, INIT.choices
+from decoders.methods.base import ParamSpec, get_method, method_names
+from decoders.params import COMMON_PARAMS, METHOD_NAMES, DecodeParams, all_param_specs
 
 DEFAULT_PROMPT = (
     "Rewrite this sentence in the past tense: The quick brown fox jumps over the lazy dog, "
@@ -21,6 +23,13 @@ DEFAULT_PROMPT = (
 )
 #: The app's starting parameters: short enough that a first run on a CPU takes seconds.
 START_PARAMS = DecodeParams(method="spec", max_new_tokens=48)
+#: The common parameters in the order the pane lists them, under the method.
+COMMON_ORDER = ("mode", "temperature", "seed", "max_new_tokens")
+#: Where the keys stop for a parameter whose declaration has no narrower ``ui_range``: γ stopped
+#: at 16 before the registry (the engine accepts up to 32, typed on the command line).
+KEY_RANGES: dict[str, tuple[float, float]] = {"gamma": (1, 16)}
+METHOD_KEY = "method"
+DRAFT_LAYER_KEY = "draft_layer"
 
 
 @dataclass(frozen=True)
@@ -40,96 +49,100 @@ class Settings:
 
 @dataclass(frozen=True)
 class Knob:
-    """One row of the parameters pane: a value, the methods it matters for, and how to step it."""
+    """One row of the parameters pane: a declared parameter, or one of the app's two own rows
+    (``spec`` None: the method, or the early-exit layer)."""
 
-    key: str  # a DecodeParams field, or "draft_layer"
+    key: str  # a DecodeParams name, or "draft_layer"
     label: str
     hint: str
-    methods: tuple[str, ...] = METHODS
-
-    def applies_to(self, method: str) -> bool:
-        return method in self.methods
+    spec: ParamSpec | None = None
 
     def value(self, settings: Settings) -> Any:
-        if self.key == "draft_layer":
+        if self.key == DRAFT_LAYER_KEY:
             return settings.draft_layer
         return getattr(settings.params, self.key)
 
     def shown(self, settings: Settings) -> str:
         value = self.value(settings)
-        if self.key == "method":
-            return METHOD_NAMES[value]
-        if self.key == "temperature":
-            return f"{value:g}"
-        if self.key == "draft_layer":
+        if self.key == METHOD_KEY:
+            return METHOD_NAMES.get(value, value)
+        if self.key == DRAFT_LAYER_KEY:
             return "none" if value is None else f"early exit @ layer {value}"
-        return str(value)
+        return self.spec.shown(value) if self.spec is not None else str(value)
 
     def step(self, settings: Settings, direction: int, draft_layers: int = 0) -> Settings:
         """The settings with this value moved one step (``direction`` +1 or -1), within its range.
 
         ``draft_layers`` is the main model's layer count when it may draft for itself (0: not).
-        Pairs that only conflict together (n-gram min above max) are left for the engine's check
-        to report, so that a person learns the rule rather than meeting a silent clamp.
+        Pairs that only conflict together (n-gram min above max) are left for the parameters'
+        check to report, so that a person learns the rule rather than meeting a silent clamp.
         """
         value = self.value(settings)
-        if self.key in CHOICES:
-            options = CHOICES[self.key]
-            return settings.with_params(**{self.key: options[(options.index(value) + direction) % len(options)]})
-        if self.key == "temperature":
-            return settings.with_params(temperature=round(min(max(value + 0.1 * direction, 0.1), 2.0), 2))
-        if self.key == "max_new_tokens":
-            return settings.with_params(max_new_tokens=next_on_ladder(TOKEN_LADDER, value, direction))
-        if self.key == "draft_layer":
+        if self.key == METHOD_KEY:
+            names = method_names()
+            index = names.index(value) if value in names else -direction
+            return settings.with_params(method=names[(index + direction) % len(names)])
+        if self.key == DRAFT_LAYER_KEY:
             if draft_layers < 2:
                 return settings
             layer = default_draft_layer(draft_layers) if value is None else value + direction
             return settings.replace(draft_layer=min(max(layer, 1), draft_layers - 1))
-        low, high = RANGES[self.key]
-        return settings.with_params(**{self.key: min(max(value + direction, low), high)})
+        return settings.with_params(**{self.key: self.spec.step_value(value, direction)})
 
 
-CHOICES: dict[str, tuple[str, ...]] = {"method": METHODS, "mode": MODES, "init": INITS,
-                                       "draft_policy": DRAFT_POLICIES}
-RANGES: dict[str, tuple[int, int]] = {
-    "seed": (0, 2**31 - 1),
-    "gamma": (1, 16),
-    "num_pred": (1, 32),
-    "ngram_max": (1, 8),
-    "ngram_min": (1, 8),
-    "block": (1, 16),
-}
-TOKEN_LADDER = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
-
-KNOBS: tuple[Knob, ...] = (
-    Knob("method", "method", "measured against the autoregressive baseline"),
-    Knob("mode", "mode", "greedy: argmax, output equals the baseline"),
-    Knob("temperature", "temperature", "sampling temperature (sampling mode)"),
-    Knob("seed", "seed", "seeds sampling and Jacobi's random init"),
-    Knob("max_new_tokens", "max tokens", "tokens to generate, baseline alike"),
-    Knob("gamma", "γ draft length", "tokens drafted before each verify", ("spec",)),
-    Knob("draft_layer", "draft model", "early exit: the main model's first layers", ("spec",)),
-    Knob("num_pred", "k copy length", "at most k tokens copied per match", ("pld",)),
-    Knob("ngram_max", "n-gram max", "longest n-gram looked up", ("pld",)),
-    Knob("ngram_min", "n-gram min", "shortest n-gram looked up", ("pld",)),
-    Knob("draft_policy", "draft policy", "adaptive: cut drafts to what pays; fixed: k", ("pld",)),
-    Knob("block", "m block size", "guesses refined together per iteration", ("jacobi",)),
-    Knob("init", "init", "new guesses: repeat last token, or random", ("jacobi",)),
-)
-KNOB_BY_KEY = {knob.key: knob for knob in KNOBS}
-#: The knob that [ and ] change for each method: the length of what one iteration drafts.
-DRAFT_LENGTH_KNOB = {"spec": "gamma", "pld": "num_pred", "jacobi": "block"}
+METHOD_KNOB = Knob(METHOD_KEY, "method", "measured against the autoregressive baseline")
+DRAFT_LAYER_KNOB = Knob(DRAFT_LAYER_KEY, "draft model", "early exit: the main model's first layers")
 
 
-def next_on_ladder(ladder: tuple[int, ...], value: int, direction: int) -> int:
-    """The next ladder value above (or below) ``value``, which need not be on the ladder."""
-    if direction > 0:
-        return next((v for v in ladder if v > value), ladder[-1])
-    return next((v for v in reversed(ladder) if v < value), ladder[0])
+def spec_knob(spec: ParamSpec, method_label: str = "") -> Knob:
+    """The row for a declared parameter; its help loses a leading "<method>: " (the pane shows
+    one method's rows only)."""
+    hint = spec.help
+    prefix = f"{method_label.lower()}: "
+    if method_label and hint.lower().startswith(prefix):
+        hint = hint[len(prefix):]
+    if spec.ui_range is None and spec.name in KEY_RANGES:
+        spec = dataclasses.replace(spec, ui_range=KEY_RANGES[spec.name])
+    return Knob(spec.name, spec.label, hint, spec)
 
 
 def knobs_for(method: str) -> list[Knob]:
-    return [knob for knob in KNOBS if knob.applies_to(method)]
+    """The rows the pane shows for ``method``: the method, the common parameters, its own
+    parameters and, when it drafts with a helper, the early-exit layer."""
+    common = {spec.name: spec for spec in COMMON_PARAMS}
+    rows = [METHOD_KNOB] + [spec_knob(common[name]) for name in COMMON_ORDER]
+    definition = get_method(method)
+    rows += [spec_knob(spec, definition.label) for spec in definition.params]
+    if definition.needs_helper:
+        rows.append(DRAFT_LAYER_KNOB)
+    return rows
+
+
+def draft_length_key(method: str) -> str | None:
+    """The parameter [ and ] change for ``method``: the length of what one iteration drafts."""
+    return get_method(method).draft_length
+
+
+class _KnobsByKey(Mapping[str, Knob]):
+    """Every knob by key, read when asked for (a method registered later is included)."""
+
+    def _all(self) -> dict[str, Knob]:
+        knobs = {METHOD_KEY: METHOD_KNOB, DRAFT_LAYER_KEY: DRAFT_LAYER_KNOB}
+        for name, spec in all_param_specs().items():
+            knobs[name] = spec_knob(spec)
+        return knobs
+
+    def __getitem__(self, key: str) -> Knob:
+        return self._all()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+KNOB_BY_KEY: Mapping[str, Knob] = _KnobsByKey()
 
 
 def default_draft_layer(n_layers: int) -> int:
