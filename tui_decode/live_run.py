@@ -10,6 +10,7 @@ from typing import Any, Callable, Iterable
 from decoders.events import PhaseStarted, Progress
 from decoders.params import METHOD_NAMES, DecodeParams
 from decoders.records import Iteration
+from decoders.stats import DecodeStats
 
 #: While a run streams, the token stream and the status line take every batch; the table and the
 #: live figures catch up at most this often (seconds), and at the end of the run. Their redraws
@@ -18,21 +19,29 @@ from decoders.records import Iteration
 SLOW_PANE_INTERVAL = 0.5
 
 
-def live_figures(iterations: Iterable[Iteration]) -> dict[str, Any]:
-    """What can be said about a run while it is still going: tokens, iterations, acceptance."""
-    iterations = list(iterations)
-    tokens = sum(len(it.emit) for it in iterations)
-    drafted = sum(len(it.draft) for it in iterations)
-    accepted = sum(1 for it in iterations for e in it.emit if e.kind == "acc")  # as `summarize` counts
-    judged = sum(min(it.n_accepted + 1, len(it.draft)) for it in iterations)
+def emitted_drafts(it: Iteration) -> int:
+    """Drafts of ``it`` that reached the output. `DecodeStats.accepted` also counts drafts the
+    target accepted after a stop token or the token limit ended the run, which saved runs do not."""
+    return sum(1 for e in it.emit if e.kind == "acc")
+
+
+def figures_of(stats: DecodeStats, accepted: int) -> dict[str, Any]:
+    """What can be said about a run while it is still going: tokens, iterations, acceptance
+    (named as in the run's `Summary`); ``accepted`` counts the drafts that were emitted."""
     return {
-        "tokens": tokens,
-        "iterations": len(iterations),
-        "tau": round(tokens / len(iterations), 3) if iterations else None,
-        "drafted": drafted,
+        "tokens": stats.tokens,
+        "iterations": stats.iterations,
+        "tau": stats.tau,
+        "drafted": stats.draft_tokens,
         "accepted": accepted,
-        "accept_rate": round(accepted / judged, 3) if judged else None,
+        "accept_rate": round(accepted / stats.judged, 3) if stats.judged else None,
     }
+
+
+def live_figures(iterations: Iterable[Iteration]) -> dict[str, Any]:
+    """`figures_of` the statistics of ``iterations``."""
+    iterations = list(iterations)
+    return figures_of(DecodeStats.of(iterations), sum(emitted_drafts(it) for it in iterations))
 
 
 class LiveRun:
@@ -52,6 +61,8 @@ class LiveRun:
         self.phase = "starting"
         self.baseline_cached = False
         self.iterations: list[Iteration] = []
+        self.stats = DecodeStats()  # observed iteration by iteration
+        self.accepted = 0  # drafts emitted (see `emitted_drafts`)
         self.output_tokens: list[str] = []  # display text of each emitted token
         self.progress_tokens = 0  # of the current phase
         self.progress_total = params.max_new_tokens
@@ -78,6 +89,8 @@ class LiveRun:
                 self.progress_tokens, self.progress_total = event.tokens, event.total
             elif isinstance(event, Iteration):
                 new.append(event)
+                self.stats.observe(event)
+                self.accepted += emitted_drafts(event)
                 self.output_tokens.extend(e.text for e in event.emit)
         if new:
             self.iterations.extend(new)
@@ -112,8 +125,8 @@ class LiveRun:
         return f"{self.method_label}: {self.tokens}/{self.params.max_new_tokens} tokens"
 
     def figures(self) -> dict[str, Any]:
-        """The figures known mid-run (`live_figures`)."""
-        return live_figures(self.iterations)
+        """The figures known mid-run (`figures_of` its statistics)."""
+        return figures_of(self.stats, self.accepted)
 
     def elapsed(self) -> float:
         return self.clock() - self.started
