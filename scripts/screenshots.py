@@ -44,7 +44,7 @@ async def capture(methods: list[str], out: Path, max_new_tokens: int, timeout: f
         async with app.run_test(size=SIZE) as pilot:
             deadline = time.monotonic() + timeout
             while app.main_screen.loaded is None:
-                if not app.main_screen.loading or time.monotonic() > deadline:
+                if not app.main_screen.loading_family or time.monotonic() > deadline:
                     raise SystemExit(f"the bundled model did not load: {app.main_screen.status.message}")
                 await pilot.pause(0.1)
             for method in methods:

@@ -203,7 +203,7 @@ async def test_a_family_that_fails_to_load_leaves_the_previous_one_usable(tiny_s
         await pilot.press("f")
         assert app.screen.__class__.__name__ == "Picker"
         await pilot.press("down", "enter")  # the second family: a hub model, unreachable here
-        await wait_for(pilot, lambda: not app.main_screen.loading and errors(app))
+        await wait_for(pilot, lambda: not app.main_screen.loading_family and errors(app))
         assert "could not be reached" in errors(app)[-1]
         assert app.main_screen.loaded is before and app.main_screen.spec.name == "tiny"
         result = await run_and_wait(pilot, app)
@@ -238,7 +238,7 @@ async def test_open_a_saved_run_without_any_model(tmp_path):
     app = TuiDecodeApp(spec, opened=result, opened_name="run_spec.json", runs_folder=tmp_path, cursor_blink=False)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await pilot.pause()
-        assert not app.main_screen.loading and app.main_screen.loaded is None
+        assert not app.main_screen.loading_family and app.main_screen.loaded is None
         assert app.main_screen.table.row_count == len(result.method.iters)
         assert app.main_screen.stream.token_count == len(result.method.ids)
         assert app.main_screen.prompt_pane.text == result.prompt
@@ -325,7 +325,7 @@ async def test_out_of_memory_is_a_notification_and_the_run_shown_stays(tiny_spec
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         shown = app.main_screen.result
         await pilot.press("ctrl+r")  # loads the tiny family on demand, then runs
-        await wait_for(pilot, lambda: not app.main_screen.running and not app.main_screen.loading and errors(app))
+        await wait_for(pilot, lambda: not app.main_screen.running and not app.main_screen.loading_family and errors(app))
         assert errors(app)[-1].startswith("out of memory (CUDA out of memory")
         assert app.main_screen.result is shown and app.main_screen.table.row_count == len(shown.method.iters)
         assert app.main_screen.status.state == "error"
@@ -352,3 +352,27 @@ async def test_escape_leaves_the_prompt_for_the_parameters(tmp_path):
         assert app.focused is app.main_screen.params_pane
         await pilot.press("m")  # letters are keys again
         assert app.main_screen.settings.params.method == "pld"
+
+
+async def test_the_screen_stays_usable_while_a_family_loads(tiny_spec, tiny_family, tmp_path):
+    """Loading a family is shown in the status line only: no loading cover over the screen, and
+    the keys keep working."""
+    import threading
+
+    release = threading.Event()
+
+    def slow_load(spec, progress):
+        release.wait(10)
+        return tiny_family
+
+    app = make_app(tiny_spec, slow_load, tmp_path, method="ar")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.loading_family)
+        await pilot.pause(0.1)
+        assert "Parameters" in app.export_screenshot()  # the panes, not a loading cover
+        app.main_screen.params_pane.focus()
+        await pilot.press("m", "down")
+        assert app.main_screen.params_pane.selected == 1
+        assert app.main_screen.settings.params.method == "spec"
+        release.set()
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)

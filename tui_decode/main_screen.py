@@ -62,7 +62,7 @@ class MainScreen(FamilyLoadWorker, DecodeWorker, Screen[None]):
     prompt and parameters."""
 
     running: var[bool] = var(False, bindings=True)
-    loading: var[bool] = var(False, bindings=True)
+    loading_family: var[bool] = var(False, bindings=True)  # not `loading`: Widget.loading covers the screen
 
     def __init__(
         self,
@@ -207,10 +207,10 @@ class MainScreen(FamilyLoadWorker, DecodeWorker, Screen[None]):
 
     # -- loading a family ------------------------------------------------------------------------
     def start_loading(self, spec: FamilySpec) -> None:
-        if self.loading:
+        if self.loading_family:
             self.notify("A model family is already loading.", severity="warning")
             return
-        self.loading = True
+        self.loading_family = True
         self.status.set(f"loading {spec.label or spec.name} …", "busy", 0.0)
         self.prompt_pane.show_family(
             self.loaded.engine.family.describe() if self.loaded else {"label": spec.label or spec.main},
@@ -219,12 +219,12 @@ class MainScreen(FamilyLoadWorker, DecodeWorker, Screen[None]):
 
     @on(FamilyProgress)
     def family_progress(self, event: FamilyProgress) -> None:
-        if self.loading:
+        if self.loading_family:
             self.status.set(event.text, "busy", event.fraction)
 
     @on(FamilyLoaded)
     def family_loaded(self, event: FamilyLoaded) -> None:
-        self.loading = False
+        self.loading_family = False
         self.loaded = loaded = event.loaded
         self.spec = loaded.spec or self.spec
         described = loaded.engine.family.describe()
@@ -241,7 +241,7 @@ class MainScreen(FamilyLoadWorker, DecodeWorker, Screen[None]):
 
     @on(FamilyFailed)
     def family_failed(self, event: FamilyFailed) -> None:
-        self.loading = False
+        self.loading_family = False
         self.run_after_load = False
         self.report_error(event.error)
         if self.loaded is not None:
@@ -252,7 +252,7 @@ class MainScreen(FamilyLoadWorker, DecodeWorker, Screen[None]):
             self.prompt_pane.show_family({}, note=f"{event.spec.name} failed to load; f picks another")
 
     def action_pick_family(self) -> None:
-        if self.running or self.loading:
+        if self.running or self.loading_family:
             self.notify("Wait for the current run or load to end (escape cancels a run).", severity="warning")
             return
         try:
@@ -289,7 +289,7 @@ class MainScreen(FamilyLoadWorker, DecodeWorker, Screen[None]):
                 self.report_error("no model family is loaded; press f to pick one")
                 return
             self.run_after_load = True
-            if not self.loading:
+            if not self.loading_family:
                 self.start_loading(self.spec)
             else:
                 self.notify("The run starts as soon as the model has loaded.")
