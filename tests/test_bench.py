@@ -161,7 +161,7 @@ def test_helper_model_runs_transformers_assisted_generation(tmp_path, prompts_fi
     """With a separate helper, transformers' counterpart is ``assistant_model=``; its draft
     forwards are counted apart from the target's, so both sides' tau mean the same thing."""
     from decoders.bench import run_bench
-    from decoders.bench_report import render_markdown
+    from decoders.bench.report import render_markdown
     from decoders.family import FamilySpec, load_family
 
     main_model = tiny_model(seed=0)
@@ -170,7 +170,7 @@ def test_helper_model_runs_transformers_assisted_generation(tmp_path, prompts_fi
     family = load_family(FamilySpec(name="pair", main=str(main_dir), helper=str(helper_dir), device="cpu"))
     messages = []
     report = run_bench(family, load_prompts(prompts_file), ["spec"], max_new_tokens=8, limit=1,
-                       progress=messages.append, record_overhead_every=0, bandwidth_bytes=1 << 22)
+                       progress=messages.append, record_overhead_every=0, bandwidth_bytes=1 << 22).to_json()
     theirs = report["samples"][0]["theirs"]["spec"]
     assert theirs["target_forwards"] >= 1 and theirs["draft_forwards"] >= 1
     assert report["settings"]["transformers_counterparts"]["spec"].startswith("generate(assistant_model=helper")

@@ -1,4 +1,4 @@
-"""`tui-decode bench`: argument parsing and printing; the benchmark itself lives in decoders.bench.
+"""`tui-decode bench`: argument parsing and printing; the benchmark itself lives in the decoders.bench package.
 
 Every input is checked (prompts file, methods, sweep, numbers) before the model loads, so a typo
 costs a second, not a model load.
@@ -70,7 +70,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from decoders.bench import load_prompts, parse_methods, parse_sweep, run_bench, run_sweep
-    from decoders.bench_report import group_table, overall_table, sweep_table, targets_table, write_report
+    from decoders.bench.report import group_table, overall_table, sweep_table, targets_table, write_report
     from tui_decode.cli import family_spec, load_with_progress
 
     prompts = load_prompts(args.prompts)
@@ -108,7 +108,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(group_table(report))
         print("\nTargets\n")
         print(targets_table(report))
-    for note in report["notes"]:
+    for note in report.notes:
         print(f"note: {note}", file=sys.stderr)
-    print(f"\nreport written to {md} and {js} ({report['elapsed_s']:.0f} s)", file=sys.stderr)
+    print(f"\nreport written to {md} and {js} ({report.elapsed_s:.0f} s)", file=sys.stderr)
     return 0
