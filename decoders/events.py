@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+
+#: How a model load reports progress: a message and, when known, the fraction done.
+LoadProgress = Callable[[str, "float | None"], None]
 
 
 @dataclass(frozen=True)

@@ -23,16 +23,16 @@ from pathlib import Path
 
 from decoders.bundled import LABEL as BUNDLED_LABEL
 from decoders.errors import DecodeError
+from decoders.bundled import DEFAULT_FAMILY
 from decoders.family import DEVICES, DTYPES, FamilySpec
 
 CONFIG_ENV = "TUI_DECODE_CONFIG_DIR"
 CONFIG_FILE = "families.toml"
-DEFAULT_FAMILY = "smollm2-135m"
 
 BUILTIN_FAMILIES: dict[str, FamilySpec] = {
     spec.name: spec
     for spec in (
-        FamilySpec(name="smollm2-135m", main="bundled", label=BUNDLED_LABEL),
+        FamilySpec(name=DEFAULT_FAMILY, main="bundled", label=BUNDLED_LABEL),
         FamilySpec(
             name="smollm2-360m",
             main="HuggingFaceTB/SmolLM2-360M-Instruct",

@@ -16,12 +16,12 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from decoders.errors import DecodeError
+from decoders.events import LoadProgress
 
-Progress = Callable[[str, "float | None"], None]
 
 CACHE_ENV = "TUI_DECODE_CACHE_DIR"
 MARKER_FILE = "tui-decode-gguf.json"  # written last: a folder without it is not a finished copy
@@ -86,7 +86,7 @@ def check_gguf_file(gguf_path: str | os.PathLike) -> Path:
     return path
 
 
-def ensure_converted(gguf_path: str | os.PathLike, progress: Progress | None = None) -> Path:
+def ensure_converted(gguf_path: str | os.PathLike, progress: LoadProgress | None = None) -> Path:
     """The folder of a transformers model (safetensors + tokenizer) converted from ``gguf_path``.
 
     Converts on the first call for a given file version (slow), then returns the cached folder.
@@ -103,7 +103,7 @@ def ensure_converted(gguf_path: str | os.PathLike, progress: Progress | None = N
     return target
 
 
-def _convert(path: Path, target: Path, report: Progress) -> None:
+def _convert(path: Path, target: Path, report: LoadProgress) -> None:
     """Dequantise ``path`` through transformers and save it atomically as ``target``."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -187,7 +187,7 @@ def quiet_progress_bars() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _tensor_progress(report: Progress, start: float, end: float) -> Iterator[None]:
+def _tensor_progress(report: LoadProgress, start: float, end: float) -> Iterator[None]:
     """Route transformers' per-tensor GGUF dequantising progress into ``report``.
 
     Its tqdm bar would otherwise write to the terminal the app is drawing on.

@@ -1,83 +1,141 @@
-"""Decoding parameters, validated in one place so that the CLI and the app report the same errors."""
+"""Decoding parameters: the common ones declared here, each method's declared by the method.
+
+`DecodeParams` has one field per declared parameter (`ParamSpec`), with the declared default,
+and validates them all in one place, so the command line, the bench and the app report the
+same errors with the same bounds.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from decoders.errors import DecodeError
+from decoders.methods.base import ParamSpec, all_methods, get_method, method_names
 
-METHODS = ("ar", "spec", "pld", "jacobi")
-METHOD_NAMES = {
-    "ar": "Autoregressive",
-    "spec": "Speculative",
-    "pld": "Prompt lookup",
-    "jacobi": "Jacobi",
-}
 MODES = ("greedy", "sampling")
-INITS = ("repeat", "random")
-DRAFT_POLICIES = ("adaptive", "fixed")
+#: The app's steps for max new tokens.
+TOKEN_LADDER = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 1024, 2048, 4096)
+
+COMMON_PARAMS: tuple[ParamSpec, ...] = (
+    ParamSpec("max_new_tokens", "max tokens", "tokens to generate, baseline alike", 64,
+              low=1, high=131072, ladder=TOKEN_LADDER, metavar="N"),
+    ParamSpec("mode", "mode", "greedy: argmax, output equals the baseline; sampling: exact sampling",
+              "greedy", kind="choice", choices=MODES),
+    ParamSpec("temperature", "temperature", "sampling temperature (sampling mode)", 1.0, kind="float",
+              low=0.0, high=100.0, step=0.1, ui_range=(0.1, 2.0), metavar="T"),
+    ParamSpec("seed", "seed", "seeds sampling and random initial guesses", 0, low=0, high=2**31 - 1),
+)
+#: Switches that are not numbers to choose (set by --raw, and by the bench for timing studies).
+SWITCHES: dict[str, bool] = {
+    "chat_template": True,  # wrap the prompt in the model's chat template
+    "record": True,  # keep probabilities and top-5 per draft position (off for timing studies)
+}
+DEFAULT_METHOD = "spec"
 
 
-@dataclass(frozen=True)
+def all_param_specs() -> dict[str, ParamSpec]:
+    """Every declared parameter by name: the common ones, then each registered method's."""
+    specs = {spec.name: spec for spec in COMMON_PARAMS}
+    for method in all_methods():
+        for spec in method.params:
+            specs.setdefault(spec.name, spec)
+    return specs
+
+
+def method_param_specs() -> dict[str, ParamSpec]:
+    """The parameters methods declare (not the common ones), by name."""
+    common = {spec.name for spec in COMMON_PARAMS}
+    return {name: spec for name, spec in all_param_specs().items() if name not in common}
+
+
+def specs_for(method: str) -> tuple[ParamSpec, ...]:
+    """The parameters that matter for ``method``: the common ones, then its own."""
+    return COMMON_PARAMS + get_method(method).params
+
+
 class DecodeParams:
-    """Everything that decides what a method run does, besides the model family and the prompt."""
+    """Everything that decides what a method run does, besides the model family and the prompt.
 
-    method: str = "spec"
-    max_new_tokens: int = 64
-    mode: str = "greedy"
-    temperature: float = 1.0
-    seed: int = 0
-    gamma: int = 4  # speculative: tokens drafted per iteration
-    num_pred: int = 10  # prompt lookup: at most k tokens copied per iteration
-    ngram_max: int = 3
-    ngram_min: int = 1
-    draft_policy: str = "adaptive"  # prompt lookup: "fixed" drafts every match up to k tokens
-    block: int = 4  # Jacobi: block size m
-    init: str = "repeat"  # Jacobi: initial fill of the block
-    chat_template: bool = True
-    record: bool = True  # keep probabilities and top-5 per draft position (off for timing studies)
+    Immutable; ``DecodeParams(method="spec", gamma=5)``, ``params.gamma``, ``params.replace(...)``.
+    """
 
-    def validated(self) -> DecodeParams:
-        """Return self, or raise DecodeError naming the bad value and the fix."""
-        if self.method not in METHODS:
-            raise DecodeError(f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}")
-        if self.mode not in MODES:
-            raise DecodeError(f"unknown mode {self.mode!r}; choose greedy or sampling")
-        if self.draft_policy not in DRAFT_POLICIES:
-            raise DecodeError(f"unknown draft policy {self.draft_policy!r}; choose adaptive or fixed")
-        if self.init not in INITS:
-            raise DecodeError(f"unknown Jacobi init {self.init!r}; choose repeat or random")
-        for name, flag in (("max_new_tokens", "--max-new-tokens"), ("gamma", "--gamma"),
-                           ("num_pred", "--num-pred"), ("block", "--block"),
-                           ("ngram_max", "--ngram-max"), ("ngram_min", "--ngram-min")):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise DecodeError(f"{name} must be an integer >= 1, got {value!r}; set {flag} to 1 or more")
-        if self.ngram_min > self.ngram_max:
-            raise DecodeError(f"ngram_min ({self.ngram_min}) is larger than ngram_max ({self.ngram_max}); "
-                              "set --ngram-min <= --ngram-max")
-        if self.mode == "sampling" and not self.temperature > 0:
-            raise DecodeError(f"temperature must be > 0 in sampling mode, got {self.temperature}; "
-                              "set --temperature to a positive value (1.0 samples the model as is) or use --mode greedy")
-        if self.mode == "sampling" and self.method in ("pld", "jacobi"):
-            raise DecodeError(f"{METHOD_NAMES[self.method]} decoding is greedy only; use --mode greedy, "
-                              "or --method spec / ar for sampling")
-        return self
+    __slots__ = ("_values",)
+
+    def __init__(self, method: str = DEFAULT_METHOD, **values: Any):
+        known = {name: spec.default for name, spec in all_param_specs().items()}
+        known.update(SWITCHES)
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise TypeError(f"unknown decoding parameter(s): {', '.join(unknown)}")
+        known.update(values)
+        known["method"] = method
+        object.__setattr__(self, "_values", known)
+
+    def __getattr__(self, name: str) -> Any:
+        values = object.__getattribute__(self, "_values")
+        if name in values:
+            return values[name]
+        spec = all_param_specs().get(name)  # a method registered after this object was made
+        if spec is not None:
+            return spec.default
+        raise AttributeError(f"DecodeParams has no parameter {name!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("DecodeParams is immutable; use .replace(...)")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DecodeParams) and self._values == other._values
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted((k, repr(v)) for k, v in self._values.items())))
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={v!r}" for k, v in self._values.items())
+        return f"DecodeParams({inner})"
+
+    @property
+    def method_def(self):
+        """The registered `Method` this run uses."""
+        return get_method(self.method)
 
     @property
     def greedy(self) -> bool:
         return self.mode == "greedy"
 
+    def validated(self, ui: bool = False) -> DecodeParams:
+        """Return self, or raise DecodeError naming the bad value, its bounds and the fix.
+
+        ``ui`` words the fix for the app's parameters pane rather than for command-line flags.
+        """
+        method = get_method(self.method)
+        for name, spec in all_param_specs().items():
+            spec.validate(getattr(self, name), ui=ui)
+        for name in SWITCHES:
+            if not isinstance(getattr(self, name), bool):
+                raise DecodeError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        if self.mode == "sampling" and not self.temperature > 0:
+            fix = ("raise the temperature" if ui else "set --temperature to a positive value")
+            raise DecodeError(f"temperature must be > 0 in sampling mode, got {self.temperature}; "
+                              f"{fix} (1.0 samples the model as is) or use greedy mode")
+        if self.mode == "sampling" and method.greedy_only:
+            samplers = " / ".join(m.name for m in all_methods() if not m.greedy_only)
+            fix = "switch to greedy mode" if ui else f"use --mode greedy, or --method {samplers} for sampling"
+            raise DecodeError(f"{method.label} decoding is greedy only; {fix}")
+        if method.check is not None:
+            method.check(self, ui)
+        return self
+
     def replace(self, **changes: Any) -> DecodeParams:
-        return replace(self, **changes)
+        values = dict(self._values)
+        values.update(changes)
+        return DecodeParams(**values)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return dict(self._values)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> DecodeParams:
-        names = {f.name for f in fields(cls)}
+        names = set(all_param_specs()) | set(SWITCHES) | {"method"}
         return cls(**{k: v for k, v in d.items() if k in names})
 
     def baseline_key(self) -> tuple:
@@ -85,3 +143,13 @@ class DecodeParams:
         if self.greedy:
             return (self.max_new_tokens, "greedy")
         return (self.max_new_tokens, "sampling", self.temperature, self.seed)
+
+
+def __getattr__(name: str):
+    """``METHODS``: the registered method names, in list order, read when asked for (a method
+    registered later, a test's say, is included)."""
+    if name == "METHODS":
+        return method_names()
+    if name == "METHOD_NAMES":  # name -> label, for lists and titles
+        return {m.name: m.label for m in all_methods()}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

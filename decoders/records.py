@@ -1,8 +1,8 @@
 """Run records: what a decoding method did, iteration by iteration, in a JSON-ready shape.
 
-The field names follow the user's sketch (`shared/reference/parallel.py`) so that saved runs
-stay readable by anyone who knows it. Records hold plain Python values only (no tensors), so a
-saved run can be browsed without torch or a model.
+The field names (draft rows of token, q, p, acceptance probability and status; emitted tokens
+with their kind) are those the project started from, so saved runs stay readable. Records hold
+plain Python values only (no tensors), so a saved run can be browsed without torch or a model.
 """
 
 from __future__ import annotations
@@ -10,9 +10,12 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-SCHEMA_VERSION = 1
+if TYPE_CHECKING:
+    from decoders.summary import Summary
+
+SCHEMA_VERSION = 2  # 2: Iteration.detail tagged by kind, DraftRow.parent; schema 1 still loads
 
 # How each emitted token came to be.
 KIND_ACCEPTED = "acc"  # a draft token the target accepted
@@ -37,12 +40,19 @@ class DraftRow:
     p: float | None  # target probability of the token
     acc_prob: float | None  # probability that verification accepts it
     status: str  # acc | rej | unv
+    parent: int = -1  # index of the draft row this one continues; -1: the sequence so far
 
-    def to_json(self) -> list:
-        return [self.token, self.text, self.q, self.p, self.acc_prob, self.status]
+    def to_json(self, index: int | None = None) -> list:
+        """``[token, text, q, p, acc_prob, status]``, and the parent when the row at ``index`` does
+        not simply continue the row before it (a tree)."""
+        row = [self.token, self.text, self.q, self.p, self.acc_prob, self.status]
+        return row if index is not None and self.parent == index - 1 else row + [self.parent]
 
     @classmethod
-    def from_json(cls, row: list) -> DraftRow:
+    def from_json(cls, row: list, index: int = 0) -> DraftRow:
+        """A row without a parent continues the row before it (a chain)."""
+        if len(row) == 6:
+            return cls(*row, parent=index - 1)
         return cls(*row)
 
 
@@ -74,21 +84,76 @@ class TopEntry:
         return cls(*row)
 
 
+class Detail:
+    """What one method's iteration records beyond the drafts: a dataclass with a ``kind``.
+
+    Subclasses register with `register_detail`, which gives them a JSON form
+    ``{"kind": ..., **fields}``; a method module defines its own detail next to the method.
+    """
+
+    kind: ClassVar[str] = ""
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, **asdict(self)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> Detail:
+        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
+
+
+DETAIL_KINDS: dict[str, type[Detail]] = {}
+
+
+def register_detail(cls: type[Detail]) -> type[Detail]:
+    """Class decorator: make ``cls`` (with its ``kind``) loadable from saved runs."""
+    if not cls.kind:
+        raise ValueError(f"{cls.__name__} needs a kind")
+    DETAIL_KINDS[cls.kind] = cls
+    return cls
+
+
+def detail_from_json(d: dict | None) -> Detail | None:
+    if not d:
+        return None
+    if d.get("kind") not in DETAIL_KINDS:
+        from decoders.methods.base import all_methods
+
+        all_methods()  # the method modules register their details
+    cls = DETAIL_KINDS.get(d.get("kind"))
+    if cls is None:
+        raise KeyError(f"unknown iteration detail kind {d.get('kind')!r}")
+    return cls.from_json(d)
+
+
+@register_detail
 @dataclass
-class PLDMatch:
-    """Where prompt lookup found its draft: the n-gram and the position its continuation starts."""
+class TopK(Detail):
+    """The top-k of the target's p at each draft position and after the last (the bonus
+    position), and of the helper's q at each draft position."""
 
-    start: int  # index in the full sequence (prompt + output) where the copied tokens start
-    n: int  # length of the matched n-gram
-    in_prompt: bool
-    ngram: list[str]
+    kind: ClassVar[str] = "topk"
+    p: list[list[TopEntry]]
+    q: list[list[TopEntry]]
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "p": [[e.to_json() for e in pos] for pos in self.p],
+                "q": [[e.to_json() for e in pos] for pos in self.q]}
+
+    @classmethod
+    def from_json(cls, d: dict) -> TopK:
+        return cls(p=[[TopEntry.from_json(e) for e in pos] for pos in d["p"]],
+                   q=[[TopEntry.from_json(e) for e in pos] for pos in d["q"]])
 
 
-@dataclass
-class JacobiBlock:
-    before: list[list]  # [[token, text], ...] the guesses fed in
-    after: list[list]  # [[token, text], ...] the model's greedy answer at each guess
-    fixed: int  # tokens committed by this iteration
+def _schema1_detail(d: dict) -> Detail | None:
+    """Schema 1 kept each method's detail in its own key: top, pld, jacobi."""
+    if d.get("top"):
+        return TopK.from_json(d["top"])
+    if d.get("pld"):
+        return detail_from_json({"kind": "lookup", **d["pld"]})
+    if d.get("jacobi"):
+        return detail_from_json({"kind": "jacobi", **d["jacobi"]})
+    return None
 
 
 @dataclass
@@ -102,49 +167,44 @@ class Iteration:
     t_draft_ms: float = 0.0
     t_verify_ms: float = 0.0
     beta: list[float] = field(default_factory=list)  # sum(min(p, q)) at each verified position
-    top: dict[str, list[list[TopEntry]]] | None = None  # {"p": [...], "q": [...]} per draft position
-    pld: PLDMatch | None = None
-    jacobi: JacobiBlock | None = None
+    detail: Detail | None = None  # the method's own record of the iteration (see `Detail`)
 
     @property
     def n_accepted(self) -> int:
         return sum(1 for r in self.draft if r.status == STATUS_ACCEPTED)
 
+    @property
+    def n_judged(self) -> int:
+        """Drafts the target judged: the accepted ones and the rejected ones (drafts after a
+        rejection in a chain, or on a branch not taken, are never judged)."""
+        return sum(1 for r in self.draft if r.status in (STATUS_ACCEPTED, STATUS_REJECTED))
+
     def to_json(self) -> dict:
         out: dict[str, Any] = {
             "k": self.k,
             "pos": self.pos,
-            "draft": [r.to_json() for r in self.draft],
+            "draft": [r.to_json(i) for i, r in enumerate(self.draft)],
             "emit": [e.to_json() for e in self.emit],
             "t_draft_ms": self.t_draft_ms,
             "t_verify_ms": self.t_verify_ms,
         }
         if self.beta:
             out["beta"] = self.beta
-        if self.top is not None:
-            out["top"] = {key: [[e.to_json() for e in pos] for pos in rows] for key, rows in self.top.items()}
-        if self.pld is not None:
-            out["pld"] = asdict(self.pld)
-        if self.jacobi is not None:
-            out["jacobi"] = asdict(self.jacobi)
+        if self.detail is not None:
+            out["detail"] = self.detail.to_json()
         return out
 
     @classmethod
     def from_json(cls, d: dict) -> Iteration:
-        top = d.get("top")
         return cls(
             k=d["k"],
             pos=d["pos"],
-            draft=[DraftRow.from_json(r) for r in d["draft"]],
+            draft=[DraftRow.from_json(r, i) for i, r in enumerate(d["draft"])],
             emit=[Emitted.from_json(e) for e in d["emit"]],
             t_draft_ms=d.get("t_draft_ms", 0.0),
             t_verify_ms=d.get("t_verify_ms", 0.0),
             beta=d.get("beta", []),
-            top=None if top is None else {
-                key: [[TopEntry.from_json(e) for e in pos] for pos in rows] for key, rows in top.items()
-            },
-            pld=PLDMatch(**d["pld"]) if d.get("pld") else None,
-            jacobi=JacobiBlock(**d["jacobi"]) if d.get("jacobi") else None,
+            detail=detail_from_json(d["detail"]) if "detail" in d else _schema1_detail(d),
         )
 
 
@@ -182,7 +242,7 @@ class RunResult:
 
     method: Run
     baseline: Run
-    summary: dict[str, Any]
+    summary: Summary
     params: dict[str, Any] = field(default_factory=dict)
     prompt: str = ""
     prompt_ids: list[int] = field(default_factory=list)
@@ -191,7 +251,7 @@ class RunResult:
     def to_json(self) -> dict:
         return {
             "schema": SCHEMA_VERSION,
-            "summary": self.summary,
+            "summary": self.summary.to_json(),
             "params": self.params,
             "prompt": self.prompt,
             "prompt_ids": self.prompt_ids,
@@ -201,10 +261,12 @@ class RunResult:
 
     @classmethod
     def from_json(cls, d: dict) -> RunResult:
+        from decoders.summary import Summary
+
         return cls(
             method=Run.from_json(d["runs"]["method"]),
             baseline=Run.from_json(d["runs"]["baseline"]),
-            summary=d["summary"],
+            summary=Summary.from_json(d["summary"]),
             params=d.get("params", {}),
             prompt=d.get("prompt", ""),
             prompt_ids=d.get("prompt_ids", []),
@@ -230,6 +292,6 @@ class RunResult:
             return cls.from_json(data)
         except FileNotFoundError:
             raise DecodeError(f"no saved run at {path}; give the path of a RUN.json written by tui-decode") from None
-        except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError) as exc:
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError, UnicodeDecodeError) as exc:
             raise DecodeError(f"{path} is not a tui-decode run record ({type(exc).__name__}: {exc}); "
                               "save runs with ctrl+s or `tui-decode run --json PATH`") from None

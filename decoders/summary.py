@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
 
-from decoders.params import DecodeParams
-from decoders.records import KIND_ACCEPTED, Run
-from decoders.theory import best_gamma, cost_aware_speedup, expected_tokens, predicted_speedup, speedup_curve
+from decoders.errors import DecodeError
+from decoders.stats import DecodeStats
+
+if TYPE_CHECKING:
+    from decoders.params import DecodeParams
+    from decoders.records import Run
 
 
 def first_divergence(a: list[int], b: list[int]) -> int | None:
@@ -17,92 +21,152 @@ def first_divergence(a: list[int], b: list[int]) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
-def summarize(method: Run, baseline: Run, params: DecodeParams) -> dict[str, Any]:
+@dataclass
+class Summary:
+    """What a run bought, against its baseline. ``extras`` holds the method's own figures
+    (declared by its `Figure`s: speculative decoding's alpha_hat, c_hat, predictions, ...)."""
+
+    method: str
+    label: str
+    finish: str
+    tokens: int
+    target_forwards: int
+    baseline_forwards: int
+    iterations: int
+    tau: float | None
+    speedup_wall: float | None
+    baseline_ms: float
+    method_ms: float
+    baseline_ms_per_token: float
+    method_ms_per_token: float
+    target_fwd_ms: float
+    drafted: int | None = None
+    accepted: int | None = None
+    accept_rate: float | None = None  # accepted / judged drafts
+    draft_use: float | None = None  # accepted / drafted (vLLM's draft acceptance rate)
+    mean_acceptance_length: float | None = None
+    per_position_acceptance: list[float] | None = None
+    verify_cost: float | None = None  # a verify forward in one-token forwards
+    identical: bool | None = None
+    first_divergence: int | None = None
+    explanation: str = ""
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """A flat dict (the method's figures beside the common ones); None figures are left out."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            if f.name == "extras":
+                continue
+            value = getattr(self, f.name)
+            if value is not None or f.name in ("tau", "speedup_wall", "identical", "first_divergence"):
+                out[f.name] = value
+        out.update(self.extras)
+        return out
+
+    @classmethod
+    def from_json(cls, d: Any) -> Summary:
+        """Read a saved summary, checking each figure's type (a hand-edited file must not crash
+        the app later, far from where the bad value came in)."""
+        if not isinstance(d, dict):
+            raise DecodeError(f"the run's summary is {type(d).__name__}, not an object")
+        names = {f.name: f for f in fields(cls) if f.name != "extras"}
+        values: dict[str, Any] = {}
+        for name, f in names.items():
+            if name not in d:
+                continue
+            value = d[name]
+            _check_type(name, value, str(f.type))
+            values[name] = value
+        defaults = {"method": "?", "label": "", "finish": "length", "tokens": 0, "target_forwards": 0,
+                    "baseline_forwards": 0, "iterations": 0, "tau": None, "speedup_wall": None,
+                    "baseline_ms": 0.0, "method_ms": 0.0, "baseline_ms_per_token": 0.0,
+                    "method_ms_per_token": 0.0, "target_fwd_ms": 0.0}
+        for name, default in defaults.items():
+            values.setdefault(name, default)
+        extras = {k: v for k, v in d.items() if k not in names}
+        return cls(**values, extras=extras)
+
+
+def _check_type(name: str, value: Any, annotation: str) -> None:
+    if value is None:
+        if "None" in annotation:
+            return
+        raise DecodeError(f"summary.{name} is null in the saved run; it must be set")
+    ok = True
+    if annotation.startswith("float") or annotation.startswith("int"):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    elif annotation.startswith("str"):
+        ok = isinstance(value, str)
+    elif annotation.startswith("bool"):
+        ok = isinstance(value, bool)
+    elif annotation.startswith("list"):
+        ok = isinstance(value, list) and all(isinstance(x, (int, float)) for x in value)
+    if not ok:
+        raise DecodeError(f"summary.{name} is {value!r} in the saved run, not a {annotation.split(' ')[0]}")
+
+
+def summarize(method: Run, baseline: Run, params: DecodeParams) -> Summary:
     emitted = len(method.ids)
     target_forwards = method.n_forward.get("main", 0)
     base_ms = baseline.time_ms["wall"]
     base_fwd = baseline.time_ms.get("main_fwd_mean") or 0.0
-    s: dict[str, Any] = {
-        "method": method.method,
-        "label": method.label,
-        "finish": method.finish,
-        "tokens": emitted,
-        "target_forwards": target_forwards,
-        "baseline_forwards": baseline.n_forward.get("main", 0),
-        "iterations": len(method.iters),
-        "tau": round(emitted / target_forwards, 3) if target_forwards else None,
-        "speedup_wall": round(base_ms / method.time_ms["wall"], 3) if method.time_ms["wall"] > 0 else None,
-        "baseline_ms": round(base_ms, 2),
-        "method_ms": round(method.time_ms["wall"], 2),
-        "baseline_ms_per_token": round(base_ms / max(len(baseline.ids), 1), 2),
-        "method_ms_per_token": round(method.time_ms["wall"] / max(emitted, 1), 2),
-        "target_fwd_ms": round(base_fwd, 3),
-    }
-    drafted = sum(len(it.draft) for it in method.iters)
-    verified = sum(min(it.n_accepted + 1, len(it.draft)) for it in method.iters)
-    accepted = sum(1 for k in method.kinds if k == KIND_ACCEPTED)
-    if method.method != "ar":
-        s["drafted"] = drafted
-        s["accepted"] = accepted
-        # share of drafts the target judged that it accepted (drafts after a rejection are never judged)
-        s["accept_rate"] = round(accepted / verified, 3) if verified else None
-        s["draft_use"] = round(accepted / drafted, 3) if drafted else None
+    stats = DecodeStats.of(method.iters)
+    method_def = params.method_def
+    s = Summary(
+        method=method.method,
+        label=method.label,
+        finish=method.finish,
+        tokens=emitted,
+        target_forwards=target_forwards,
+        baseline_forwards=baseline.n_forward.get("main", 0),
+        iterations=len(method.iters),
+        tau=round(emitted / target_forwards, 3) if target_forwards else None,
+        speedup_wall=round(base_ms / method.time_ms["wall"], 3) if method.time_ms["wall"] > 0 else None,
+        baseline_ms=round(base_ms, 2),
+        method_ms=round(method.time_ms["wall"], 2),
+        baseline_ms_per_token=round(base_ms / max(len(baseline.ids), 1), 2),
+        method_ms_per_token=round(method.time_ms["wall"] / max(emitted, 1), 2),
+        target_fwd_ms=round(base_fwd, 3),
+    )
+    if stats.drafts or method_def.name != "ar":
+        s.drafted = stats.draft_tokens
+        s.accepted = stats.accepted
+        s.accept_rate = stats.acceptance
+        s.draft_use = stats.draft_acceptance_rate
+        s.mean_acceptance_length = stats.mean_acceptance_length
+        s.per_position_acceptance = stats.per_position_acceptance
         # iteration 0 also prefills the prompt: leave it out of the per-step cost
         multi = [it.t_verify_ms for it in method.iters[1:] if it.draft]
         if multi and base_fwd:
             # how many one-token forwards a verify forward costs; the theorem assumes 1
-            s["verify_cost"] = round(sum(multi) / len(multi) / base_fwd, 3)
-    if method.method == "spec":
-        betas = [b for it in method.iters for b in it.beta]
-        alpha = sum(betas) / len(betas) if betas else 0.0
-        helper_fwd = method.time_ms.get("helper_fwd_mean") or 0.0
-        c = helper_fwd / base_fwd if base_fwd else 0.0
-        gamma = params.gamma
-        curve = speedup_curve(alpha, c)
-        s.update({
-            "gamma": gamma,
-            "alpha_hat": round(alpha, 3),
-            "c_hat": round(c, 3),
-            "predicted_speedup": round(predicted_speedup(alpha, gamma, c), 3),
-            "expected_tokens": round(expected_tokens(alpha, gamma), 3),
-            "curve": curve,
-            "gamma_star": best_gamma(curve),
-        })
-        if "verify_cost" in s:
-            s["predicted_speedup_cost_aware"] = round(cost_aware_speedup(alpha, gamma, c, s["verify_cost"]), 3)
-    if method.method == "pld":
-        s["draft_hits"] = sum(1 for it in method.iters if it.draft)
-    if method.method == "jacobi":
-        s["block"] = params.block
+            s.verify_cost = round(sum(multi) / len(multi) / base_fwd, 3)
+    if method_def.extras is not None:
+        s.extras = method_def.extras(method, stats, params, s)
     if params.greedy:
         div = first_divergence(baseline.ids, method.ids) if method.finish != "cancelled" else \
             first_divergence(baseline.ids[: len(method.ids)], method.ids)
-        s["identical"] = div is None
-        s["first_divergence"] = div
-    s["explanation"] = explain(s)
+        s.identical = div is None
+        s.first_divergence = div
+    s.explanation = explain(s, method_def)
     return s
 
 
-def explain(s: dict[str, Any]) -> str:
+def explain(s: Summary, method_def) -> str:
     """One sentence that says why the run was faster or slower, from its own figures."""
-    speed = s.get("speedup_wall")
+    speed = s.speedup_wall
     if speed is None:
         return "No tokens were timed."
-    if s["method"] == "ar":
+    if s.method == "ar":
         return (f"Autoregressive decoding is the baseline itself: one target forward per token "
-                f"({s['method_ms_per_token']:.1f} ms/token here against {s['baseline_ms_per_token']:.1f} ms/token "
+                f"({s.method_ms_per_token:.1f} ms/token here against {s.baseline_ms_per_token:.1f} ms/token "
                 f"in the baseline run), so any gap from 1.00x is timing noise.")
-    tau = s.get("tau") or 0.0
-    cost = s.get("verify_cost")
+    tau = s.tau or 0.0
+    cost = s.verify_cost
     verb = "faster" if speed >= 1.0 else "slower"
     cost_txt = f"a verify forward cost {cost:.2f}x a one-token step" if cost else "verify forwards were cheap"
-    if s["method"] == "spec":
-        c = s["c_hat"]
-        why = (f"{tau:.2f} tokens per target forward (alpha≈{s['alpha_hat']:.2f}) against a draft cost of "
-               f"{s['gamma']} x {c:.2f} target forwards per iteration and {cost_txt}")
-        if c >= 0.5:
-            why += "; a helper this expensive relative to the target cannot pay for itself"
-        return f"{speed:.2f}x {verb} than autoregressive: {why}."
-    name = "prompt lookup" if s["method"] == "pld" else "Jacobi iteration"
-    return (f"{speed:.2f}x {verb} than autoregressive: {name} emitted {tau:.2f} tokens per target forward, "
-            f"{s.get('accepted', 0)} of {s.get('drafted', 0)} drafted tokens accepted, and {cost_txt}.")
+    if method_def.explain is not None:
+        return f"{speed:.2f}x {verb} than autoregressive: {method_def.explain(s, cost_txt)}."
+    return (f"{speed:.2f}x {verb} than autoregressive: {method_def.noun or method_def.label.lower()} emitted "
+            f"{tau:.2f} tokens per target forward, {s.accepted or 0} of {s.drafted or 0} drafted tokens accepted, "
+            f"and {cost_txt}.")

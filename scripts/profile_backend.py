@@ -38,10 +38,10 @@ def load():
     """The bundled model (float32, CPU) as a transformers model + tokenizer, via `load_family`."""
     from dataclasses import replace
 
-    from decoders.families import BUILTIN_FAMILIES
+    from decoders.families import BUILTIN_FAMILIES, DEFAULT_FAMILY
     from decoders.family import load_family
 
-    spec = replace(BUILTIN_FAMILIES["smollm2-135m"], device="cpu", dtype="float32")
+    spec = replace(BUILTIN_FAMILIES[DEFAULT_FAMILY], device="cpu", dtype="float32")
     family = load_family(spec, fast=False)
     return family.main_model.eval(), family.tokenizer
 

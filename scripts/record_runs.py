@@ -35,7 +35,7 @@ class StepClock:
 
 def main(argv: list[str] | None = None) -> int:
     from decoders.engine import Engine
-    from decoders.families import BUILTIN_FAMILIES
+    from decoders.families import BUILTIN_FAMILIES, DEFAULT_FAMILY
     from decoders.family import load_family
     from tui_decode.session import DEFAULT_PROMPT, START_PARAMS
 
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--step-ms", type=float, default=20.0, help="clock step per reading (default 20 ms)")
     args = parser.parse_args(argv)
 
-    spec = replace(BUILTIN_FAMILIES["smollm2-135m"], device="cpu", dtype="float32",
+    spec = replace(BUILTIN_FAMILIES[DEFAULT_FAMILY], device="cpu", dtype="float32",
                    self_draft_layer=SELF_DRAFT_LAYER)
     family = load_family(spec)
     for method in METHODS:

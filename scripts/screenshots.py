@@ -33,11 +33,11 @@ def busiest_iteration(result) -> int:
 
 
 async def capture(methods: list[str], out: Path, max_new_tokens: int, timeout: float) -> None:
-    from decoders.families import BUILTIN_FAMILIES
+    from decoders.families import BUILTIN_FAMILIES, DEFAULT_FAMILY
     from tui_decode.app import TuiDecodeApp
     from tui_decode.session import START_PARAMS, Settings
 
-    spec = replace(BUILTIN_FAMILIES["smollm2-135m"], device="cpu", dtype="float32")
+    spec = replace(BUILTIN_FAMILIES[DEFAULT_FAMILY], device="cpu", dtype="float32")
     settings = Settings(START_PARAMS.replace(max_new_tokens=max_new_tokens))
     with tempfile.TemporaryDirectory() as runs:
         app = TuiDecodeApp(spec, settings=settings, runs_folder=Path(runs), cursor_blink=False)

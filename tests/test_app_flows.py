@@ -108,7 +108,7 @@ async def test_change_gamma_and_run_reuses_models_and_baseline(tiny_spec, loader
         assert first.params["gamma"] == 5 and first.method.method == "spec"
         assert first.family["helper"] == "early exit @ layer 2"
         assert app.table.row_count == len(first.method.iters)
-        assert app.stream.token_count == len(first.method.ids) == first.summary["tokens"]
+        assert app.stream.token_count == len(first.method.ids) == first.summary.tokens
         assert app.status.state == "done"
 
         await pilot.press("left_square_bracket", "left_square_bracket")  # gamma 5 -> 3
@@ -150,7 +150,7 @@ async def test_m_switches_method_and_the_run_uses_it(tiny_spec, loader, tmp_path
         await pilot.press("m")
         result = await run_and_wait(pilot, app)
         assert result.method.method == "jacobi"
-        assert result.summary["identical"] is True
+        assert result.summary.identical is True
 
 
 async def test_bad_parameters_notify_and_keep_the_previous_run(tiny_spec, loader, tmp_path):

@@ -120,10 +120,10 @@ def test_batcher_hands_over_at_most_once_per_interval():
 def test_live_figures_of_a_recorded_run_match_its_summary():
     result = RunResult.load(DATA / "run_pld.json")
     figures = live_figures(result.method.iters)
-    assert figures["tokens"] == result.summary["tokens"]
-    assert figures["iterations"] == result.summary["iterations"]
-    assert figures["accepted"] == result.summary["accepted"]
-    assert figures["accept_rate"] == result.summary["accept_rate"]
+    assert figures["tokens"] == result.summary.tokens
+    assert figures["iterations"] == result.summary.iterations
+    assert figures["accepted"] == result.summary.accepted
+    assert figures["accept_rate"] == result.summary.accept_rate
 
 
 def test_run_tokens_rebuild_the_text():

@@ -36,10 +36,10 @@ def engine(smollm2):
 ], ids=["pld-adaptive", "pld-fixed", "jacobi", "spec-self-draft"])
 def test_summarization_prompt_is_reproduced_exactly(engine, params):
     result = engine.run(prompt(241), params.replace(max_new_tokens=32))
-    assert result.summary["identical"] is True, result.summary["first_divergence"]
+    assert result.summary.identical is True, result.summary.first_divergence
     assert result.method.ids == result.baseline.ids and len(result.method.ids) == 32
     if params.method == "pld":
-        assert result.summary["tau"] > 1  # a summary copies from its article
+        assert result.summary.tau > 1  # a summary copies from its article
 
 
 def test_self_draft_shares_the_main_weights(engine):

@@ -18,7 +18,8 @@ from decoders import bundled, gguf_cache
 from decoders.backend import HFBackend
 from decoders.errors import DecodeError
 from decoders.families import BUILTIN_FAMILIES, all_families, resolve_family, user_families
-from decoders.family import FamilySpec, classify_source, load_family, visible_text
+from decoders.family import FamilySpec, load_family, visible_text
+from decoders.sources import classify_source
 from tiny import perturbed_copy, save_tiny_model, tiny_model, tiny_tokenizer
 
 

@@ -62,7 +62,7 @@ GREEDY_CASES = [
 def test_greedy_methods_emit_exactly_the_baseline(engine, params):
     result = engine.run(PROMPT, params.replace(max_new_tokens=40))
     assert result.method.ids == result.baseline.ids
-    assert result.summary["identical"] is True and result.summary["first_divergence"] is None
+    assert result.summary.identical is True and result.summary.first_divergence is None
     assert len(result.method.ids) == 40
     assert set(result.method.kinds) <= set(EMIT_KINDS)
 
@@ -72,13 +72,13 @@ def test_speculative_drafts_are_both_accepted_and_rejected(engine):
     statuses = {row.status for it in result.method.iters for row in it.draft}
     assert {"acc", "rej"} <= statuses
     s = result.summary
-    assert s["tau"] == round(40 / result.method.n_forward["main"], 3) and s["tau"] > 1
-    assert 0 < s["alpha_hat"] < 1 and s["gamma_star"] in range(1, 11)
+    assert s.tau == round(40 / result.method.n_forward["main"], 3) and s.tau > 1
+    assert 0 < s.extras["alpha_hat"] < 1 and s.extras["gamma_star"] in range(1, 11)
     # every draft row has helper and target probabilities and a top-5 per position
     it = result.method.iters[1]
     assert all(0 <= row.q <= 1 and 0 <= row.p <= 1 for row in it.draft)
-    assert len(it.top["p"]) == len(it.draft) + 1 and len(it.top["q"]) == len(it.draft)
-    assert all(len(pos) == 5 for pos in it.top["p"])
+    assert len(it.detail.p) == len(it.draft) + 1 and len(it.detail.q) == len(it.draft)
+    assert all(len(pos) == 5 for pos in it.detail.p)
 
 
 def test_kinds_follow_the_verification(engine):
@@ -152,7 +152,7 @@ def test_cancel_keeps_the_partial_run():
             seen.append(event)
     assert result is not None and result.method.finish == "cancelled"
     assert len(result.method.iters) == 3
-    assert result.summary["identical"] is True  # the partial output agrees with the baseline so far
+    assert result.summary.identical is True  # the partial output agrees with the baseline so far
 
 
 def test_run_record_round_trips_through_json(engine, tmp_path):

@@ -7,7 +7,7 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from decoders.methods.speculative import Verdict, verify_greedy, verify_sampling
+from decoders.methods.verify import Verdict, accept_prefix, verify_sampling
 from decoders.sampling import make_generator, sample
 
 V = 6
@@ -77,6 +77,6 @@ def test_acceptance_probability_is_min_one_p_over_q():
 @pytest.mark.parametrize("drafts,n,nxt", [([0, 2], 2, 0), ([0, 3], 1, 2), ([1, 2], 0, 0)])
 def test_greedy_accepts_the_longest_matching_prefix(drafts, n, nxt):
     logits = torch.log(P)
-    v = verify_greedy(logits, torch.tensor(drafts))
+    v = accept_prefix(logits.argmax(-1), torch.tensor(drafts))
     assert int(v.n_accepted) == n
     assert int(v.next_token) == nxt

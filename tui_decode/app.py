@@ -593,7 +593,7 @@ class TuiDecodeApp(App[int]):
         result = event.result
         seconds = time.monotonic() - self.run_started
         self.show_result(result, streamed=True)
-        s = result.summary
+        s = result.summary.to_json()
         speed = s.get("speedup_wall")
         speed_text = f"{speed:.2f}x vs autoregressive" if speed is not None else "no timing"
         if result.method.finish == "cancelled":

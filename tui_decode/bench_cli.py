@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from decoders.params import DRAFT_POLICIES, DecodeParams
+from decoders.params import DecodeParams, method_param_specs
 
 DEFAULT_METHODS = "ar,spec,pld,jacobi"
 DEFAULT_OUT = "bench-out"
@@ -35,13 +35,9 @@ def add_bench_parser(sub) -> None:
     p.add_argument("--sweep", metavar="NAME=A..B",
                    help="instead of the suite, sweep one parameter (gamma, num_pred/k, block/m) and print measured "
                         "speedup against the Theorem 3.8 prediction for each value, e.g. gamma=1..8")
-    p.add_argument("--gamma", type=int, default=d.gamma, help="speculative: tokens drafted per iteration")
-    p.add_argument("--num-pred", type=int, default=d.num_pred, metavar="K", help="prompt lookup: at most K tokens")
-    p.add_argument("--ngram-max", type=int, default=d.ngram_max, help="prompt lookup: longest n-gram matched")
-    p.add_argument("--draft-policy", choices=DRAFT_POLICIES, default=d.draft_policy,
-                   help="prompt lookup: adaptive cuts each draft to what its expected acceptance pays for; fixed "
-                        "drafts up to K tokens whenever an n-gram matches (as transformers does)")
-    p.add_argument("--block", type=int, default=d.block, metavar="M", help="Jacobi: block size m")
+    methods = p.add_argument_group("method parameters")
+    for spec in method_param_specs().values():  # every registered method's, from its declaration
+        spec.add_argument(methods)
     p.add_argument("--bandwidth-mb", type=int, default=1024, metavar="MB",
                    help="size of the float32 tensor summed to measure memory read bandwidth (default 1024)")
     p.add_argument("--record-overhead-every", type=int, default=3, metavar="K",
@@ -77,9 +73,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     methods = parse_methods(args.methods)
     sweep = parse_sweep(args.sweep) if args.sweep else None
     _check_counts(args)
-    params = DecodeParams(method="ar", max_new_tokens=args.max_new_tokens, gamma=args.gamma,
-                          num_pred=args.num_pred, ngram_max=args.ngram_max, draft_policy=args.draft_policy,
-                          block=args.block, record=False).validated()
+    chosen = {name: getattr(args, name) for name in method_param_specs()}
+    params = DecodeParams(method="ar", max_new_tokens=args.max_new_tokens, record=False, **chosen).validated()
     if args.threads:
         import torch
 

@@ -13,9 +13,8 @@ from typing import Sequence
 
 from decoders import __version__
 from decoders.errors import DecodeError
-from decoders.params import DRAFT_POLICIES, INITS, METHODS, MODES, DecodeParams
-
-DEFAULT_FAMILY = "smollm2-135m"
+from decoders.families import DEFAULT_FAMILY
+from decoders.params import COMMON_PARAMS, DEFAULT_METHOD, DecodeParams, method_param_specs
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -38,22 +37,19 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_decode_args(p: argparse.ArgumentParser) -> None:
-    d = DecodeParams()
+    """The method and every declared parameter (common and each method's), from their `ParamSpec`s."""
+    from decoders.methods.base import all_methods
+
     g = p.add_argument_group("decoding")
-    g.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens)
-    g.add_argument("--mode", choices=MODES, default=d.mode)
-    g.add_argument("--temperature", type=float, default=d.temperature)
-    g.add_argument("--seed", type=int, default=d.seed)
-    g.add_argument("--gamma", type=int, default=d.gamma, help="speculative: tokens drafted per iteration")
-    g.add_argument("--num-pred", type=int, default=d.num_pred, help="prompt lookup: at most K tokens copied")
-    g.add_argument("--ngram-max", type=int, default=d.ngram_max)
-    g.add_argument("--ngram-min", type=int, default=d.ngram_min)
-    g.add_argument("--draft-policy", choices=DRAFT_POLICIES, default=d.draft_policy,
-                   help="prompt lookup: adaptive cuts each draft to what its expected acceptance pays for; "
-                        "fixed drafts up to K tokens whenever an n-gram matches")
-    g.add_argument("--block", type=int, default=d.block, help="Jacobi: block size m")
-    g.add_argument("--init", choices=INITS, default=d.init, help="Jacobi: initial fill of the block")
+    methods = all_methods()
+    g.add_argument("--method", choices=[m.name for m in methods], default=DEFAULT_METHOD,
+                   help="; ".join(f"{m.name}: {m.summary or m.label}" for m in methods))
+    for spec in COMMON_PARAMS:
+        spec.add_argument(g)
     g.add_argument("--raw", action="store_true", help="send the prompt as is, without the chat template")
+    by_method = p.add_argument_group("method parameters")
+    for spec in method_param_specs().values():
+        spec.add_argument(by_method)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,10 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tui-decode {__version__}")
     parser.add_argument("--open", metavar="RUN.json", help="open a saved run in the app (no models needed)")
     add_model_args(parser)
+    add_decode_args(parser)  # the app's starting parameters
     sub = parser.add_subparsers(dest="command", parser_class=OneLineParser)
 
     run = sub.add_parser("run", help="decode one prompt headless and print the figures (or the run as JSON)")
-    run.add_argument("--method", choices=METHODS, default="spec")
     src = run.add_mutually_exclusive_group()
     src.add_argument("--prompt", help="the prompt text")
     src.add_argument("--prompt-file", metavar="PATH", help="read the prompt from a file")
@@ -111,12 +107,12 @@ def family_spec(args: argparse.Namespace):
     return spec
 
 
-def decode_params(args: argparse.Namespace, method: str) -> DecodeParams:
-    return DecodeParams(
-        method=method, max_new_tokens=args.max_new_tokens, mode=args.mode, temperature=args.temperature,
-        seed=args.seed, gamma=args.gamma, num_pred=args.num_pred, ngram_max=args.ngram_max,
-        ngram_min=args.ngram_min, draft_policy=args.draft_policy, block=args.block, init=args.init, chat_template=not args.raw,
-    ).validated()
+def decode_params(args: argparse.Namespace, method: str | None = None) -> DecodeParams:
+    """The parameters the flags ask for, validated (bounds and cross-parameter rules)."""
+    from decoders.params import all_param_specs
+
+    values = {name: getattr(args, name) for name in all_param_specs() if hasattr(args, name)}
+    return DecodeParams(method=method or args.method, chat_template=not args.raw, **values).validated()
 
 
 def read_prompt(args: argparse.Namespace) -> str:

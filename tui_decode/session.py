@@ -15,7 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from decoders.params import DRAFT_POLICIES, INITS, METHOD_NAMES, METHODS, MODES, DecodeParams
+from decoders.methods.jacobi import INIT
+from decoders.methods.prompt_lookup import DRAFT_POLICY
+from decoders.params import METHOD_NAMES, METHODS, MODES, DecodeParams
+
+DRAFT_POLICIES, INITS = DRAFT_POLICY.choices, INIT.choices
 from decoders.records import Iteration, Run, RunResult
 
 if TYPE_CHECKING:

@@ -4,40 +4,50 @@ from __future__ import annotations
 
 from rich.table import Table
 
+from decoders.methods.base import Figure, get_method
 from decoders.records import RunResult
+from decoders.summary import Summary
 
-ROWS = [
-    ("tokens", "tokens emitted", "{}"),
-    ("finish", "finished by", "{}"),
-    ("target_forwards", "target forwards", "{}"),
-    ("tau", "tau (tokens / target forward)", "{:.3f}"),
-    ("accept_rate", "acceptance rate", "{:.1%}"),
-    ("speedup_wall", "wall speedup vs autoregressive", "{:.2f}x"),
-    ("baseline_ms_per_token", "baseline ms/token", "{:.1f}"),
-    ("method_ms_per_token", "method ms/token", "{:.1f}"),
-    ("verify_cost", "verify cost (one-token forwards)", "{:.2f}"),
-    ("alpha_hat", "alpha_hat", "{:.3f}"),
-    ("c_hat", "c_hat (helper / target forward)", "{:.3f}"),
-    ("predicted_speedup", "predicted speedup (Thm 3.8)", "{:.2f}x"),
-    ("predicted_speedup_cost_aware", "predicted, with measured verify cost", "{:.2f}x"),
-    ("expected_tokens", "expected tokens / iteration", "{:.2f}"),
-    ("gamma_star", "best gamma (predicted)", "{}"),
-    ("identical", "identical to baseline", "{}"),
-    ("first_divergence", "first divergence", "{}"),
-]
+#: The figures every method has, in order; the method's own `Figure`s follow.
+COMMON = (
+    Figure("tokens", "tokens emitted", "", "{}"),
+    Figure("finish", "finished by", "", "{}"),
+    Figure("target_forwards", "target forwards", "", "{}"),
+    Figure("tau", "tau (tokens / target forward)", "", "{:.3f}"),
+    Figure("accept_rate", "acceptance rate", "", "{:.1%}"),
+    Figure("mean_acceptance_length", "mean acceptance length", "", "{:.2f}"),
+    Figure("speedup_wall", "wall speedup vs autoregressive", "", "{:.2f}x"),
+    Figure("baseline_ms_per_token", "baseline ms/token", "", "{:.1f}"),
+    Figure("method_ms_per_token", "method ms/token", "", "{:.1f}"),
+    Figure("verify_cost", "verify cost (one-token forwards)", "", "{:.2f}"),
+)
+
+
+def summary_rows(summary: Summary) -> list[tuple[str, str]]:
+    """(label, value) of every figure the run has, common ones first, then the method's."""
+    rows = []
+    for fig in COMMON:
+        value = getattr(summary, fig.key)
+        if value is not None:
+            rows.append((fig.label, fig.shown(value)))
+    try:
+        figures = get_method(summary.method).figures
+    except Exception:  # a saved run of a method this version does not have: its common figures only
+        figures = ()
+    for fig in figures:
+        if summary.extras.get(fig.key) is not None:
+            rows.append((fig.label, fig.shown(summary.extras[fig.key])))
+    if summary.identical is not None:
+        rows.append(("identical to baseline", str(summary.identical)))
+        rows.append(("first divergence", "-" if summary.first_divergence is None else str(summary.first_divergence)))
+    return rows
 
 
 def summary_table(result: RunResult) -> Table:
     s = result.summary
-    table = Table(title=result.method.label, caption=s.get("explanation"), caption_justify="left",
-                  show_header=False)
+    table = Table(title=result.method.label, caption=s.explanation, caption_justify="left", show_header=False)
     table.add_column("figure", style="bold")
     table.add_column("value", justify="right")
-    for key, label, fmt in ROWS:
-        value = s.get(key)
-        if value is None and key != "first_divergence":
-            continue
-        if key == "first_divergence" and "identical" not in s:
-            continue
-        table.add_row(label, "-" if value is None else fmt.format(value))
+    for label, value in summary_rows(s):
+        table.add_row(label, value)
     return table

@@ -14,8 +14,9 @@ from decoders.bench.common import FlatRecord
 from decoders.bench.prompts import BenchPrompt
 from decoders.bench.reference import HFReference, HFRun
 from decoders.params import DecodeParams
-from decoders.records import KIND_ACCEPTED, Run, RunResult
-from decoders.summary import first_divergence
+from decoders.records import Run, RunResult
+from decoders.stats import DecodeStats
+from decoders.summary import Summary, first_divergence
 
 if TYPE_CHECKING:
     from decoders.family import Family
@@ -33,13 +34,26 @@ class Theorem(FlatRecord):
 
 @dataclass(frozen=True)
 class Drafting(FlatRecord):
-    """What a drafting method's run did with its drafts."""
+    """What a drafting method's run did with its drafts, in the engine's `DecodeStats` terms
+    (vLLM's names: a draft is one iteration that proposed tokens)."""
 
     accepted: int
     verified: int  # drafts the target judged (drafts after the first rejection are never judged)
-    drafted: int | None
-    accept_rate: float | None
+    drafted: int | None  # draft tokens proposed
+    accept_rate: float | None  # accepted / verified
     verify_cost: float | None  # one-token forwards a verify forward costs
+    drafts: int | None = None  # iterations that proposed tokens
+    accepted_per_pos: list[int] | None = None  # accepted tokens at each draft position
+    mean_acceptance_length: float | None = None  # 1 + accepted / drafts
+    per_position_acceptance: list[float] | None = None  # accepted_per_pos / drafts
+
+    @classmethod
+    def of(cls, stats: DecodeStats, summary: Summary) -> Drafting:
+        return cls(accepted=stats.accepted, verified=stats.judged, drafted=stats.draft_tokens,
+                   accept_rate=stats.acceptance, verify_cost=summary.verify_cost, drafts=stats.drafts,
+                   accepted_per_pos=list(stats.accepted_per_pos),
+                   mean_acceptance_length=stats.mean_acceptance_length,
+                   per_position_acceptance=stats.per_position_acceptance)
 
 
 @dataclass
@@ -68,19 +82,16 @@ class OursEntry:
 
     @classmethod
     def of_run(cls, result: RunResult) -> OursEntry:
-        """The method run of an engine result."""
+        """The method run of an engine result: its summary, and its acceptance counted again
+        from the iterations (the summary keeps rates, the bench pools counts)."""
         run, s = result.method, result.summary
-        entry = cls(**_timing(run), target_forwards=s["target_forwards"], tau=s["tau"],
-                    identical=s.get("identical"), first_divergence=s.get("first_divergence"))
-        if run.method != "ar":
-            verified = sum(min(it.n_accepted + 1, len(it.draft)) for it in run.iters)
-            entry.drafting = Drafting(accepted=sum(1 for k in run.kinds if k == KIND_ACCEPTED), verified=verified,
-                                      drafted=s.get("drafted"), accept_rate=s.get("accept_rate"),
-                                      verify_cost=s.get("verify_cost"))
-        if run.method == "spec":
-            entry.gamma = s.get("gamma")
-            entry.theorem = Theorem(s.get("alpha_hat"), s.get("c_hat"), s.get("predicted_speedup"),
-                                    s.get("predicted_speedup_cost_aware"))
+        entry = cls(**_timing(run), target_forwards=s.target_forwards, tau=s.tau, identical=s.identical,
+                    first_divergence=s.first_divergence)
+        if s.drafted is not None:  # a drafting method (the summary leaves these out for plain decoding)
+            entry.drafting = Drafting.of(DecodeStats.of(run.iters), s)
+        if "predicted_speedup" in s.extras:  # a method that Theorem 3.8 predicts
+            entry.gamma = s.extras.get("gamma")
+            entry.theorem = Theorem.from_json(s.extras)
         return entry
 
     @classmethod

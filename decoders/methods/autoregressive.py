@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from decoders.methods.base import Method, register
 from decoders.methods.common import DecodeContext, MethodGen, RunBuilder, ms
 from decoders.records import KIND_AR
-from decoders.sampling import make_generator, pick, probs
 
 
 def autoregressive(ctx: DecodeContext, label: str | None = None) -> MethodGen:
+    from decoders.sampling import make_generator, pick, probs
+
     params, T = ctx.params, ctx.main
-    mode = "greedy" if params.greedy else f"sampling, T={params.temperature:g}"
-    b = RunBuilder(ctx, "ar", label or f"Autoregressive ({mode})")
+    b = RunBuilder(ctx, "ar", label or describe(params))
     gen = None if params.greedy else make_generator(params.seed, T.backend.device)
     while not b.done:
         logits = T.run(b.seq)[0]
@@ -19,3 +20,21 @@ def autoregressive(ctx: DecodeContext, label: str | None = None) -> MethodGen:
         it = b.commit([token], KIND_AR, [], t_verify_ms=ms(T.log[-1].seconds))
         yield from b.yielding(it)
     return b.finish_run({"main": T})
+
+
+def mode_text(params) -> str:
+    return "greedy" if params.greedy else f"sampling, T={params.temperature:g}"
+
+
+def describe(params) -> str:
+    return f"Autoregressive ({mode_text(params)})"
+
+
+METHOD = register(Method(
+    order=0,
+    name="ar",
+    label="Autoregressive",
+    run=autoregressive,
+    describe=describe,
+    summary="one target forward per token: the baseline every method is measured against",
+))

@@ -1,4 +1,5 @@
-"""What every method shares: the decode context, the budget, stop handling and the run record."""
+"""What every method shares: the decode context, the budget, stop handling, the run record and
+the iteration's one host transfer."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from decoders.records import (
     Emitted,
     Iteration,
     Run,
+    TopEntry,
 )
 
 if TYPE_CHECKING:
@@ -57,10 +59,10 @@ class RunBuilder:
     time: ``yielding`` brackets each yield.
     """
 
-    def __init__(self, ctx: DecodeContext, method: str, label: str):
+    def __init__(self, ctx: DecodeContext, method: str, label: str | None = None):
         self.ctx = ctx
         self.method = method
-        self.label = label
+        self.label = label or ctx.params.method_def.run_label(ctx.params)
         self.seq: list[int] = list(ctx.prompt_ids)  # prompt + everything emitted
         self.out: list[int] = []
         self.kinds: list[str] = []
@@ -89,7 +91,7 @@ class RunBuilder:
         disp = self.ctx.family.display
         return [
             DraftRow(d, disp(d), r(q[i]) if q else None, r(p[i]) if p else None,
-                     r(acc[i]) if acc else (1.0 if i < n_accepted else 0.0), status_of(i, n_accepted))
+                     r(acc[i]) if acc else (1.0 if i < n_accepted else 0.0), status_of(i, n_accepted), i - 1)
             for i, d in enumerate(drafts)
         ]
 
@@ -149,3 +151,31 @@ class RunBuilder:
 
 def ms(seconds: float) -> float:
     return round(1000 * seconds, 3)
+
+
+class HostValues:
+    """Reads back, in order, the values packed into the iteration's single host transfer."""
+
+    def __init__(self, flat: list[float]):
+        self.flat, self.pos = flat, 0
+
+    @classmethod
+    def transfer(cls, parts) -> HostValues:
+        """One device-to-host copy of every tensor in ``parts`` (flattened, in order)."""
+        import torch
+
+        return cls(torch.cat([x.to(torch.float64).flatten() for x in parts]).tolist())
+
+    def take(self, count: int) -> list[float]:
+        out = self.flat[self.pos:self.pos + count]
+        self.pos += count
+        return out
+
+    def ints(self, count: int) -> list[int]:
+        return [int(x) for x in self.take(count)]
+
+    def top_entries(self, rows: int, k: int, disp) -> list[list[TopEntry]]:
+        """``rows`` x top-k, packed as all indices then all values."""
+        ids, vals = self.take(rows * k), self.take(rows * k)
+        return [[TopEntry(int(ids[i * k + j]), disp(int(ids[i * k + j])), r(vals[i * k + j])) for j in range(k)]
+                for i in range(rows)]

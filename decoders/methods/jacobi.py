@@ -8,14 +8,35 @@ the text is predictable. The unconverged answers carry over as the next guesses.
 
 from __future__ import annotations
 
-import torch
+from dataclasses import dataclass
+from typing import ClassVar
 
-from decoders.methods.common import DecodeContext, MethodGen, RunBuilder, ms
-from decoders.records import KIND_AR, KIND_BONUS, KIND_FIXED, JacobiBlock
+from decoders.methods.base import Figure, Method, ParamSpec, register
+from decoders.methods.common import DecodeContext, HostValues, MethodGen, RunBuilder, ms
+from decoders.methods.verify import accept_prefix
+from decoders.records import KIND_AR, KIND_BONUS, KIND_FIXED, Detail, register_detail
+
+BLOCK = ParamSpec("block", "m block size", "Jacobi: guesses refined together per iteration", 4,
+                  low=1, high=64, metavar="M")
+INIT = ParamSpec("init", "init", "Jacobi: initial fill of the block (repeat the last token, or random)",
+                 "repeat", kind="choice", choices=("repeat", "random"))
 
 
-def initial_fill(seq: list[int], m: int, how: str, gen: torch.Generator, vocab: int) -> list[int]:
+@register_detail
+@dataclass
+class JacobiBlock(Detail):
+    """The block fed in, the model's greedy answer at each guess, and the tokens committed."""
+
+    kind: ClassVar[str] = "jacobi"
+    before: list[list]  # [[token, text], ...] the guesses fed in
+    after: list[list]  # [[token, text], ...] the model's greedy answer at each guess
+    fixed: int  # tokens committed by this iteration
+
+
+def initial_fill(seq: list[int], m: int, how: str, gen, vocab: int) -> list[int]:
     """Guesses for positions nobody has predicted yet."""
+    import torch
+
     if m <= 0:
         return []
     if how == "random":
@@ -24,9 +45,11 @@ def initial_fill(seq: list[int], m: int, how: str, gen: torch.Generator, vocab: 
 
 
 def jacobi(ctx: DecodeContext) -> MethodGen:
+    import torch
+
     params, T = ctx.params, ctx.main
     m = params.block
-    b = RunBuilder(ctx, "jacobi", f"Jacobi (block m={m}, {params.init} init)")
+    b = RunBuilder(ctx, "jacobi")
     gen = torch.Generator().manual_seed(params.seed)
     vocab = ctx.family.vocab_size
     disp = ctx.family.display
@@ -34,18 +57,40 @@ def jacobi(ctx: DecodeContext) -> MethodGen:
     while not b.done:
         guesses = guesses[: min(m, b.remaining - 1)]  # at most g + 1 tokens are committed
         g = len(guesses)
-        answers = T.run(b.seq + guesses, keep=g + 1).argmax(-1).tolist()
-        a = 0
-        while a < g and guesses[a] == answers[a]:
-            a += 1
+        best = T.run(b.seq + guesses, keep=g + 1).argmax(-1)
+        verdict = accept_prefix(best, best.new_tensor(guesses))
+        got = HostValues.transfer([verdict.n_accepted.view(1), best])
+        a, answers = got.ints(1)[0], got.ints(g + 1)
         commit = guesses[:a] + [answers[a]]
         kind = KIND_AR if g == 0 else (KIND_BONUS if a == g else KIND_FIXED)
         block = JacobiBlock(before=[[t, disp(t)] for t in guesses], after=[[t, disp(t)] for t in answers[:g]],
                             fixed=len(commit))
-        it = b.commit(commit, kind, b.draft_rows(guesses, a), t_verify_ms=ms(T.log[-1].seconds), jacobi=block)
+        it = b.commit(commit, kind, b.draft_rows(guesses, a), t_verify_ms=ms(T.log[-1].seconds), detail=block)
         block.fixed = len(it.emit)
         yield from b.yielding(it)
         # the answers past the first miss are the refined guesses; refill the rest of the block
         carried = answers[a + 1:g]
         guesses = carried + initial_fill(b.seq, m - len(carried), params.init, gen, vocab)
     return b.finish_run({"main": T})
+
+
+def _extras(run, stats, params, summary) -> dict:
+    return {"block": params.block}
+
+
+METHOD = register(Method(
+    order=30,
+    name="jacobi",
+    label="Jacobi",
+    run=jacobi,
+    params=(BLOCK, INIT),
+    greedy_only=True,
+    detail="jacobi",
+    figures=(Figure("block", "block m", "guesses refined together per iteration", "{}"),),
+    draft_length="block",
+    describe=lambda p: f"Jacobi (block m={p.block}, {p.init} init)",
+    extras=_extras,
+    noun="Jacobi iteration",
+    aliases={"m": "block"},
+    summary="refine a block of guesses in parallel; keep the prefix that stops changing",
+))

@@ -8,17 +8,44 @@ pays for (`decoders.methods.draft_policy`); "fixed" drafts up to k tokens whenev
 
 from __future__ import annotations
 
-import torch
+from dataclasses import dataclass
+from typing import ClassVar
 
-from decoders.methods.common import DecodeContext, MethodGen, RunBuilder, ms
+from decoders.errors import DecodeError
+from decoders.methods.base import Figure, Method, ParamSpec, register
+from decoders.methods.common import DecodeContext, HostValues, MethodGen, RunBuilder, ms
 from decoders.methods.draft_policy import AdaptiveDraftLength
 from decoders.methods.ngram import NgramIndex
-from decoders.records import KIND_AR, KIND_BONUS, KIND_FIXED, PLDMatch
+from decoders.methods.verify import accept_prefix
+from decoders.records import KIND_AR, KIND_BONUS, KIND_FIXED, Detail, register_detail
+
+NUM_PRED = ParamSpec("num_pred", "k copy length", "prompt lookup: at most K tokens copied per match", 10,
+                     low=1, high=64, metavar="K")
+NGRAM_MAX = ParamSpec("ngram_max", "n-gram max", "prompt lookup: longest n-gram looked up", 3, low=1, high=16)
+NGRAM_MIN = ParamSpec("ngram_min", "n-gram min", "prompt lookup: shortest n-gram looked up", 1, low=1, high=16)
+DRAFT_POLICY = ParamSpec("draft_policy", "draft policy",
+                         "adaptive cuts each draft to what its expected acceptance pays for; "
+                         "fixed drafts up to K tokens whenever an n-gram matches", "adaptive",
+                         kind="choice", choices=("adaptive", "fixed"))
+
+
+@register_detail
+@dataclass
+class LookupMatch(Detail):
+    """Where prompt lookup found its draft: the n-gram and the position its continuation starts."""
+
+    kind: ClassVar[str] = "lookup"
+    start: int  # index in the full sequence (prompt + output) where the copied tokens start
+    n: int  # length of the matched n-gram
+    in_prompt: bool
+    ngram: list[str]
 
 
 def prompt_lookup(ctx: DecodeContext) -> MethodGen:
+    import torch
+
     params, T = ctx.params, ctx.main
-    b = RunBuilder(ctx, "pld", f"Prompt lookup (n={params.ngram_min}..{params.ngram_max}, k≤{params.num_pred}, {params.draft_policy})")
+    b = RunBuilder(ctx, "pld")
     index = NgramIndex(params.ngram_min, params.ngram_max, b.seq)
     n_prompt = len(ctx.prompt_ids)
     disp = ctx.family.display
@@ -33,24 +60,52 @@ def prompt_lookup(ctx: DecodeContext) -> MethodGen:
         g = len(drafts)
         logits = T.run(b.seq + drafts, keep=g + 1)
         best = logits.argmax(-1)
+        draft_t = best.new_tensor(drafts)
+        verdict = accept_prefix(best, draft_t)
+        parts = [verdict.n_accepted.view(1), verdict.next_token.view(1)]
         if params.record and g:
-            p_d = torch.softmax(logits[:g], -1).gather(1, best.new_tensor(drafts).view(-1, 1)).view(-1)
-            got = torch.cat([best.double(), p_d.double()]).tolist()
-            preds, p_d = [int(x) for x in got[: g + 1]], got[g + 1:]
-        else:
-            preds, p_d = best.tolist(), None
-        n = 0
-        while n < g and drafts[n] == preds[n]:
-            n += 1
+            parts.append(torch.softmax(logits[:g], -1).gather(1, draft_t.view(-1, 1)).view(-1))
+        got = HostValues.transfer(parts)
+        n, nxt = got.ints(1)[0], got.ints(1)[0]
+        p_d = got.take(g) if params.record and g else None
         if policy is not None and T.log[-1].positions == g + 1:  # a decode forward, not the prefill
             policy.observe(found[2] if found else None, g, n, g + 1, T.log[-1].seconds)
         fields = {"t_draft_ms": ms(t_lookup), "t_verify_ms": ms(T.log[-1].seconds)}
         if found:
             start, size = found[1], found[2]
-            fields["pld"] = PLDMatch(start=start, n=size, in_prompt=start < n_prompt,
-                                     ngram=[disp(t) for t in b.seq[start - size:start]])
+            fields["detail"] = LookupMatch(start=start, n=size, in_prompt=start < n_prompt,
+                                           ngram=[disp(t) for t in b.seq[start - size:start]])
         kind = KIND_AR if g == 0 else (KIND_BONUS if n == g else KIND_FIXED)
-        it = b.commit(drafts[:n] + [preds[n]], kind, b.draft_rows(drafts, n, p=p_d), **fields)
+        it = b.commit(drafts[:n] + [nxt], kind, b.draft_rows(drafts, n, p=p_d), **fields)
         index.extend(b.seq[len(index.seq):])
         yield from b.yielding(it)
     return b.finish_run({"main": T})
+
+
+def check(params, ui: bool = False) -> None:
+    if params.ngram_min > params.ngram_max:
+        fix = "lower n-gram min or raise n-gram max" if ui else "set --ngram-min <= --ngram-max"
+        raise DecodeError(f"ngram_min ({params.ngram_min}) is larger than ngram_max ({params.ngram_max}); {fix}")
+
+
+def _extras(run, stats, params, summary) -> dict:
+    return {"draft_hits": stats.drafts}
+
+
+METHOD = register(Method(
+    order=20,
+    name="pld",
+    label="Prompt lookup",
+    run=prompt_lookup,
+    params=(NUM_PRED, NGRAM_MAX, NGRAM_MIN, DRAFT_POLICY),
+    greedy_only=True,
+    detail="lookup",
+    figures=(Figure("draft_hits", "draft hits", "iterations where an n-gram matched and a draft was verified",
+                    "{}"),),
+    draft_length="num_pred",
+    describe=lambda p: f"Prompt lookup (n={p.ngram_min}..{p.ngram_max}, k≤{p.num_pred}, {p.draft_policy})",
+    check=check,
+    extras=_extras,
+    aliases={"k": "num_pred"},
+    summary="drafts copied from an earlier occurrence of the text's last n-gram; no helper model",
+))

@@ -1,97 +1,35 @@
 """Speculative decoding (Leviathan et al. 2023; Chen et al. 2023): a helper drafts, the target verifies.
 
 Drafting keeps its tokens on the device; verification of all gamma drafts is one target forward
-and a handful of vectorised ops, followed by a single host transfer per iteration (the gpt-fast
-pattern), so the hot loop never waits on a per-token ``.item()``.
+and a handful of vectorised ops (`decoders.methods.verify`), followed by a single host transfer
+per iteration (the gpt-fast pattern), so the hot loop never waits on a per-token ``.item()``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import torch
-
 from decoders.errors import DecodeError
-from decoders.methods.common import DecodeContext, MethodGen, RunBuilder, ms, r
-from decoders.records import KIND_AR, KIND_BONUS, KIND_FIXED, TopEntry
-from decoders.sampling import make_generator, probs, sample
+from decoders.methods.base import Figure, Method, ParamSpec, register
+from decoders.methods.common import DecodeContext, HostValues, MethodGen, RunBuilder, ms, r
+from decoders.methods.verify import accept_prefix, verify_sampling
+from decoders.records import KIND_AR, KIND_BONUS, KIND_FIXED, TopK
+from decoders.theory import best_gamma, cost_aware_speedup, expected_tokens, predicted_speedup, speedup_curve
 
 TOP_K = 5
-
-
-@dataclass
-class Verdict:
-    """Verification of one draft block, still on the device."""
-
-    n_accepted: torch.Tensor  # 0-d long
-    next_token: torch.Tensor  # 0-d long: the fix (after a rejection) or the bonus token
-    acc_prob: torch.Tensor  # [g] probability that each draft is accepted
-    beta: torch.Tensor  # [g] sum(min(p, q)) per position (1/0 argmax match when greedy)
-
-
-def verify_greedy(target_logits: torch.Tensor, drafts: torch.Tensor) -> Verdict:
-    """Accept the longest prefix of drafts that equals the target's argmax; then its next argmax.
-
-    Greedy decoding is speculative sampling at temperature 0, where p and q are one-hot: the
-    acceptance probability min(1, p/q) and sum(min(p, q)) both become "argmax matches".
-    """
-    g = drafts.numel()
-    best = target_logits.argmax(-1)  # [g+1]
-    match = (best[:g] == drafts).to(torch.float32)
-    n = match.cumprod(0).sum().long() if g else torch.zeros((), dtype=torch.long, device=drafts.device)
-    return Verdict(n, best[n], match, match)
-
-
-def verify_sampling(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, gen: torch.Generator) -> Verdict:
-    """Exact speculative sampling: the emitted tokens are distributed as the target's samples.
-
-    ``p`` [g+1, V] target probabilities, ``q`` [g, V] helper probabilities, ``drafts`` [g] sampled
-    from q. Draft i is accepted with probability min(1, p_i(d)/q_i(d)); at the first rejection the
-    token is resampled from normalise(max(0, p_i - q_i)); if all pass, a bonus token comes from p_g.
-    """
-    g = drafts.numel()
-    idx = torch.arange(g, device=p.device)
-    p_d = p[idx, drafts]
-    q_d = q[idx, drafts]
-    acc_prob = torch.clamp(p_d / q_d.clamp_min(1e-20), max=1.0)
-    u = torch.rand(g, generator=gen, device=p.device)
-    accepted = (u < acc_prob).to(torch.float32)
-    n = accepted.cumprod(0).sum().long()
-    residual = (p[:g] - q).clamp_min(0)
-    mass = residual.sum(-1, keepdim=True)
-    # where p <= q everywhere (mass 0) a rejection cannot happen; fall back to p to stay defined
-    residual = torch.where(mass > 1e-12, residual / mass.clamp_min(1e-30), p[:g])
-    candidates = sample(torch.cat([residual, p[g:]]), gen)  # [g+1]: a fix per position, then a bonus
-    beta = torch.minimum(p[:g], q).sum(-1)
-    return Verdict(n, candidates[n], acc_prob, beta)
-
-
-class HostValues:
-    """Reads back, in order, the values packed into the iteration's single host transfer."""
-
-    def __init__(self, flat: list[float]):
-        self.flat, self.pos = flat, 0
-
-    def take(self, count: int) -> list[float]:
-        out = self.flat[self.pos:self.pos + count]
-        self.pos += count
-        return out
-
-    def top_entries(self, rows: int, k: int, disp) -> list[list[TopEntry]]:
-        """``rows`` x top-k, packed as all indices then all values."""
-        ids, vals = self.take(rows * k), self.take(rows * k)
-        return [[TopEntry(int(ids[i * k + j]), disp(int(ids[i * k + j])), r(vals[i * k + j])) for j in range(k)]
-                for i in range(rows)]
+GAMMA = ParamSpec("gamma", "γ draft length", "speculative: tokens drafted per iteration", 4, low=1, high=32)
+NO_HELPER = ("has no helper model, so speculative decoding is unavailable; "
+             "give --helper SRC or --self-draft-layer L, or pick --method pld / jacobi")
 
 
 def speculative(ctx: DecodeContext) -> MethodGen:
+    import torch
+
+    from decoders.sampling import make_generator, probs, sample
+
     params, T, D = ctx.params, ctx.main, ctx.helper
     if D is None:
-        raise DecodeError(f"{ctx.family.label} has no helper model, so speculative decoding is unavailable; "
-                          "give --helper SRC or --self-draft-layer L, or pick --method pld / jacobi")
+        raise DecodeError(f"{ctx.family.label} {NO_HELPER}")
     greedy, temp, gamma = params.greedy, params.temperature, params.gamma
-    mode = "greedy" if greedy else f"sampling, T={temp:g}"
-    b = RunBuilder(ctx, "spec", f"Speculative ({mode}, γ={gamma})")
+    b = RunBuilder(ctx, "spec")
     device = T.backend.device
     gen = None if greedy else make_generator(params.seed, device)
     need_probs = params.record or not greedy
@@ -124,7 +62,7 @@ def speculative(ctx: DecodeContext) -> MethodGen:
         z = T.run(b.seq, keep=budget + 1, tail=draft_t)
         p = probs(z, temp, greedy) if need_probs else None
         q = torch.stack(q_rows) if need_probs else None
-        verdict = verify_greedy(z, draft_t) if greedy else verify_sampling(p, q, draft_t, gen)
+        verdict = accept_prefix(z.argmax(-1), draft_t) if greedy else verify_sampling(p, q, draft_t, gen)
 
         # One host transfer: verdict, drafts and (when recording) their probabilities and top-5s.
         parts = [verdict.n_accepted.view(1), verdict.next_token.view(1), draft_t, verdict.acc_prob, verdict.beta]
@@ -134,9 +72,9 @@ def speculative(ctx: DecodeContext) -> MethodGen:
             top_q = q.topk(TOP_K, dim=-1)
             parts += [q[idx, draft_t], p[idx, draft_t], top_p.indices.flatten(), top_p.values.flatten(),
                       top_q.indices.flatten(), top_q.values.flatten()]
-        got = HostValues(torch.cat([x.to(torch.float64).flatten() for x in parts]).tolist())
-        n, nxt = int(got.take(1)[0]), int(got.take(1)[0])
-        d_ids = [int(x) for x in got.take(budget)]
+        got = HostValues.transfer(parts)
+        n, nxt = got.ints(1)[0], got.ints(1)[0]
+        d_ids = got.ints(budget)
         acc, beta = got.take(budget), got.take(budget)
         D.name_tail(d_ids[: budget - 1])  # the helper cached every draft but the last
         T.name_tail(d_ids)
@@ -146,9 +84,69 @@ def speculative(ctx: DecodeContext) -> MethodGen:
         q_d = p_d = None
         if params.record:
             q_d, p_d = got.take(budget), got.take(budget)
-            fields["top"] = {"p": got.top_entries(budget + 1, TOP_K, disp),
-                             "q": got.top_entries(budget, TOP_K, disp)}
+            fields["detail"] = TopK(p=got.top_entries(budget + 1, TOP_K, disp), q=got.top_entries(budget, TOP_K, disp))
         rows = b.draft_rows(d_ids, n, q_d, p_d, acc)
         it = b.commit(d_ids[:n] + [nxt], KIND_BONUS if n == budget else KIND_FIXED, rows, **fields)
         yield from b.yielding(it)
     return b.finish_run({"main": T, "helper": D})
+
+
+def _extras(run, stats, params, summary) -> dict:
+    """Theorem 3.8 of Leviathan et al. from the run's own alpha and c, and the gamma curve."""
+    alpha = stats.alpha_hat or 0.0
+    base_fwd = summary.target_fwd_ms
+    helper_fwd = run.time_ms.get("helper_fwd_mean") or 0.0
+    c = helper_fwd / base_fwd if base_fwd else 0.0
+    curve = speedup_curve(alpha, c)
+    out = {
+        "gamma": params.gamma,
+        "alpha_hat": round(alpha, 3),
+        "c_hat": round(c, 3),
+        "predicted_speedup": round(predicted_speedup(alpha, params.gamma, c), 3),
+        "expected_tokens": round(expected_tokens(alpha, params.gamma), 3),
+        "curve": curve,
+        "gamma_star": best_gamma(curve),
+    }
+    if summary.verify_cost is not None:
+        out["predicted_speedup_cost_aware"] = round(cost_aware_speedup(alpha, params.gamma, c, summary.verify_cost), 3)
+    return out
+
+
+def _explain(s, cost_txt: str) -> str:
+    c = s.extras["c_hat"]
+    why = (f"{s.tau or 0.0:.2f} tokens per target forward (alpha≈{s.extras['alpha_hat']:.2f}) against a draft cost "
+           f"of {s.extras['gamma']} x {c:.2f} target forwards per iteration and {cost_txt}")
+    if c >= 0.5:
+        why += "; a helper this expensive relative to the target cannot pay for itself"
+    return why
+
+
+def _describe(params) -> str:
+    mode = "greedy" if params.greedy else f"sampling, T={params.temperature:g}"
+    return f"Speculative ({mode}, γ={params.gamma})"
+
+
+METHOD = register(Method(
+    order=10,
+    name="spec",
+    label="Speculative",
+    run=speculative,
+    params=(GAMMA,),
+    needs_helper=True,
+    detail="topk",
+    figures=(
+        Figure("alpha_hat", "alpha_hat", "mean sum(min(p, q)) over verified positions: the acceptance theory expects"),
+        Figure("c_hat", "c_hat", "one helper forward in target forwards (its relative cost)"),
+        Figure("predicted_speedup", "predicted", "Theorem 3.8's speedup from alpha_hat, gamma and c_hat",
+               "{:.2f}x"),
+        Figure("predicted_speedup_cost_aware", "predicted (cost)",
+               "the same with the measured cost of a verify forward in place of one step", "{:.2f}x"),
+        Figure("expected_tokens", "expected tokens / iteration", "Eq. 1: tokens one iteration yields at alpha_hat"),
+        Figure("gamma_star", "best γ", "the draft length Theorem 3.8 predicts is fastest", "{}"),
+    ),
+    draft_length="gamma",
+    describe=_describe,
+    extras=_extras,
+    explain=_explain,
+    summary="a helper model drafts gamma tokens; the target verifies them in one forward (exact)",
+))

@@ -95,11 +95,12 @@ class IterationDetail(VerticalScroll, can_focus=True):
             return
         self.border_title = f"Iteration {it.k} · {METHOD_NAMES.get(self.context.method, self.context.method)}"
         parts: list[RenderableType] = [self._summary_line(it)]
-        if it.top:
+        kind = it.detail.kind if it.detail is not None else None
+        if kind == "topk":
             parts.extend(self._speculative(it))
-        elif it.pld is not None or (self.context.method == "pld"):
+        elif kind == "lookup" or (self.context.method == "pld"):
             parts.extend(self._prompt_lookup(it))
-        elif it.jacobi is not None:
+        elif kind == "jacobi":
             parts.extend(self._jacobi(it))
         elif it.draft:
             parts.append(self._draft_table(it))
@@ -127,8 +128,8 @@ class IterationDetail(VerticalScroll, can_focus=True):
 
     # -- speculative -----------------------------------------------------------------------------
     def _speculative(self, it: Iteration) -> list[RenderableType]:
-        top_p = it.top.get("p", []) if it.top else []
-        top_q = it.top.get("q", []) if it.top else []
+        top_p = it.detail.p if it.detail is not None else []
+        top_q = it.detail.q if it.detail is not None else []
         out: list[RenderableType] = []
         emitted = [e.token for e in it.emit]
         for i in range(len(top_p)):
@@ -176,7 +177,7 @@ class IterationDetail(VerticalScroll, can_focus=True):
 
     # -- prompt lookup ---------------------------------------------------------------------------
     def _prompt_lookup(self, it: Iteration) -> list[RenderableType]:
-        match = it.pld
+        match = it.detail if it.detail is not None and it.detail.kind == "lookup" else None
         if match is None:
             return [Text("\nNo n-gram of the sequence's tail occurred earlier, so nothing was copied: "
                           "this iteration was a plain step.", style="dim")]
@@ -199,7 +200,7 @@ class IterationDetail(VerticalScroll, can_focus=True):
 
     def _match_context(self, it: Iteration) -> Text:
         """The matched n-gram and the copied tokens, in the text they were found in."""
-        match = it.pld
+        match = it.detail if it.detail is not None and it.detail.kind == "lookup" else None
         ngram = "".join(real_text(t) for t in match.ngram)
         copied = "".join(real_text(r.text) for r in it.draft)
         line = Text("  ")
@@ -233,7 +234,7 @@ class IterationDetail(VerticalScroll, can_focus=True):
 
     # -- Jacobi ----------------------------------------------------------------------------------
     def _jacobi(self, it: Iteration) -> list[RenderableType]:
-        block = it.jacobi
+        block = it.detail
         table = Table(box=None, padding=(0, 1), show_edge=False, pad_edge=False)
         table.add_column("", style="bold")
         for n in range(len(block.before)):

@@ -65,7 +65,7 @@ class StatsPane(VerticalScroll):
             Text(f"{phase}… timing figures and the explanation come when the run ends.", style="dim"))
 
     def show_result(self, result: RunResult) -> None:
-        s = result.summary
+        s = result.summary.to_json()
         grid = self._grid()
         grid.add_row("tokens", f"{s.get('tokens')} in {s.get('iterations')} iterations · {s.get('finish')}")
         if s.get("tau") is not None:

@@ -1,0 +1,202 @@
+"""Where a model comes from: the bundled GGUF, a .gguf file, a local folder or a hub id, each
+loaded with transformers on the device and dtype asked for, and every failure a user can fix
+said in one line (a mistyped path, an unreachable hub, a folder that holds no model).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from decoders.bundled import DEFAULT_FAMILY
+from decoders.errors import DecodeError
+from decoders.events import LoadProgress
+
+HUB_TIMEOUT_SECONDS = 5
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
+
+
+def load_source(source: str, device, dtype, role: str, report: LoadProgress):
+    """(model on device/dtype in eval mode, tokenizer, source as recorded) for one source string."""
+    from decoders import gguf_cache
+
+    kind, location = classify_source(source)
+    if kind in ("bundled", "gguf"):
+        if kind == "bundled":
+            from decoders.bundled import bundled_gguf_path
+
+            location = bundled_gguf_path()
+        location = gguf_cache.check_gguf_file(location).resolve()
+        recorded = "bundled" if kind == "bundled" else str(location)
+        was_cached = gguf_cache.is_converted(location)
+        folder = gguf_cache.ensure_converted(location, scaled_progress(report, 0.0, 0.9))
+        report(f"Loading {role} model {location.name}", 0.9)
+        try:
+            model, tokenizer = _load_folder(folder, device, dtype, f"converted copy of {location}")
+        except DecodeError:
+            if not was_cached:
+                raise
+            # A cached copy that no longer loads (files deleted or damaged): convert it afresh.
+            gguf_cache.discard_converted(location)
+            folder = gguf_cache.ensure_converted(location, scaled_progress(report, 0.0, 0.9))
+            model, tokenizer = _load_folder(folder, device, dtype, f"converted copy of {location}")
+        return model, tokenizer, recorded
+    if kind == "folder":
+        report(f"Loading {role} model from {location}", 0.0)
+        model, tokenizer = _load_folder(location, device, dtype, str(location))
+        return model, tokenizer, str(location)
+    report(f"Loading {role} model {source}", 0.0)
+    model, tokenizer = _load_hub(source, device, dtype, role)
+    return model, tokenizer, source
+
+
+def classify_source(source: str) -> tuple[str, Path | None]:
+    """("bundled" | "gguf" | "folder" | "hub", path). DecodeError for paths that cannot be models."""
+    if source == "bundled":
+        return "bundled", None
+    path = Path(source).expanduser()
+    # A hub id is "name" or "owner/name"; anything else can only be meant as a path.
+    looks_like_path = (
+        source.lower().endswith(".gguf")
+        or source.startswith((".", "/", "~"))
+        or source.count("/") > 1
+        or not _HUB_ID.match(source)
+    )
+    if path.exists():
+        if path.is_dir():
+            if not (path / "config.json").is_file():
+                raise DecodeError(
+                    f"Folder {path} has no config.json, so it is not a transformers model folder; "
+                    f"pass a folder written by save_pretrained or a .gguf file."
+                )
+            return "folder", path
+        if path.suffix.lower() == ".gguf":
+            return "gguf", path
+        raise DecodeError(f"{path} is a file but not a .gguf file; pass a .gguf file or a model folder.")
+    if looks_like_path:
+        raise DecodeError(f"Model path {path} does not exist; pass an existing model folder or .gguf file.")
+    return "hub", None
+
+
+def _load_folder(folder, device, dtype, described: str):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from decoders.gguf_cache import quiet_progress_bars
+
+    try:
+        with quiet_progress_bars():
+            tokenizer = AutoTokenizer.from_pretrained(str(folder))
+            model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype)
+    except Exception as err:
+        raise DecodeError(f"Cannot load the model in {described}: {_first_line(err)}") from err
+    return _placed(model, device, dtype), tokenizer
+
+
+def _load_hub(repo_id: str, device, dtype, role: str = "main"):
+    """A hub model: from the local HF cache when there, else downloaded (short timeouts)."""
+    os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", str(HUB_TIMEOUT_SECONDS))
+    os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", str(HUB_TIMEOUT_SECONDS))
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from decoders.gguf_cache import quiet_progress_bars
+
+    def load(local_only: bool):
+        with quiet_progress_bars():
+            tokenizer = AutoTokenizer.from_pretrained(repo_id, local_files_only=local_only)
+            model = AutoModelForCausalLM.from_pretrained(repo_id, dtype=dtype, local_files_only=local_only)
+        return _placed(model, device, dtype), tokenizer
+
+    try:
+        return load(local_only=True)
+    except OSError:
+        pass  # not (completely) in the local cache
+    except Exception as err:
+        raise DecodeError(f"Cannot load {repo_id} from the local Hugging Face cache: {_first_line(err)}") from err
+    _check_hub_reachable(repo_id, role)
+    try:
+        return load(local_only=False)
+    except Exception as err:
+        if _is_network_error(err):
+            raise _hub_unreachable(repo_id, _first_line(err), role) from err
+        raise DecodeError(f"Cannot load {repo_id} from the Hugging Face hub: {_first_line(err)}") from err
+
+
+def _check_hub_reachable(repo_id: str, role: str = "main") -> None:
+    """Fail in seconds, not after transformers' minute of retries, when the hub is out of reach."""
+    if _env_flag("HF_HUB_OFFLINE") or _env_flag("TRANSFORMERS_OFFLINE"):
+        raise _hub_unreachable(repo_id, "HF_HUB_OFFLINE is set", role)
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
+    try:
+        HfApi().model_info(repo_id, timeout=HUB_TIMEOUT_SECONDS)
+    except GatedRepoError as err:
+        raise DecodeError(
+            f"{repo_id} is gated on the Hugging Face hub; accept its licence and log in with `hf auth login`, "
+            f"or pass --{role} PATH with a local copy."
+        ) from err
+    except RepositoryNotFoundError as err:
+        raise DecodeError(
+            f"No model {repo_id!r} on the Hugging Face hub and no local folder of that name; check the spelling "
+            f"or pass --{role} PATH with a local model folder or .gguf file."
+        ) from err
+    except Exception as err:
+        if _is_network_error(err):
+            raise _hub_unreachable(repo_id, _first_line(err), role) from err
+        raise DecodeError(f"Cannot look up {repo_id} on the Hugging Face hub: {_first_line(err)}") from err
+
+
+def _hub_unreachable(repo_id: str, reason: str, role: str) -> DecodeError:
+    return DecodeError(
+        f"The Hugging Face hub could not be reached to fetch {repo_id} ({reason}) and it is not in the local "
+        f"cache; pass --{role} PATH with a local model folder or .gguf file, or use --family {DEFAULT_FAMILY}, "
+        f"which works offline."
+    )
+
+
+def _is_network_error(err: BaseException) -> bool:
+    """Connection trouble rather than a problem with the model itself, judged along the cause chain."""
+    seen = 0
+    current: BaseException | None = err
+    while current is not None and seen < 8:
+        names = {cls.__name__ for cls in type(current).__mro__}
+        if names & {"ConnectionError", "TimeoutError", "TransportError", "OfflineModeIsEnabled",
+                    "LocalEntryNotFoundError", "gaierror"}:
+            return True
+        if "couldn't connect" in str(current).lower():
+            return True
+        current = current.__cause__ or current.__context__
+        seen += 1
+    return False
+
+
+def _placed(model, device, dtype):
+    """``model`` on ``device`` in ``dtype``, in eval mode."""
+    return model.to(device=device, dtype=dtype).eval()
+
+
+def default_label(source: str) -> str:
+    if source == "bundled":
+        from decoders.bundled import LABEL
+
+        return LABEL
+    return Path(source).name if source.lower().endswith(".gguf") or os.path.exists(source) else source
+
+
+def scaled_progress(report: LoadProgress, start: float, end: float) -> LoadProgress:
+    """A progress callback mapping a sub-task's 0..1 onto ``start``..``end`` of the whole."""
+
+    def scaled(message: str, fraction: float | None) -> None:
+        report(message, None if fraction is None else start + (end - start) * fraction)
+
+    return scaled
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _first_line(err: BaseException) -> str:
+    lines = str(err).strip().splitlines()
+    return lines[0] if lines else type(err).__name__
