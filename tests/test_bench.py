@@ -257,3 +257,41 @@ def test_saved_report_loads_back_and_renders_the_same(bench_run, tmp_path):
     assert js.read_text() == saved.read_text() and md.read_text() == (bench_run["dir"] / "report.md").read_text()
     with pytest.raises(DecodeError, match="not a bench report"):
         render_markdown({"schema": 99})
+
+
+@pytest.fixture
+def lookback_method():
+    """A method that exists only in this test (the registry test's), with a short alias."""
+    from decoders.methods.base import Method, register, unregister
+    from test_registry import SPAN, lookback
+
+    method = register(Method(name="lookback", label="Lookback", run=lookback, params=(SPAN,), greedy_only=True,
+                             detail="echo", draft_length="span", aliases={"s": "span"}))
+    yield method
+    unregister("lookback")
+
+
+def test_a_registered_method_reaches_the_bench_with_no_edit(lookback_method, tiny_folder, prompts_file, tmp_path,
+                                                            capsys):
+    assert parse_methods("lookback,pld") == ("ar", "pld", "lookback")
+    assert parse_sweep("span=1..3") == parse_sweep("s=1,2,3")
+    assert parse_sweep("s=2").method == "lookback"
+    with pytest.raises(DecodeError, match="integers <= 6"):
+        parse_sweep("span=1..7")
+
+    code, out, err = run_cli(capsys, "bench", "--prompts", prompts_file, "--main", tiny_folder, "--methods",
+                             "lookback", "--span", "3", "--limit", "1", "--record-overhead-every", "0",
+                             "--out", str(tmp_path / "a"), *TINY_BENCH)
+    assert code == 0, err
+    report = json.loads((tmp_path / "a" / "report.json").read_text())
+    assert report["settings"]["methods"] == ["ar", "lookback"]
+    assert report["settings"]["decode_params"]["span"] == 3
+    assert any("Lookback has no transformers counterpart" in note for note in report["notes"])
+    assert "| Lookback |" in out
+
+    code, out, err = run_cli(capsys, "bench", "--prompts", prompts_file, "--main", tiny_folder, "--sweep", "s=1..2",
+                             "--limit", "1", "--out", str(tmp_path / "b"), *TINY_BENCH)
+    assert code == 0, err
+    sweep = json.loads((tmp_path / "b" / "report.json").read_text())
+    assert sweep["sweep"] == {"name": "span", "method": "lookback", "values": [1, 2]}
+    assert all(row["predicted_speedup"] is not None for row in sweep["rows"])  # from the declared draft length

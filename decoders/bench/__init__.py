@@ -30,10 +30,10 @@ Importing this package does not import torch or transformers; running a benchmar
 
 from decoders.bench.prompts import GROUP_LABELS, TASK_GROUPS, BenchPrompt, load_prompts, select_prompts, task_group
 from decoders.bench.suite import REPORT_SCHEMA, BenchReport, parse_methods, run_bench
-from decoders.bench.sweep import SWEEPABLE, Sweep, SweepReport, parse_sweep, run_sweep
+from decoders.bench.sweep import Sweep, SweepReport, parse_sweep, run_sweep, sweepable
 
 __all__ = [
     "GROUP_LABELS", "TASK_GROUPS", "BenchPrompt", "load_prompts", "select_prompts", "task_group",
     "REPORT_SCHEMA", "BenchReport", "parse_methods", "run_bench",
-    "SWEEPABLE", "Sweep", "SweepReport", "parse_sweep", "run_sweep",
+    "Sweep", "SweepReport", "parse_sweep", "run_sweep", "sweepable",
 ]

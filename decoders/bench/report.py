@@ -15,7 +15,7 @@ from decoders.bench.prompts import group_label
 from decoders.bench.suite import REPORT_SCHEMA, BenchReport
 from decoders.bench.sweep import SweepReport
 from decoders.errors import DecodeError
-from decoders.params import METHOD_NAMES
+from decoders.methods.base import get_method
 from decoders.summary import first_divergence
 
 DASH = "–"
@@ -45,8 +45,12 @@ def _off(error: float | None) -> str:
     return DASH if error is None else f"{error:+.0%}"
 
 
-def _method(method: str) -> str:
-    return METHOD_NAMES.get(method, method)
+def _method(name: str) -> str:
+    """A method's label; its name when it is not registered (a report saved by another version)."""
+    try:
+        return get_method(name).label
+    except DecodeError:
+        return name
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

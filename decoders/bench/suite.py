@@ -23,26 +23,32 @@ from decoders.bench.prompts import BenchPrompt, select_prompts
 from decoders.bench.reference import HFReference, reference_for
 from decoders.bench.targets import Target, evaluate_targets
 from decoders.errors import DecodeError
-from decoders.params import METHOD_NAMES, METHODS, DecodeParams
+from decoders.methods.base import get_method, method_names
+from decoders.params import DecodeParams
 
 if TYPE_CHECKING:
     from decoders.family import Family
 
 REPORT_SCHEMA = 1
+BASELINE = "ar"  # the method every speedup is measured against
 
 ProgressFn = Callable[[str], None]
 Prepared = list[tuple[BenchPrompt, list[int]]]
 
 
-def parse_methods(text: str | Iterable[str]) -> tuple[str, ...]:
-    """"ar,spec,pld" -> ("ar", "spec", "pld"); autoregressive always comes first (it is the baseline)."""
+def parse_methods(text: str | Iterable[str] | None) -> tuple[str, ...]:
+    """"ar,spec,pld" -> ("ar", "spec", "pld") in the registry's order; autoregressive always comes
+    first (it is the baseline). None: every registered method."""
+    known = method_names()
+    if text is None:
+        text = known
     names = [m.strip() for m in (text.split(",") if isinstance(text, str) else text) if m.strip()]
     if not names:
-        raise DecodeError(f"no methods given; pass --methods as a comma-separated list of {', '.join(METHODS)}")
-    unknown = [m for m in names if m not in METHODS]
+        raise DecodeError(f"no methods given; pass --methods as a comma-separated list of {', '.join(known)}")
+    unknown = [m for m in names if m not in known]
     if unknown:
-        raise DecodeError(f"unknown method {unknown[0]!r} in --methods; choose from {', '.join(METHODS)}")
-    return tuple(["ar"] + [m for m in METHODS if m in names and m != "ar"])
+        raise DecodeError(f"unknown method {unknown[0]!r} in --methods; choose from {', '.join(known)}")
+    return tuple([BASELINE] + [m for m in known if m in names and m != BASELINE])
 
 
 # -- shared by the suite and the sweep ---------------------------------------------------------
@@ -166,14 +172,15 @@ def _warm_up(family: Family, reference: HFReference, prompt: BenchPrompt, ids: l
 def _available_methods(family: Family, methods: Sequence[str], reference: HFReference,
                        notes: list[str]) -> list[str]:
     kept = []
-    for method in methods:
-        if method == "spec" and family.helper is None:
-            notes.append(f"speculative decoding skipped: {family.label} has no helper model "
+    for name in methods:
+        method = get_method(name)
+        if method.needs_helper and family.helper is None:
+            notes.append(f"{method.label.lower()} decoding skipped: {family.label} has no helper model "
                          "(give --helper SRC or --self-draft-layer L to include it)")
             continue
-        kept.append(method)
-    notes += [f"{METHOD_NAMES[m]} has no transformers counterpart; only our figures are shown"
-              for m in kept if m != "ar" and not reference.available(m)]
+        kept.append(name)
+    notes += [f"{get_method(m).label} has no transformers counterpart; only our figures are shown"
+              for m in kept if m != BASELINE and not reference.available(m)]
     return kept
 
 
@@ -188,14 +195,15 @@ def _settings(base: DecodeParams, methods: Sequence[str], limit, repeats: int, r
     }
 
 
-def run_bench(family: Family, prompts: Sequence[BenchPrompt], methods: Sequence[str] = METHODS,
+def run_bench(family: Family, prompts: Sequence[BenchPrompt], methods: Sequence[str] | None = None,
               max_new_tokens: int = 64, limit: int | None = None, repeats: int = 1,
               progress: ProgressFn | None = None, *, params: DecodeParams | None = None,
               reference: HFReference | None = None, record_overhead_every: int = 3,
               bandwidth_bytes: int = 1 << 30, warm_up: bool = True) -> BenchReport:
     """Run every method on every prompt, ours and transformers' interleaved; the report.
 
-    ``params`` supplies gamma, num_pred, n-gram sizes, block and init (greedy is forced).
+    ``methods``: names of registered methods (None: all of them); ``params`` supplies their
+    parameters (greedy is forced).
     On every ``record_overhead_every``-th prompt (0: never) each drafting method also runs with
     ``record=True`` beside ``record=False``, to measure what recording costs; every prompt
     would double the time of the slowest methods for a figure that needs fewer samples.
@@ -210,7 +218,7 @@ def run_bench(family: Family, prompts: Sequence[BenchPrompt], methods: Sequence[
     runnable = prepare(family, prompts, limit, base, notes)
     if not isinstance(record_overhead_every, int) or record_overhead_every < 0:
         raise DecodeError(f"record_overhead_every must be an integer >= 0, got {record_overhead_every!r}")
-    record_methods = [m for m in methods if m != "ar"] if record_overhead_every else []
+    record_methods = [m for m in methods if m != BASELINE] if record_overhead_every else []
 
     load_at_start = load_average()
     notes += filter(None, [busy_note(load_at_start)])
@@ -238,7 +246,7 @@ def run_bench(family: Family, prompts: Sequence[BenchPrompt], methods: Sequence[
 
     figures = aggregate(samples, methods)
     info = family_info(family)
-    ar = figures.overall["ar"]
+    ar = figures.overall[BASELINE]
     floor = bandwidth_floor(best, info["weight_bytes"], ar.ours.ms_per_token, ar.ours.decode_step_ms,
                             ar.theirs.ms_per_token if ar.theirs else None)
     return BenchReport(

@@ -14,21 +14,45 @@ from decoders.bench.prompts import BenchPrompt
 from decoders.bench.suite import REPORT_SCHEMA, ProgressFn, base_params, created, head, params_settings, prepare, \
     prompt_records, shortest
 from decoders.errors import DecodeError
+from decoders.methods.base import all_methods, get_method
 from decoders.params import DecodeParams
 from decoders.theory import cost_aware_speedup, predicted_speedup
 
 if TYPE_CHECKING:
     from decoders.family import Family
 
-#: Sweepable parameter (and its short alias) -> (method, DecodeParams field).
-SWEEPABLE = {
-    "gamma": ("spec", "gamma"),
-    "num_pred": ("pld", "num_pred"),
-    "k": ("pld", "num_pred"),
-    "block": ("jacobi", "block"),
-    "m": ("jacobi", "block"),
-}
 MAX_SWEEP_VALUES = 32
+
+
+def sweepable() -> dict[str, tuple[str, str]]:
+    """Every integer parameter a registered method declares, by its name and by the method's
+    short aliases (k, m) -> (method, parameter)."""
+    names: dict[str, tuple[str, str]] = {}
+    for method in all_methods():
+        ints = [spec.name for spec in method.params if spec.kind == "int"]
+        for name in ints:
+            names.setdefault(name, (method.name, name))
+        for alias, name in method.aliases.items():
+            if name in ints:
+                names.setdefault(alias, (method.name, name))
+    return names
+
+
+def __getattr__(name: str) -> Any:
+    """``SWEEPABLE``: `sweepable()` read when asked for, so a method registered later is in it."""
+    if name == "SWEEPABLE":
+        return sweepable()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def sweep_names() -> str:
+    """The sweepable parameters for messages: "gamma, num_pred (k), block (m)"."""
+    aliases: dict[str, list[str]] = {}
+    for name, (_, param) in sweepable().items():
+        aliases.setdefault(param, [])
+        if name != param:
+            aliases[param].append(name)
+    return ", ".join(param + (f" ({', '.join(short)})" if short else "") for param, short in aliases.items())
 
 
 @dataclass(frozen=True)
@@ -52,15 +76,19 @@ class Sweep:
 
 
 def parse_sweep(text: str) -> Sweep:
-    """``NAME=A..B`` or ``NAME=a,b,c`` with NAME one of gamma, num_pred (k), block (m)."""
-    hint = "write --sweep NAME=A..B or NAME=a,b,c with NAME one of gamma, num_pred (k), block (m), e.g. gamma=1..8"
+    """``NAME=A..B`` or ``NAME=a,b,c`` with NAME an integer parameter of a registered method
+    (gamma, num_pred or k, block or m, ...), the values within its declared bounds."""
+    names = sweepable()
+    example = "gamma" if "gamma" in names else next(iter(names), "NAME")
+    hint = f"write --sweep NAME=A..B or NAME=a,b,c with NAME one of {sweep_names()}, e.g. {example}=1..8"
     name, sep, values = text.partition("=")
     name = name.strip()
     if not sep or not values.strip():
         raise DecodeError(f"bad sweep {text!r}; {hint}")
-    if name not in SWEEPABLE:
+    if name not in names:
         raise DecodeError(f"cannot sweep {name!r}; {hint}")
-    method, param = SWEEPABLE[name]
+    method, param = names[name]
+    spec = next(spec for spec in get_method(method).params if spec.name == param)
     try:
         if ".." in values:
             low, high = (int(v) for v in values.split("..", 1))
@@ -71,28 +99,31 @@ def parse_sweep(text: str) -> Sweep:
             numbers = [int(v) for v in values.split(",") if v.strip()]
     except ValueError:
         raise DecodeError(f"bad sweep {text!r}: the values must be integers; {hint}") from None
-    if not numbers or min(numbers) < 1:
-        raise DecodeError(f"bad sweep {text!r}: the values must be integers >= 1; {hint}")
+    if not numbers or min(numbers) < spec.low:
+        raise DecodeError(f"bad sweep {text!r}: the values must be integers >= {spec.low:g}; {hint}")
     if len(numbers) > MAX_SWEEP_VALUES:
         raise DecodeError(f"bad sweep {text!r}: {len(numbers)} values, at most {MAX_SWEEP_VALUES}; {hint}")
+    if max(numbers) > spec.high:
+        raise DecodeError(f"bad sweep {text!r}: the values must be integers <= {spec.high:g} ({param}'s bound); {hint}")
     return Sweep(param, method, tuple(dict.fromkeys(numbers)))
 
 
-def sweep_prediction(entry: OursEntry, method: str, value: int) -> tuple[float | None, float | None]:
-    """Theorem 3.8 (and its cost-aware form) for one run at parameter ``value``.
+def sweep_prediction(entry: OursEntry, draft_length: int | None) -> tuple[float | None, float | None]:
+    """Theorem 3.8 (and its cost-aware form) for one run that drafts ``draft_length`` tokens.
 
-    Speculative runs use their own alpha_hat and c_hat. Prompt lookup and Jacobi draft at no
-    model cost (c = 0) with their acceptance rate as alpha; the theorem assumes ``value`` drafts
-    every iteration, which prompt lookup does only when its n-gram matches.
+    A method that predicts its own speedup (speculative decoding, from its alpha_hat and c_hat)
+    keeps its prediction. Others draft at no model cost (c = 0) with their acceptance rate as
+    alpha; the theorem assumes ``draft_length`` drafts every iteration, which prompt lookup does
+    only when its n-gram matches. No draft length (a method without one): no prediction.
     """
-    if method == "spec":
-        theorem = entry.theorem
-        return (theorem.predicted_speedup, theorem.predicted_speedup_cost_aware) if theorem else (None, None)
+    if entry.theorem is not None:
+        return entry.theorem.predicted_speedup, entry.theorem.predicted_speedup_cost_aware
     alpha = entry.accept_rate
-    if alpha is None:
+    if alpha is None or draft_length is None:
         return None, None
     cost = entry.verify_cost
-    return predicted_speedup(alpha, value, 0.0), cost_aware_speedup(alpha, value, 0.0, cost) if cost else None
+    return (predicted_speedup(alpha, draft_length, 0.0),
+            cost_aware_speedup(alpha, draft_length, 0.0, cost) if cost else None)
 
 
 @dataclass
@@ -196,8 +227,9 @@ def run_sweep(family: Family, prompts: Sequence[BenchPrompt], sweep: Sweep, max_
     started = time.perf_counter()
     say = progress or (lambda message: None)
     base = base_params(params, max_new_tokens, repeats)
-    if sweep.method == "spec" and family.helper is None:
-        raise DecodeError(f"cannot sweep gamma: {family.label} has no helper model; "
+    method = get_method(sweep.method)
+    if method.needs_helper and family.helper is None:
+        raise DecodeError(f"cannot sweep {sweep.name}: {family.label} has no helper model; "
                           "give --helper SRC or --self-draft-layer L")
 
     def at(value: int, params: DecodeParams = base) -> DecodeParams:
@@ -228,7 +260,8 @@ def run_sweep(family: Family, prompts: Sequence[BenchPrompt], sweep: Sweep, max_
                 ar = ar or OursEntry.of_baseline(result)
                 entry = OursEntry.of_run(result)
                 entry.compare(ar.ms_per_token, None)
-                per_value[value].append(SweepSample(entry, *sweep_prediction(entry, sweep.method, value),
+                draft_length = getattr(at(value), method.draft_length) if method.draft_length else None
+                per_value[value].append(SweepSample(entry, *sweep_prediction(entry, draft_length),
                                                     question_id=prompt.question_id, group=prompt.group,
                                                     repeat=repeat))
                 ar_samples[value].append(ar)

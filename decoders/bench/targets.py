@@ -10,7 +10,7 @@ from decoders.bench.aggregate import Figures, MethodStats
 from decoders.bench.common import FlatRecord
 from decoders.bench.measure import Sample
 from decoders.bench.prompts import group_label
-from decoders.params import METHOD_NAMES
+from decoders.methods.base import get_method
 
 AR_RATIO_TARGET = 0.8  # our AR ms/token <= 0.8 x transformers generate()
 THM38_TOLERANCE = 0.15  # measured speculative speedup within 15% of Theorem 3.8
@@ -120,7 +120,7 @@ def _record_target(method: str, stats: MethodStats) -> Target | None:
         return None
     met = overhead <= RECORD_OVERHEAD_TARGET
     return Target(
-        f"record_overhead_{method}", f"recording overhead, {METHOD_NAMES[method].lower()}",
+        f"record_overhead_{method}", f"recording overhead, {get_method(method).label.lower()}",
         f"<= {RECORD_OVERHEAD_TARGET:.0%} of wall time", f"{overhead:+.1%}", met,
         f"{RECORD_OVERHEAD_TARGET - overhead:.1%} to spare" if met else
         f"missed by {overhead - RECORD_OVERHEAD_TARGET:.1%}",
