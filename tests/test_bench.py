@@ -259,6 +259,25 @@ def test_saved_report_loads_back_and_renders_the_same(bench_run, tmp_path):
         render_markdown({"schema": 99})
 
 
+def test_acceptance_is_pooled_with_vllm_definitions(bench_run):
+    """Mean acceptance length and per-position acceptance pool the runs' counts (vLLM's
+    definitions), and report.md shows them where it shows acceptance."""
+    report = bench_run["report"]
+    for method in ("spec", "pld", "jacobi"):
+        entries = [s["ours"][method] for s in report["samples"]]
+        drafts = sum(e["drafts"] for e in entries)
+        per_pos = [sum(e["accepted_per_pos"][i] for e in entries if i < len(e["accepted_per_pos"]))
+                   for i in range(max(len(e["accepted_per_pos"]) for e in entries))]
+        ours = report["overall"][method]["ours"]
+        assert drafts > 0
+        assert ours["mean_acceptance_length"] == round(1 + sum(e["accepted"] for e in entries) / drafts, 3)
+        assert ours["per_position_acceptance"] == [round(a / drafts, 3) for a in per_pos]
+        assert ours["per_position_acceptance"][0] >= ours["per_position_acceptance"][-1]
+    assert "mean_acceptance_length" not in report["overall"]["ar"]["ours"]
+    md = (bench_run["dir"] / "report.md").read_text()
+    assert "| acceptance | mean acceptance length | per-position acceptance |" in md
+
+
 @pytest.fixture
 def lookback_method():
     """A method that exists only in this test (the registry test's), with a short alias."""
@@ -287,6 +306,7 @@ def test_a_registered_method_reaches_the_bench_with_no_edit(lookback_method, tin
     assert report["settings"]["methods"] == ["ar", "lookback"]
     assert report["settings"]["decode_params"]["span"] == 3
     assert any("Lookback has no transformers counterpart" in note for note in report["notes"])
+    assert report["overall"]["lookback"]["ours"]["mean_acceptance_length"] is not None
     assert "| Lookback |" in out
 
     code, out, err = run_cli(capsys, "bench", "--prompts", prompts_file, "--main", tiny_folder, "--sweep", "s=1..2",

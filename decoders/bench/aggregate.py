@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from decoders.bench.measure import OursEntry, Sample, TheirsEntry, Theorem
+from decoders.bench.measure import Drafting, OursEntry, Sample, TheirsEntry, Theorem
 from decoders.bench.common import mean, ratio, rounded
 from decoders.bench.prompts import group_rank
 
@@ -26,7 +26,9 @@ class SideStats:
     speedup: float | None
     tau: float | None
     judged: bool = False  # whether acceptance was measured (drafting methods of ours)
-    acceptance: float | None = None
+    acceptance: float | None = None  # accepted / judged draft tokens
+    mean_acceptance_length: float | None = None  # vLLM's: 1 + accepted / drafts
+    per_position_acceptance: list[float] | None = None  # vLLM's: accepted at position i / drafts
     identical: int | None = None  # outputs equal to the same side's AR
     all_identical: bool | None = None
     matches_transformers: int | None = None
@@ -58,6 +60,7 @@ class SideStats:
             tau=rounded(tokens / forwards if forwards else None),
             judged=bool(drafting),
             acceptance=rounded(sum(d.accepted for d in drafting) / verified if verified else None),
+            **_vllm_acceptance(drafting),
             identical=sum(flags) if flags else None,
             all_identical=all(flags) if flags else None,
             matches_transformers=sum(matches) if matches else None,
@@ -68,7 +71,8 @@ class SideStats:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> SideStats:
-        plain = ("n", "tokens", "ms_per_token", "tokens_per_s", "speedup", "tau", "acceptance", "identical",
+        plain = ("n", "tokens", "ms_per_token", "tokens_per_s", "speedup", "tau", "acceptance",
+                 "mean_acceptance_length", "per_position_acceptance", "identical",
                  "all_identical", "matches_transformers", "decode_step_ms", "verify_cost")
         return cls(**{key: d.get(key) for key in plain}, judged="acceptance" in d,
                    theorem=Theorem.from_json(d) if "predicted_speedup" in d else None)
@@ -93,7 +97,8 @@ class SideStats:
         d: dict[str, Any] = {"n": self.n, "tokens": self.tokens, "ms_per_token": self.ms_per_token,
                              "tokens_per_s": self.tokens_per_s, "speedup": self.speedup, "tau": self.tau}
         if self.judged:
-            d["acceptance"] = self.acceptance
+            d.update(acceptance=self.acceptance, mean_acceptance_length=self.mean_acceptance_length,
+                     per_position_acceptance=self.per_position_acceptance)
         if self.identical is not None:
             d.update(identical=self.identical, all_identical=self.all_identical)
         for key in ("matches_transformers", "decode_step_ms", "verify_cost"):
@@ -102,6 +107,21 @@ class SideStats:
         if self.theorem is not None:
             d.update(self.theorem.to_json())
         return d
+
+
+def _vllm_acceptance(drafting: Sequence[Drafting]) -> dict[str, Any]:
+    """Mean acceptance length and per-position acceptance pooled over runs: counts are summed
+    before dividing, as vLLM does over a serving window."""
+    counted = [d for d in drafting if d.drafts is not None and d.accepted_per_pos is not None]
+    drafts = sum(d.drafts for d in counted)
+    if not drafts:
+        return {}
+    per_pos = [0] * max(len(d.accepted_per_pos) for d in counted)
+    for d in counted:
+        for i, accepted in enumerate(d.accepted_per_pos):
+            per_pos[i] += accepted
+    return {"mean_acceptance_length": round(1 + sum(d.accepted for d in counted) / drafts, 3),
+            "per_position_acceptance": [round(a / drafts, 3) for a in per_pos]}
 
 
 def _pooled_theorem(theorems: list[Theorem]) -> Theorem | None:

@@ -53,13 +53,19 @@ def _method(name: str) -> str:
         return name
 
 
+def _positions(rates: list[float] | None) -> str:
+    """Per-position acceptance, first draft position first: "0.80 0.55 0.30"."""
+    return DASH if not rates else " ".join(f"{x:.2f}" for x in rates)
+
+
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
     lines += ["| " + " | ".join(str(cell).replace("|", "\\|") for cell in row) + " |" for row in rows]
     return "\n".join(lines)
 
 
-FIGURE_HEADER = ("method", "tau", "speedup", "acceptance", "identical to AR", "ms/token",
+FIGURE_HEADER = ("method", "tau", "speedup", "acceptance", "mean acceptance length", "per-position acceptance",
+                 "identical to AR", "ms/token",
                  "tf tau", "tf speedup", "tf ms/token", "matches tf", "ms/token ours/tf", "speedup ours/tf")
 
 
@@ -70,6 +76,8 @@ def _figure_cells(method: str, stats: MethodStats) -> list[str]:
         _num(ours.tau),
         _num(ours.speedup, suffix="x"),
         _num(ours.acceptance),
+        _num(ours.mean_acceptance_length),
+        _positions(ours.per_position_acceptance),
         _count(ours.identical, ours.n),
         _num(ours.ms_per_token, 1),
         _num(theirs and theirs.tau),
@@ -218,7 +226,10 @@ HOW_TO_READ = (
     "Speedups follow Spec-Bench: mean per-prompt tokens/s of a method over mean per-prompt tokens/s of "
     "autoregressive decoding (AR) on the same prompts, each side against its own AR (ours against our AR, "
     "transformers' against `generate()`). tau is tokens per target forward, pooled over all iterations; "
-    "acceptance is accepted drafts over drafts the target judged. ms/token includes the prefill. "
+    "acceptance is accepted drafts over drafts the target judged. Mean acceptance length and per-position "
+    "acceptance are vLLM's: 1 + accepted drafts per iteration that drafted (the tokens one verify forward "
+    "yields), and for draft positions 1, 2, ... the share of those iterations whose token there was accepted. "
+    "ms/token includes the prefill. "
     "\"identical to AR\" counts outputs equal to the same side's greedy baseline; \"matches tf\" counts our "
     "outputs equal to transformers' output for the same method. Each prompt gets a fresh engine (no cached "
     "baseline) and runs alternate ours / transformers / ours."
@@ -256,9 +267,11 @@ def render_markdown(report: Report | dict[str, Any]) -> str:
 def sweep_table(report: SweepReport) -> str:
     rows = [[str(r.value), _num(r.measured_speedup, suffix="x"), _num(r.predicted_speedup, suffix="x"),
              _off(r.error), _num(r.predicted_cost_aware, suffix="x"), _off(r.error_cost_aware), _num(r.tau),
-             _num(r.acceptance), _num(r.ms_per_token, 1), _count(r.identical, r.n)] for r in report.rows]
+             _num(r.acceptance), _num(r.mean_acceptance_length), _positions(r.per_position_acceptance),
+             _num(r.ms_per_token, 1), _count(r.identical, r.n)] for r in report.rows]
     return _table((report.sweep.name, "measured speedup", "Thm 3.8", "off by", "cost-aware", "off by", "tau",
-                   "acceptance", "ms/token", "identical to AR"), rows)
+                   "acceptance", "mean acceptance length", "per-position acceptance", "ms/token",
+                   "identical to AR"), rows)
 
 
 def render_sweep_markdown(report: SweepReport) -> str:

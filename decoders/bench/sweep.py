@@ -160,6 +160,8 @@ class SweepRow(FlatRecord):
     error_cost_aware: float | None
     tau: float | None
     acceptance: float | None
+    mean_acceptance_length: float | None
+    per_position_acceptance: list[float] | None
     alpha_hat: float | None
     c_hat: float | None
     identical: int | None
@@ -174,6 +176,8 @@ class SweepRow(FlatRecord):
         return cls(value=value, measured_speedup=stats.speedup, predicted_speedup=rounded(predicted),
                    error=off_by(stats.speedup, predicted), predicted_cost_aware=rounded(aware),
                    error_cost_aware=off_by(stats.speedup, aware), tau=stats.tau, acceptance=stats.acceptance,
+                   mean_acceptance_length=stats.mean_acceptance_length,
+                   per_position_acceptance=stats.per_position_acceptance,
                    alpha_hat=stats.alpha_hat, c_hat=stats.c_hat, identical=stats.identical, n=stats.n,
                    ms_per_token=stats.ms_per_token)
 
