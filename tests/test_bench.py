@@ -315,3 +315,25 @@ def test_a_registered_method_reaches_the_bench_with_no_edit(lookback_method, tin
     sweep = json.loads((tmp_path / "b" / "report.json").read_text())
     assert sweep["sweep"] == {"name": "span", "method": "lookback", "values": [1, 2]}
     assert all(row["predicted_speedup"] is not None for row in sweep["rows"])  # from the declared draft length
+
+
+def test_the_engine_core_does_not_import_the_bench():
+    """transformers' reference (and the rest of the bench) stay outside the engine core: no module
+    of decoders/ outside decoders/bench/ imports them, and importing the bench loads no torch."""
+    import ast
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1] / "decoders"
+    offenders = []
+    for path in root.rglob("*.py"):
+        if (root / "bench") in path.parents:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            offenders += [f"{path.relative_to(root.parent)}: {n}" for n in names if n.startswith("decoders.bench")]
+    assert offenders == []
+    code = "import sys, decoders.bench.report; print('torch' in sys.modules or 'transformers' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root.parent)
+    assert out.stdout.strip() == "False", out.stderr
