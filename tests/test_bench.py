@@ -337,3 +337,9 @@ def test_the_engine_core_does_not_import_the_bench():
     code = "import sys, decoders.bench.report; print('torch' in sys.modules or 'transformers' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root.parent)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_swept_values_are_checked_with_the_other_parameters_before_the_model_loads(capsys, prompts_file):
+    code, out, err = run_cli(capsys, "bench", "--prompts", prompts_file, "--main", "/nonexistent/model",
+                             "--sweep", "ngram_min=2..4")
+    assert code == 2 and "ngram_min (4) is larger than ngram_max (3)" in err and "/nonexistent" not in err

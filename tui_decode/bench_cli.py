@@ -78,6 +78,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     _check_counts(args)
     chosen = {name: getattr(args, name) for name in method_param_specs()}
     params = DecodeParams(method="ar", max_new_tokens=args.max_new_tokens, record=False, **chosen).validated()
+    if sweep is not None:  # every swept value with the other parameters (e.g. ngram_min <= ngram_max)
+        for value in sweep.values:
+            params.replace(method=sweep.method, **{sweep.name: value}).validated()
     if args.threads:
         import torch
 
