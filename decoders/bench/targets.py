@@ -4,7 +4,7 @@ missed, by how much, and the figures that say why."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence
 
 from decoders.bench.aggregate import Figures, MethodStats
 from decoders.bench.common import FlatRecord
