@@ -167,7 +167,7 @@ def _extras(run, stats, params, summary) -> dict:
 
 
 METHOD = register(Method(
-    order=35,
+    order=110,  # after the methods that predate it (a method registered with the default 100 comes first)
     name="lookahead",
     label="Lookahead",
     run=lookahead,
