@@ -70,10 +70,13 @@ def write_bytes(path: str | os.PathLike, data: bytes, what: str = "", mode: int 
     ``what`` names the file in the error ("the run", "the report"); ``mode`` sets its permissions
     (default: those of the file it replaces, else 0o666 less the umask, as `open` would).
     """
-    path = Path(path)
-    folder = path.parent if str(path.parent) else Path(".")
+    shown = Path(path)
+    path = Path(os.path.realpath(path))  # through symlinks: replace the file, keep the link
+    folder = path.parent
     if path.is_dir():
-        raise write_error(path, OSError(errno.EISDIR, os.strerror(errno.EISDIR)), what)
+        raise write_error(shown, OSError(errno.EISDIR, os.strerror(errno.EISDIR)), what)
+    if path.exists() and not path.is_file():
+        return _write_special(path, shown, data, what)
     tmp_name = None
     try:
         fd, tmp_name = tempfile.mkstemp(prefix=TEMP_PREFIX + path.name + ".", dir=folder)
@@ -86,14 +89,26 @@ def write_bytes(path: str | os.PathLike, data: bytes, what: str = "", mode: int 
         tmp_name = None
         _fsync_folder(folder)
     except OSError as err:
-        raise write_error(path, err, what) from None
+        raise write_error(shown, err, what) from None
     finally:
         if tmp_name is not None:
             try:
                 os.unlink(tmp_name)
             except OSError:
                 pass
-    return path
+    return shown
+
+
+def _write_special(path: Path, shown: Path, data: bytes, what: str) -> Path:
+    """A device, FIFO or socket (``/dev/stdout``, ``/dev/full``): written in place, since renaming a
+    file over it would replace the device itself."""
+    try:
+        with path.open("wb") as handle:
+            _write_all(handle, data)
+            handle.flush()
+    except OSError as err:
+        raise write_error(shown, err, what) from None
+    return shown
 
 
 def write_text(path: str | os.PathLike, text: str, what: str = "", mode: int | None = None) -> Path:
@@ -142,12 +157,16 @@ def check_destination(path: str | os.PathLike, flag: str = "", what: str = "") -
     file systems that `os.access` misses).
     """
     path = Path(path)
-    folder = path.parent if str(path.parent) else Path(".")
+    folder = Path(os.path.realpath(path)).parent if path.is_symlink() else path.parent
     given = f" (given to {flag})" if flag else ""
     noun = f"{what} " if what else ""
     if path.is_dir():
         raise DecodeError(f"cannot write {noun}to {path}{given}: it is a folder; give a file name such as "
                           f"{path / 'run.json'}")
+    if path.exists() and not path.is_file():  # a device or FIFO (/dev/stdout): written in place
+        if not os.access(path, os.W_OK):
+            raise DecodeError(f"cannot write {noun}to {path}{given}: permission denied; choose another path")
+        return path
     if not folder.exists():
         raise DecodeError(f"cannot write {noun}to {path}{given}: the folder {folder} does not exist; "
                           "create it first or choose an existing folder")

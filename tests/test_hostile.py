@@ -163,6 +163,27 @@ def test_full_disk_on_run_json_keeps_old_file_and_shows_result(monkeypatch, caps
     assert sorted(p.name for p in dest.parent.iterdir()) == ["notes.txt", "run.json"]  # no temp file left
 
 
+def test_json_to_dev_full_keeps_the_device_and_shows_result(capsys, isolated, tiny_folder):
+    """A real full device: written in place (renaming over /dev/full would replace the device)."""
+    import stat
+
+    out = hostile(capsys, isolated, ["run", "--main", str(tiny_folder), "--method", "pld", *PROMPT,
+                                     "--max-new-tokens", "4", "--json", "/dev/full"], 2,
+                  "nothing was written to the run /dev/full: no space left on device")
+    assert "tokens emitted" in out
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+
+
+def test_save_through_a_symlink_keeps_the_link(isolated):
+    from decoders.records import RunResult
+
+    target = isolated / "work" / "run.json"
+    link = isolated / "work" / "latest.json"
+    link.symlink_to(target)
+    RunResult.load(RUN_DATA).save(link)
+    assert link.is_symlink() and json.loads(target.read_text())["summary"]["tokens"] == 20
+
+
 def test_full_disk_on_save_raises_one_line_and_keeps_old_file(monkeypatch, isolated):
     """Fault injection, writer 1 through the API the app uses (ctrl+s): still an OSError, too."""
     from decoders.atomic import WriteError
