@@ -18,9 +18,6 @@ from decoders.methods.common import HostValues, RunBuilder, ms
 from decoders.methods.verify import accept_prefix, accept_tree
 from decoders.params import DecodeParams, all_param_specs, specs_for
 from decoders.records import (
-    KIND_AR,
-    KIND_BONUS,
-    KIND_FIXED,
     Detail,
     DraftRow,
     Emitted,
@@ -54,9 +51,8 @@ def lookback(ctx):
         verdict = accept_prefix(best, best.new_tensor(drafts))
         got = HostValues.transfer([verdict.n_accepted.view(1), verdict.next_token.view(1)])
         n, nxt = got.ints(2)
-        kind = KIND_AR if not drafts else KIND_BONUS if n == len(drafts) else KIND_FIXED
-        it = b.commit(drafts[:n] + [nxt], kind, b.draft_rows(drafts, n), t_verify_ms=ms(T.log[-1].seconds),
-                      detail=Echo(list(drafts)))
+        it = b.commit_verified(drafts, n, nxt, b.draft_rows(drafts, n), t_verify_ms=ms(T.log[-1].seconds),
+                               detail=Echo(list(drafts)))
         yield from b.yielding(it)
     return b.finish_run({"main": T})
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from decoders.methods.base import Method, register
-from decoders.methods.common import DecodeContext, MethodGen, RunBuilder, ms
+from decoders.methods.common import DecodeContext, MethodGen, RunBuilder, mode_text, ms
 from decoders.records import KIND_AR
 
 
@@ -20,10 +20,6 @@ def autoregressive(ctx: DecodeContext, label: str | None = None) -> MethodGen:
         it = b.commit([token], KIND_AR, [], t_verify_ms=ms(T.log[-1].seconds))
         yield from b.yielding(it)
     return b.finish_run({"main": T})
-
-
-def mode_text(params) -> str:
-    return "greedy" if params.greedy else f"sampling, T={params.temperature:g}"
 
 
 def describe(params) -> str:

@@ -8,6 +8,9 @@ from typing import TYPE_CHECKING, Callable, Generator, Sequence
 
 from decoders.records import (
     KIND_ACCEPTED,
+    KIND_AR,
+    KIND_BONUS,
+    KIND_FIXED,
     STATUS_ACCEPTED,
     STATUS_REJECTED,
     STATUS_UNVERIFIED,
@@ -117,6 +120,14 @@ class RunBuilder:
         self.tok_iter.extend([it.k] * len(tokens))
         return it
 
+    def commit_verified(self, drafts: Sequence[int], n_accepted: int, next_token: int, rows: list[DraftRow],
+                        **fields) -> Iteration:
+        """Emit the accepted drafts and the target's next token: a fix after a rejection, a
+        bonus after a fully accepted draft, a plain step when nothing was drafted."""
+        g = len(drafts)
+        kind = KIND_AR if g == 0 else (KIND_BONUS if n_accepted == g else KIND_FIXED)
+        return self.commit(list(drafts[:n_accepted]) + [next_token], kind, rows, **fields)
+
     def yielding(self, it: Iteration) -> Generator[Iteration, None, None]:
         """``yield from builder.yielding(it)``: hand ``it`` out without counting the consumer's time."""
         t = self.ctx.clock()
@@ -147,6 +158,11 @@ class RunBuilder:
             n_positions={name: runner.n_positions for name, runner in runners.items()},
             time_ms=time_ms,
         )
+
+
+def mode_text(params: DecodeParams) -> str:
+    """How a run samples, for its label: "greedy" or "sampling, T=0.7"."""
+    return "greedy" if params.greedy else f"sampling, T={params.temperature:g}"
 
 
 def ms(seconds: float) -> float:

@@ -14,7 +14,7 @@ from typing import ClassVar
 from decoders.methods.base import Figure, Method, ParamSpec, register
 from decoders.methods.common import DecodeContext, HostValues, MethodGen, RunBuilder, ms
 from decoders.methods.verify import accept_prefix
-from decoders.records import KIND_AR, KIND_BONUS, KIND_FIXED, Detail, register_detail
+from decoders.records import Detail, register_detail
 
 BLOCK = ParamSpec("block", "m block size", "Jacobi: guesses refined together per iteration", 4,
                   low=1, high=64, metavar="M")
@@ -61,11 +61,10 @@ def jacobi(ctx: DecodeContext) -> MethodGen:
         verdict = accept_prefix(best, best.new_tensor(guesses))
         got = HostValues.transfer([verdict.n_accepted.view(1), best])
         a, answers = got.ints(1)[0], got.ints(g + 1)
-        commit = guesses[:a] + [answers[a]]
-        kind = KIND_AR if g == 0 else (KIND_BONUS if a == g else KIND_FIXED)
         block = JacobiBlock(before=[[t, disp(t)] for t in guesses], after=[[t, disp(t)] for t in answers[:g]],
-                            fixed=len(commit))
-        it = b.commit(commit, kind, b.draft_rows(guesses, a), t_verify_ms=ms(T.log[-1].seconds), detail=block)
+                            fixed=a + 1)
+        it = b.commit_verified(guesses, a, answers[a], b.draft_rows(guesses, a), t_verify_ms=ms(T.log[-1].seconds),
+                               detail=block)
         block.fixed = len(it.emit)
         yield from b.yielding(it)
         # the answers past the first miss are the refined guesses; refill the rest of the block

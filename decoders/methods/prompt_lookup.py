@@ -17,7 +17,7 @@ from decoders.methods.common import DecodeContext, HostValues, MethodGen, RunBui
 from decoders.methods.draft_policy import AdaptiveDraftLength
 from decoders.methods.ngram import NgramIndex
 from decoders.methods.verify import accept_prefix
-from decoders.records import KIND_AR, KIND_BONUS, KIND_FIXED, Detail, register_detail
+from decoders.records import Detail, register_detail
 
 NUM_PRED = ParamSpec("num_pred", "k copy length", "prompt lookup: at most K tokens copied per match", 10,
                      low=1, high=64, metavar="K")
@@ -75,8 +75,7 @@ def prompt_lookup(ctx: DecodeContext) -> MethodGen:
             start, size = found[1], found[2]
             fields["detail"] = LookupMatch(start=start, n=size, in_prompt=start < n_prompt,
                                            ngram=[disp(t) for t in b.seq[start - size:start]])
-        kind = KIND_AR if g == 0 else (KIND_BONUS if n == g else KIND_FIXED)
-        it = b.commit(drafts[:n] + [nxt], kind, b.draft_rows(drafts, n, p=p_d), **fields)
+        it = b.commit_verified(drafts, n, nxt, b.draft_rows(drafts, n, p=p_d), **fields)
         index.extend(b.seq[len(index.seq):])
         yield from b.yielding(it)
     return b.finish_run({"main": T})

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from decoders.errors import DecodeError
 from decoders.methods.base import Figure, Method, ParamSpec, register
-from decoders.methods.common import DecodeContext, HostValues, MethodGen, RunBuilder, ms, r
+from decoders.methods.common import DecodeContext, HostValues, MethodGen, RunBuilder, mode_text, ms, r
 from decoders.methods.verify import accept_prefix, verify_sampling
-from decoders.records import KIND_AR, KIND_BONUS, KIND_FIXED, TopK
+from decoders.records import KIND_AR, TopK
 from decoders.theory import best_gamma, cost_aware_speedup, expected_tokens, predicted_speedup, speedup_curve
 
 TOP_K = 5
@@ -86,7 +86,7 @@ def speculative(ctx: DecodeContext) -> MethodGen:
             q_d, p_d = got.take(budget), got.take(budget)
             fields["detail"] = TopK(p=got.top_entries(budget + 1, TOP_K, disp), q=got.top_entries(budget, TOP_K, disp))
         rows = b.draft_rows(d_ids, n, q_d, p_d, acc)
-        it = b.commit(d_ids[:n] + [nxt], KIND_BONUS if n == budget else KIND_FIXED, rows, **fields)
+        it = b.commit_verified(d_ids, n, nxt, rows, **fields)
         yield from b.yielding(it)
     return b.finish_run({"main": T, "helper": D})
 
@@ -122,8 +122,7 @@ def _explain(s, cost_txt: str) -> str:
 
 
 def _describe(params) -> str:
-    mode = "greedy" if params.greedy else f"sampling, T={params.temperature:g}"
-    return f"Speculative ({mode}, γ={params.gamma})"
+    return f"Speculative ({mode_text(params)}, γ={params.gamma})"
 
 
 METHOD = register(Method(
