@@ -569,3 +569,55 @@ def _blocked_in_open(pid: int) -> bool:
         return Path(f"/proc/{pid}/syscall").read_text().split()[0] in ("257", "2", "56")
     except (OSError, IndexError):
         return False
+
+
+KILLED_CONVERSION = """
+import sys, time
+from pathlib import Path
+import transformers
+from tests.tiny import tiny_model, tiny_tokenizer
+from tui_decode.cli import main
+
+transformers.AutoTokenizer.from_pretrained = lambda *a, **k: tiny_tokenizer()
+transformers.AutoModelForCausalLM.from_pretrained = lambda *a, **k: tiny_model()
+real_save = transformers.PreTrainedModel.save_pretrained
+
+def save_then_hang(self, folder, *args, **kwargs):
+    real_save(self, folder, *args, **kwargs)
+    Path(sys.argv[2]).write_text(folder)  # the partial folder is half written: kill me now
+    time.sleep(600)
+
+transformers.PreTrainedModel.save_pretrained = save_then_hang
+sys.exit(main(["run", "--main", sys.argv[1], "--method", "pld", "--prompt", "w5"]))
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_kill_during_conversion(isolated, fake_conversion, sig):
+    """A real conversion (tiny model behind transformers' loaders) killed while its partial folder
+    is half written. SIGTERM: the CLI unwinds, removes the partial folder and exits 143. SIGKILL
+    cannot be caught: the partial folder stays, and the next start removes it (its process is gone)."""
+    from decoders import gguf_cache
+
+    gguf = fake_gguf(isolated)
+    ready = isolated / "ready"
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_CONVERSION, str(gguf), str(ready)], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 240
+    while not ready.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    assert ready.exists(), proc.communicate()[1] if proc.poll() is not None else "timed out"
+    partial = Path(ready.read_text())
+    assert partial.name.startswith(gguf_cache.PARTIAL_PREFIX) and partial.is_dir()
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    root = isolated / "cache" / "gguf"
+    if sig == signal.SIGTERM:
+        assert proc.returncode == 143 and err.strip().endswith("tui-decode: terminated"), err
+        assert "Traceback" not in err
+        assert not partial.exists()
+    else:
+        assert proc.returncode == -signal.SIGKILL and partial.exists()
+    gguf_cache.ensure_converted(gguf)  # the next start
+    assert [p.name for p in root.iterdir()] == [gguf_cache.converted_folder(gguf).name]
