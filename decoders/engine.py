@@ -20,6 +20,7 @@ from decoders.params import DecodeParams
 from decoders.records import Iteration, Run, RunResult
 from decoders.runner import KVRunner
 from decoders.summary import summarize
+from decoders.timing import PROBE_STEPS
 
 if TYPE_CHECKING:
     from decoders.family import Family
@@ -119,8 +120,10 @@ class Engine:
         method = params.method_def
         yield PhaseStarted("method", params.method, params.max_new_tokens)
         run = yield from self._drive(method, ids, params, cancelled, "method")
-        yield RunResult(method=run, baseline=baseline, summary=summarize(run, baseline, params),
-                        params=params.to_json(), prompt=prompt, prompt_ids=ids, family=self.family.describe())
+        probe = self._probe(ids + run.ids)
+        summary = summarize(run, baseline, params, prompt_tokens=len(ids), probe_ms=probe)
+        yield RunResult(method=run, baseline=baseline, summary=summary, params=params.to_json(), prompt=prompt,
+                        prompt_ids=ids, family=self.family.describe())
 
     def run(self, prompt: str, params: DecodeParams) -> RunResult:
         """The whole run at once (command line, tests, benchmarks)."""
@@ -128,6 +131,18 @@ class Engine:
             if isinstance(event, RunResult):
                 return event
         raise RuntimeError("the engine finished without a result")
+
+    def _probe(self, seq: list[int]) -> list[float]:
+        """Milliseconds of a few one-token steps at the end of ``seq`` (held in the main cache
+        after a run), to compare with the baseline's own steps: the machine's speed now."""
+        main = self.main
+        if len(seq) + PROBE_STEPS > self.family.context_length or not seq:
+            return []
+        start = len(main.log)
+        for i in range(PROBE_STEPS):
+            main.run(seq + [seq[-1]] * (i + 1))
+        main.crop(len(seq))
+        return [round(1000 * f.seconds, 3) for f in main.log[start:] if f.positions == 1]
 
     def _drive(self, method: Method, ids: list[int], params: DecodeParams, cancelled, phase: str):
         """Run one method from an empty cache (every run pays its own prefill: fair timings)."""

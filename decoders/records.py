@@ -166,6 +166,7 @@ class Iteration:
     emit: list[Emitted]
     t_draft_ms: float = 0.0
     t_verify_ms: float = 0.0
+    t_end_ms: float | None = None  # when its tokens were out, from the run's start (consumer time excluded)
     beta: list[float] = field(default_factory=list)  # sum(min(p, q)) at each verified position
     detail: Detail | None = None  # the method's own record of the iteration (see `Detail`)
 
@@ -188,6 +189,8 @@ class Iteration:
             "t_draft_ms": self.t_draft_ms,
             "t_verify_ms": self.t_verify_ms,
         }
+        if self.t_end_ms is not None:
+            out["t_end_ms"] = self.t_end_ms
         if self.beta:
             out["beta"] = self.beta
         if self.detail is not None:
@@ -203,6 +206,7 @@ class Iteration:
             emit=[Emitted.from_json(e) for e in d["emit"]],
             t_draft_ms=d.get("t_draft_ms", 0.0),
             t_verify_ms=d.get("t_verify_ms", 0.0),
+            t_end_ms=d.get("t_end_ms"),
             beta=d.get("beta", []),
             detail=detail_from_json(d["detail"]) if "detail" in d else _schema1_detail(d),
         )

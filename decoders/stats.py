@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable
 
-from decoders.records import STATUS_ACCEPTED
+from decoders.records import STATUS_ACCEPTED, STATUS_REJECTED
 
 if TYPE_CHECKING:
     from decoders.records import Iteration
@@ -39,7 +39,9 @@ class DecodeStats:
     accepted: int = 0  # proposed tokens the target accepted
     judged: int = 0  # proposed tokens the target judged (accepted or rejected)
     accepted_per_pos: list[int] = field(default_factory=list)
-    drafted_per_pos: list[int] = field(default_factory=list)
+    drafted_per_pos: list[int] = field(default_factory=list)  # drafts with a token at position i
+    judged_per_pos: list[int] = field(default_factory=list)  # drafts whose position i was judged
+    accept_lengths: list[int] = field(default_factory=list)  # [n]: drafts that had n tokens accepted
     betas: list[float] = field(default_factory=list)  # sum(min(p, q)) at each verified position
 
     @classmethod
@@ -60,14 +62,21 @@ class DecodeStats:
         self.judged += it.n_judged
         depths = [depth_of(it.draft, i) for i in range(len(it.draft))]
         while len(self.drafted_per_pos) <= max(depths):
-            self.drafted_per_pos.append(0)
-            self.accepted_per_pos.append(0)
-        for depth in set(depths):  # a position is drafted once per iteration that reached it
+            for counts in (self.drafted_per_pos, self.accepted_per_pos, self.judged_per_pos):
+                counts.append(0)
+        judged = {d for row, d in zip(it.draft, depths) if row.status in (STATUS_ACCEPTED, STATUS_REJECTED)}
+        for depth in set(depths):  # a position counts once per draft that reached it
             self.drafted_per_pos[depth] += 1
+            self.judged_per_pos[depth] += depth in judged
+        n = 0
         for row, depth in zip(it.draft, depths):
             if row.status == STATUS_ACCEPTED:
-                self.accepted += 1
+                n += 1
                 self.accepted_per_pos[depth] += 1
+        self.accepted += n
+        while len(self.accept_lengths) <= n:
+            self.accept_lengths.append(0)
+        self.accept_lengths[n] += 1
 
     @property
     def tau(self) -> float | None:
@@ -94,6 +103,12 @@ class DecodeStats:
     def per_position_acceptance(self) -> list[float]:
         """vLLM's per-position acceptance: for each draft position, accepted there over drafts."""
         return [round(a / self.drafts, 3) for a in self.accepted_per_pos] if self.drafts else []
+
+    @property
+    def per_position_acceptance_conditional(self) -> list[float | None]:
+        """For each draft position, accepted there over drafts whose position was judged (every
+        earlier position accepted): the acceptance rate at that depth, given it was reached."""
+        return [round(a / j, 3) if j else None for a, j in zip(self.accepted_per_pos, self.judged_per_pos)]
 
     @property
     def alpha_hat(self) -> float | None:

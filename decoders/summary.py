@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from decoders.errors import DecodeError
 from decoders.stats import DecodeStats
+from decoders.timing import Drift, baseline_tail, decode_rate, ratio_text, time_to
 
 if TYPE_CHECKING:
     from decoders.params import DecodeParams
@@ -34,18 +35,30 @@ class Summary:
     baseline_forwards: int
     iterations: int
     tau: float | None
-    speedup_wall: float | None
+    speedup_wall: float | None  # end to end, over the tokens both runs produced (see compared_tokens)
     baseline_ms: float
     method_ms: float
     baseline_ms_per_token: float
     method_ms_per_token: float
     target_fwd_ms: float
+    prompt_tokens: int | None = None
+    ttft_ms: float | None = None  # time to the first token: the prefill and the first iteration
+    decode_ms_per_token: float | None = None  # after the first iteration
+    baseline_ttft_ms: float | None = None
+    baseline_decode_ms_per_token: float | None = None
+    speedup_decode: float | None = None  # decode tokens/s over the baseline's, rescaled by the drift
+    speedup_spread: float | None = None  # two standard errors of either speedup, as a ratio
+    compared_tokens: int | None = None  # the first N tokens both runs produced (N < tokens: one stopped early)
+    drift: float | None = None  # one-token step now over the baseline's then (probe after the run)
+    probe_ms: list[float] | None = None
     drafted: int | None = None
     accepted: int | None = None
     accept_rate: float | None = None  # accepted / judged drafts
     draft_use: float | None = None  # accepted / drafted (vLLM's draft acceptance rate)
     mean_acceptance_length: float | None = None
-    per_position_acceptance: list[float] | None = None
+    per_position_acceptance: list[float] | None = None  # accepted at i / drafts (vLLM)
+    per_position_acceptance_conditional: list[float | None] | None = None  # accepted at i / drafts judged at i
+    acceptance_length_histogram: list[int] | None = None  # [n]: drafts with n tokens accepted
     verify_cost: float | None = None  # a verify forward in one-token forwards
     identical: bool | None = None
     first_divergence: int | None = None
@@ -101,12 +114,14 @@ def _check_type(name: str, value: Any, annotation: str) -> None:
     elif annotation.startswith("bool"):
         ok = isinstance(value, bool)
     elif annotation.startswith("list"):
-        ok = isinstance(value, list) and all(isinstance(x, (int, float)) for x in value)
+        ok = isinstance(value, list) and all(
+            (isinstance(x, (int, float)) and not isinstance(x, bool)) or x is None for x in value)
     if not ok:
         raise DecodeError(f"summary.{name} is {value!r} in the saved run, not a {annotation.split(' ')[0]}")
 
 
-def summarize(method: Run, baseline: Run, params: DecodeParams) -> Summary:
+def summarize(method: Run, baseline: Run, params: DecodeParams, prompt_tokens: int | None = None,
+              probe_ms: list[float] | None = None) -> Summary:
     emitted = len(method.ids)
     target_forwards = method.n_forward.get("main", 0)
     base_ms = baseline.time_ms["wall"]
@@ -128,7 +143,9 @@ def summarize(method: Run, baseline: Run, params: DecodeParams) -> Summary:
         baseline_ms_per_token=round(base_ms / max(len(baseline.ids), 1), 2),
         method_ms_per_token=round(method.time_ms["wall"] / max(emitted, 1), 2),
         target_fwd_ms=round(base_fwd, 3),
+        prompt_tokens=prompt_tokens,
     )
+    _speedups(s, method, baseline, probe_ms or [])
     if stats.drafts or method_def.name != "ar":
         s.drafted = stats.draft_tokens
         s.accepted = stats.accepted
@@ -136,6 +153,8 @@ def summarize(method: Run, baseline: Run, params: DecodeParams) -> Summary:
         s.draft_use = stats.draft_acceptance_rate
         s.mean_acceptance_length = stats.mean_acceptance_length
         s.per_position_acceptance = stats.per_position_acceptance
+        s.per_position_acceptance_conditional = stats.per_position_acceptance_conditional
+        s.acceptance_length_histogram = list(stats.accept_lengths)
         # iteration 0 also prefills the prompt: leave it out of the per-step cost
         multi = [it.t_verify_ms for it in method.iters[1:] if it.draft]
         if multi and base_fwd:
@@ -152,21 +171,50 @@ def summarize(method: Run, baseline: Run, params: DecodeParams) -> Summary:
     return s
 
 
+def _speedups(s: Summary, method: Run, baseline: Run, probe_ms: list[float]) -> None:
+    """Rates, phase by phase, over the tokens both runs produced, rescaled by the drift measured
+    right after the run; their spread from the timing noise of both samples."""
+    s.ttft_ms = method.time_ms.get("ttft")
+    s.baseline_ttft_ms = baseline.time_ms.get("ttft")
+    m_rate, _ = decode_rate(method)
+    b_rate, _ = decode_rate(baseline)
+    s.decode_ms_per_token = None if m_rate is None else round(m_rate, 3)
+    s.baseline_decode_ms_per_token = None if b_rate is None else round(b_rate, 3)
+    drift = Drift.between(baseline_tail(baseline), probe_ms)
+    s.drift = round(drift.factor, 3)
+    s.probe_ms = probe_ms or None
+    n = min(len(method.ids), len(baseline.ids))
+    s.compared_tokens = n
+    t_method, t_base = time_to(method, n), time_to(baseline, n)
+    if n and t_method and t_base:
+        s.speedup_wall = round(t_base * drift.factor / t_method, 3)
+    if m_rate and b_rate:
+        s.speedup_decode = round(b_rate * drift.factor / m_rate, 3)
+    if probe_ms:
+        s.speedup_spread = round(2 * drift.rel_error * (s.speedup_decode or s.speedup_wall or 1.0), 3)
+
+
 def explain(s: Summary, method_def) -> str:
     """One sentence that says why the run was faster or slower, from its own figures."""
     speed = s.speedup_wall
     if speed is None:
         return "No tokens were timed."
+    if s.speedup_decode is not None:  # the steady state: the prefill is reported apart (ttft)
+        speed = s.speedup_decode
+    headline = ratio_text(speed, s.speedup_spread)
+    if s.compared_tokens is not None and s.compared_tokens < s.tokens or \
+            (s.compared_tokens is not None and s.finish == "cancelled"):
+        headline += f", over the first {s.compared_tokens} tokens"
     if s.method == "ar":
-        return (f"Autoregressive decoding is the baseline itself: one target forward per token "
-                f"({s.method_ms_per_token:.1f} ms/token here against {s.baseline_ms_per_token:.1f} ms/token "
-                f"in the baseline run), so any gap from 1.00x is timing noise.")
+        return (f"{headline[0].upper()}{headline[1:]}: autoregressive decoding is the baseline itself, one target "
+                f"forward per token ({s.decode_ms_per_token or s.method_ms_per_token:.1f} ms/token here against "
+                f"{s.baseline_decode_ms_per_token or s.baseline_ms_per_token:.1f} in the baseline run), so any gap "
+                "is timing noise.")
     tau = s.tau or 0.0
     cost = s.verify_cost
-    verb = "faster" if speed >= 1.0 else "slower"
     cost_txt = f"a verify forward cost {cost:.2f}x a one-token step" if cost else "verify forwards were cheap"
     if method_def.explain is not None:
-        return f"{speed:.2f}x {verb} than autoregressive: {method_def.explain(s, cost_txt)}."
-    return (f"{speed:.2f}x {verb} than autoregressive: {method_def.noun or method_def.label.lower()} emitted "
+        return f"{headline[0].upper()}{headline[1:]}: {method_def.explain(s, cost_txt)}."
+    return (f"{headline[0].upper()}{headline[1:]}: {method_def.noun or method_def.label.lower()} emitted "
             f"{tau:.2f} tokens per target forward, {s.accepted or 0} of {s.drafted or 0} drafted tokens accepted, "
             f"and {cost_txt}.")

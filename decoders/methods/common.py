@@ -111,8 +111,9 @@ class RunBuilder:
                 break
         kinds = kinds[: len(tokens)]
         disp = self.ctx.family.display
+        elapsed = self.ctx.clock() - self._t0 - self._paused
         it = Iteration(k=len(self.iters), pos=len(self.out), draft=draft,
-                       emit=[Emitted(t, disp(t), k) for t, k in zip(tokens, kinds)], **fields)
+                       emit=[Emitted(t, disp(t), k) for t, k in zip(tokens, kinds)], t_end_ms=ms(elapsed), **fields)
         self.iters.append(it)
         self.out.extend(tokens)
         self.seq.extend(tokens)
@@ -142,6 +143,9 @@ class RunBuilder:
             one = runner.mean_seconds(1)
             time_ms[f"{name}_fwd_mean"] = None if one is None else round(1000 * one, 3)
             time_ms[f"{name}_total"] = round(1000 * sum(f.seconds for f in runner.log), 3)
+        if self.iters:  # the first iteration prefills the prompt: time to first token, then decoding
+            time_ms["ttft"] = self.iters[0].t_end_ms
+            time_ms["decode"] = round(time_ms["wall"] - self.iters[0].t_end_ms, 3)
         time_ms["draft"] = round(sum(it.t_draft_ms for it in self.iters), 3)
         time_ms["verify"] = round(sum(it.t_verify_ms for it in self.iters), 3)
         return Run(

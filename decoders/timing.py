@@ -1,0 +1,87 @@
+"""Speedups a user can act on: rates compared phase by phase, over the tokens both runs produced,
+with the timing noise measured in the same run.
+
+The baseline is decoded once per prompt and settings and reused, so by the time a method runs
+the machine may be busier or quieter than when the baseline ran. Right after each method run
+the engine times a short burst of one-token steps at the run's context (the probe) and compares
+it with the baseline's own last one-token steps, measured at about the same context: their
+ratio (the drift) rescales the baseline to now, and the spread of both samples gives every
+speedup its noise (two standard errors, about 95%). A speedup inside its spread reads
+"no measurable difference".
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:
+    from decoders.records import Run
+
+PROBE_STEPS = 5  # one-token steps in the probe after each method run
+BASE_TAIL = 8  # the baseline's last one-token steps the probe is compared with
+
+
+@dataclass(frozen=True)
+class Drift:
+    """How much slower (> 1) or faster the machine steps now than when the baseline ran."""
+
+    factor: float
+    rel_error: float  # one standard error of the factor, relative
+
+    @classmethod
+    def between(cls, then_ms: Sequence[float], now_ms: Sequence[float]) -> Drift:
+        if not then_ms or not now_ms:
+            return cls(1.0, 0.0)
+        then, now = statistics.median(then_ms), statistics.median(now_ms)
+        if then <= 0 or now <= 0:
+            return cls(1.0, 0.0)
+        return cls(now / then, (_rse(then_ms) ** 2 + _rse(now_ms) ** 2) ** 0.5)
+
+
+def _rse(samples: Sequence[float]) -> float:
+    """Relative standard error of the mean of ``samples`` (0 for fewer than two)."""
+    if len(samples) < 2:
+        return 0.0
+    mean = statistics.fmean(samples)
+    return statistics.stdev(samples) / mean / len(samples) ** 0.5 if mean > 0 else 0.0
+
+
+def one_token_steps(run: Run) -> list[float]:
+    """Verify times of the run's one-token decode steps (the prefill left out)."""
+    return [it.t_verify_ms for it in run.iters[1:] if not it.draft and it.t_verify_ms > 0]
+
+
+def baseline_tail(baseline: Run) -> list[float]:
+    return one_token_steps(baseline)[-BASE_TAIL:]
+
+
+def time_to(run: Run, tokens: int) -> float | None:
+    """Milliseconds from the run's start until its first ``tokens`` tokens were out."""
+    emitted = 0
+    for it in run.iters:
+        emitted += len(it.emit)
+        if emitted >= tokens:
+            return it.t_end_ms
+    return None
+
+
+def decode_rate(run: Run) -> tuple[float | None, int]:
+    """(ms per token after the first iteration, tokens in that phase)."""
+    if len(run.iters) < 2 or run.iters[0].t_end_ms is None or run.iters[-1].t_end_ms is None:
+        return None, 0
+    tokens = sum(len(it.emit) for it in run.iters[1:])
+    ms = run.iters[-1].t_end_ms - run.iters[0].t_end_ms
+    return (ms / tokens if tokens and ms > 0 else None), tokens
+
+
+def ratio_text(speedup: float, spread: float | None, than: str = "autoregressive") -> str:
+    """"1.35x faster than autoregressive (+/- 0.04)", "3.10x slower than ...", or "no measurable
+    difference from ... (0.98x +/- 0.03)" when the speedup is inside its spread."""
+    if spread is not None and abs(speedup - 1.0) <= spread:
+        return f"no measurable difference from {than} ({speedup:.2f}x +/- {spread:.2f})"
+    noise = f" (+/- {spread:.2f})" if spread else ""
+    if speedup >= 1.0:
+        return f"{speedup:.2f}x faster than {than}{noise}"
+    return f"{1.0 / speedup:.2f}x slower than {than}{noise}"

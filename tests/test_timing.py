@@ -1,0 +1,71 @@
+"""Speedups from rates: phase by phase, over the tokens both runs produced, rescaled by the drift
+the probe measures, with a spread; the sentence says "3.1x slower", never "0.32x slower"."""
+
+from __future__ import annotations
+
+import pytest
+
+from decoders.params import DecodeParams
+from decoders.records import Emitted, Iteration, Run
+from decoders.summary import summarize
+from decoders.timing import Drift, ratio_text, time_to
+
+
+def timed_run(step_ms: list[float], method: str = "ar", per_iter: int = 1, finish: str = "length") -> Run:
+    """A run whose iteration i emits ``per_iter`` tokens and ends at sum(step_ms[:i + 1])."""
+    iters, t = [], 0.0
+    for k, step in enumerate(step_ms):
+        t += step
+        iters.append(Iteration(k=k, pos=k * per_iter, draft=[], emit=[Emitted(1, "x", "ar")] * per_iter,
+                               t_verify_ms=step, t_end_ms=t))
+    n = per_iter * len(step_ms)
+    return Run(label=method, method=method, ids=[1] * n, kinds=["ar"] * n, tok_iter=[], iters=iters, finish=finish,
+               n_forward={"main": len(step_ms)}, time_ms={"wall": t, "ttft": step_ms[0], "main_fwd_mean": 40.0})
+
+
+def test_a_run_cancelled_early_is_compared_over_the_tokens_both_produced():
+    baseline = timed_run([200.0] + [40.0] * 49)  # 50 tokens, prefill 200 ms
+    cancelled = timed_run([200.0, 202.0], finish="cancelled")  # 2 tokens, then cancelled
+    s = summarize(cancelled, baseline, DecodeParams(method="ar"), prompt_tokens=10, probe_ms=[40.0] * 5)
+    assert s.compared_tokens == 2
+    assert s.speedup_wall == pytest.approx(240 / 402, abs=1e-3)  # not 2160 / 402 = 5.4x
+    assert s.speedup_decode == pytest.approx(40 / 202, abs=1e-3)
+    assert "slower than autoregressive" in s.explanation and "over the first 2 tokens" in s.explanation
+    assert s.ttft_ms == 200.0 and s.baseline_ttft_ms == 200.0 and s.prompt_tokens == 10
+
+
+def test_prefill_is_kept_out_of_the_decode_rate():
+    baseline = timed_run([3000.0] + [40.0] * 19)
+    method = timed_run([3000.0] + [80.0] * 5, per_iter=4)  # 4 tokens per 80 ms after the prefill
+    s = summarize(method, baseline, DecodeParams(method="ar"), probe_ms=[40.0] * 5)
+    assert s.decode_ms_per_token == pytest.approx(20.0) and s.baseline_decode_ms_per_token == pytest.approx(40.0)
+    assert s.speedup_decode == pytest.approx(2.0, abs=1e-3)
+
+
+def test_a_slower_machine_now_rescales_the_cached_baseline():
+    baseline = timed_run([100.0] + [40.0] * 19)
+    method = timed_run([150.0] + [60.0] * 19)  # the same steps, on a machine 1.5x busier now
+    s = summarize(method, baseline, DecodeParams(method="ar"), probe_ms=[59.0, 60.0, 61.0, 60.0, 60.0])
+    assert s.drift == pytest.approx(1.5, abs=1e-3)
+    assert s.speedup_decode == pytest.approx(1.0, abs=1e-3) and s.speedup_wall == pytest.approx(1.0, abs=1e-3)
+    assert s.explanation.startswith("No measurable difference from autoregressive (1.00x +/- ")
+
+
+def test_spread_grows_with_the_noise_of_the_probe():
+    quiet = Drift.between([40.0, 40.5, 39.5, 40.0], [40.0, 40.2, 39.8, 40.0])
+    noisy = Drift.between([40.0, 40.5, 39.5, 40.0], [30.0, 55.0, 38.0, 49.0])
+    assert quiet.rel_error < 0.01 < noisy.rel_error
+
+
+@pytest.mark.parametrize("speedup,spread,text", [
+    (0.32, 0.01, "3.12x slower than autoregressive (+/- 0.01)"),
+    (1.35, 0.04, "1.35x faster than autoregressive (+/- 0.04)"),
+    (0.97, 0.05, "no measurable difference from autoregressive (0.97x +/- 0.05)"),
+])
+def test_ratio_text(speedup, spread, text):
+    assert ratio_text(speedup, spread) == text
+
+
+def test_time_to_reads_the_iteration_that_emitted_the_token():
+    run = timed_run([100.0, 10.0, 10.0], per_iter=3)
+    assert [time_to(run, n) for n in (1, 3, 4, 9, 10)] == [100.0, 100.0, 110.0, 120.0, None]
