@@ -9,7 +9,7 @@ its own forward and `DynamicCache`; `decoders.llama_fast.LlamaBackend` runs Llam
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, Sequence
 
 if TYPE_CHECKING:
     import torch
@@ -18,9 +18,19 @@ if TYPE_CHECKING:
 class Backend(Protocol):
     """A causal LM that owns one KV cache.
 
-    ``forward(ids, keep)`` appends the 1-D LongTensor ``ids`` (on ``device``) after the
-    ``cached_length`` positions already cached and returns float32 logits ``[keep, vocab]``
-    of the last ``keep`` of them. ``crop(n)`` keeps only the first ``n`` cached positions.
+    ``forward(ids, keep, positions=None, mask=None)`` appends the 1-D LongTensor ``ids`` (on
+    ``device``) after the ``cached_length`` positions already cached and returns float32
+    logits ``[keep, vocab]`` of the last ``keep`` of them. ``positions`` (1-D long, one per new
+    token) are the position ids RoPE sees, by default ``cached_length .. cached_length + n - 1``;
+    the cache slots are always the next ``n`` whatever the positions. ``mask`` (bool ``[n, n]``)
+    says which new tokens each new token attends to (True: query i may attend to new token j;
+    the diagonal must be True); by default causal. Every new token attends to all cached
+    positions. Tree verification passes depths as positions and the ancestor mask.
+
+    ``crop(n)`` keeps only the first ``n`` cached positions. ``compact(start, rows)`` keeps,
+    after the first ``start`` positions, only the entries at ``start + rows[i]`` (ascending,
+    relative to ``start``), moved to ``start + i``; ``cached_length`` becomes
+    ``start + len(rows)``. After a tree forward this keeps the cache of the accepted path.
     """
 
     device: torch.device
@@ -33,9 +43,12 @@ class Backend(Protocol):
     @property
     def cached_length(self) -> int: ...
 
-    def forward(self, ids: torch.Tensor, keep: int) -> torch.Tensor: ...
+    def forward(self, ids: torch.Tensor, keep: int, positions: torch.Tensor | None = None,
+                mask: torch.Tensor | None = None) -> torch.Tensor: ...
 
     def crop(self, length: int) -> None: ...
+
+    def compact(self, start: int, rows: Sequence[int] | torch.Tensor) -> None: ...
 
     def reset(self) -> None: ...
 
@@ -57,8 +70,27 @@ def count_weight_bytes(model) -> int:
     return total
 
 
+def checked_rows(rows: Sequence[int], available: int) -> list[int]:
+    """``rows`` for ``compact`` as a list, checked: ascending, each in ``0 .. available - 1``."""
+    rows = [int(r) for r in rows]
+    if any(b <= a for a, b in zip(rows, rows[1:])) or (rows and not 0 <= rows[0] <= rows[-1] < available):
+        raise ValueError(f"rows must ascend within 0..{available - 1}, got {rows}")
+    return rows
+
+
+#: Attention implementations that apply a custom 4-D float mask as given (additively).
+MASKABLE_ATTENTION = ("sdpa", "eager")
+
+
 class HFBackend:
-    """Any transformers causal LM, run through its own forward with a `DynamicCache`."""
+    """Any transformers causal LM, run through its own forward with a `DynamicCache`.
+
+    Explicit ``positions`` go to the model as ``position_ids``. A ``mask`` goes in as a 4-D
+    additive float ``attention_mask`` ``[1, 1, n, cached_length + n]``, which transformers'
+    mask construction passes through untouched; that needs sdpa or eager attention and only
+    full-attention layers, and `compact` needs plain `DynamicLayer` cache layers. Other models
+    raise `NotImplementedError` naming the model type.
+    """
 
     def __init__(self, model, max_positions: int | None = None):
         import torch
@@ -100,7 +132,33 @@ class HFBackend:
         self._cache.crop(length - self._length)
         self._length = length
 
-    def forward(self, ids, keep: int):
+    def compact(self, start: int, rows) -> None:
+        """Keep cache positions ``start + rows[i]`` at ``start + i``; drop the rest after ``start``."""
+        torch = self._torch
+        start = int(start)
+        if not 0 <= start <= self._length:
+            raise ValueError(f"start must be in 0..{self._length}, got {start}")
+        if isinstance(rows, torch.Tensor):
+            rows = rows.reshape(-1).to(device=self.device, dtype=torch.long)
+            count = int(rows.numel())
+        else:
+            rows = checked_rows(rows, self._length - start)
+            count = len(rows)
+        if start + count == 0 or self._cache is None:
+            self.reset()
+            return
+        layers = self._plain_layers("compact")
+        index = torch.as_tensor(rows, dtype=torch.long, device=self.device) + start
+        with torch.inference_mode():  # the cache tensors are inference tensors
+            for layer in layers:
+                for name in ("keys", "values"):
+                    tensor = getattr(layer, name)
+                    if count:
+                        tensor[..., start : start + count, :] = tensor[..., index, :]
+                    setattr(layer, name, tensor[..., : start + count, :])
+        self._length = start + count
+
+    def forward(self, ids, keep: int, positions=None, mask=None):
         from transformers import DynamicCache
 
         torch = self._torch
@@ -108,15 +166,60 @@ class HFBackend:
         if self._cache is None:
             self._cache = DynamicCache(config=self.model.config)
         start = self._length
-        positions = torch.arange(start, start + n, device=self.device)
+        slots = torch.arange(start, start + n, device=self.device)
+        if positions is None:
+            positions = slots
+        else:
+            positions = positions.reshape(-1).to(device=self.device, dtype=torch.long)
+            if positions.numel() != n:
+                raise ValueError(f"positions must hold {n} entries, got {positions.numel()}")
         kwargs = {self._cache_kwarg: self._cache}
-        if self._pass_cache_position:
-            kwargs["cache_position"] = positions
+        if self._pass_cache_position:  # cache slots (where transformers writes), not RoPE positions
+            kwargs["cache_position"] = slots
+        if mask is not None:
+            kwargs["attention_mask"] = self._attention_mask(mask, start, n)
         with torch.inference_mode():
             out = self.model(input_ids=ids.view(1, n), position_ids=positions.view(1, n), use_cache=True,
                              logits_to_keep=keep, **kwargs)
         self._length = start + n
         return out.logits[0, -keep:].float()
+
+    def _attention_mask(self, mask, start: int, n: int):
+        """The ``[n, n]`` bool mask among new tokens as transformers' 4-D additive float mask."""
+        torch = self._torch
+        if tuple(mask.shape) != (n, n) or mask.dtype != torch.bool:
+            raise ValueError(f"mask must be a bool tensor of shape ({n}, {n}), got {mask.dtype} {tuple(mask.shape)}")
+        config = self.model.config
+        implementation = getattr(config, "_attn_implementation", None) or "eager"
+        text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
+        layer_types = set(getattr(text_config, "layer_types", None) or ())
+        reason = None
+        if implementation not in MASKABLE_ATTENTION:
+            reason = f"attention implementation {implementation!r} is not one of {MASKABLE_ATTENTION}"
+        elif layer_types - {"full_attention"}:
+            reason = f"layer types {sorted(layer_types - {'full_attention'})}"
+        elif getattr(text_config, "use_sliding_window", False) or getattr(text_config, "sliding_window", None):
+            reason = "sliding-window attention"
+        if reason is None and self._cache is not None:
+            self._plain_layers("a custom attention mask")
+        if reason is not None:
+            raise NotImplementedError(f"HFBackend cannot apply a tree mask to model type "
+                                      f"{getattr(text_config, 'model_type', '?')!r}: {reason}")
+        full = torch.zeros((1, 1, n, start + n), dtype=self.dtype, device=self.device)
+        full[0, 0, :, start:].masked_fill_(~mask.to(self.device), torch.finfo(self.dtype).min)
+        return full
+
+    def _plain_layers(self, what: str) -> list:
+        """The cache's layers, when every one is a plain `DynamicLayer` (keys/values tensors)."""
+        from transformers.cache_utils import DynamicLayer
+
+        layers = list(getattr(self._cache, "layers", None) or ())
+        odd = sorted({type(layer).__name__ for layer in layers if type(layer) is not DynamicLayer})
+        if odd or not layers:
+            kind = getattr(self.model.config, "model_type", "?")
+            raise NotImplementedError(f"HFBackend cannot do {what} for model type {kind!r}: its cache layers are "
+                                      f"{odd or 'missing'}, not plain DynamicLayer")
+        return layers
 
     def early_exit(self, layers: int) -> HFBackend:
         return HFBackend(truncated_model(self.model, layers), self.max_positions)

@@ -20,7 +20,7 @@ from decoders.params import DecodeParams
 from decoders.records import Iteration, Run, RunResult
 from decoders.runner import KVRunner
 from decoders.summary import summarize
-from decoders.timing import PROBE_STEPS
+from decoders.timing import CURVE_WIDTHS, PROBE_STEPS, context_bucket, measure_cost_curve
 
 if TYPE_CHECKING:
     from decoders.family import Family
@@ -37,6 +37,7 @@ class Engine:
         self.main = KVRunner(family.main, clock)
         self.helper = KVRunner(family.helper, clock) if family.helper is not None else None
         self._baselines: dict[tuple, Run] = {}
+        self._cost_curves: dict[int, list[float]] = {}  # T(k) by context bucket, measured once each
         self._exits: dict[int, object] = {}  # early-exit helper backends by layer, built once each
         # the early-exit layer the helper drafts with (None: a helper model of its own, or none)
         self.draft_layer: int | None = None
@@ -121,7 +122,11 @@ class Engine:
         yield PhaseStarted("method", params.method, params.max_new_tokens)
         run = yield from self._drive(method, ids, params, cancelled, "method")
         probe = self._probe(ids + run.ids)
-        summary = summarize(run, baseline, params, prompt_tokens=len(ids), probe_ms=probe)
+        curve = self.cost_curve(ids + run.ids)
+        summary = summarize(run, baseline, params, prompt_tokens=len(ids), probe_ms=probe, cost_curve=curve)
+        if summary.first_divergence is not None:
+            summary.divergence = self._divergence(ids, baseline.ids, run.ids, summary.first_divergence)
+            summary.explanation += " " + summary.divergence_text()
         yield RunResult(method=run, baseline=baseline, summary=summary, params=params.to_json(), prompt=prompt,
                         prompt_ids=ids, family=self.family.describe())
 
@@ -131,6 +136,36 @@ class Engine:
             if isinstance(event, RunResult):
                 return event
         raise RuntimeError("the engine finished without a result")
+
+    def _divergence(self, ids: list[int], base: list[int], out: list[int], at: int) -> dict:
+        """What the target's logits say where a greedy run left its baseline: the top-2 margin of a
+        one-token step after the common prefix. A margin near float32 noise (1e-4) is a near-tie
+        that a wider forward may break the other way; a large one points at a bug."""
+        import torch
+
+        seq = ids + base[:at]
+        if len(seq) >= self.family.context_length:
+            return {}
+        logits = self.main.run(seq)[0]
+        top = torch.topk(logits, 2)
+        values, tokens = top.values.tolist(), top.indices.tolist()
+        disp = self.family.display
+        return {"at": at, "margin": round(values[0] - values[1], 6), "top2": [disp(t) for t in tokens],
+                "baseline": disp(base[at]) if at < len(base) else None,
+                "method": disp(out[at]) if at < len(out) else None}
+
+    def cost_curve(self, seq: list[int]) -> list[float] | None:
+        """The verify-cost curve T(k) at the context of ``seq`` (held in the main cache after a
+        run): measured once per context bucket, about 2 s on a small CPU, then reused."""
+        bucket = context_bucket(len(seq))
+        if bucket not in self._cost_curves:
+            if not seq or len(seq) + CURVE_WIDTHS > self.family.context_length:
+                return None
+            self._cost_curves[bucket] = measure_cost_curve(self.main, seq)
+        return self._cost_curves[bucket] or None
+
+    def known_cost_curve(self, length: int) -> list[float] | None:
+        return self._cost_curves.get(context_bucket(length)) or None
 
     def _probe(self, seq: list[int]) -> list[float]:
         """Milliseconds of a few one-token steps at the end of ``seq`` (held in the main cache
@@ -151,7 +186,7 @@ class Engine:
             self.helper.reset()
         clock = self.main.clock
         ctx = DecodeContext(self.family, ids, params, self.main, self.helper if method.needs_helper else None,
-                            clock, cancelled)
+                            clock, cancelled, cost_curve=self.known_cost_curve(len(ids)))
         gen = method.run(ctx)
         try:
             while True:

@@ -10,7 +10,10 @@ construction and `F.linear` on ``[out, in]`` weights. This backend computes the 
   dot product and a scalar ``alpha`` for the projection (no normalised copy);
 * q/k head dims reordered into RoPE pairs, so RoPE is one in-place complex multiply by a
   precomputed per-position table;
-* a static KV cache per layer, ``[2, kv_heads, capacity, head_dim]``, grown in chunks;
+* a static KV cache per layer, ``[2, kv_heads, capacity, head_dim]``, grown in chunks, with
+  the RoPE table (`decoders.kv_cache.KVCache`);
+* optional explicit positions and a mask among the new tokens (tree verification), with
+  ``compact`` to keep the accepted path's cache entries;
 * the LM head (a transposed copy, tied or not) applied to the last ``keep`` positions only;
 * on CPU in float32, verify-sized forwards (2..`PACKED_MAX_TOKENS` tokens) run on oneDNN-packed
   copies of the weights, built on first use: MKL's small-batch GEMM on plain weights costs
@@ -32,11 +35,11 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from decoders.kv_cache import CACHE_CHUNK, KVCache
+
 SUPPORTED_TYPES = ("llama", "qwen2", "mistral")
 #: RoPE variants whose frequencies do not depend on the sequence length (so a table is exact).
 STATIC_ROPE_TYPES = ("default", "linear", "llama3")
-#: Positions added to the KV cache (and RoPE tables) each time it has to grow.
-CACHE_CHUNK = 512
 #: Forwards of 2..PACKED_MAX_TOKENS tokens (verify steps) use the oneDNN-packed weights. Longer
 #: ones (prefill) are compute-bound, where MKL on plain weights is as fast and its float32
 #: rounding is closer to transformers' (oneDNN accumulates each dot product sequentially).
@@ -339,11 +342,8 @@ class LlamaBackend:
         self._plain = _PlainMatmuls(w)
         # one-token norms as a Python scalar: cheap on CPU, a device sync elsewhere
         self._scalar_norm = w.folded and self.device.type == "cpu"
-        self._complex_rope = self.dtype in (torch.float32, torch.float64)
-        self._length = 0
-        self._capacity = 0
-        self._kv: list[torch.Tensor] = []  # per layer [2 (k, v), kv_heads, capacity, head_dim]
-        self._rope: torch.Tensor | None = None
+        self.cache = KVCache(self.n_layers, w.kv_heads, w.head_dim, self.max_positions, self.dtype, self.device,
+                             w.inv_freq, w.rope_scale, chunk=CACHE_CHUNK)
 
     @classmethod
     def from_hf(cls, model, max_positions: int | None = None, packed_multi_token: bool = True) -> LlamaBackend:
@@ -357,66 +357,70 @@ class LlamaBackend:
     # -- the Backend protocol ----------------------------------------------------------------
     @property
     def cached_length(self) -> int:
-        return self._length
+        return self.cache.length
 
     def reset(self) -> None:
         """Forget every cached position (the buffers stay allocated for the next sequence)."""
-        self._length = 0
+        self.cache.reset()
 
     def crop(self, length: int) -> None:
         """Keep the first ``length`` positions; later slots are simply overwritten next time."""
-        self._length = max(0, min(int(length), self._length))
+        self.cache.crop(length)
+
+    def compact(self, start: int, rows) -> None:
+        """Keep cache positions ``start + rows[i]`` at ``start + i`` (see `KVCache.compact`)."""
+        self.cache.compact(start, rows)
 
     def early_exit(self, layers: int) -> LlamaBackend:
         """The first ``layers`` layers + final norm + head, on the same weight tensors."""
         return LlamaBackend(self.weights, layers, self.max_positions, self.packed_multi_token)
 
-    def forward(self, ids: torch.Tensor, keep: int) -> torch.Tensor:
-        """Append ``ids`` after the cached positions; float32 logits of the last ``keep``."""
+    def forward(self, ids: torch.Tensor, keep: int, positions: torch.Tensor | None = None,
+                mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Append ``ids`` after the cached positions; float32 logits of the last ``keep``.
+
+        ``positions`` (1-D long, one per token) replaces the RoPE positions ``cached_length ..``;
+        ``mask`` (bool ``[n, n]``, True where new token i may attend to new token j, diagonal
+        True) replaces the causal pattern among the new tokens. Every new token attends to all
+        cached positions. A one-token forward needs no mask and ignores it.
+        """
         n = int(ids.shape[-1])
-        start = self._length
+        cache = self.cache
+        start = cache.length
         end = start + n
         if ids.dim() != 1 or n == 0:
             raise ValueError(f"ids must be a non-empty 1-D tensor, got shape {tuple(ids.shape)}")
         if not 1 <= keep <= n:
             raise ValueError(f"keep must be in 1..{n}, got {keep}")
-        if end > self._capacity:
-            self._grow(end)
+        needed = end
+        if positions is not None:
+            positions = positions.reshape(-1).to(device=self.device, dtype=torch.long)
+            if positions.numel() != n:
+                raise ValueError(f"positions must hold {n} entries, got {positions.numel()}")
+            needed = max(end, int(positions.max()) + 1)  # the RoPE table must reach them
+        if mask is not None:
+            if tuple(mask.shape) != (n, n) or mask.dtype != torch.bool:
+                raise ValueError(f"mask must be a bool tensor of shape ({n}, {n}), "
+                                 f"got {mask.dtype} {tuple(mask.shape)}")
+            mask = None if n == 1 else mask.to(self.device)
+        if needed > cache.capacity:
+            cache.reserve(needed)
         with torch.inference_mode():
             packed = self.packed_multi_token and 1 < n <= PACKED_MAX_TOKENS
             matmuls = _packed(self.weights) if packed else self._plain
-            logits = self._forward(ids, start, n, keep, matmuls)
-        self._length = end
+            logits = self._forward(ids, start, n, keep, matmuls, positions, mask)
+        cache.length = end
         return logits
 
     # -- internals ---------------------------------------------------------------------------
-    def _grow(self, needed: int) -> None:
-        """Enlarge the KV cache and RoPE table to hold ``needed`` positions (whole chunks)."""
-        if needed > self.max_positions:
-            raise ValueError(f"{needed} positions exceed max_positions={self.max_positions}")
-        w = self.weights
-        capacity = max(needed, self._capacity * 2, CACHE_CHUNK)
-        capacity = min(self.max_positions, math.ceil(capacity / CACHE_CHUNK) * CACHE_CHUNK)
-        with torch.inference_mode():
-            for i in range(self.n_layers):
-                fresh = torch.empty((2, w.kv_heads, capacity, w.head_dim), dtype=self.dtype, device=self.device)
-                if i < len(self._kv):
-                    fresh[:, :, : self._length] = self._kv[i][:, :, : self._length]
-                    self._kv[i] = fresh
-                else:
-                    self._kv.append(fresh)
-            # transformers' values: cos/sin(position * inv_freq) * scale, in float32, then cast
-            positions = torch.arange(capacity, device=self.device, dtype=torch.float32)
-            freqs = positions[:, None] * w.inv_freq.to(self.device)[None, :]
-            cos = (freqs.cos() * w.rope_scale).to(self.dtype)
-            sin = (freqs.sin() * w.rope_scale).to(self.dtype)
-            if self._complex_rope:  # [capacity, 1, head_dim // 2] complex: cos + i sin
-                self._rope = torch.complex(cos, sin)[:, None, :]
-            else:  # [capacity, 2, 1, head_dim]: pairs (cos, cos) and (-sin, sin)
-                self._rope = torch.stack(
-                    (torch.stack((cos, cos), dim=-1).flatten(1), torch.stack((-sin, sin), dim=-1).flatten(1)), dim=1
-                )[:, :, None, :].contiguous()
-        self._capacity = capacity
+    @property
+    def _kv(self) -> list[torch.Tensor]:
+        """Per-layer cache tensors ``[2, kv_heads, capacity, head_dim]`` (the cache's own list)."""
+        return self.cache.layers
+
+    @property
+    def _capacity(self) -> int:
+        return self.cache.capacity
 
     def _prenorm(self, x: torch.Tensor, weight: torch.Tensor | None) -> tuple[torch.Tensor, float]:
         """RMSNorm of the hidden state for the next projection, as ``(input, alpha)``.
@@ -432,36 +436,32 @@ class LlamaBackend:
             return F.rms_norm(x, (x.shape[-1],), None, self.weights.eps), 1.0
         return weight * F.rms_norm(x.float(), weight.shape, None, self.weights.eps).to(x.dtype), 1.0
 
-    def _rotate(self, qk: torch.Tensor, start: int, end: int) -> None:
-        """RoPE in place on ``qk`` ``[n, heads + kv_heads, head_dim]`` (dims in pairs):
-        ``(a, b) -> (a cos - b sin, b cos + a sin)``, i.e. transformers'
-        ``x * cos + rotate_half(x) * sin`` on the reordered dims."""
-        n, m, hd = qk.shape
-        rope = self._rope[start:end]
-        if self._complex_rope:
-            torch.view_as_complex(qk.view(n, m, hd // 2, 2)).mul_(rope)
-        else:
-            swapped = qk.view(n, m, hd // 2, 2).flip(-1).view(n, m, hd)
-            qk.mul_(rope[:, 0]).addcmul_(swapped, rope[:, 1])
-
-    def _forward(self, ids: torch.Tensor, start: int, n: int, keep: int, mm) -> torch.Tensor:
+    def _forward(self, ids: torch.Tensor, start: int, n: int, keep: int, mm, positions: torch.Tensor | None = None,
+                 tree_mask: torch.Tensor | None = None) -> torch.Tensor:
         w = self.weights
+        cache = self.cache
         end = start + n
         heads, kvh, hd = w.heads, w.kv_heads, w.head_dim
         q_width = heads * hd
         rope_width = q_width + kvh * hd
         scale = hd**-0.5
         group = heads // kvh
-        # new token t sees every cached position and the new ones up to itself
+        rope = cache.rope_rows(start, end, positions)
+        rotate = cache.rotate
+        # new token t sees every cached position and the new ones up to itself (or as masked)
         mask = None
         if n > 1:
-            mask = torch.ones(n, end, dtype=torch.bool, device=self.device).tril_(start)
+            mask = torch.ones(n, end, dtype=torch.bool, device=self.device)
+            if tree_mask is None:
+                mask.tril_(start)
+            else:
+                mask[:, start:] = tree_mask
 
         x = F.embedding(ids, w.embed)  # [n, hidden], a fresh tensor: residual adds go in place
-        for i, (layer, kv) in enumerate(zip(self._layers, self._kv)):
+        for i, (layer, kv) in enumerate(zip(self._layers, cache.layers)):
             h, alpha = self._prenorm(x, layer.attn_norm)
             qkv = mm.qkv(i, h, alpha)  # [n, (heads + 2 kv_heads) * head_dim]
-            self._rotate(qkv[:, :rope_width].view(n, heads + kvh, hd), start, end)
+            rotate(qkv[:, :rope_width].view(n, heads + kvh, hd), rope)
             kv[:, :, start:end] = qkv[:, q_width:].view(n, 2, kvh, hd).permute(1, 2, 0, 3)
             keys, values = kv[None, 0, :, :end], kv[None, 1, :, :end]
             if n == 1:  # no mask needed: the query heads of each kv head act as its query rows

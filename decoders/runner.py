@@ -21,8 +21,9 @@ class ForwardLog:
 def device_clock(device) -> Callable[[], float]:
     """A clock that waits for queued device work first, so that forward times are real."""
     kind = getattr(device, "type", "cpu")
-    if kind == "cuda":
+    if kind in ("cuda", "mps"):
         import torch
+    if kind == "cuda":
 
         def clock() -> float:
             torch.cuda.synchronize(device)
@@ -30,7 +31,6 @@ def device_clock(device) -> Callable[[], float]:
 
         return clock
     if kind == "mps":
-        import torch
 
         def clock() -> float:
             torch.mps.synchronize()
@@ -47,6 +47,11 @@ class KVRunner:
     runs the rest, and returns the logits of the last ``keep`` positions. ``extend`` appends
     tokens already on the device (a draft loop) without a host sync; ``name_tail`` tells the
     runner which token ids they were once the caller knows, so the next ``run`` reuses them.
+    ``run_tree`` verifies a `decoders.tree.TokenTree` of candidates in one forward and
+    ``keep_path`` then keeps the cache of the accepted root-to-node path only.
+
+    ``held[i]`` is the token id at cache position ``i``, or None when unknown (unnamed device
+    tokens, or tree nodes, whose slots do not match their sequence positions).
     """
 
     def __init__(self, backend: Backend, clock: Callable[[], float] | None = None):
@@ -57,6 +62,7 @@ class KVRunner:
         self.held: list[int | None] = []
         self.log: list[ForwardLog] = []
         self._torch = torch
+        self._tree = None  # (tree, prefix length) of the last run_tree, until keep_path or a crop
 
     # -- bookkeeping -------------------------------------------------------------------------
     @property
@@ -72,6 +78,7 @@ class KVRunner:
         self.backend.reset()
         self.held = []
         self.log = []
+        self._tree = None
 
     def mean_seconds(self, positions: int | None = 1) -> float | None:
         """Mean time of forwards that ran ``positions`` positions (None: all forwards)."""
@@ -89,14 +96,9 @@ class KVRunner:
         total = len(seq) + n_tail
         if keep < 1 or keep > total:
             raise ValueError(f"keep must be in 1..{total}, got {keep}")
-        limit = min(len(self.held), total - keep, len(seq))  # kept positions are always recomputed
-        if self.held[:limit] == list(seq[:limit]):  # the usual case, compared in C
-            common = limit
-        else:
-            common = 0
-            while self.held[common] == seq[common]:
-                common += 1
-        self.crop(common)
+        # kept positions are always recomputed
+        self.crop(self._common_prefix(seq, min(len(self.held), total - keep, len(seq))))
+        common = len(self.held)
         fresh = list(seq[common:])
         new = self._torch.tensor(fresh, dtype=self._torch.long, device=self.backend.device)
         if n_tail:
@@ -112,19 +114,72 @@ class KVRunner:
         if ids:
             self.held[len(self.held) - len(ids):] = list(ids)
 
+    def run_tree(self, seq: Sequence[int], tree):
+        """Logits ``[1 + len(tree), vocab]`` (float32) of a token tree after ``seq``, one forward.
+
+        Row 0 predicts the token after ``seq``; row ``1 + i`` the token after node ``i``, as if
+        the root-to-node path of ``i`` followed ``seq``. The cache is cropped to the common
+        prefix of ``seq`` and what it holds (the last token of ``seq`` is always rerun), then the
+        rest of ``seq`` and every node run at positions ``len(seq) + depth`` under the ancestor
+        mask. The nodes' cache slots are held unnamed; follow with ``keep_path`` (or a ``run``,
+        which crops them away).
+        """
+        torch = self._torch
+        if not seq:
+            raise ValueError("run_tree needs a non-empty prefix")
+        self.crop(self._common_prefix(seq, min(len(self.held), len(seq) - 1)))
+        common = len(self.held)
+        fresh = list(seq[common:])
+        m, n = len(fresh), len(tree)
+        device = self.backend.device
+        ids = torch.tensor(fresh + list(tree.tokens), dtype=torch.long, device=device)
+        positions = torch.tensor(list(range(common, len(seq))) + [len(seq) + d for d in tree.depth],
+                                 dtype=torch.long, device=device)
+        mask = torch.ones(m + n, m + n, dtype=torch.bool).tril_()  # the prefix part: causal
+        if n:
+            mask[m:, m:] = tree.ancestor_mask()  # nodes see the whole prefix, then their ancestors
+        logits = self._forward(ids, 1 + n, fresh + [None] * n, positions=positions, mask=mask.to(device))
+        self._tree = (tree, len(seq))
+        return logits
+
+    def keep_path(self, nodes: Sequence[int]) -> None:
+        """After ``run_tree``: keep the prefix plus the root-to-node path ``nodes`` (node indices,
+        e.g. ``tree.path(i)``; empty keeps the prefix only), compacted and named, so that the next
+        forward continues from the end of that path."""
+        if self._tree is None:
+            raise ValueError("keep_path needs a run_tree just before it")
+        tree, start = self._tree
+        nodes = [int(i) for i in nodes]
+        if not tree.is_path(nodes):
+            raise ValueError(f"{nodes} is not a root-to-node path of the tree")
+        self.backend.compact(start, nodes)
+        self.held[start:] = [tree.tokens[i] for i in nodes]
+        self._tree = None
+
     def crop(self, length: int) -> None:
         if length < len(self.held):
             self.backend.crop(length)
             del self.held[length:]
+            self._tree = None
 
-    def _forward(self, ids, keep: int, names: list[int | None]):
+    def _common_prefix(self, seq: Sequence[int], limit: int) -> int:
+        """How many leading positions (at most ``limit``) ``held`` shares with ``seq``."""
+        if self.held[:limit] == list(seq[:limit]):  # the usual case, compared in C
+            return limit
+        common = 0
+        while self.held[common] == seq[common]:
+            common += 1
+        return common
+
+    def _forward(self, ids, keep: int, names: list[int | None], **options):
         if len(self.held) + len(names) > self.backend.max_positions:
             from decoders.errors import DecodeError
 
             raise DecodeError(f"the sequence reached {len(self.held) + len(names)} positions, beyond the model's "
                               f"context of {self.backend.max_positions}; lower max_new_tokens or shorten the prompt")
+        self._tree = None  # any forward ends the use of the last tree's slots
         t0 = self.clock()
-        logits = self.backend.forward(ids, keep)
+        logits = self.backend.forward(ids, keep, **options)
         seconds = self.clock() - t0
         self.held.extend(names)
         self.log.append(ForwardLog(len(names), keep, seconds))

@@ -14,6 +14,10 @@ if TYPE_CHECKING:
     from decoders.records import Run
 
 
+#: Top-2 logit margins below this are float32 noise between a wide forward and a one-token step.
+NEAR_TIE = 1e-3
+
+
 def first_divergence(a: list[int], b: list[int]) -> int | None:
     """Index of the first token where ``a`` and ``b`` differ (a length difference counts)."""
     for i, (x, y) in enumerate(zip(a, b)):
@@ -51,6 +55,7 @@ class Summary:
     compared_tokens: int | None = None  # the first N tokens both runs produced (N < tokens: one stopped early)
     drift: float | None = None  # one-token step now over the baseline's then (probe after the run)
     probe_ms: list[float] | None = None
+    verify_cost_curve: list[float] | None = None  # T(k), k = 1..16: a k-token forward in one-token forwards
     drafted: int | None = None
     accepted: int | None = None
     accept_rate: float | None = None  # accepted / judged drafts
@@ -62,8 +67,20 @@ class Summary:
     verify_cost: float | None = None  # a verify forward in one-token forwards
     identical: bool | None = None
     first_divergence: int | None = None
+    divergence: dict[str, Any] | None = None  # at, margin (top-2 logits), top2, baseline, method tokens
     explanation: str = ""
     extras: dict[str, Any] = field(default_factory=dict)
+
+    def divergence_text(self) -> str:
+        d = self.divergence
+        if not d or d.get("margin") is None:
+            return ""
+        where = f"The outputs part at token {d['at']} ({d.get('baseline')!r} against {d.get('method')!r})"
+        if d["margin"] < NEAR_TIE:
+            return (f"{where}, where the target's top two logits are {d['margin']:.1e} apart: a numerical "
+                    "near-tie that a wider forward can break the other way, not a fault of the method.")
+        return (f"{where}, where the target's top two logits are {d['margin']:.2f} apart: too far for "
+                "float rounding, so the method changed the output; report it as a bug.")
 
     def to_json(self) -> dict[str, Any]:
         """A flat dict (the method's figures beside the common ones); None figures are left out."""
@@ -113,6 +130,8 @@ def _check_type(name: str, value: Any, annotation: str) -> None:
         ok = isinstance(value, str)
     elif annotation.startswith("bool"):
         ok = isinstance(value, bool)
+    elif annotation.startswith("dict"):
+        ok = isinstance(value, dict)
     elif annotation.startswith("list"):
         ok = isinstance(value, list) and all(
             (isinstance(x, (int, float)) and not isinstance(x, bool)) or x is None for x in value)
@@ -121,7 +140,7 @@ def _check_type(name: str, value: Any, annotation: str) -> None:
 
 
 def summarize(method: Run, baseline: Run, params: DecodeParams, prompt_tokens: int | None = None,
-              probe_ms: list[float] | None = None) -> Summary:
+              probe_ms: list[float] | None = None, cost_curve: list[float] | None = None) -> Summary:
     emitted = len(method.ids)
     target_forwards = method.n_forward.get("main", 0)
     base_ms = baseline.time_ms["wall"]
@@ -144,6 +163,7 @@ def summarize(method: Run, baseline: Run, params: DecodeParams, prompt_tokens: i
         method_ms_per_token=round(method.time_ms["wall"] / max(emitted, 1), 2),
         target_fwd_ms=round(base_fwd, 3),
         prompt_tokens=prompt_tokens,
+        verify_cost_curve=cost_curve or None,
     )
     _speedups(s, method, baseline, probe_ms or [])
     if stats.drafts or method_def.name != "ar":

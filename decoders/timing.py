@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from decoders.records import Run
 
 PROBE_STEPS = 5  # one-token steps in the probe after each method run
+CURVE_WIDTHS = 16  # the verify-cost curve T(k) is measured for k = 1..16
+CURVE_REPEATS = 2
 BASE_TAIL = 8  # the baseline's last one-token steps the probe is compared with
 
 
@@ -85,3 +87,29 @@ def ratio_text(speedup: float, spread: float | None, than: str = "autoregressive
     if speedup >= 1.0:
         return f"{speedup:.2f}x faster than {than}{noise}"
     return f"{1.0 / speedup:.2f}x slower than {than}{noise}"
+
+
+def context_bucket(length: int) -> int:
+    """The power of two (at least 128) a context length is rounded up to for caching T(k)."""
+    bucket = 128
+    while bucket < length:
+        bucket *= 2
+    return bucket
+
+
+def measure_cost_curve(runner, seq: list[int], widths: int = CURVE_WIDTHS, repeats: int = CURVE_REPEATS) -> list[float]:
+    """T(k) for k = 1..widths: the median time of a k-token forward after ``seq`` (held in the
+    runner's cache) over the median one-token forward, widths interleaved so that load hits
+    them alike. ``[1.0, 1.1, ...]``; on a GPU it stays near 1, on a small CPU it climbs."""
+    times: dict[int, list[float]] = {k: [] for k in range(1, widths + 1)}
+    filler = seq[-1]
+    for _ in range(repeats):
+        for k in range(1, widths + 1):
+            start = len(runner.log)
+            runner.run(seq + [filler] * k, keep=k)
+            times[k].append(runner.log[start].seconds if len(runner.log) > start else 0.0)
+            runner.crop(len(seq))
+    one = statistics.median(times[1])
+    if one <= 0:
+        return []
+    return [round(statistics.median(times[k]) / one, 3) for k in range(1, widths + 1)]

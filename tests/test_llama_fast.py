@@ -300,3 +300,68 @@ def test_bundled_smollm2_matches_hf(smollm2):
     _close(backend.forward(seq, len(seq)), _hf_logits(model, seq), atol=2e-4)
     early = HFBackend(truncated_model(model, 10))
     _close(backend.early_exit(10).forward(seq, 8), early.forward(seq, 8), atol=2e-4)
+
+
+def test_kv_cache_grows_crops_resets_and_compacts():
+    from decoders.kv_cache import KVCache
+
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, 8, 2).float() / 8))
+    cache = KVCache(2, 1, 8, 20, torch.float32, torch.device("cpu"), inv_freq, chunk=4)
+    cache.reserve(3)
+    assert (cache.capacity, cache.length, len(cache.layers)) == (4, 0, 2)
+
+    def fill(start, end):  # every entry of position p holds p, in both layers
+        with torch.inference_mode():  # the cache holds inference tensors
+            for kv in cache.layers:
+                kv[:, :, start:end] = torch.arange(start, end, dtype=torch.float32)[:, None]
+        cache.length = end
+
+    fill(0, 3)
+    cache.reserve(9)  # grows in whole chunks and keeps what it held
+    assert cache.capacity == 12 and cache.length == 3
+    assert all(torch.equal(kv[0, 0, :3, 0], torch.tensor([0.0, 1.0, 2.0])) for kv in cache.layers)
+    angles = 11 * inv_freq  # the RoPE table covers the new capacity
+    assert torch.allclose(cache.rope[11, 0], torch.complex(angles.cos(), angles.sin()))
+    with pytest.raises(ValueError, match="max_positions"):
+        cache.reserve(21)
+    fill(3, 9)
+    cache.compact(4, [1, 3, 4])  # keep positions 5, 7, 8 at 4, 5, 6
+    assert cache.length == 7
+    for kv in cache.layers:
+        assert kv[:, :, :7, :].eq(torch.tensor([0, 1, 2, 3, 5, 7, 8.0])[:, None]).all()
+    cache.compact(5, torch.tensor([1]))  # device tensors are taken as they are
+    assert cache.length == 6 and cache.layers[1][1, 0, 5, 3] == 8
+    cache.compact(2, [0, 1])  # a leading run needs no copy
+    assert cache.length == 4 and cache.layers[0][0, 0, 3, 0] == 3
+    for start, rows in ((5, [0]), (1, [1, 0]), (1, [3]), (1, [-1])):
+        with pytest.raises(ValueError):
+            cache.compact(start, rows)
+    cache.crop(100)
+    assert cache.length == 4
+    cache.crop(1)
+    assert cache.length == 1
+    cache.reset()
+    assert cache.length == 0 and cache.capacity == 12
+
+
+def test_positions_beyond_the_cache_end_grow_the_rope_table(monkeypatch):
+    monkeypatch.setattr(llama_fast, "CACHE_CHUNK", 4)
+    model = _model()
+    backend = LlamaBackend.from_hf(model)
+    ids = _ids(6)
+    position_ids = torch.tensor([0, 1, 2, 3, 40, 41])
+    with torch.inference_mode():
+        ref = model(ids[None], position_ids=position_ids[None]).logits[0].float()
+    backend.forward(ids[:4], 1)
+    _close(backend.forward(ids[4:], 2, positions=position_ids[4:]), ref[4:])
+    assert backend.cached_length == 6 and backend._capacity >= 42
+
+
+def test_bad_positions_and_masks():
+    backend = LlamaBackend.from_hf(_model())
+    backend.forward(_ids(4), 1)
+    for options in ({"positions": torch.arange(2)}, {"mask": torch.ones(3, 3)},
+                    {"mask": torch.ones(2, 3, dtype=torch.bool)}):
+        with pytest.raises(ValueError):
+            backend.forward(_ids(3), 1, **options)
+    assert backend.cached_length == 4

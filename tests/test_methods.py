@@ -171,3 +171,31 @@ def test_prompt_uses_the_chat_template_unless_raw():
     raw = engine.prompt_ids("w5 w6", DecodeParams(chat_template=False))
     assert raw == [5, 6]
     assert len(chat) > len(raw) and chat[-2:] != raw  # wrapped in the chat format
+
+
+def test_a_divergence_says_whether_it_is_a_near_tie_or_a_bug(engine, monkeypatch):
+    """A verifier that accepts every draft changes the output; the summary names the token and
+    the target's top-2 margin there, far above float noise, and calls it a bug."""
+    import decoders.methods.jacobi as jacobi_module
+    from decoders.methods.verify import Verdict
+
+    def accept_all(best, drafts):
+        g = drafts.numel()
+        ones = torch.ones(g)
+        return Verdict(torch.tensor(g), best[g], ones, ones)
+
+    monkeypatch.setattr(jacobi_module, "accept_prefix", accept_all)
+    result = engine.run(PROMPT, DecodeParams(method="jacobi", block=4, max_new_tokens=20))
+    s = result.summary
+    assert s.identical is False and s.divergence["at"] == s.first_divergence
+    assert s.divergence["margin"] > 1e-3 and "report it as a bug" in s.explanation
+    assert s.divergence["baseline"] == result.baseline.tokens[s.first_divergence]
+
+
+def test_the_verify_cost_curve_is_measured_once_per_context_and_reaches_the_summary(engine):
+    first = engine.run(PROMPT, DecodeParams(method="pld", max_new_tokens=10)).summary
+    curve = first.verify_cost_curve
+    assert len(curve) == 16 and curve[0] == 1.0 and all(t > 0 for t in curve)
+    again = engine.run(PROMPT, DecodeParams(method="pld", max_new_tokens=10, num_pred=4)).summary
+    assert again.verify_cost_curve == curve  # cached for this context bucket: no second probe of widths
+    assert len(engine.main.log) < 32  # this run's forwards and its probe, not 2 x 16 widths again

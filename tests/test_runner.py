@@ -74,3 +74,21 @@ def test_warm_up_leaves_an_empty_cache_and_the_same_logits(model):
     warm_up(backend)
     assert backend.cached_length == 0
     assert torch.equal(KVRunner(backend).run([5, 6, 7]), cold)
+
+
+def test_tree_forward_is_logged_and_its_nodes_held_unnamed(model):
+    from decoders.tree import TokenTree
+
+    tree = TokenTree.from_paths([[7, 8], [9]])
+    runner = KVRunner(HFBackend(model))
+    runner.run([1, 2, 3, 4, 5])
+    logits = runner.run_tree([1, 2, 3, 4, 5, 6], tree)  # the new prefix token and three nodes
+    assert logits.shape == (4, 50)
+    assert runner.held == [1, 2, 3, 4, 5, 6, None, None, None]
+    runner.run_tree([1, 2, 3, 4, 5, 6], tree)  # the last prefix token always reruns
+    assert runner.held == [1, 2, 3, 4, 5, 6, None, None, None]
+    runner.keep_path(tree.path(1))
+    assert runner.held == [1, 2, 3, 4, 5, 6, 7, 8] and runner.backend.cached_length == 8
+    got = runner.run([1, 2, 3, 4, 5, 6, 7, 8, 9])
+    assert [f.positions for f in runner.log] == [5, 4, 4, 1]
+    assert torch.allclose(got, full_logits(model, [1, 2, 3, 4, 5, 6, 7, 8, 9])[-1:], atol=1e-4)

@@ -69,3 +69,10 @@ def test_ratio_text(speedup, spread, text):
 def test_time_to_reads_the_iteration_that_emitted_the_token():
     run = timed_run([100.0, 10.0, 10.0], per_iter=3)
     assert [time_to(run, n) for n in (1, 3, 4, 9, 10)] == [100.0, 100.0, 110.0, 120.0, None]
+
+
+def test_a_near_tie_reads_as_numerics():
+    baseline = timed_run([100.0] + [40.0] * 9)
+    s = summarize(timed_run([100.0] + [40.0] * 9), baseline, DecodeParams(method="ar"))
+    s.divergence = {"at": 3, "margin": 4e-5, "top2": ["a", "b"], "baseline": "a", "method": "b"}
+    assert "numerical near-tie" in s.divergence_text() and "bug" not in s.divergence_text()

@@ -43,6 +43,7 @@ class DecodeContext:
     helper: KVRunner | None
     clock: Callable[[], float]
     cancelled: Callable[[], bool] = lambda: False
+    cost_curve: list[float] | None = None  # T(k) measured earlier at this context, when known
 
 
 def status_of(i: int, n_accepted: int) -> str:

@@ -25,16 +25,21 @@ from decoders.theory import expected_tokens
 PRIOR_SLOPE = 0.15  # extra cost per extra position, before the run has measured any
 PRIOR_ACCEPT = (1.0, 1.0)  # Beta pseudo-counts (accepted, rejected) for an unseen match length
 SLOPE_WINDOW = 15  # recent slope measurements the median is taken over
+EXPLORE_EVERY = 8  # after this many matches in a row left undrafted, draft a short one to re-measure
 
 
 class AdaptiveDraftLength:
     """Chooses the draft length for each iteration from acceptance and cost seen so far."""
 
-    def __init__(self, max_len: int):
+    def __init__(self, max_len: int, cost_curve: list[float] | None = None):
+        """``cost_curve``: T(k) measured at this context (k = 1..), used as the cost of a forward
+        over k positions where it reaches; beyond it, and without it, the run's own slope."""
         self.max_len = max_len
+        self.cost_curve = cost_curve or []
         self._acc = defaultdict(lambda: list(PRIOR_ACCEPT))  # match length -> [accepted, rejected]
         self._one = None  # EMA of one-position forward seconds
         self._slopes = deque([PRIOR_SLOPE], maxlen=SLOPE_WINDOW)
+        self._undrafted = 0  # matches in a row the policy chose not to draft
 
     def acceptance(self, match_len: int) -> float:
         acc, rej = self._acc[match_len]
@@ -45,6 +50,8 @@ class AdaptiveDraftLength:
         return max(0.0, statistics.median(self._slopes))
 
     def cost(self, positions: int) -> float:
+        if positions <= len(self.cost_curve):
+            return self.cost_curve[positions - 1]
         return 1.0 + self.slope * (positions - 1)
 
     def choose(self, match_len: int, available: int) -> int:
@@ -55,6 +62,15 @@ class AdaptiveDraftLength:
             rate = expected_tokens(a, k) / self.cost(k + 1)
             if rate > best_rate:
                 best_k, best_rate = k, rate
+        if best_k == 0 and available > 0:
+            # Estimates that stop drafting would otherwise never be measured again: a slow spell
+            # early in a run (another process, a page fault) must not switch drafting off for good.
+            self._undrafted += 1
+            if self._undrafted >= EXPLORE_EVERY:
+                self._undrafted = 0
+                return min(2, available, self.max_len)
+        else:
+            self._undrafted = 0
         return best_k
 
     def observe(self, match_len: int | None, drafted: int, accepted: int, positions: int, seconds: float) -> None:

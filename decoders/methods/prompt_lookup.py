@@ -49,7 +49,7 @@ def prompt_lookup(ctx: DecodeContext) -> MethodGen:
     index = NgramIndex(params.ngram_min, params.ngram_max, b.seq)
     n_prompt = len(ctx.prompt_ids)
     disp = ctx.family.display
-    policy = AdaptiveDraftLength(params.num_pred) if params.draft_policy == "adaptive" else None
+    policy = AdaptiveDraftLength(params.num_pred, ctx.cost_curve) if params.draft_policy == "adaptive" else None
     while not b.done:
         t0 = ctx.clock()
         found = index.lookup(min(params.num_pred, b.remaining - 1))

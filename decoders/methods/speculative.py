@@ -107,7 +107,13 @@ def _extras(run, stats, params, summary) -> dict:
         "curve": curve,
         "gamma_star": best_gamma(curve),
     }
-    if summary.verify_cost is not None:
+    T = summary.verify_cost_curve
+    if T and len(T) > params.gamma:  # the measured cost of a (gamma + 1)-token verify
+        cost_curve = [[g, round(cost_aware_speedup(alpha, g, c, T[g]), 3)] for g, _ in curve if g < len(T)]
+        out["cost_curve"] = cost_curve
+        out["gamma_star_cost_aware"] = best_gamma(cost_curve)
+        out["predicted_speedup_cost_aware"] = round(cost_aware_speedup(alpha, params.gamma, c, T[params.gamma]), 3)
+    elif summary.verify_cost is not None:
         out["predicted_speedup_cost_aware"] = round(cost_aware_speedup(alpha, params.gamma, c, summary.verify_cost), 3)
     return out
 
@@ -142,6 +148,7 @@ METHOD = register(Method(
                "the same with the measured cost of a verify forward in place of one step", "{:.2f}x"),
         Figure("expected_tokens", "expected tokens / iteration", "Eq. 1: tokens one iteration yields at alpha_hat"),
         Figure("gamma_star", "best γ", "the draft length Theorem 3.8 predicts is fastest", "{}"),
+        Figure("gamma_star_cost_aware", "best γ (cost)", "the fastest draft length with the measured T(γ+1)", "{}"),
     ),
     draft_length="gamma",
     describe=_describe,
