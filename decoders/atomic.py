@@ -180,3 +180,27 @@ def check_destination(path: str | os.PathLike, flag: str = "", what: str = "") -
     except OSError as err:
         raise DecodeError(f"cannot write {noun}to {path}{given}: {reason(err)}; {fix_for(err)}") from None
     return path
+
+
+def check_folder_destination(folder: str | os.PathLike, flag: str = "", what: str = "") -> Path:
+    """``folder`` as a Path when files can be written into it (it may not exist yet: then its
+    nearest existing parent must be a writable folder); DecodeError saying why not, otherwise."""
+    folder = Path(folder)
+    given = f" (given to {flag})" if flag else ""
+    noun = f"{what} " if what else ""
+    if folder.exists() and not folder.is_dir():
+        raise DecodeError(f"cannot write {noun}into {folder}{given}: it is a file, not a folder; "
+                          "give a folder (it is created if missing)")
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise DecodeError(f"cannot write {noun}into {folder}{given}: {existing} is not a folder; "
+                          "choose a path inside an existing folder")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=TEMP_PREFIX + "probe.", dir=existing)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise DecodeError(f"cannot write {noun}into {folder}{given}: {reason(err)}; {fix_for(err)}") from None
+    return folder

@@ -14,8 +14,10 @@ from decoders.errors import DecodeError
 
 #: Prompts: a model's context is at most a few hundred thousand tokens; 4 MiB of text is far more.
 MAX_PROMPT_BYTES = 4 << 20
-#: Config files and prompt lists.
+#: Config files.
 MAX_CONFIG_BYTES = 1 << 20
+#: Prompt lists (the bench's JSONL files; Spec-Bench's full set is about 0.5 MB).
+MAX_PROMPTS_BYTES = 64 << 20
 
 
 def _size_words(n: int) -> str:

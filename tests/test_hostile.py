@@ -56,12 +56,16 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 def hostile(capsys, root: Path, argv: list[str], code: int, message: str) -> str:
     """Run the CLI on ``argv``: exit ``code``, one line on stderr containing ``message``, no
-    traceback, and the files under ``root`` unchanged. Returns stdout."""
+    traceback, and the files under ``root`` unchanged. Returns stdout.
+
+    The bench's progress lines ("bench: ...", "note: ...") may come before the one line."""
     before = snapshot(root)
     got = main(argv)
     out, err = capsys.readouterr()
     assert got == code, err
     assert message in err, err
+    progress = [line for line in err.splitlines()[:-1] if line.startswith(("bench: ", "note: "))]
+    err = err[sum(len(line) + 1 for line in progress):] if argv[0] == "bench" else err
     assert err.count("\n") == 1 and err.startswith("tui-decode: "), err
     assert "Traceback" not in err + out
     assert snapshot(root) == before
@@ -621,3 +625,51 @@ def test_kill_during_conversion(isolated, fake_conversion, sig):
         assert proc.returncode == -signal.SIGKILL and partial.exists()
     gguf_cache.ensure_converted(gguf)  # the next start
     assert [p.name for p in root.iterdir()] == [gguf_cache.converted_folder(gguf).name]
+
+
+# -- 8. the bench: prompts file, --out, counts, and its report writer ----------------------------
+BENCH_PROMPT = {"question_id": 1, "category": "writing", "turns": ["w5 w6 w7 w5 w6"]}
+
+
+def bench_prompts(isolated: Path, data: bytes | None = None) -> str:
+    path = isolated / "work" / "prompts.jsonl"
+    path.write_bytes(data if data is not None else (json.dumps(BENCH_PROMPT) + "\n").encode())
+    return str(path)
+
+
+@pytest.mark.parametrize("data,extra,message", [
+    ((json.dumps(BENCH_PROMPT) + "\n").encode("utf-16"), [], "is not UTF-8 text (it looks like UTF-16)"),
+    (b'{"question_id": 1, "category": "caf\xe9", "turns": ["x"]}\n', [], "byte 0xe9"),
+    (None, ["--out", "{work}/notes.txt"], "it is a file, not a folder"),
+    (None, ["--out", "{work}/notes.txt/deeper"], "is not a folder"),
+    (None, ["--bandwidth-mb", "1000000000"], "bandwidth_mb must be an integer <= 16384"),
+    (None, ["--threads", "1000000"], "threads must be an integer <= 1024"),
+    (None, ["--repeats", "1000000000"], "repeats must be an integer <= 100"),
+])
+def test_bench_bad_input_before_any_model_time(monkeypatch, capsys, isolated, tiny_folder, data, extra, message):
+    import decoders.family
+
+    monkeypatch.setattr(decoders.family, "load_family", lambda *a, **k: pytest.fail("model loaded"))
+    path = bench_prompts(isolated, data)
+    extra = [arg.format(work=isolated / "work") for arg in extra]
+    hostile(capsys, isolated, ["bench", "--prompts", path, "--main", str(tiny_folder), *extra], 2, message)
+
+
+def test_bench_prompts_dev_zero(capsys, isolated, tiny_folder):
+    hostile(capsys, isolated, ["bench", "--prompts", "/dev/zero", "--main", str(tiny_folder)], 2,
+            "is larger than 64 MiB")
+
+
+def test_full_disk_on_bench_report_keeps_old_report_and_prints_tables(monkeypatch, capsys, isolated, tiny_folder):
+    """Fault injection, writer 5: the bench's report.md / report.json on a full disk, mid-write."""
+    out = isolated / "work" / "bench-out"
+    out.mkdir()
+    (out / "report.md").write_text("# an earlier report\n")
+    (out / "report.json").write_text('{"schema": "earlier"}\n')
+    full_disk_after(monkeypatch)
+    stdout = hostile(capsys, isolated, ["bench", "--prompts", bench_prompts(isolated), "--main", str(tiny_folder),
+                                        "--methods", "ar,pld", "--max-new-tokens", "4", "--bandwidth-mb", "1",
+                                        "--record-overhead-every", "0", "--out", str(out)], 2,
+                     f"nothing was written to the report {out / 'report.md'}: no space left on device")
+    assert "Overall" in stdout  # the measurements are still shown
+    assert sorted(p.name for p in out.iterdir()) == ["report.json", "report.md"]
