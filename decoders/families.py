@@ -69,13 +69,13 @@ def user_families(path: Path | None = None) -> dict[str, FamilySpec]:
         return {}
     import tomllib
 
+    from decoders.inputs import MAX_CONFIG_BYTES, read_text
+
+    text = read_text(path, "config file", MAX_CONFIG_BYTES, "fix or remove it")
     try:
-        with path.open("rb") as handle:
-            data = tomllib.load(handle)
-    except tomllib.TOMLDecodeError as err:
-        raise DecodeError(f"Config file {path} is not valid TOML: {err}; fix or remove it.") from err
-    except OSError as err:
-        raise DecodeError(f"Cannot read config file {path}: {err.strerror or err}.") from err
+        data = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, RecursionError) as err:
+        raise DecodeError(f"Config file {path} is not valid TOML: {err}; fix or remove it.") from None
     tables = data.get("families", {})
     if not isinstance(tables, dict):
         raise DecodeError(f"Config file {path}: `families` must be a table of [families.NAME] tables.")

@@ -1,13 +1,19 @@
 """The command line: `tui-decode` opens the app; `tui-decode run` decodes headless; `tui-decode bench`
 measures methods side by side with transformers.
 
-Every user error ends as one line on stderr and exit code 2, never a traceback.
+Every user error ends as one line on stderr and exit code 2, never a traceback. Anything else
+(a bug) ends as one line naming a crash report file that holds the traceback, and exit code 1;
+ctrl+c exits 130 and SIGTERM 143.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+import time
+import traceback
 from pathlib import Path
 from typing import Sequence
 
@@ -116,15 +122,16 @@ def decode_params(args: argparse.Namespace, method: str | None = None) -> Decode
 
 
 def read_prompt(args: argparse.Namespace) -> str:
+    """The prompt text: from --prompt-file (read up to a bound, UTF-8) or --prompt (valid UTF-8)."""
+    from decoders.inputs import MAX_PROMPT_BYTES, check_text, read_text
+
     if args.prompt_file:
-        try:
-            return Path(args.prompt_file).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise DecodeError(f"cannot read the prompt file {args.prompt_file}: {exc.strerror}; "
-                              "give a readable text file to --prompt-file") from None
+        return read_text(args.prompt_file, "the prompt file", MAX_PROMPT_BYTES,
+                         "give a readable UTF-8 text file to --prompt-file")
     if args.prompt is None:
         raise DecodeError("no prompt given; pass --prompt TEXT or --prompt-file PATH")
-    return args.prompt
+    return check_text(args.prompt, "the --prompt text",
+                      "pass UTF-8 text (or put the prompt in a UTF-8 file and use --prompt-file)")
 
 
 def load_with_progress(spec, console):
@@ -145,25 +152,33 @@ def cmd_run(args: argparse.Namespace) -> int:
     from decoders.engine import Engine
     from tui_decode.summary_table import summary_table
 
+    from decoders.atomic import check_destination
+
     err = Console(stderr=True)
     params = decode_params(args, args.method)
     prompt = read_prompt(args)
     if not prompt.strip():
         raise DecodeError("the prompt is empty; give some text with --prompt or --prompt-file")
+    if args.json and args.json != "-":
+        check_destination(args.json, "--json", "the run")  # before any model time is spent
     family = load_with_progress(family_spec(args), err)
     engine = Engine(family)
     params, _ = engine.check(prompt, params)  # fail on bad input before spending model time
     with err.status("decoding ..."):
         result = engine.run(prompt, params)
+    if args.json == "-":
+        sys.stdout.write(result.dumps() + "\n")
+        return 0
+    failed: DecodeError | None = None
     if args.json:
-        text = result.dumps()
-        if args.json == "-":
-            sys.stdout.write(text + "\n")
-        else:
+        try:
             result.save(args.json)
             err.print(f"run written to {args.json}")
-    if args.json != "-":
-        Console().print(summary_table(result))
+        except DecodeError as exc:  # keep the result: show it, then say what was not written
+            failed = exc
+    Console().print(summary_table(result))
+    if failed is not None:
+        raise failed
     return 0
 
 
@@ -189,21 +204,114 @@ def cmd_app(args: argparse.Namespace) -> int:
     return run_app(args)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-        if args.command == "run":
-            return cmd_run(args)
-        if args.command == "families":
-            return cmd_families(args)
-        if args.command == "bench":
-            from tui_decode.bench_cli import cmd_bench
+class Terminated(BaseException):
+    """SIGTERM arrived: unwind (temporary files are removed on the way) and exit 143."""
 
-            return cmd_bench(args)
-        return cmd_app(args)
+
+def _on_sigterm(signum, frame):  # pragma: no cover - exercised through a subprocess
+    raise Terminated()
+
+
+def crash_dir() -> Path:
+    """Where crash reports go: $TUI_DECODE_CACHE_DIR, else the user cache dir."""
+    override = os.environ.get("TUI_DECODE_CACHE_DIR")
+    if override:
+        return Path(override).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("tui-decode"))
+
+
+def write_crash_report(exc: BaseException, argv: Sequence[str] | None) -> Path | None:
+    """The traceback of ``exc`` in ``crash-YYYYmmdd-HHMMSS.txt``; its path, or None if no folder took it."""
+    import tempfile
+
+    from decoders import atomic
+
+    text = (f"tui-decode {__version__} crashed at {time.strftime('%Y-%m-%d %H:%M:%S')}\n"
+            f"command: {' '.join(map(repr, sys.argv[:1] + list(argv if argv is not None else sys.argv[1:])))}\n"
+            f"python: {sys.version.split()[0]} on {sys.platform}\n\n"
+            + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    name = f"crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.txt"
+    folders = []
+    try:
+        folders.append(crash_dir())
+    except Exception:
+        pass
+    folders.append(Path(tempfile.gettempdir()))
+    for folder in folders:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            return atomic.write_text(folder / name, text.encode("utf-8", "backslashreplace").decode("utf-8"))
+        except Exception:
+            continue
+    return None
+
+
+def report_crash(exc: BaseException, argv: Sequence[str] | None) -> int:
+    """One line naming the crash report (the traceback goes there, not to the screen); exit 1."""
+    report = write_crash_report(exc, argv)
+    where = f"details in {report}" if report else "no crash report could be written"
+    print(f"tui-decode: internal error: {type(exc).__name__}: {_one_line(exc)} ({where}; please report it)",
+          file=sys.stderr)
+    return 1
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The error boundary: whatever happens, one line on stderr and a meaningful exit code."""
+    previous = None
+    try:
+        try:
+            previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        except ValueError:  # not the main thread
+            previous = None
+        return _dispatch(argv)
     except DecodeError as exc:
         print(f"tui-decode: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("tui-decode: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        print("tui-decode: terminated", file=sys.stderr)
+        return 143
+    except SystemExit:
+        raise  # --help, --version
+    except BrokenPipeError:  # stdout closed early (piped into head): nothing more to say
+        _silence_stdout()
+        return 141  # as a shell reports a process ended by SIGPIPE
+    except Exception as exc:
+        return report_crash(exc, argv)
+    finally:
+        if previous is not None:
+            try:
+                signal.signal(signal.SIGTERM, previous)
+            except ValueError:
+                pass
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe, point stdout at /dev/null so the interpreter's final flush is quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _dispatch(argv: Sequence[str] | None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "run":
+        return cmd_run(args)
+    if args.command == "families":
+        return cmd_families(args)
+    if args.command == "bench":
+        from tui_decode.bench_cli import cmd_bench
+
+        return cmd_bench(args)
+    return cmd_app(args)
