@@ -173,12 +173,7 @@ def check_destination(path: str | os.PathLike, flag: str = "", what: str = "") -
     if not folder.is_dir():
         raise DecodeError(f"cannot write {noun}to {path}{given}: {folder} is not a folder; "
                           "choose a path inside an existing folder")
-    try:
-        fd, probe = tempfile.mkstemp(prefix=TEMP_PREFIX + "probe.", dir=folder)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as err:
-        raise DecodeError(f"cannot write {noun}to {path}{given}: {reason(err)}; {fix_for(err)}") from None
+    _probe_writable(folder, f"cannot write {noun}to {path}{given}")
     return path
 
 
@@ -197,10 +192,15 @@ def check_folder_destination(folder: str | os.PathLike, flag: str = "", what: st
     if not existing.is_dir():
         raise DecodeError(f"cannot write {noun}into {folder}{given}: {existing} is not a folder; "
                           "choose a path inside an existing folder")
+    _probe_writable(existing, f"cannot write {noun}into {folder}{given}")
+    return folder
+
+
+def _probe_writable(folder: Path, failure: str) -> None:
+    """Create and remove a file in ``folder``: the one sure test that a write there will work."""
     try:
-        fd, probe = tempfile.mkstemp(prefix=TEMP_PREFIX + "probe.", dir=existing)
+        fd, probe = tempfile.mkstemp(prefix=TEMP_PREFIX + "probe.", dir=folder)
         os.close(fd)
         os.unlink(probe)
     except OSError as err:
-        raise DecodeError(f"cannot write {noun}into {folder}{given}: {reason(err)}; {fix_for(err)}") from None
-    return folder
+        raise DecodeError(f"{failure}: {reason(err)}; {fix_for(err)}") from None
