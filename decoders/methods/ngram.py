@@ -45,3 +45,28 @@ class NgramIndex:
             start = full[-1] if full else starts[0]  # continuations shrink as the start moves right
             return seq[start:start + k], start, n
         return None
+
+    def lookup_many(self, k: int, branches: int) -> list[tuple[list[int], int, int]]:
+        """Up to ``branches`` distinct continuations (up to ``k`` tokens each) of the sequence's
+        tail, as (draft, start, n): first the one `lookup` picks, then the longest n-gram's other
+        matches, the most recent first, then shorter n-grams' matches. A continuation that is a
+        prefix of one already taken adds nothing and is left out; one that extends a taken one
+        replaces it."""
+        first = self.lookup(k)
+        if first is None or branches <= 0:
+            return []
+        out = [first]
+        seq, length = self.seq, len(self.seq)
+        for n in range(first[2], self.n_min - 1, -1):
+            for start in reversed(self._after[n].get(tuple(seq[length - n:]), ())):
+                if len(out) == branches:
+                    return out
+                draft = seq[start:start + k]
+                if any(d[:len(draft)] == draft for d, _, _ in out):
+                    continue
+                shorter = [i for i, (d, _, _) in enumerate(out) if draft[:len(d)] == d]
+                if shorter and shorter[0] > 0:
+                    out[shorter[0]] = (draft, start, n)
+                elif not shorter:
+                    out.append((draft, start, n))
+        return out

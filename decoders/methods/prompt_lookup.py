@@ -27,6 +27,9 @@ DRAFT_POLICY = ParamSpec("draft_policy", "draft policy",
                          "adaptive cuts each draft to what its expected acceptance pays for; "
                          "fixed drafts up to K tokens whenever an n-gram matches", "adaptive",
                          kind="choice", choices=("adaptive", "fixed"))
+BRANCHES = ParamSpec("branches", "B branches",
+                     "prompt lookup: distinct continuations of the tail n-gram verified together as a tree "
+                     "(1: one draft, a chain)", 1, low=1, high=16, metavar="B")
 
 
 @register_detail
@@ -45,6 +48,10 @@ def prompt_lookup(ctx: DecodeContext) -> MethodGen:
     import torch
 
     params, T = ctx.params, ctx.main
+    if params.branches > 1:  # several matches verified as a tree: decoders.methods.lookup_tree
+        from decoders.methods.lookup_tree import prompt_lookup_tree
+
+        return (yield from prompt_lookup_tree(ctx))
     b = RunBuilder(ctx, "pld")
     index = NgramIndex(params.ngram_min, params.ngram_max, b.seq)
     n_prompt = len(ctx.prompt_ids)
@@ -96,15 +103,16 @@ METHOD = register(Method(
     name="pld",
     label="Prompt lookup",
     run=prompt_lookup,
-    params=(NUM_PRED, NGRAM_MAX, NGRAM_MIN, DRAFT_POLICY),
+    params=(NUM_PRED, NGRAM_MAX, NGRAM_MIN, DRAFT_POLICY, BRANCHES),
     greedy_only=True,
-    detail="lookup",
+    detail="lookup",  # "lookup_tree" with --branches > 1
     figures=(Figure("draft_hits", "draft hits", "iterations where an n-gram matched and a draft was verified",
                     "{}"),),
     draft_length="num_pred",
-    describe=lambda p: f"Prompt lookup (n={p.ngram_min}..{p.ngram_max}, k≤{p.num_pred}, {p.draft_policy})",
+    describe=lambda p: (f"Prompt lookup (n={p.ngram_min}..{p.ngram_max}, k≤{p.num_pred}, {p.draft_policy}"
+                        + (f", {p.branches} branches)" if p.branches > 1 else ")")),
     check=check,
     extras=_extras,
-    aliases={"k": "num_pred"},
+    aliases={"k": "num_pred", "B": "branches"},
     summary="drafts copied from an earlier occurrence of the text's last n-gram; no helper model",
 ))

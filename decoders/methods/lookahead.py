@@ -1,0 +1,190 @@
+"""Lookahead decoding (Fu et al. 2024): Jacobi iterations feed an n-gram pool; the pool's n-grams
+that start with the last token are verified, several at once, in the same forward.
+
+Each step runs one target forward over a token tree (`decoders.methods.tree_step`):
+
+- the verification branch: up to G n-grams of N-1 tokens from the pool whose key is the last
+  emitted token, merged into a trie (shared prefixes run once);
+- the lookahead branch, a 2-D Jacobi window of N-1 levels x W columns. Level j, column i guesses
+  the token at ``n_past + j + i`` (``n_past`` the position of the last emitted token). It is a
+  tree too, the shape of llama.cpp's ``examples/lookahead`` sequences: level 0 is a chain (its
+  column 0 is the last emitted token itself), and column i's higher levels hang below level 0's
+  column i, each level under the one before. So column i's last level sees the prefix, level 0's
+  columns 1..i and column i's levels above 0: the n-gram trajectory it extends.
+
+The target's argmax at the last level gives a new level; every column then yields one n-gram
+(its N-1 levels and the new token) for the pool, and the levels shift up. Greedy acceptance is
+`accept_tree` over the verification branch only, so the output is the autoregressive output.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import ClassVar
+
+from decoders.methods.base import Figure, Method, ParamSpec, register
+from decoders.methods.common import DecodeContext, MethodGen, RunBuilder, ms
+from decoders.methods.tree_step import commit_tree, verify_tree, with_extra
+from decoders.records import Detail, register_detail
+
+WINDOW = ParamSpec("window", "W window", "lookahead: Jacobi window width (positions guessed ahead per level)", 4,
+                   low=1, high=32, metavar="W")
+NGRAM_SIZE = ParamSpec("ngram_size", "N n-gram size", "lookahead: n-gram length (the window keeps N-1 levels)", 3,
+                       low=2, high=8, metavar="N")
+VERIFY_BRANCHES = ParamSpec("verify_branches", "G branches", "lookahead: pool n-grams verified per step", 4,
+                            low=0, high=32, metavar="G")
+
+
+@register_detail
+@dataclass
+class LookaheadStep(Detail):
+    """The pool before the step, the n-grams it offered for the last token, what was accepted,
+    and the Jacobi window that ran (the tree of candidates is the iteration's draft rows)."""
+
+    kind: ClassVar[str] = "lookahead"
+    pool: int  # n-grams in the pool before this step
+    hits: int  # pool n-grams keyed by the last token, verified this step
+    accepted: int  # tokens of the verification branch accepted
+    window: list[list[str]]  # level by level, the guesses that ran (level 0's column 0 is the last token)
+    added: int  # n-grams this step's window added to the pool that it did not hold
+
+
+class NgramPool:
+    """For each key token, the most recent distinct continuations (N-1 tokens), at most ``cap``."""
+
+    def __init__(self, cap: int):
+        self.cap = max(1, cap)
+        self._by_key: dict[int, OrderedDict[tuple[int, ...], None]] = {}
+        self.size = 0
+
+    def add(self, key: int, continuation: tuple[int, ...]) -> bool:
+        """Add (or refresh) an n-gram; True when it was not held."""
+        entries = self._by_key.setdefault(key, OrderedDict())
+        if continuation in entries:
+            entries.move_to_end(continuation)
+            return False
+        entries[continuation] = None
+        self.size += 1
+        if len(entries) > self.cap:
+            entries.popitem(last=False)
+            self.size -= 1
+        return True
+
+    def get(self, key: int, count: int) -> list[tuple[int, ...]]:
+        """Up to ``count`` continuations of ``key``, the most recent first."""
+        entries = self._by_key.get(key)
+        return list(reversed(entries))[:count] if entries else []
+
+
+class Window:
+    """The 2-D Jacobi window: ``levels[j][i]`` guesses position ``n_past + j + i``."""
+
+    def __init__(self, levels: list[list[int]]):
+        self.levels = levels
+        self.n_levels, self.width = len(levels), len(levels[0])
+
+    def tree_nodes(self) -> tuple[list[int], list[int], list[int]]:
+        """Tokens and parents of the window's nodes (parents numbered among them, -1 the root),
+        and for each column the node of its last level (-1: the root itself, when N = 2 and
+        the column is 0)."""
+        index: dict[tuple[int, int], int] = {(0, 0): -1}  # level 0, column 0 is the last emitted token
+        tokens: list[int] = []
+        parents: list[int] = []
+        for j in range(self.n_levels):
+            for i in range(self.width):
+                if (j, i) == (0, 0):
+                    continue
+                parent = index[(0, i - 1)] if j == 0 else index[(j - 1, i)]
+                index[(j, i)] = len(tokens)
+                tokens.append(self.levels[j][i])
+                parents.append(parent)
+        last = [index[(self.n_levels - 1, i)] for i in range(self.width)]
+        return tokens, parents, last
+
+    def ngrams(self, new_level: list[int]) -> list[tuple[int, tuple[int, ...]]]:
+        """(key, continuation) for each column: its levels, then the new token."""
+        return [(self.levels[0][i], tuple(self.levels[j][i] for j in range(1, self.n_levels)) + (new_level[i],))
+                for i in range(self.width)]
+
+    def advance(self, new_level: list[int], moved: int, fill) -> None:
+        """Shift the levels up (the new level last), then the columns left by ``moved - 1`` so that
+        each guess keeps its absolute position after ``moved`` tokens were emitted; ``fill()``
+        guesses the columns that come in on the right."""
+        levels = self.levels[1:] + [list(new_level)]
+        drop = min(max(moved - 1, 0), self.width)
+        if drop:
+            levels = [level[drop:] + [fill() for _ in range(drop)] for level in levels]
+        self.levels = levels
+
+
+def lookahead(ctx: DecodeContext) -> MethodGen:
+    import torch
+
+    from decoders.tree import TokenTree
+
+    params, T = ctx.params, ctx.main
+    W, N, G = params.window, params.ngram_size, params.verify_branches
+    b = RunBuilder(ctx, "lookahead")
+    disp = ctx.family.display
+    gen = torch.Generator().manual_seed(params.seed)
+    source = list(ctx.prompt_ids)
+
+    def fill() -> int:  # a token of the prompt, at random: a better guess than a random id
+        return source[int(torch.randint(len(source), (1,), generator=gen))]
+
+    window = Window([[fill() for _ in range(W)] for _ in range(N - 1)])
+    pool = NgramPool(max(G, 1))
+    while not b.done:
+        candidates = [c[: b.remaining - 1] for c in pool.get(b.seq[-1], G)]
+        verify = TokenTree.from_paths([c for c in candidates if c])
+        window.levels[0][0] = b.seq[-1]
+        w_tokens, w_parents, w_last = window.tree_nodes()
+        tree, first_extra = with_extra(verify, w_tokens, w_parents)
+        pool_before = pool.size
+        outcome = verify_tree(b, T, tree, len(verify), record=params.record)
+        new_level = [outcome.best[0 if node < 0 else 1 + first_extra + node] for node in w_last]
+        added = sum(pool.add(key, cont) for key, cont in window.ngrams(new_level))
+        detail = LookaheadStep(pool=pool_before, hits=len(candidates), accepted=len(outcome.path),
+                               window=[[disp(t) for t in level] for level in window.levels], added=added)
+        it = commit_tree(b, tree, outcome, t_verify_ms=ms(T.log[-1].seconds), detail=detail)
+        window.advance(new_level, len(it.emit), fill)
+        yield from b.yielding(it)
+    return b.finish_run({"main": T})
+
+
+def _extras(run, stats, params, summary) -> dict:
+    steps = [it.detail for it in run.iters if isinstance(it.detail, LookaheadStep)]
+    if not steps:
+        return {}
+    hit = [s for s in steps if s.hits]
+    return {
+        "pool_size": steps[-1].pool + steps[-1].added,
+        "pool_hit_rate": round(len(hit) / len(steps), 3),
+        "hit_accepted": round(sum(s.accepted for s in hit) / len(hit), 3) if hit else None,
+        "tree_nodes": round(sum(len(it.draft) for it in run.iters) / len(run.iters), 2),
+    }
+
+
+METHOD = register(Method(
+    order=35,
+    name="lookahead",
+    label="Lookahead",
+    run=lookahead,
+    params=(WINDOW, NGRAM_SIZE, VERIFY_BRANCHES),
+    greedy_only=True,
+    detail="lookahead",
+    figures=(
+        Figure("pool_size", "pool n-grams", "n-grams the Jacobi window collected, at the end of the run", "{}"),
+        Figure("pool_hit_rate", "pool hit rate", "share of steps where the pool held n-grams for the last token",
+               "{:.0%}"),
+        Figure("hit_accepted", "accepted per hit", "tokens accepted from the pool per step that had candidates"),
+        Figure("tree_nodes", "candidates / step", "candidate tokens verified per step (the window not counted)"),
+    ),
+    draft_length="window",
+    describe=lambda p: f"Lookahead (W={p.window}, N={p.ngram_size}, G={p.verify_branches})",
+    extras=_extras,
+    noun="lookahead decoding",
+    aliases={"W": "window", "N": "ngram_size", "G": "verify_branches"},
+    summary="Jacobi iterations fill an n-gram pool; up to G pool n-grams verified as a tree in one forward",
+))

@@ -1,0 +1,163 @@
+"""Methods that verify a tree of guesses in one forward (lookahead decoding, prompt lookup with
+several branches): greedy output equals the baseline, and each iteration's tree record accepts
+exactly one root-to-node path."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from decoders.engine import Engine
+from decoders.methods.lookahead import NgramPool, Window
+from decoders.methods.ngram import NgramIndex
+from decoders.methods.tree_step import tree_statuses
+from decoders.params import DecodeParams
+from decoders.records import RunResult
+from decoders.tree import TokenTree
+from tests.test_bundled import prompt
+from tests.test_methods import PROMPT, engine, tiny_family  # noqa: F401 (engine: a fixture)
+
+TREE_CASES = [
+    DecodeParams(method="lookahead"),
+    DecodeParams(method="lookahead", window=1, ngram_size=2, verify_branches=1),
+    DecodeParams(method="lookahead", window=6, ngram_size=5, verify_branches=8, record=False),
+    DecodeParams(method="lookahead", verify_branches=0),
+    DecodeParams(method="pld", branches=3),
+    DecodeParams(method="pld", branches=4, num_pred=5, draft_policy="fixed"),
+    DecodeParams(method="pld", branches=8, num_pred=3, ngram_min=2, ngram_max=4, draft_policy="fixed"),
+]
+
+
+def _id(p: DecodeParams) -> str:
+    if p.method == "lookahead":
+        return f"lookahead-W{p.window}-N{p.ngram_size}-G{p.verify_branches}"
+    return f"pld-B{p.branches}-{p.draft_policy}"
+
+
+@pytest.mark.parametrize("params", TREE_CASES, ids=_id)
+def test_tree_methods_emit_exactly_the_baseline(engine, params):
+    result = engine.run(PROMPT, params.replace(max_new_tokens=40))
+    assert result.method.ids == result.baseline.ids
+    assert result.summary.identical is True and len(result.method.ids) == 40
+
+
+def check_tree_record(it) -> tuple[bool, int]:
+    """The iteration's draft rows are a tree whose accepted rows are one root-to-node path, judged
+    rows hang from the root or that path, and the emitted tokens are the path and one more.
+    Returns (whether the tree branches, accepted count)."""
+    rows = it.draft
+    parents = [row.parent for row in rows]
+    tree = TokenTree(tuple(row.token for row in rows), tuple(parents))  # parents before children
+    path = [i for i, row in enumerate(rows) if row.status == "acc"]
+    assert tree.is_path(path), (parents, [row.status for row in rows])
+    assert [row.status for row in rows] == tree_statuses(parents, path)
+    assert [e.token for e in it.emit][:len(path)] == [rows[i].token for i in path]
+    assert len(it.emit) == len(path) + 1 or it.emit[-1].kind != "acc"  # a budget or stop cut aside
+    siblings = [tuple(row.token for row, p in zip(rows, parents) if p == parent) for parent in set(parents)]
+    assert all(len(s) == len(set(s)) for s in siblings), "equal siblings: the trie did not merge them"
+    kinds = [e.kind for e in it.emit]
+    assert kinds[:len(path)] == ["acc"] * len(path)
+    if not rows:
+        assert kinds == ["ar"]
+    branches = any(len(s) > 1 for s in siblings)
+    return branches, len(path)
+
+
+@pytest.mark.parametrize("params", [DecodeParams(method="lookahead", window=5, ngram_size=3, verify_branches=5),
+                                    DecodeParams(method="pld", branches=4, num_pred=4, draft_policy="fixed")],
+                         ids=["lookahead", "pld-branches"])
+def test_tree_records_accept_one_path(params):
+    result = Engine(tiny_family(fast=True)).run(PROMPT, params.replace(max_new_tokens=60))
+    seen = [check_tree_record(it) for it in result.method.iters]
+    assert any(b for b, _ in seen), "no iteration verified a branching tree"
+    assert any(n > 0 for _, n in seen) and any(n == 0 for b, n in seen if b)
+    statuses = {row.status for it in result.method.iters for row in it.draft}
+    assert {"acc", "rej", "unv"} <= statuses
+    assert result.summary.tau > 1
+
+
+def test_lookahead_detail_counts_the_pool_and_round_trips(tmp_path):
+    engine = Engine(tiny_family(fast=False))
+    result = engine.run(PROMPT, DecodeParams(method="lookahead", max_new_tokens=30))
+    steps = [it.detail for it in result.method.iters]
+    assert all(s.kind == "lookahead" for s in steps)
+    assert steps[0].pool == 0 and steps[0].hits == 0  # nothing collected before the first window ran
+    # the pool grows by what each window added, less what the cap of G per key pushed out
+    assert all(b.pool <= a.pool + a.added and b.pool >= a.pool for a, b in zip(steps, steps[1:]))
+    assert steps[1].pool == steps[0].added > 0
+    assert any(s.hits for s in steps) and all(s.hits <= 4 for s in steps)
+    assert all(s.accepted == it.n_accepted for s, it in zip(steps, result.method.iters))
+    assert all(len(s.window) == 2 and all(len(level) == 4 for level in s.window) for s in steps)
+    ex = result.summary.extras
+    assert ex["pool_size"] == steps[-1].pool + steps[-1].added and 0 < ex["pool_hit_rate"] <= 1
+    loaded = RunResult.load(result.save(tmp_path / "run.json"))
+    assert [it.detail for it in loaded.method.iters] == steps
+    pld = engine.run(PROMPT, DecodeParams(method="pld", branches=3, max_new_tokens=30))
+    trees = [it.detail for it in pld.method.iters if it.detail is not None]
+    assert trees and all(t.kind == "lookup_tree" and len(t.starts) == len(t.n) <= 3 for t in trees)
+    loaded = RunResult.load(pld.save(tmp_path / "pld.json"))
+    assert [it.detail for it in loaded.method.iters if it.detail] == trees
+    assert [it.draft for it in loaded.method.iters] == [it.draft for it in pld.method.iters]
+
+
+def test_one_branch_is_linear_prompt_lookup():
+    engine = Engine(tiny_family(fast=False))
+    plain = engine.run(PROMPT, DecodeParams(method="pld", draft_policy="fixed", max_new_tokens=30)).method
+    one = engine.run(PROMPT, DecodeParams(method="pld", draft_policy="fixed", branches=1, max_new_tokens=30)).method
+    assert one.label == plain.label and [it.draft for it in one.iters] == [it.draft for it in plain.iters]
+    assert all(it.detail is None or it.detail.kind == "lookup" for it in one.iters)
+
+
+def test_window_is_a_tree_at_the_right_positions():
+    """Level j, column i guesses position n_past + j + i: depth i + j - 1 below the last token."""
+    levels = [[100, 101, 102, 103], [110, 111, 112, 113], [120, 121, 122, 123]]
+    tokens, parents, last = Window(levels).tree_nodes()
+    tree = TokenTree(tuple(tokens), tuple(parents))
+    where = {t: (t // 10 % 10, t % 10) for t in tokens}  # token -> (level, column)
+    for node, token in enumerate(tokens):
+        j, i = where[token]
+        assert tree.depth[node] == j + i - 1
+        chain = [where[tokens[k]] for k in tree.path(node)]  # level 0 up to column i, then column i upward
+        assert chain == [(0, c) for c in range(1, i + 1)] + [(lv, i) for lv in range(1, j + 1)]
+    assert [tokens[n] for n in last] == levels[-1]
+    assert Window([[7, 8, 9]]).tree_nodes()[2] == [-1, 0, 1]  # N = 2: column 0's last level is the root
+
+
+def test_window_advance_keeps_absolute_positions():
+    w = Window([[1, 2, 3, 4], [5, 6, 7, 8]])
+    w.advance([9, 10, 11, 12], moved=1, fill=lambda: 0)
+    assert w.levels == [[5, 6, 7, 8], [9, 10, 11, 12]]
+    w.advance([13, 14, 15, 16], moved=3, fill=lambda: 0)
+    assert w.levels == [[11, 12, 0, 0], [15, 16, 0, 0]]
+
+
+def test_pool_keeps_the_most_recent_distinct_ngrams():
+    pool = NgramPool(cap=2)
+    assert pool.add(1, (2, 3)) and pool.add(1, (4, 5)) and not pool.add(1, (2, 3))
+    assert pool.get(1, 5) == [(2, 3), (4, 5)]
+    assert pool.add(1, (6, 7)) and pool.get(1, 5) == [(6, 7), (2, 3)] and pool.size == 2
+    assert pool.get(9, 5) == [] and pool.get(1, 1) == [(6, 7)]
+
+
+def test_lookup_many_starts_with_the_linear_draft_and_keeps_branches_distinct():
+    seq = [1, 2, 3, 4, 9, 1, 2, 3, 5, 6, 1, 2, 3, 4, 7, 8, 1, 2, 3]
+    index = NgramIndex(1, 3, seq)
+    linear = index.lookup(3)
+    found = index.lookup_many(3, 5)
+    assert found[0] == linear
+    drafts = [d for d, _, _ in found]
+    assert drafts[:3] == [[4, 7, 8], [5, 6, 1], [4, 9, 1]]
+    assert all(not a[:len(b)] == b for i, a in enumerate(drafts) for j, b in enumerate(drafts) if i != j)
+    # the most recent match is cut short by the end of the text; linear lookup prefers a full one
+    short = NgramIndex(1, 3, [1, 2, 3, 4, 9, 8, 5, 1, 2, 3, 1, 2, 3])
+    assert [d for d, _, _ in short.lookup_many(4, 2)] == [[4, 9, 8, 5], [1, 2, 3]]
+    assert index.lookup_many(3, 1) == [linear] and NgramIndex(1, 2, [5, 6]).lookup_many(3, 4) == []
+
+
+@pytest.mark.parametrize("params", [DecodeParams(method="lookahead"), DecodeParams(method="pld", branches=4)],
+                         ids=["lookahead", "pld-branches"])
+def test_bundled_model_tree_methods_are_exact(smollm2, params):
+    torch.manual_seed(0)
+    result = Engine(smollm2).run(prompt(241), params.replace(max_new_tokens=24))
+    assert result.summary.identical is True, result.summary.first_divergence
+    assert result.method.ids == result.baseline.ids and len(result.method.ids) == 24
