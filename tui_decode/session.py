@@ -249,7 +249,7 @@ class LoadedFamily:
     def wrap(cls, engine: Engine, spec: FamilySpec | None = None, threads: int | None = None) -> LoadedFamily:
         family = engine.family
         has_helper_model = getattr(family, "helper_model", None) is not None or (
-            spec is not None and bool(spec.helper))
+            spec is not None and bool(spec.helper)) or bool(getattr(family, "self_draft", None))
         layers = 0 if has_helper_model else int(getattr(family.main, "n_layers", 0) or 0)
         applied = spec.self_draft_layer if spec is not None else None
         return cls(engine=engine, spec=spec, draft_layers=layers if layers > 1 else 0, applied_layer=applied,
