@@ -64,7 +64,7 @@ def test_the_int4_draft_is_its_own_backend_beside_the_main_model(tiny_int4):
 def test_greedy_speculative_with_the_int4_draft_equals_autoregressive(tiny_int4):
     engine = Engine(tiny_int4)
     for gamma in (1, 3, 6):
-        result = engine.run(PROMPT, DecodeParams(method="spec", gamma=gamma, max_new_tokens=40, draft_policy="fixed"))
+        result = engine.run(PROMPT, DecodeParams(method="spec", gamma=gamma, max_new_tokens=40))
         assert result.method.ids == result.baseline.ids and result.summary.identical
         assert result.summary.drafted > 0 and result.summary.accepted > 0
 
@@ -146,8 +146,7 @@ def test_bundled_int4_draft_is_accepted_almost_always_and_the_output_is_the_targ
     the GGUF file's own Q4_1 blocks; the LM head is the target's)."""
     drafted = accepted = 0
     for prompt in ("Explain why the sky is blue in two sentences.", "Write a haiku about autumn leaves."):
-        result = smollm2_int4.run(prompt, DecodeParams(method="spec", gamma=4, max_new_tokens=48,
-                                                       draft_policy="fixed"))
+        result = smollm2_int4.run(prompt, DecodeParams(method="spec", gamma=4, max_new_tokens=48))
         assert result.method.ids == result.baseline.ids and result.summary.identical
         drafted += result.summary.drafted
         accepted += result.summary.accepted
