@@ -113,9 +113,10 @@ class Int4Linear:
         device = weight.device
         convert, self._mm = _kernel_ops(device)
         q, scales_zeros = quantize_int4(weight.cpu(), group)
-        if device.type == "cuda":  # the CUDA op takes two 4-bit values per byte and 8-tile K
+        if device.type == "cuda":  # two 4-bit values per byte; K in tiles of inner_k_tiles * 16
             q = (q[:, ::2] << 4 | q[:, 1::2]).to(torch.uint8)
-            self.packed = convert(q.to(device), 8 if weight.shape[1] % 256 == 0 else 2)
+            inner_k_tiles = next(t for t in (8, 4, 2) if weight.shape[1] % (16 * t) == 0)
+            self.packed = convert(q.to(device), inner_k_tiles)
         else:
             self.packed = convert(q, 1)
         self.scales_zeros = scales_zeros.to(device=device, dtype=torch.bfloat16)
