@@ -35,7 +35,7 @@ def busiest_iteration(result) -> int:
 async def capture(methods: list[str], out: Path, max_new_tokens: int, timeout: float) -> None:
     from decoders.families import BUILTIN_FAMILIES, DEFAULT_FAMILY
     from tui_decode.app import TuiDecodeApp
-    from tui_decode.session import START_PARAMS, Settings
+    from tui_decode.settings import START_PARAMS, Settings
 
     spec = replace(BUILTIN_FAMILIES[DEFAULT_FAMILY], device="cpu", dtype="float32")
     settings = Settings(START_PARAMS.replace(max_new_tokens=max_new_tokens))
@@ -43,23 +43,23 @@ async def capture(methods: list[str], out: Path, max_new_tokens: int, timeout: f
         app = TuiDecodeApp(spec, settings=settings, runs_folder=Path(runs), cursor_blink=False)
         async with app.run_test(size=SIZE) as pilot:
             deadline = time.monotonic() + timeout
-            while app.loaded is None:
-                if not app.loading or time.monotonic() > deadline:
-                    raise SystemExit(f"the bundled model did not load: {app.status.message}")
+            while app.main_screen.loaded is None:
+                if not app.main_screen.loading_family or time.monotonic() > deadline:
+                    raise SystemExit(f"the bundled model did not load: {app.main_screen.status.message}")
                 await pilot.pause(0.1)
             for method in methods:
-                app.set_method(method)
-                previous = app.result
+                app.main_screen.set_method(method)
+                previous = app.main_screen.result
                 await pilot.press("ctrl+r")
-                while app.result is previous or app.running:
+                while app.main_screen.result is previous or app.main_screen.running:
                     if time.monotonic() > deadline:
-                        raise SystemExit(f"{method} did not finish in time: {app.status.message}")
+                        raise SystemExit(f"{method} did not finish in time: {app.main_screen.status.message}")
                     await pilot.pause(0.1)
-                app.table.select_iteration(busiest_iteration(app.result))
-                app.params_pane.focus()
+                app.main_screen.table.select_iteration(busiest_iteration(app.main_screen.result))
+                app.main_screen.params_pane.focus()
                 await pilot.pause(0.3)
                 path = app.save_screenshot(filename=f"{method}.svg", path=str(out))
-                s = app.result.summary
+                s = app.main_screen.result.summary
                 print(f"{Path(path).relative_to(ROOT) if Path(path).is_relative_to(ROOT) else path}: "
                       f"{s['tokens']} tokens, {s['speedup_wall']}x")
 

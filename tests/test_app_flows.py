@@ -16,7 +16,7 @@ from decoders.family import FamilySpec, load_family
 from decoders.records import Iteration, RunResult
 from tests.tiny import save_tiny_model
 from tui_decode.app import TuiDecodeApp
-from tui_decode.session import START_PARAMS, Settings
+from tui_decode.settings import START_PARAMS, Settings
 from tui_decode.widgets import IterationDetail, PromptEditor
 
 pytestmark = pytest.mark.anyio
@@ -86,11 +86,11 @@ async def wait_for(pilot, condition, timeout: float = 30.0) -> None:
 
 async def run_and_wait(pilot, app) -> RunResult:
     """Press ctrl+r and wait for the run's result to be shown."""
-    previous = app.result
+    previous = app.main_screen.result
     await pilot.press("ctrl+r")
-    await wait_for(pilot, lambda: app.result is not previous and not app.running)
+    await wait_for(pilot, lambda: app.main_screen.result is not previous and not app.main_screen.running)
     await pilot.pause()
-    return app.result
+    return app.main_screen.result
 
 
 def errors(app) -> list[str]:
@@ -100,21 +100,21 @@ def errors(app) -> list[str]:
 async def test_change_gamma_and_run_reuses_models_and_baseline(tiny_spec, loader, tmp_path):
     app = make_app(tiny_spec, loader, tmp_path)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
-        await wait_for(pilot, lambda: app.loaded is not None)
-        assert app.settings.draft_layer == 2  # two thirds up the tiny model's 3 layers
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+        assert app.main_screen.settings.draft_layer == 2  # two thirds up the tiny model's 3 layers
         await pilot.press("right_square_bracket")  # gamma 4 -> 5
-        assert app.settings.params.gamma == 5
+        assert app.main_screen.settings.params.gamma == 5
         first = await run_and_wait(pilot, app)
         assert first.params["gamma"] == 5 and first.method.method == "spec"
         assert first.family["helper"] == "early exit @ layer 2"
-        assert app.table.row_count == len(first.method.iters)
-        assert app.stream.token_count == len(first.method.ids) == first.summary.tokens
-        assert app.status.state == "done"
+        assert app.main_screen.table.row_count == len(first.method.iters)
+        assert app.main_screen.stream.token_count == len(first.method.ids) == first.summary.tokens
+        assert app.main_screen.status.state == "done"
 
         await pilot.press("left_square_bracket", "left_square_bracket")  # gamma 5 -> 3
         second = await run_and_wait(pilot, app)
         assert second.params["gamma"] == 3
-        assert app.loaded.engine.baselines_measured == 1  # the baseline was measured once
+        assert app.main_screen.loaded.engine.baselines_measured == 1  # the baseline was measured once
         assert loader.calls == ["tiny"]  # and the models loaded once
         assert second.baseline.ids == first.baseline.ids
 
@@ -122,31 +122,31 @@ async def test_change_gamma_and_run_reuses_models_and_baseline(tiny_spec, loader
 async def test_escape_cancels_mid_run_and_the_partial_run_stays(tiny_spec, loader, tmp_path):
     app = make_app(tiny_spec, loader, tmp_path, engine_factory=PacedEngine, method="ar", max_new_tokens=64)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
-        await wait_for(pilot, lambda: app.loaded is not None)
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
         await pilot.press("ctrl+r")
-        await wait_for(pilot, lambda: app.table.row_count >= 3)
+        await wait_for(pilot, lambda: app.main_screen.table.row_count >= 3)
         await pilot.press("escape")
-        await wait_for(pilot, lambda: not app.running)
+        await wait_for(pilot, lambda: not app.main_screen.running)
         await pilot.pause()
-        result = app.result
+        result = app.main_screen.result
         assert result is not None and result.method.finish == "cancelled"
         assert 3 <= len(result.method.ids) < 64
-        assert app.stream.token_count == len(result.method.ids)
-        assert app.table.row_count == len(result.method.iters)
-        assert app.status.state == "cancelled" and "partial run stays" in app.status.message
-        assert "(cancelled)" in str(app.stream.border_title)
+        assert app.main_screen.stream.token_count == len(result.method.ids)
+        assert app.main_screen.table.row_count == len(result.method.iters)
+        assert app.main_screen.status.state == "cancelled" and "partial run stays" in app.main_screen.status.message
+        assert "(cancelled)" in str(app.main_screen.stream.border_title)
 
 
 async def test_m_switches_method_and_the_run_uses_it(tiny_spec, loader, tmp_path):
     app = make_app(tiny_spec, loader, tmp_path, method="spec")
     async with app.run_test(size=SIZE, notifications=True) as pilot:
-        await wait_for(pilot, lambda: app.loaded is not None)
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
         await pilot.press("m")
-        assert app.settings.params.method == "pld"
-        assert [k.key for k in app.params_pane.rows][-4:] == ["num_pred", "ngram_max", "ngram_min", "draft_policy"]
+        assert app.main_screen.settings.params.method == "pld"
+        assert [k.key for k in app.main_screen.params_pane.rows][-4:] == ["num_pred", "ngram_max", "ngram_min", "draft_policy"]
         result = await run_and_wait(pilot, app)
         assert result.method.method == "pld"
-        assert "Prompt lookup" in str(app.stream.border_title)
+        assert "Prompt lookup" in str(app.main_screen.stream.border_title)
         await pilot.press("m")
         result = await run_and_wait(pilot, app)
         assert result.method.method == "jacobi"
@@ -156,31 +156,31 @@ async def test_m_switches_method_and_the_run_uses_it(tiny_spec, loader, tmp_path
 async def test_bad_parameters_notify_and_keep_the_previous_run(tiny_spec, loader, tmp_path):
     app = make_app(tiny_spec, loader, tmp_path, method="pld")
     async with app.run_test(size=SIZE, notifications=True) as pilot:
-        await wait_for(pilot, lambda: app.loaded is not None)
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
         previous = await run_and_wait(pilot, app)
-        rows = app.table.row_count
+        rows = app.main_screen.table.row_count
 
-        app.prompt_pane.text = "   "
+        app.main_screen.prompt_pane.text = "   "
         await pilot.press("ctrl+r")
         await pilot.pause()
         assert any("the prompt is empty" in m for m in errors(app))
-        assert app.result is previous and app.table.row_count == rows and not app.running
+        assert app.main_screen.result is previous and app.main_screen.table.row_count == rows and not app.main_screen.running
 
-        app.prompt_pane.text = PROMPT
-        app.params_pane.select_key("ngram_min")
+        app.main_screen.prompt_pane.text = PROMPT
+        app.main_screen.params_pane.select_key("ngram_min")
         await pilot.press("right", "right", "right")  # n-gram min 1 -> 4, above n-gram max 3
         await pilot.press("ctrl+r")
         await pilot.pause()
         assert any("ngram_min (4) is larger than ngram_max (3)" in m for m in errors(app))
-        assert app.result is previous and app.status.state == "error"
+        assert app.main_screen.result is previous and app.main_screen.status.state == "error"
 
         # the engine's own check, in the worker: a prompt beyond the tiny model's 128 positions
         await pilot.press("left", "left", "left")
-        app.prompt_pane.text = "w10 " * 200
+        app.main_screen.prompt_pane.text = "w10 " * 200
         await pilot.press("ctrl+r")
-        await wait_for(pilot, lambda: not app.running and len(errors(app)) == 3)
+        await wait_for(pilot, lambda: not app.main_screen.running and len(errors(app)) == 3)
         assert "context" in errors(app)[-1]
-        assert app.result is previous and app.table.row_count == rows
+        assert app.main_screen.result is previous and app.main_screen.table.row_count == rows
 
 
 async def test_letters_typed_in_the_prompt_stay_text(tiny_spec, loader, tmp_path):
@@ -188,24 +188,24 @@ async def test_letters_typed_in_the_prompt_stay_text(tiny_spec, loader, tmp_path
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await pilot.press("e")
         assert isinstance(app.focused, PromptEditor)
-        app.prompt_pane.text = ""
+        app.main_screen.prompt_pane.text = ""
         await pilot.press("m", "g", "t", "f")
-        assert app.prompt_pane.text == "mgtf"
-        assert app.settings.params.method == "spec" and app.settings.params.mode == "greedy"
-        assert app.settings.params.chat_template is True and len(app.screen_stack) == 1
+        assert app.main_screen.prompt_pane.text == "mgtf"
+        assert app.main_screen.settings.params.method == "spec" and app.main_screen.settings.params.mode == "greedy"
+        assert app.main_screen.settings.params.chat_template is True and len(app.screen_stack) == 1
 
 
 async def test_a_family_that_fails_to_load_leaves_the_previous_one_usable(tiny_spec, loader, tmp_path):
     app = make_app(tiny_spec, loader, tmp_path, method="ar", max_new_tokens=8)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
-        await wait_for(pilot, lambda: app.loaded is not None)
-        before = app.loaded
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+        before = app.main_screen.loaded
         await pilot.press("f")
         assert app.screen.__class__.__name__ == "Picker"
         await pilot.press("down", "enter")  # the second family: a hub model, unreachable here
-        await wait_for(pilot, lambda: not app.loading and errors(app))
+        await wait_for(pilot, lambda: not app.main_screen.loading_family and errors(app))
         assert "could not be reached" in errors(app)[-1]
-        assert app.loaded is before and app.spec.name == "tiny"
+        assert app.main_screen.loaded is before and app.main_screen.spec.name == "tiny"
         result = await run_and_wait(pilot, app)
         assert result.method.finish in ("length", "eos")
 
@@ -215,21 +215,21 @@ async def test_save_then_open_the_run_again(tiny_spec, loader, tmp_path):
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await pilot.press("ctrl+s")  # nothing to save yet
         assert any("Nothing to save" in n.message for n in app._notifications)
-        await wait_for(pilot, lambda: app.loaded is not None)
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
         result = await run_and_wait(pilot, app)
         await pilot.press("ctrl+s")
         await pilot.pause()
         saved = sorted((tmp_path / "runs").iterdir())
         assert [p.suffix for p in saved] == [".json", ".svg"]
-        assert str(tmp_path / "runs") in app.status.message
+        assert str(tmp_path / "runs") in app.main_screen.status.message
         assert RunResult.load(saved[0]).method.ids == result.method.ids
         assert "Jacobi" in saved[1].read_text()
 
         await pilot.press("m")  # show something else, then open the saved run from the picker
         await pilot.press("ctrl+o", "enter")
         await pilot.pause()
-        assert app.result.method.ids == result.method.ids and app.settings.params.method == "jacobi"
-        assert app.status.message == f"opened {saved[0].name}"
+        assert app.main_screen.result.method.ids == result.method.ids and app.main_screen.settings.params.method == "jacobi"
+        assert app.main_screen.status.message == f"opened {saved[0].name}"
 
 
 async def test_open_a_saved_run_without_any_model(tmp_path):
@@ -238,23 +238,23 @@ async def test_open_a_saved_run_without_any_model(tmp_path):
     app = TuiDecodeApp(spec, opened=result, opened_name="run_spec.json", runs_folder=tmp_path, cursor_blink=False)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await pilot.pause()
-        assert not app.loading and app.loaded is None
-        assert app.table.row_count == len(result.method.iters)
-        assert app.stream.token_count == len(result.method.ids)
-        assert app.prompt_pane.text == result.prompt
-        assert app.settings.params.gamma == result.params["gamma"]
-        assert "opened run_spec.json" in app.status.message
+        assert not app.main_screen.loading_family and app.main_screen.loaded is None
+        assert app.main_screen.table.row_count == len(result.method.iters)
+        assert app.main_screen.stream.token_count == len(result.method.ids)
+        assert app.main_screen.prompt_pane.text == result.prompt
+        assert app.main_screen.settings.params.gamma == result.params["gamma"]
+        assert "opened run_spec.json" in app.main_screen.status.message
 
         # the cursor in the output selects the iteration of the token under it
-        app.stream.focus()
+        app.main_screen.stream.focus()
         await pilot.press("end")
-        assert app.table.cursor_row == result.method.tok_iter[-1]
+        assert app.main_screen.table.cursor_row == result.method.tok_iter[-1]
         await pilot.press("home", "right", "right", "right")
-        assert app.table.cursor_row == result.method.tok_iter[3]
-        assert app.detail.iteration.k == result.method.tok_iter[3]
+        assert app.main_screen.table.cursor_row == result.method.tok_iter[3]
+        assert app.main_screen.detail.iteration.k == result.method.tok_iter[3]
 
         # enter on a table row opens its detail full screen; escape returns
-        app.table.focus()
+        app.main_screen.table.focus()
         await pilot.press("down", "enter")
         assert isinstance(app.screen.maximized, IterationDetail)
         await pilot.press("escape")
@@ -264,13 +264,13 @@ async def test_open_a_saved_run_without_any_model(tmp_path):
 async def test_ctrl_q_quits_at_once_mid_run(tiny_spec, loader, tmp_path):
     app = make_app(tiny_spec, loader, tmp_path, engine_factory=PacedEngine, method="ar", max_new_tokens=96)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: app.loaded is not None)
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
         await pilot.press("ctrl+r")
-        await wait_for(pilot, lambda: app.table.row_count >= 2)
+        await wait_for(pilot, lambda: app.main_screen.table.row_count >= 2)
         started = time.monotonic()
         await pilot.press("ctrl+q")
     assert time.monotonic() - started < 2.0
-    assert app.return_code == 0 and app.result is None  # it left before the run could finish
+    assert app.return_code == 0 and app.main_screen.result is None  # it left before the run could finish
 
 
 async def test_every_action_is_in_the_command_palette(tmp_path):
@@ -323,24 +323,24 @@ async def test_out_of_memory_is_a_notification_and_the_run_shown_stays(tiny_spec
     app = make_app(tiny_spec, loader, tmp_path, engine_factory=OutOfMemoryEngine, method="pld")
     app.opened = RunResult.load(DATA / "run_pld.json")
     async with app.run_test(size=SIZE, notifications=True) as pilot:
-        shown = app.result
+        shown = app.main_screen.result
         await pilot.press("ctrl+r")  # loads the tiny family on demand, then runs
-        await wait_for(pilot, lambda: not app.running and not app.loading and errors(app))
+        await wait_for(pilot, lambda: not app.main_screen.running and not app.main_screen.loading_family and errors(app))
         assert errors(app)[-1].startswith("out of memory (CUDA out of memory")
-        assert app.result is shown and app.table.row_count == len(shown.method.iters)
-        assert app.status.state == "error"
+        assert app.main_screen.result is shown and app.main_screen.table.row_count == len(shown.method.iters)
+        assert app.main_screen.status.state == "error"
 
 
 async def test_changing_the_theme_redraws_the_run(tmp_path):
     result = RunResult.load(DATA / "run_spec.json")
     app = TuiDecodeApp(None, opened=result, opened_name="run_spec.json", runs_folder=tmp_path, cursor_blink=False)
     async with app.run_test(size=SIZE) as pilot:
-        app.table.select_iteration(5)
+        app.main_screen.table.select_iteration(5)
         await pilot.pause()
         app.theme = "textual-light"
         await pilot.pause()
-        assert app.table.row_count == len(result.method.iters) and app.table.cursor_row == 5
-        assert app.detail.iteration.k == 5
+        assert app.main_screen.table.row_count == len(result.method.iters) and app.main_screen.table.cursor_row == 5
+        assert app.main_screen.detail.iteration.k == 5
 
 
 async def test_escape_leaves_the_prompt_for_the_parameters(tmp_path):
@@ -349,6 +349,30 @@ async def test_escape_leaves_the_prompt_for_the_parameters(tmp_path):
         await pilot.press("e")
         assert isinstance(app.focused, PromptEditor)
         await pilot.press("escape")
-        assert app.focused is app.params_pane
+        assert app.focused is app.main_screen.params_pane
         await pilot.press("m")  # letters are keys again
-        assert app.settings.params.method == "pld"
+        assert app.main_screen.settings.params.method == "pld"
+
+
+async def test_the_screen_stays_usable_while_a_family_loads(tiny_spec, tiny_family, tmp_path):
+    """Loading a family is shown in the status line only: no loading cover over the screen, and
+    the keys keep working."""
+    import threading
+
+    release = threading.Event()
+
+    def slow_load(spec, progress):
+        release.wait(10)
+        return tiny_family
+
+    app = make_app(tiny_spec, slow_load, tmp_path, method="ar")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.loading_family)
+        await pilot.pause(0.1)
+        assert "Parameters" in app.export_screenshot()  # the panes, not a loading cover
+        app.main_screen.params_pane.focus()
+        await pilot.press("m", "down")
+        assert app.main_screen.params_pane.selected == 1
+        assert app.main_screen.settings.params.method == "spec"
+        release.set()
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)

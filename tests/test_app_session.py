@@ -9,23 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from decoders.params import METHODS, DecodeParams
+from decoders.params import METHODS, TOKEN_LADDER, DecodeParams
 from decoders.records import RunResult
-from tui_decode.session import (
-    KNOB_BY_KEY,
-    RUNS_DIR_ENV,
-    TOKEN_LADDER,
-    Batcher,
-    Settings,
-    default_draft_layer,
-    knobs_for,
-    live_figures,
-    real_text,
-    run_file_stem,
-    run_tokens,
-    runs_dir,
-    saved_runs,
-)
+from tui_decode.batching import Batcher
+from tui_decode.live_run import live_figures
+from tui_decode.runs_folder import RUNS_DIR_ENV, run_file_stem, runs_dir, saved_runs
+from tui_decode.settings import KNOB_BY_KEY, Settings, default_draft_layer, knobs_for
+from tui_decode.token_text import real_text, run_tokens
 
 DATA = Path(__file__).parent / "data"
 
@@ -167,3 +157,24 @@ def test_importing_the_app_loads_neither_torch_nor_transformers():
             "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_registered_method_brings_its_own_knobs():
+    """The pane's rows come from the declarations: a new method's parameter is a row, stepped
+    within its range, and [ ] change the parameter it names as its draft length."""
+    from decoders.methods.base import Method, ParamSpec, register, unregister
+    from tui_decode.settings import draft_length_key
+
+    span = ParamSpec("span_test", "s span", "Toy: tokens looked back", 3, low=1, high=5)
+    register(Method(name="toy", label="Toy", run=lambda ctx: iter(()), params=(span,), draft_length="span_test"))
+    try:
+        rows = knobs_for("toy")
+        assert [k.key for k in rows][-1] == "span_test" and "draft_layer" not in [k.key for k in rows]
+        assert rows[-1].label == "s span" and rows[-1].hint == "tokens looked back"
+        assert draft_length_key("toy") == "span_test" and draft_length_key("ar") is None
+        settings = Settings(DecodeParams(method="toy", span_test=5))
+        assert rows[-1].step(settings, 1).params.span_test == 5
+        assert rows[-1].step(settings, -1).params.span_test == 4
+        assert step("method", Settings(DecodeParams(method="jacobi"))).params.method == "toy"
+    finally:
+        unregister("toy")

@@ -36,7 +36,7 @@ def test_iteration_detail_speculative(snap_compare):
     """Enter on a table row shows that iteration's top-5 p and q bars full screen."""
 
     async def pick_row(pilot):
-        pilot.app.table.focus()
+        pilot.app.main_screen.table.focus()
 
     assert snap_compare(opened_app("spec"), press=["down", "down", "down", "enter"], terminal_size=SIZE,
                         run_before=pick_row)
@@ -46,7 +46,7 @@ def test_iteration_detail_prompt_lookup(snap_compare):
     """The matched n-gram, highlighted where it was found."""
 
     async def pick_row(pilot):
-        pilot.app.table.focus()
+        pilot.app.main_screen.table.focus()
 
     assert snap_compare(opened_app("pld"), press=["down", "down"], terminal_size=SIZE, run_before=pick_row)
 
@@ -55,7 +55,7 @@ def test_error_notification_keeps_the_run(snap_compare):
     """An empty prompt: an error toast, the status line says why, the run stays on screen."""
 
     async def empty_prompt(pilot):
-        pilot.app.prompt_pane.text = ""
+        pilot.app.main_screen.prompt_pane.text = ""
 
     assert snap_compare(opened_app("jacobi"), press=["ctrl+r"], terminal_size=SIZE, run_before=empty_prompt)
 

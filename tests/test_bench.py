@@ -161,7 +161,7 @@ def test_helper_model_runs_transformers_assisted_generation(tmp_path, prompts_fi
     """With a separate helper, transformers' counterpart is ``assistant_model=``; its draft
     forwards are counted apart from the target's, so both sides' tau mean the same thing."""
     from decoders.bench import run_bench
-    from decoders.bench_report import render_markdown
+    from decoders.bench.report import render_markdown
     from decoders.family import FamilySpec, load_family
 
     main_model = tiny_model(seed=0)
@@ -170,7 +170,7 @@ def test_helper_model_runs_transformers_assisted_generation(tmp_path, prompts_fi
     family = load_family(FamilySpec(name="pair", main=str(main_dir), helper=str(helper_dir), device="cpu"))
     messages = []
     report = run_bench(family, load_prompts(prompts_file), ["spec"], max_new_tokens=8, limit=1,
-                       progress=messages.append, record_overhead_every=0, bandwidth_bytes=1 << 22)
+                       progress=messages.append, record_overhead_every=0, bandwidth_bytes=1 << 22).to_json()
     theirs = report["samples"][0]["theirs"]["spec"]
     assert theirs["target_forwards"] >= 1 and theirs["draft_forwards"] >= 1
     assert report["settings"]["transformers_counterparts"]["spec"].startswith("generate(assistant_model=helper")
@@ -243,3 +243,103 @@ def test_shipped_prompts_load():
     assert len(prompts) == 24
     assert {p.group for p in prompts} == {"multi_turn", "translation", "summarization", "qa", "math_reasoning", "rag"}
     assert len({p.group for p in select_prompts(prompts, 12)}) == 6
+
+
+def test_saved_report_loads_back_and_renders_the_same(bench_run, tmp_path):
+    """report.json is enough to rebuild the typed report: it writes the same JSON and markdown."""
+    from decoders.bench.report import load_report, render_markdown, write_report
+
+    saved = bench_run["dir"] / "report.json"
+    report = load_report(saved)
+    assert report.to_json() == json.loads(saved.read_text())
+    assert render_markdown(report) == (bench_run["dir"] / "report.md").read_text()
+    md, js = write_report(report, tmp_path)
+    assert js.read_text() == saved.read_text() and md.read_text() == (bench_run["dir"] / "report.md").read_text()
+    with pytest.raises(DecodeError, match="not a bench report"):
+        render_markdown({"schema": 99})
+
+
+def test_acceptance_is_pooled_with_vllm_definitions(bench_run):
+    """Mean acceptance length and per-position acceptance pool the runs' counts (vLLM's
+    definitions), and report.md shows them where it shows acceptance."""
+    report = bench_run["report"]
+    for method in ("spec", "pld", "jacobi"):
+        entries = [s["ours"][method] for s in report["samples"]]
+        drafts = sum(e["drafts"] for e in entries)
+        per_pos = [sum(e["accepted_per_pos"][i] for e in entries if i < len(e["accepted_per_pos"]))
+                   for i in range(max(len(e["accepted_per_pos"]) for e in entries))]
+        ours = report["overall"][method]["ours"]
+        assert drafts > 0
+        assert ours["mean_acceptance_length"] == round(1 + sum(e["accepted"] for e in entries) / drafts, 3)
+        assert ours["per_position_acceptance"] == [round(a / drafts, 3) for a in per_pos]
+        assert ours["per_position_acceptance"][0] >= ours["per_position_acceptance"][-1]
+    assert "mean_acceptance_length" not in report["overall"]["ar"]["ours"]
+    md = (bench_run["dir"] / "report.md").read_text()
+    assert "| acceptance | mean acceptance length | per-position acceptance |" in md
+
+
+@pytest.fixture
+def lookback_method():
+    """A method that exists only in this test (the registry test's), with a short alias."""
+    from decoders.methods.base import Method, register, unregister
+    from test_registry import SPAN, lookback
+
+    method = register(Method(name="lookback", label="Lookback", run=lookback, params=(SPAN,), greedy_only=True,
+                             detail="echo", draft_length="span", aliases={"s": "span"}))
+    yield method
+    unregister("lookback")
+
+
+def test_a_registered_method_reaches_the_bench_with_no_edit(lookback_method, tiny_folder, prompts_file, tmp_path,
+                                                            capsys):
+    assert parse_methods("lookback,pld") == ("ar", "pld", "lookback")
+    assert parse_sweep("span=1..3") == parse_sweep("s=1,2,3")
+    assert parse_sweep("s=2").method == "lookback"
+    with pytest.raises(DecodeError, match="integers <= 6"):
+        parse_sweep("span=1..7")
+
+    code, out, err = run_cli(capsys, "bench", "--prompts", prompts_file, "--main", tiny_folder, "--methods",
+                             "lookback", "--span", "3", "--limit", "1", "--record-overhead-every", "0",
+                             "--out", str(tmp_path / "a"), *TINY_BENCH)
+    assert code == 0, err
+    report = json.loads((tmp_path / "a" / "report.json").read_text())
+    assert report["settings"]["methods"] == ["ar", "lookback"]
+    assert report["settings"]["decode_params"]["span"] == 3
+    assert any("Lookback has no transformers counterpart" in note for note in report["notes"])
+    assert report["overall"]["lookback"]["ours"]["mean_acceptance_length"] is not None
+    assert "| Lookback |" in out
+
+    code, out, err = run_cli(capsys, "bench", "--prompts", prompts_file, "--main", tiny_folder, "--sweep", "s=1..2",
+                             "--limit", "1", "--out", str(tmp_path / "b"), *TINY_BENCH)
+    assert code == 0, err
+    sweep = json.loads((tmp_path / "b" / "report.json").read_text())
+    assert sweep["sweep"] == {"name": "span", "method": "lookback", "values": [1, 2]}
+    assert all(row["predicted_speedup"] is not None for row in sweep["rows"])  # from the declared draft length
+
+
+def test_the_engine_core_does_not_import_the_bench():
+    """transformers' reference (and the rest of the bench) stay outside the engine core: no module
+    of decoders/ outside decoders/bench/ imports them, and importing the bench loads no torch."""
+    import ast
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1] / "decoders"
+    offenders = []
+    for path in root.rglob("*.py"):
+        if (root / "bench") in path.parents:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            offenders += [f"{path.relative_to(root.parent)}: {n}" for n in names if n.startswith("decoders.bench")]
+    assert offenders == []
+    code = "import sys, decoders.bench.report; print('torch' in sys.modules or 'transformers' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root.parent)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+def test_swept_values_are_checked_with_the_other_parameters_before_the_model_loads(capsys, prompts_file):
+    code, out, err = run_cli(capsys, "bench", "--prompts", prompts_file, "--main", "/nonexistent/model",
+                             "--sweep", "ngram_min=2..4")
+    assert code == 2 and "ngram_min (4) is larger than ngram_max (3)" in err and "/nonexistent" not in err

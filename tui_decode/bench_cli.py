@@ -1,4 +1,4 @@
-"""`tui-decode bench`: argument parsing and printing; the benchmark itself lives in decoders.bench.
+"""`tui-decode bench`: argument parsing and printing; the benchmark itself lives in the decoders.bench package.
 
 Every input is checked (prompts file, methods, sweep, numbers) before the model loads, so a typo
 costs a second, not a model load.
@@ -9,31 +9,34 @@ from __future__ import annotations
 import argparse
 import sys
 
+from decoders.methods.base import method_names
 from decoders.params import DecodeParams, method_param_specs
 
-DEFAULT_METHODS = "ar,spec,pld,jacobi"
 DEFAULT_OUT = "bench-out"
 
 
 def add_bench_parser(sub) -> None:
     from tui_decode.cli import add_model_args
 
+    from decoders.bench.sweep import sweep_names
+
     d = DecodeParams()
+    default_methods = ",".join(method_names())  # every registered method
     p = sub.add_parser("bench", help="Spec-Bench-style benchmark, side by side with transformers",
                        description="Run every method on every prompt of a Spec-Bench JSONL file (first turn, "
                                    "greedy), interleaved with transformers' generate() on the same model, and "
                                    "write report.md and report.json.")
     p.add_argument("--prompts", required=True, metavar="FILE.jsonl",
                    help="Spec-Bench prompts (question_id, category, turns), e.g. bench/spec_bench_dev.jsonl")
-    p.add_argument("--methods", default=DEFAULT_METHODS, metavar="LIST",
-                   help=f"comma-separated methods (default {DEFAULT_METHODS}); ar is always run, it is the baseline")
+    p.add_argument("--methods", default=default_methods, metavar="LIST",
+                   help=f"comma-separated methods (default {default_methods}); ar is always run, it is the baseline")
     p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, metavar="N")
     p.add_argument("--limit", type=int, default=None, metavar="N",
                    help="use N prompts, taken round-robin over the task groups (default all)")
     p.add_argument("--repeats", type=int, default=1, metavar="R", help="measure every prompt R times (default 1)")
     p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"report folder (default {DEFAULT_OUT}/)")
     p.add_argument("--sweep", metavar="NAME=A..B",
-                   help="instead of the suite, sweep one parameter (gamma, num_pred/k, block/m) and print measured "
+                   help=f"instead of the suite, sweep one parameter ({sweep_names()}) and print measured "
                         "speedup against the Theorem 3.8 prediction for each value, e.g. gamma=1..8")
     methods = p.add_argument_group("method parameters")
     for spec in method_param_specs().values():  # every registered method's, from its declaration
@@ -66,7 +69,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from decoders.bench import load_prompts, parse_methods, parse_sweep, run_bench, run_sweep
-    from decoders.bench_report import group_table, overall_table, sweep_table, targets_table, write_report
+    from decoders.bench.report import group_table, overall_table, sweep_table, targets_table, write_report
     from tui_decode.cli import family_spec, load_with_progress
 
     prompts = load_prompts(args.prompts)
@@ -75,6 +78,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     _check_counts(args)
     chosen = {name: getattr(args, name) for name in method_param_specs()}
     params = DecodeParams(method="ar", max_new_tokens=args.max_new_tokens, record=False, **chosen).validated()
+    if sweep is not None:  # every swept value with the other parameters (e.g. ngram_min <= ngram_max)
+        for value in sweep.values:
+            params.replace(method=sweep.method, **{sweep.name: value}).validated()
     if args.threads:
         import torch
 
@@ -103,7 +109,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(group_table(report))
         print("\nTargets\n")
         print(targets_table(report))
-    for note in report["notes"]:
+    for note in report.notes:
         print(f"note: {note}", file=sys.stderr)
-    print(f"\nreport written to {md} and {js} ({report['elapsed_s']:.0f} s)", file=sys.stderr)
+    print(f"\nreport written to {md} and {js} ({report.elapsed_s:.0f} s)", file=sys.stderr)
     return 0

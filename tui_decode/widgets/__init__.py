@@ -1,7 +1,8 @@
 """The app's widgets, one module each; none of them imports torch or a model."""
 
 from tui_decode.widgets.gamma_plot import GammaPlot
-from tui_decode.widgets.iteration_detail import DetailContext, IterationDetail
+from tui_decode.widgets.details import DetailContext
+from tui_decode.widgets.iteration_detail import IterationDetail
 from tui_decode.widgets.iteration_table import IterationTable
 from tui_decode.widgets.params_pane import ParamsPane
 from tui_decode.widgets.pickers import Picker, family_picker, run_picker

@@ -97,9 +97,6 @@ class GammaPlot(Widget):
         "gamma-plot--measured",
         "gamma-plot--axis",
     }
-    DEFAULT_CSS = """
-    GammaPlot { height: 8; }
-    """
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)

@@ -39,6 +39,7 @@ class IterationTable(DataTable):
     draft's status; the detail pane gives their exact values.
     """
 
+    BORDER_TITLE = "Iterations"
     COMPONENT_CLASSES = DataTable.COMPONENT_CLASSES | {
         "iteration-table--acc",
         "iteration-table--rej",

@@ -14,13 +14,14 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from tui_decode.session import Knob, Settings, knobs_for
+from tui_decode.settings import Knob, Settings, knobs_for
 from tui_decode.widgets.styles import component_style
 
 
 class ParamsPane(Widget, can_focus=True):
     """Rows of parameter values; posts `ParamsPane.Changed` when a key changes one."""
 
+    BORDER_TITLE = "Parameters"
     COMPONENT_CLASSES = {"params-pane--selected", "params-pane--unused", "params-pane--value", "params-pane--hint"}
     BINDINGS = [
         Binding("up", "pick(-1)", "Row ↑", show=False),

@@ -27,6 +27,7 @@ class PromptPane(Vertical):
     """Editable prompt, the family with its device and dtype, and (in the bottom border) whether
     the chat template wraps the prompt."""
 
+    BORDER_TITLE = "Prompt"
     COMPONENT_CLASSES = {"prompt-pane--label"}
 
     def __init__(self, prompt: str, *, id: str | None = None, classes: str | None = None) -> None:

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from decoders.errors import DecodeError
+from decoders.methods.base import Figure, get_method
 from decoders.records import RunResult
+from decoders.summary import Summary
 from decoders.theory import cost_aware_speedup
 from tui_decode.widgets.gamma_plot import GammaPlot, PlotData
 from tui_decode.widgets.iteration_table import BARS
@@ -29,9 +33,29 @@ def sparkline(values: list[int], width: int = SPARK_MAX) -> str:
     return "".join(BARS[min(int((v / top) * (len(BARS) - 1)), len(BARS) - 1)] if top else BARS[0] for v in values)
 
 
+def method_figures(method: str) -> tuple[Figure, ...]:
+    """The figures ``method`` declares; none for a method this install does not have."""
+    try:
+        return get_method(method).figures
+    except DecodeError:
+        return ()
+
+
+def gamma_plot_data(s: Summary, speed: float | None) -> PlotData:
+    """Speculative decoding's predicted speedup against gamma (``extras["curve"]``), with the
+    cost-aware curve when the verify cost was measured."""
+    extras = s.extras
+    cost_curve = None
+    if s.verify_cost:
+        cost_curve = [[g, round(cost_aware_speedup(extras["alpha_hat"], int(g), extras["c_hat"], s.verify_cost), 3)]
+                      for g, _ in extras["curve"]]
+    return PlotData(extras["curve"], cost_curve, int(extras.get("gamma") or 1), speed)
+
+
 class StatsPane(VerticalScroll):
     """Statistics of the shown run: figures, the gamma plot (speculative), the explanation."""
 
+    BORDER_TITLE = "Statistics"
     COMPONENT_CLASSES = {"stats-pane--faster", "stats-pane--slower", "stats-pane--spark"}
 
     def compose(self) -> ComposeResult:
@@ -65,52 +89,42 @@ class StatsPane(VerticalScroll):
             Text(f"{phase}… timing figures and the explanation come when the run ends.", style="dim"))
 
     def show_result(self, result: RunResult) -> None:
-        s = result.summary.to_json()
+        """The run's `Summary`: the figures every method has, then the method's own (its
+        `Figure`s, from ``Summary.extras``), then whether it matched the baseline."""
+        s = result.summary
         grid = self._grid()
-        grid.add_row("tokens", f"{s.get('tokens')} in {s.get('iterations')} iterations · {s.get('finish')}")
-        if s.get("tau") is not None:
-            if s.get("accept_rate") is not None:
-                grid.add_row("tau · accept", f"{s['tau']:.2f} tokens/forward · {s['accept_rate']:.0%}")
+        grid.add_row("tokens", f"{s.tokens} in {s.iterations} iterations · {s.finish}")
+        if s.tau is not None:
+            if s.accept_rate is not None:
+                grid.add_row("tau · accept", f"{s.tau:.2f} tokens/forward · {s.accept_rate:.0%}")
             else:
-                grid.add_row("tau", f"{s['tau']:.2f} tokens / target forward")
-        speed = s.get("speedup_wall")
+                grid.add_row("tau", f"{s.tau:.2f} tokens / target forward")
+        speed = s.speedup_wall
         if speed is not None:
             style = component_style(self, "stats-pane--faster" if speed >= 1.0 else "stats-pane--slower")
             grid.add_row("wall speedup", Text.assemble((f"{speed:.2f}x", style), " vs autoregressive"))
-        grid.add_row("ms / token", f"{s.get('method_ms_per_token', 0):.1f} (baseline "
-                                   f"{s.get('baseline_ms_per_token', 0):.1f})")
-        if s.get("verify_cost") is not None:
-            grid.add_row("verify cost", f"{s['verify_cost']:.2f} one-token steps")
-        if "alpha_hat" in s:
-            grid.add_row("α̂ · ĉ", f"{s['alpha_hat']:.2f} accept · {s['c_hat']:.2f} draft cost")
-            predicted = f"{s['predicted_speedup']:.2f}x"
-            if s.get("predicted_speedup_cost_aware") is not None:
-                predicted += f" ({s['predicted_speedup_cost_aware']:.2f}x w/ verify cost)"
-            grid.add_row("predicted", predicted)
-            grid.add_row("best γ", f"{s.get('gamma_star')} (this run: {s.get('gamma')})")
-        if "identical" in s:
-            if s["identical"]:
-                grid.add_row("identical", "yes, to the baseline")
-            else:
-                grid.add_row("identical", f"no: diverges at token {s.get('first_divergence')}")
-        else:
+        grid.add_row("ms / token", f"{s.method_ms_per_token or 0:.1f} (baseline {s.baseline_ms_per_token or 0:.1f})")
+        if s.verify_cost is not None:
+            grid.add_row("verify cost", f"{s.verify_cost:.2f} one-token steps")
+        if s.identical is None:
             grid.add_row("identical", "not compared (sampling)")
+        elif s.identical:
+            grid.add_row("identical", "yes, to the baseline")
+        else:
+            grid.add_row("identical", f"no: diverges at token {s.first_divergence}")
+        curve = s.extras.get("curve")
         per_iter = [len(it.emit) for it in result.method.iters]
-        if per_iter and not s.get("curve"):
+        if per_iter and not curve:
             grid.add_row("per iteration", Text(sparkline(per_iter),
                                                style=component_style(self, "stats-pane--spark")))
-        self.figures.update(grid)
-
-        if s.get("curve"):
-            cost = s.get("verify_cost")
-            cost_curve = None
-            if cost:
-                cost_curve = [[g, round(cost_aware_speedup(s["alpha_hat"], int(g), s["c_hat"], cost), 3)]
-                              for g, _ in s["curve"]]
-            self._plot(PlotData(s["curve"], cost_curve, int(s.get("gamma") or 1), speed))
-        else:
-            self._plot(None)
-        self.explanation.update(Text(s.get("explanation", ""), style="italic"))
+        own = self._grid()  # the method's figures: a grid of their own, their labels run longer
+        for figure in method_figures(s.method):
+            value = s.extras.get(figure.key)
+            if value is not None:
+                own.add_row(figure.label, figure.shown(value))
+        self.figures.update(Group(grid, own) if own.row_count else grid)
+        self._plot(gamma_plot_data(s, speed) if curve else None)
+        self.explanation.update(Text(s.explanation, style="italic"))
 
     def _plot(self, data: PlotData | None) -> None:
         """Show the gamma plot (or hide it); its legend goes in the pane's bottom border."""

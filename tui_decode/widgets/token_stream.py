@@ -20,10 +20,16 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from decoders.records import EMIT_KINDS, Iteration
-from tui_decode.session import real_text
+from tui_decode.token_text import real_text
 from tui_decode.widgets.styles import component_style
 
 KIND_LABELS = {"acc": "accepted draft", "fix": "fixed", "bonus": "bonus", "ar": "autoregressive"}
+
+
+def legend_markup() -> str:
+    """The colour legend, as Textual content markup for a border subtitle."""
+    colours = {"acc": "$text-success", "fix": "$text-warning", "bonus": "$text-primary", "ar": "$foreground"}
+    return " ".join(f"[{colours[k]}]■ {KIND_LABELS[k]}[/]" for k in EMIT_KINDS)
 
 
 @dataclass
@@ -39,6 +45,8 @@ class Piece:
 class TokenStream(ScrollView, can_focus=True):
     """Tokens coloured by kind; a cursor moves token by token and selects the token's iteration."""
 
+    BORDER_TITLE = "Output"
+    BORDER_SUBTITLE = legend_markup()
     COMPONENT_CLASSES = {
         "token-stream--acc",
         "token-stream--fix",
@@ -274,9 +282,3 @@ def _fit(text: str, width: int) -> str:
             break
         out += char
     return out
-
-
-def legend_markup() -> str:
-    """The colour legend, as Textual content markup for a border subtitle."""
-    colours = {"acc": "$text-success", "fix": "$text-warning", "bonus": "$text-primary", "ar": "$foreground"}
-    return " ".join(f"[{colours[k]}]■ {KIND_LABELS[k]}[/]" for k in EMIT_KINDS)

@@ -1,4 +1,4 @@
-"""The transformers side of the benchmark: the same model, prompt and token budget through
+"""transformers' side of the benchmark: the same model, prompt and token budget through
 `generate()`, so that every figure of ours has a reference measured in the same run.
 
 Three counterparts, all greedy (``do_sample=False``) with the engine's stop tokens:
@@ -13,6 +13,8 @@ Three counterparts, all greedy (``do_sample=False``) with the engine's stop toke
 Target forwards are counted with a forward pre-hook so that transformers' tau (tokens per target
 forward) is measured exactly as ours is; during early-exit drafting the model's
 ``num_hidden_layers`` is lowered, which tells draft forwards from target forwards.
+
+Only the benchmark uses this module; the engine never imports it.
 """
 
 from __future__ import annotations
@@ -20,16 +22,13 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from decoders.errors import DecodeError
 
-#: Our method name -> what transformers calls its counterpart (Jacobi has none).
-COUNTERPARTS = {
-    "ar": "generate() greedy",
-    "pld": "generate(prompt_lookup_num_tokens=k)",
-    "spec": "assisted generation",
-}
+if TYPE_CHECKING:
+    from decoders.family import Family
+    from decoders.params import DecodeParams
 
 
 @dataclass
@@ -51,6 +50,10 @@ class HFRun:
     @property
     def tau(self) -> float | None:
         return len(self.ids) / self.target_forwards if self.target_forwards else None
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> HFRun:
+        return cls(**{name: d[name] for name in cls.__dataclass_fields__})
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -227,13 +230,43 @@ class HFReference:
         raise DecodeError("assisted generation needs a helper model or an early-exit layer; "
                           "give --helper SRC or --self-draft-layer L")
 
-    def run(self, method: str, prompt_ids: Sequence[int], max_new_tokens: int, *, gamma: int, num_pred: int,
-            ngram_max: int) -> HFRun | None:
-        """transformers' counterpart of our ``method``, or None where it has none (Jacobi)."""
+    def run(self, method: str, prompt_ids: Sequence[int], params: DecodeParams) -> HFRun | None:
+        """transformers' counterpart of our ``method`` with ``params``' budget, draft length and
+        n-gram size, or None where it has none (Jacobi)."""
         if method == "ar":
-            return self.greedy(prompt_ids, max_new_tokens)
+            return self.greedy(prompt_ids, params.max_new_tokens)
         if method == "pld":
-            return self.prompt_lookup(prompt_ids, max_new_tokens, num_pred, ngram_max)
+            return self.prompt_lookup(prompt_ids, params.max_new_tokens, params.num_pred, params.ngram_max)
         if method == "spec" and self.has_assistant:
-            return self.assisted(prompt_ids, max_new_tokens, gamma)
+            return self.assisted(prompt_ids, params.max_new_tokens, params.gamma)
         return None
+
+    def counterpart(self, method: str, params: DecodeParams) -> str | None:
+        """The ``generate()`` call that :meth:`run` makes for ``method``, as the report shows it."""
+        if not self.available(method):
+            return None
+        if method == "ar":
+            return "generate(do_sample=False)"
+        if method == "pld":
+            return f"generate(prompt_lookup_num_tokens={params.num_pred}, max_matching_ngram_size={params.ngram_max})"
+        how = (f"assistant_early_exit={self.early_exit_layer}" if self.helper_model is None
+               else "assistant_model=helper")
+        return (f"generate({how}, num_assistant_tokens={params.gamma}, "
+                "num_assistant_tokens_schedule='constant', assistant_confidence_threshold=0)")
+
+
+def reference_for(family: Family) -> HFReference:
+    """transformers on the family's own model objects (same weights, same stop tokens).
+
+    A helper with no transformers model of its own is an early-exit view of the main model, so
+    transformers' counterpart is ``assistant_early_exit`` at the helper's depth.
+    """
+    model = getattr(family, "main_model", None)
+    if model is None:
+        model = transformers_model(family.main)
+    helper_model = getattr(family, "helper_model", None)
+    early_exit = None
+    if family.helper is not None and helper_model is None:
+        early_exit = int(family.helper.n_layers)
+    pad = getattr(family.tokenizer, "pad_token_id", None)
+    return HFReference(model, family.stop_ids, pad_id=pad, helper_model=helper_model, early_exit_layer=early_exit)

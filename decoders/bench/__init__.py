@@ -1,0 +1,39 @@
+"""A Spec-Bench-style benchmark, measured side by side with transformers in one run.
+
+Users pick a method and its parameters from these numbers, so they are measured honestly:
+
+* every prompt gets a fresh `Engine` (so the autoregressive baseline is decoded again, never a
+  cached timing), and our runs alternate with transformers' (ours, theirs, ours, ...) so that
+  load from other processes on the machine hits both sides alike;
+* speedups follow Spec-Bench (`evaluation/speed.py`): mean per-prompt tokens/s of a method over
+  mean per-prompt tokens/s of autoregressive decoding on the same prompts; tau ("mean accepted
+  tokens") is pooled, i.e. all emitted tokens over all target forwards;
+* every output is compared with the autoregressive baseline and with transformers' output, and
+  the first divergence is kept, never hidden;
+* the memory-bandwidth floor (weight bytes / read bandwidth measured in the same run) says how
+  far one decode step is from what the hardware allows.
+
+Modules, one per concern:
+
+* `prompts`   - Spec-Bench JSONL files, task groups, round-robin selection;
+* `machine`   - memory read bandwidth, load average, the bandwidth floor;
+* `reference` - transformers' `generate()` counterparts (only the benchmark imports it);
+* `measure`   - one prompt, ours beside transformers', into typed entries;
+* `aggregate` - entries pooled per method, overall and per task group;
+* `targets`   - the benchmark's targets judged from those figures;
+* `suite`     - the whole benchmark into a `BenchReport`;
+* `sweep`     - one parameter swept against Theorem 3.8 into a `SweepReport`;
+* `report`    - report.md and report.json (`to_json()` of either report; `load_report` reads one back).
+
+Importing this package does not import torch or transformers; running a benchmark does.
+"""
+
+from decoders.bench.prompts import GROUP_LABELS, TASK_GROUPS, BenchPrompt, load_prompts, select_prompts, task_group
+from decoders.bench.suite import REPORT_SCHEMA, BenchReport, parse_methods, run_bench
+from decoders.bench.sweep import Sweep, SweepReport, parse_sweep, run_sweep, sweepable
+
+__all__ = [
+    "GROUP_LABELS", "TASK_GROUPS", "BenchPrompt", "load_prompts", "select_prompts", "task_group",
+    "REPORT_SCHEMA", "BenchReport", "parse_methods", "run_bench",
+    "Sweep", "SweepReport", "parse_sweep", "run_sweep", "sweepable",
+]

@@ -1,0 +1,122 @@
+"""The machine a benchmark runs on: memory read bandwidth, load from other processes, and the
+bandwidth floor that says how far one decode step is from what the hardware allows."""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from decoders.bench.common import FlatRecord, ratio, rounded
+
+if TYPE_CHECKING:
+    from decoders.family import Family
+
+
+def measure_read_bandwidth(nbytes: int = 1 << 30, repeats: int = 5) -> dict[str, float]:
+    """Memory read bandwidth of this machine now: the best of ``repeats`` sums of a float32
+    tensor of ``nbytes`` (far larger than any cache, so every byte comes from memory), with the
+    decode's thread count and with one thread per CPU, since the floor is the machine's."""
+    import torch
+
+    n = max(nbytes // 4, 1 << 20)
+    data = torch.ones(n, dtype=torch.float32)  # written once, so its pages are really there
+    threads = torch.get_num_threads()
+    best, best_threads = float("inf"), threads
+    try:
+        for count in dict.fromkeys((threads, os.cpu_count() or threads)):
+            torch.set_num_threads(count)
+            data.sum()  # warm-up
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                data.sum()
+                seconds = time.perf_counter() - t0
+                if seconds < best:
+                    best, best_threads = seconds, count
+    finally:
+        torch.set_num_threads(threads)
+    del data
+    return {"bytes": n * 4, "best_ms": round(1000 * best, 3), "gb_per_s": round(n * 4 / best / 1e9, 2),
+            "threads": best_threads}
+
+
+def machine_info() -> dict[str, Any]:
+    import torch
+    import transformers
+
+    return {
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+        "load_average": load_average(),
+    }
+
+
+def load_average() -> list[float] | None:
+    """1/5/15-minute load average: other processes on the machine skew every timing."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
+
+
+def busy_note(load: list[float] | None) -> str | None:
+    """A note when other processes compete for the CPUs: torch's worker threads then spin
+    against them, which slows every decode several-fold and unevenly."""
+    import torch
+
+    cpus = os.cpu_count() or 1
+    if not (load and load[0] > cpus):
+        return None
+    return (f"the machine was busy at the start (load average {load[0]:.1f} on {cpus} CPUs); timings are "
+            f"noisier than on an idle machine" + (
+                "; with other processes running, --threads 1 keeps torch's threads from spinning "
+                "against them" if torch.get_num_threads() > 1 else ""))
+
+
+def family_info(family: Family) -> dict[str, Any]:
+    """The model family as the report describes it, with its backend and weight bytes."""
+    info = dict(family.describe())
+    info["backend"] = type(family.main).__name__
+    info["weight_bytes"] = int(getattr(family.main, "weight_bytes", 0) or 0)
+    info["n_layers"] = getattr(family.main, "n_layers", None)
+    return info
+
+
+@dataclass(frozen=True)
+class Floor(FlatRecord):
+    """The floor for one decode step (every weight read once) and our figures as multiples of it."""
+
+    weight_bytes: int
+    gb_per_s: float
+    floor_ms: float | None
+    ours_ms_per_token: float | None
+    ours_ms_per_token_x_floor: float | None
+    ours_decode_step_ms: float | None
+    ours_decode_step_x_floor: float | None
+    transformers_ms_per_token: float | None
+    transformers_ms_per_token_x_floor: float | None
+
+
+def bandwidth_floor(bandwidth: dict[str, float], weight_bytes: int, ours_ms_per_token: float | None,
+                    ours_decode_step_ms: float | None, theirs_ms_per_token: float | None) -> Floor:
+    """The floor at the measured ``bandwidth`` for ``weight_bytes`` of weights, against our and
+    transformers' autoregressive figures."""
+    floor_ms = weight_bytes / (bandwidth["gb_per_s"] * 1e9) * 1000 if bandwidth["gb_per_s"] else None
+    return Floor(
+        weight_bytes=weight_bytes,
+        gb_per_s=bandwidth["gb_per_s"],
+        floor_ms=rounded(floor_ms),
+        ours_ms_per_token=ours_ms_per_token,
+        ours_ms_per_token_x_floor=rounded(ratio(ours_ms_per_token, floor_ms), 2),
+        ours_decode_step_ms=ours_decode_step_ms,
+        ours_decode_step_x_floor=rounded(ratio(ours_decode_step_ms, floor_ms), 2),
+        transformers_ms_per_token=theirs_ms_per_token,
+        transformers_ms_per_token_x_floor=rounded(ratio(theirs_ms_per_token, floor_ms), 2),
+    )

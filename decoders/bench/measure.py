@@ -1,0 +1,292 @@
+"""One prompt measured side by side: every method of ours, each beside transformers' counterpart.
+
+Every prompt gets a fresh `Engine`, so the autoregressive baseline is decoded again, never a
+cached timing; our runs alternate with transformers' (ours, theirs, ours, ...) so that load from
+other processes on the machine hits both sides alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from decoders.bench.common import FlatRecord
+from decoders.bench.prompts import BenchPrompt
+from decoders.bench.reference import HFReference, HFRun
+from decoders.params import DecodeParams
+from decoders.records import Run, RunResult
+from decoders.stats import DecodeStats
+from decoders.summary import Summary, first_divergence
+
+if TYPE_CHECKING:
+    from decoders.family import Family
+
+
+@dataclass(frozen=True)
+class Theorem(FlatRecord):
+    """Theorem 3.8's inputs and predictions for speculative decoding (Leviathan et al. 2023)."""
+
+    alpha_hat: float | None
+    c_hat: float | None
+    predicted_speedup: float | None
+    predicted_speedup_cost_aware: float | None
+
+
+@dataclass(frozen=True)
+class Drafting(FlatRecord):
+    """What a drafting method's run did with its drafts, in the engine's `DecodeStats` terms
+    (vLLM's names: a draft is one iteration that proposed tokens)."""
+
+    accepted: int
+    verified: int  # drafts the target judged (drafts after the first rejection are never judged)
+    drafted: int | None  # draft tokens proposed
+    accept_rate: float | None  # accepted / verified
+    verify_cost: float | None  # one-token forwards a verify forward costs
+    drafts: int | None = None  # iterations that proposed tokens
+    accepted_per_pos: list[int] | None = None  # accepted tokens at each draft position
+    mean_acceptance_length: float | None = None  # 1 + accepted / drafts
+    per_position_acceptance: list[float] | None = None  # accepted_per_pos / drafts
+
+    @classmethod
+    def of(cls, stats: DecodeStats, summary: Summary) -> Drafting:
+        return cls(accepted=stats.accepted, verified=stats.judged, drafted=stats.draft_tokens,
+                   accept_rate=stats.acceptance, verify_cost=summary.verify_cost, drafts=stats.drafts,
+                   accepted_per_pos=list(stats.accepted_per_pos),
+                   mean_acceptance_length=stats.mean_acceptance_length,
+                   per_position_acceptance=stats.per_position_acceptance)
+
+
+@dataclass
+class OursEntry:
+    """What one engine run contributes to the report; ``speedup`` and the comparison with
+    transformers are filled in once the prompt's other runs are known."""
+
+    method: str
+    label: str
+    tokens: int
+    wall_ms: float
+    ms_per_token: float
+    target_forwards: int
+    tau: float | None
+    finish: str
+    identical: bool | None
+    first_divergence: int | None
+    decode_step_ms: float | None
+    ids: list[int]
+    drafting: Drafting | None = None  # every method but autoregressive
+    gamma: int | None = None  # speculative decoding only, with theorem
+    theorem: Theorem | None = None
+    speedup: float | None = None
+    matches_transformers: bool | None = None  # None: transformers has no counterpart
+    transformers_divergence: int | None = None
+
+    @classmethod
+    def of_run(cls, result: RunResult) -> OursEntry:
+        """The method run of an engine result: its summary, and its acceptance counted again
+        from the iterations (the summary keeps rates, the bench pools counts)."""
+        run, s = result.method, result.summary
+        entry = cls(**_timing(run), target_forwards=s.target_forwards, tau=s.tau, identical=s.identical,
+                    first_divergence=s.first_divergence)
+        if s.drafted is not None:  # a drafting method (the summary leaves these out for plain decoding)
+            entry.drafting = Drafting.of(DecodeStats.of(run.iters), s)
+        if "predicted_speedup" in s.extras:  # a method that Theorem 3.8 predicts
+            entry.gamma = s.extras.get("gamma")
+            entry.theorem = Theorem.from_json(s.extras)
+        return entry
+
+    @classmethod
+    def of_baseline(cls, result: RunResult) -> OursEntry:
+        """Our autoregressive figures from the baseline decode the engine ran before the method."""
+        base = result.baseline
+        forwards = base.n_forward.get("main", 0)
+        return cls(**_timing(base), target_forwards=forwards,
+                   tau=round(len(base.ids) / forwards, 3) if forwards else None, identical=True,
+                   first_divergence=None)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any], method: str) -> OursEntry:
+        """An entry back from report.json (``method``: the method it is an entry of)."""
+        plain = ("label", "tokens", "wall_ms", "ms_per_token", "target_forwards", "tau", "finish", "identical",
+                 "first_divergence", "decode_step_ms", "ids")
+        return cls(method=method, **{key: d[key] for key in plain},
+                   drafting=Drafting.from_json(d) if "verified" in d else None, gamma=d.get("gamma"),
+                   theorem=Theorem.from_json(d) if "alpha_hat" in d else None, speedup=d.get("speedup"),
+                   matches_transformers=d.get("matches_transformers"),
+                   transformers_divergence=d.get("transformers_divergence"))
+
+    @property
+    def accept_rate(self) -> float | None:
+        return self.drafting.accept_rate if self.drafting else None
+
+    @property
+    def verify_cost(self) -> float | None:
+        return self.drafting.verify_cost if self.drafting else None
+
+    def compare(self, ar_ms_per_token: float, theirs: TheirsEntry | None) -> None:
+        """Speedup over our AR on the same prompt, and the output against transformers'."""
+        self.speedup = round(ar_ms_per_token / self.ms_per_token, 4)
+        if theirs is not None:
+            self.matches_transformers = self.ids == theirs.ids
+            self.transformers_divergence = first_divergence(theirs.ids, self.ids)
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "label": self.label, "tokens": self.tokens, "wall_ms": self.wall_ms, "ms_per_token": self.ms_per_token,
+            "target_forwards": self.target_forwards, "tau": self.tau, "finish": self.finish,
+            "identical": self.identical, "first_divergence": self.first_divergence,
+            "decode_step_ms": self.decode_step_ms, "ids": self.ids,
+        }
+        if self.drafting is not None:
+            d.update(self.drafting.to_json())
+        if self.theorem is not None:
+            d["gamma"] = self.gamma
+            d.update(self.theorem.to_json())
+        if self.speedup is not None:
+            d["speedup"] = self.speedup
+        if self.matches_transformers is not None:
+            d.update(matches_transformers=self.matches_transformers,
+                     transformers_divergence=self.transformers_divergence)
+        return d
+
+
+def _timing(run: Run) -> dict[str, Any]:
+    tokens = len(run.ids)
+    return {"method": run.method, "label": run.label, "tokens": tokens, "wall_ms": run.time_ms["wall"],
+            "ms_per_token": round(run.time_ms["wall"] / max(tokens, 1), 3), "finish": run.finish,
+            "decode_step_ms": run.time_ms.get("main_fwd_mean"), "ids": run.ids}
+
+
+@dataclass
+class TheirsEntry:
+    """One transformers run, compared with transformers' own greedy output."""
+
+    run: HFRun
+    identical: bool | None = None  # None: this is the greedy run itself
+    first_divergence: int | None = None
+    speedup: float | None = None
+
+    @classmethod
+    def of(cls, run: HFRun, ar_ids: list[int] | None) -> TheirsEntry:
+        if ar_ids is None:
+            return cls(run)
+        return cls(run, identical=run.ids == ar_ids, first_divergence=first_divergence(ar_ids, run.ids))
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> TheirsEntry:
+        return cls(HFRun.from_json(d), d.get("identical"), d.get("first_divergence"), d.get("speedup"))
+
+    ids = property(lambda self: self.run.ids)
+    wall_ms = property(lambda self: self.run.wall_ms)
+    target_forwards = property(lambda self: self.run.target_forwards)
+    tokens = property(lambda self: len(self.run.ids))
+    ms_per_token = property(lambda self: round(self.run.ms_per_token, 3))
+
+    def to_json(self) -> dict[str, Any]:
+        d = self.run.to_json()
+        if self.identical is not None:
+            d.update(identical=self.identical, first_divergence=self.first_divergence)
+        if self.speedup is not None:
+            d["speedup"] = self.speedup
+        return d
+
+
+@dataclass
+class Sample:
+    """Every run on one prompt: ours, transformers', and ours with recording on."""
+
+    question_id: Any
+    category: str
+    group: str
+    repeat: int
+    prompt_tokens: int
+    ours: dict[str, OursEntry] = field(default_factory=dict)
+    theirs: dict[str, TheirsEntry] = field(default_factory=dict)
+    record_on: dict[str, OursEntry] = field(default_factory=dict)
+    text: str = ""
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Sample:
+        return cls(d["question_id"], d["category"], d["group"], d["repeat"], d["prompt_tokens"],
+                   ours={m: OursEntry.from_json(e, m) for m, e in d["ours"].items()},
+                   theirs={m: TheirsEntry.from_json(e) for m, e in d["theirs"].items()},
+                   record_on={m: OursEntry.from_json(e, m) for m, e in d["record_on"].items()}, text=d.get("text", ""))
+
+    def compare(self) -> None:
+        """Speedups over each side's own AR, and our outputs against transformers'."""
+        ours_ar, theirs_ar = self.ours["ar"].ms_per_token, self.theirs["ar"].ms_per_token
+        for method, entry in self.ours.items():
+            entry.compare(ours_ar, self.theirs.get(method))
+        for entry in self.theirs.values():
+            entry.speedup = round(theirs_ar / entry.ms_per_token, 4)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"question_id": self.question_id, "category": self.category, "group": self.group,
+                "repeat": self.repeat, "prompt_tokens": self.prompt_tokens,
+                "ours": {m: e.to_json() for m, e in self.ours.items()},
+                "theirs": {m: e.to_json() for m, e in self.theirs.items()},
+                "record_on": {m: e.to_json() for m, e in self.record_on.items()},
+                "text": self.text}
+
+
+class PromptMeasurer:
+    """Runs every method on one prompt, ours and transformers' alternately.
+
+    Order per prompt: our AR (the engine's baseline), transformers' AR, our first method (the
+    engine is paused between its baseline and its method run while transformers runs), then
+    per method: ours, transformers', and where measured the record=True twin, which goes before
+    or after the record=False run on alternate prompts so that drift cancels.
+    """
+
+    def __init__(self, family: Family, reference: HFReference, methods: Sequence[str], base: DecodeParams,
+                 record_methods: Sequence[str], tick: Callable[[str], None]):
+        self.family, self.reference, self.methods = family, reference, methods
+        self.base, self.record_methods, self.tick = base, record_methods, tick
+
+    def _first_run(self, engine, prompt: BenchPrompt, ids: list[int], params: DecodeParams,
+                   label: str) -> tuple[RunResult, HFRun]:
+        """The engine's baseline, then transformers' greedy generate(), then the method run."""
+        from decoders.events import PhaseStarted
+
+        theirs_ar = None
+        self.tick("ours ar")
+        for event in engine.stream(prompt.text, params):
+            if isinstance(event, PhaseStarted) and event.phase == "method":
+                self.tick("transformers ar")
+                theirs_ar = self.reference.greedy(ids, params.max_new_tokens)
+                self.tick(label)
+            elif isinstance(event, RunResult):
+                return event, theirs_ar
+        raise RuntimeError("the engine finished without a result")
+
+    def measure(self, prompt: BenchPrompt, ids: list[int], repeat: int, flip: bool,
+                record_twins: bool = True) -> Sample:
+        from decoders.engine import Engine
+
+        engine = Engine(self.family)  # a fresh engine: the baseline is decoded, not taken from a cache
+        sample = Sample(prompt.question_id, prompt.category, prompt.group, repeat, len(ids))
+        theirs_ar_run = None
+        for method in [m for m in self.methods if m != "ar"] or ["ar"]:
+            params = self.base.replace(method=method)
+            twin = record_twins and method in self.record_methods
+            first_on = twin and flip  # which of the record pair runs first alternates by prompt
+            label = f"ours {method}" + (" (recording on)" if first_on else "")
+            if theirs_ar_run is None:
+                result, theirs_ar_run = self._first_run(engine, prompt, ids, params.replace(record=first_on), label)
+                sample.ours["ar"] = OursEntry.of_baseline(result)
+                sample.text = result.baseline.text
+            else:
+                self.tick(label)
+                result = engine.run(prompt.text, params.replace(record=first_on))
+            if method == "ar":  # an AR-only run keeps the baseline as its AR figures
+                continue
+            (sample.record_on if first_on else sample.ours)[method] = OursEntry.of_run(result)
+            if self.reference.available(method):
+                self.tick(f"transformers {method}")
+                sample.theirs[method] = TheirsEntry.of(self.reference.run(method, ids, params), theirs_ar_run.ids)
+            if twin:
+                self.tick(f"ours {method}" + ("" if first_on else " (recording on)"))
+                second = OursEntry.of_run(engine.run(prompt.text, params.replace(record=not first_on)))
+                (sample.ours if first_on else sample.record_on)[method] = second
+        sample.theirs["ar"] = TheirsEntry.of(theirs_ar_run, None)
+        sample.compare()
+        return sample

@@ -1,0 +1,122 @@
+"""Spec-Bench prompts: reading a JSONL file, task groups, and a representative selection."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from decoders.errors import DecodeError
+
+#: Spec-Bench's task groups, in its column order: (key, label, categories).
+TASK_GROUPS: tuple[tuple[str, str, frozenset[str]], ...] = (
+    ("multi_turn", "multi-turn conversation",
+     frozenset({"writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities"})),
+    ("translation", "translation", frozenset({"translation"})),
+    ("summarization", "summarization", frozenset({"summarization"})),
+    ("qa", "question answering", frozenset({"qa"})),
+    ("math_reasoning", "mathematical reasoning", frozenset({"math_reasoning"})),
+    ("rag", "retrieval-augmented generation", frozenset({"rag"})),
+)
+GROUP_LABELS = {key: label for key, label, _ in TASK_GROUPS}
+_GROUP_KEYS = [key for key, _, _ in TASK_GROUPS]
+
+
+def task_group(category: str) -> str:
+    """The Spec-Bench task group of a category (an unknown category is a group of its own)."""
+    for key, _, categories in TASK_GROUPS:
+        if category in categories:
+            return key
+    return category
+
+
+def group_label(group: str) -> str:
+    """A task group's label for people ("rag" -> "retrieval-augmented generation")."""
+    return GROUP_LABELS.get(group, group)
+
+
+def group_rank(group: str) -> int:
+    """A group's place in Spec-Bench's column order; unknown groups come last."""
+    return _GROUP_KEYS.index(group) if group in _GROUP_KEYS else len(_GROUP_KEYS)
+
+
+@dataclass(frozen=True)
+class BenchPrompt:
+    """One Spec-Bench record, reduced to what a decoding benchmark uses: the first turn."""
+
+    question_id: Any
+    category: str
+    text: str
+
+    @property
+    def group(self) -> str:
+        return task_group(self.category)
+
+    @property
+    def name(self) -> str:
+        return f"q{self.question_id}"
+
+    def to_json(self, prompt_tokens: int) -> dict[str, Any]:
+        """The report's record of this prompt, with its length in tokens."""
+        return {"question_id": self.question_id, "category": self.category, "group": self.group,
+                "prompt_tokens": prompt_tokens}
+
+
+def load_prompts(path: str | os.PathLike) -> list[BenchPrompt]:
+    """Read a Spec-Bench JSONL file; DecodeError naming the file and line for anything malformed."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise DecodeError(f"no prompts file at {path}; give a Spec-Bench JSONL file to --prompts "
+                          "(e.g. bench/spec_bench_dev.jsonl)") from None
+    except IsADirectoryError:
+        raise DecodeError(f"{path} is a folder; give a Spec-Bench JSONL file to --prompts") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DecodeError(f"cannot read the prompts file {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    prompts = [_parse_line(line, f"{path} line {number}") for number, line in enumerate(lines, 1) if line.strip()]
+    if not prompts:
+        raise DecodeError(f"{path} holds no prompts; give a Spec-Bench JSONL file with one record per line")
+    return prompts
+
+
+def _parse_line(line: str, where: str) -> BenchPrompt:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise DecodeError(f"{where} is not valid JSON ({exc.msg}); each line must be one JSON object "
+                          "with question_id, category and turns") from None
+    if not isinstance(record, dict):
+        raise DecodeError(f"{where} is not a JSON object; each line must hold question_id, category and turns")
+    missing = [key for key in ("question_id", "category", "turns") if key not in record]
+    if missing:
+        raise DecodeError(f"{where} lacks {', '.join(missing)}; Spec-Bench records have question_id, "
+                          "category and turns")
+    turns = record["turns"]
+    if not isinstance(turns, list) or not turns or not isinstance(turns[0], str) or not turns[0].strip():
+        raise DecodeError(f"{where}: turns must be a list whose first item is the (non-empty) user message")
+    if not isinstance(record["category"], str):
+        raise DecodeError(f"{where}: category must be a string")
+    return BenchPrompt(record["question_id"], record["category"], turns[0])
+
+
+def select_prompts(prompts: Sequence[BenchPrompt], limit: int | None) -> list[BenchPrompt]:
+    """The first ``limit`` prompts taken round-robin over task groups (file order within each).
+
+    Spec-Bench files are sorted by group, so the first N lines would cover only the first
+    groups; round-robin keeps a small run representative of all of them.
+    """
+    if limit is None or limit >= len(prompts):
+        return list(prompts)
+    queues: dict[str, list[BenchPrompt]] = {}
+    for prompt in prompts:
+        queues.setdefault(prompt.group, []).append(prompt)
+    chosen: list[BenchPrompt] = []
+    while len(chosen) < limit:
+        for queue in queues.values():
+            if queue and len(chosen) < limit:
+                chosen.append(queue.pop(0))
+    order = {id(p): i for i, p in enumerate(prompts)}
+    return sorted(chosen, key=lambda p: (group_rank(p.group), order[id(p)]))

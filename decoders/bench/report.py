@@ -1,0 +1,324 @@
+"""The benchmark report as markdown (report.md) and JSON (report.json).
+
+Rendering is kept apart from measuring so that a saved report.json can be re-rendered
+(`load_report`), and so that the command line prints exactly the tables that report.md holds.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+from decoders.bench.aggregate import MethodStats
+from decoders.bench.prompts import group_label
+from decoders.bench.suite import REPORT_SCHEMA, BenchReport
+from decoders.bench.sweep import SweepReport
+from decoders.errors import DecodeError
+from decoders.methods.base import get_method
+from decoders.summary import first_divergence
+
+DASH = "–"
+
+Report = BenchReport | SweepReport
+
+
+def _num(x: float | None, digits: int = 2, suffix: str = "") -> str:
+    return DASH if x is None else f"{x:.{digits}f}{suffix}"
+
+
+def _ms(x: float | None) -> str:
+    """Milliseconds with enough digits to stay meaningful for tiny models too."""
+    if x is None:
+        return DASH
+    return f"{x:.1f}" if x >= 10 else f"{x:.2f}" if x >= 1 else f"{x:.3f}"
+
+
+def _count(part: int | None, whole: int | None) -> str:
+    if part is None or whole is None:
+        return DASH
+    mark = "yes" if part == whole else "no"
+    return f"{mark} ({part}/{whole})"
+
+
+def _off(error: float | None) -> str:
+    return DASH if error is None else f"{error:+.0%}"
+
+
+def _method(name: str) -> str:
+    """A method's label; its name when it is not registered (a report saved by another version)."""
+    try:
+        return get_method(name).label
+    except DecodeError:
+        return name
+
+
+def _positions(rates: list[float] | None) -> str:
+    """Per-position acceptance, first draft position first: "0.80 0.55 0.30"."""
+    return DASH if not rates else " ".join(f"{x:.2f}" for x in rates)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(cell).replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+FIGURE_HEADER = ("method", "tau", "speedup", "acceptance", "mean acceptance length", "per-position acceptance",
+                 "identical to AR", "ms/token",
+                 "tf tau", "tf speedup", "tf ms/token", "matches tf", "ms/token ours/tf", "speedup ours/tf")
+
+
+def _figure_cells(method: str, stats: MethodStats) -> list[str]:
+    ours, theirs = stats.ours, stats.theirs
+    return [
+        _method(method),
+        _num(ours.tau),
+        _num(ours.speedup, suffix="x"),
+        _num(ours.acceptance),
+        _num(ours.mean_acceptance_length),
+        _positions(ours.per_position_acceptance),
+        _count(ours.identical, ours.n),
+        _num(ours.ms_per_token, 1),
+        _num(theirs and theirs.tau),
+        _num(theirs and theirs.speedup, suffix="x"),
+        _num(theirs and theirs.ms_per_token, 1),
+        _count(ours.matches_transformers, ours.n) if theirs else DASH,
+        _num(stats.ratio_ms_per_token),
+        _num(stats.ratio_speedup),
+    ]
+
+
+def overall_table(report: BenchReport) -> str:
+    """Every method over all prompts, ours beside transformers' (tf)."""
+    return _table(FIGURE_HEADER, [_figure_cells(m, stats) for m, stats in report.overall.items()])
+
+
+def group_table(report: BenchReport) -> str:
+    """Every method per Spec-Bench task group."""
+    rows = []
+    for group, per in report.groups.items():
+        label = f"{group_label(group)} ({report.group_prompts[group]})"
+        rows += [[label] + _figure_cells(method, stats) for method, stats in per.items()]
+    return _table(("task group (prompts)",) + FIGURE_HEADER, rows)
+
+
+def targets_table(report: BenchReport) -> str:
+    rows = [[t.target, t.goal, t.value, {True: "met", False: "**missed**", None: DASH}[t.met], t.margin, t.note or ""]
+            for t in report.targets]
+    return _table(("target", "goal", "measured", "result", "margin", "note"), rows)
+
+
+def floor_section(report: BenchReport) -> str:
+    f, runs = report.floor, report.bandwidth["runs"]
+    speeds = ", ".join(f"{b['gb_per_s']:.1f}" for b in runs)
+    return "\n".join([
+        f"- read bandwidth measured in this run: {f.gb_per_s:.1f} GB/s (best of the runs at start and end: "
+        f"{speeds} GB/s; sum of a {runs[0]['bytes'] / 1e9:.2f} GB float32 tensor)",
+        f"- weights read per forward: {f.weight_bytes / 1e6:.1f} MB ({report.family['backend']})",
+        f"- floor for one decode step: **{_ms(f.floor_ms)} ms**",
+        f"- ours: {_ms(f.ours_ms_per_token)} ms/token = **{_num(f.ours_ms_per_token_x_floor)}x the floor** "
+        f"(one-token decode step {_ms(f.ours_decode_step_ms)} ms = {_num(f.ours_decode_step_x_floor)}x; "
+        "ms/token also carries the prefill)",
+        f"- transformers generate(): {_ms(f.transformers_ms_per_token)} ms/token = "
+        f"{_num(f.transformers_ms_per_token_x_floor)}x the floor",
+    ])
+
+
+def spec_section(report: BenchReport) -> str | None:
+    """Speculative decoding against Theorem 3.8, overall and per group."""
+    if "spec" not in report.overall:
+        return None
+    rows = []
+    for label, stats in [("overall", report.overall["spec"])] + [
+            (group_label(g), per["spec"]) for g, per in report.groups.items() if "spec" in per]:
+        s = stats.ours
+        measured, predicted, aware = s.speedup, s.predicted_speedup, s.predicted_speedup_cost_aware
+        rows.append([label, _num(measured, suffix="x"), _num(predicted, suffix="x"),
+                     DASH if not (measured and predicted) else f"{measured / predicted - 1:+.0%}",
+                     _num(aware, suffix="x"), DASH if not (measured and aware) else f"{measured / aware - 1:+.0%}",
+                     _num(s.alpha_hat), _num(s.c_hat), _num(s.verify_cost), _num(s.tau)])
+    return _table(("", "measured", "Thm 3.8", "off by", "cost-aware", "off by", "alpha_hat", "c_hat",
+                   "verify cost", "tau"), rows)
+
+
+def record_section(report: BenchReport) -> str | None:
+    rows = []
+    for method, stats in report.overall.items():
+        if not stats.record_runs or stats.record_overhead is None:
+            continue
+        samples = [s for s in report.samples if method in s.record_on]
+        off = sum(s.ours[method].wall_ms for s in samples)
+        on = sum(s.record_on[method].wall_ms for s in samples)
+        rows.append([_method(method), f"{off / 1000:.2f} s", f"{on / 1000:.2f} s",
+                     f"{stats.record_overhead:+.1%}", str(len(samples))])
+    if not rows:
+        return None
+    return _table(("method", "record=False", "record=True", "overhead", "runs"), rows)
+
+
+def prompt_table(report: BenchReport) -> str:
+    methods = [m for m in report.settings["methods"] if m != "ar"]
+    header = ["prompt", "group", "prompt tokens", "AR ms/token", "tf AR ms/token", "AR = tf"]
+    header += [f"{m} speedup (tf)" for m in methods]
+    rows = []
+    for s in report.samples:
+        ours_ar, theirs_ar = s.ours["ar"], s.theirs["ar"]
+        row = [f"q{s.question_id}" + (f" r{s.repeat + 1}" if report.settings["repeats"] > 1 else ""),
+               group_label(s.group), str(s.prompt_tokens), _num(ours_ar.ms_per_token, 1),
+               _num(theirs_ar.ms_per_token, 1),
+               "yes" if ours_ar.ids == theirs_ar.ids else f"no @{first_divergence(ours_ar.ids, theirs_ar.ids)}"]
+        for m in methods:
+            entry = s.ours.get(m)
+            if entry is None:
+                row.append(DASH)
+                continue
+            flag = "" if entry.identical in (None, True) else f" ≠AR@{entry.first_divergence}"
+            their = s.theirs.get(m)
+            row.append(f"{entry.speedup:.2f}x" + (f" ({their.speedup:.2f}x)" if their else "") + flag)
+        rows.append(row)
+    return _table(header, rows)
+
+
+def _contention(mach: dict[str, Any]) -> str:
+    loads = [load[0] for load in (mach.get("load_average_at_start"), mach.get("load_average")) if load]
+    if loads and mach.get("cpus") and max(loads) > mach["cpus"]:
+        return (f" (**above the {mach['cpus']} CPUs: other processes competed for them, so timings are noisier "
+                "than on an idle machine**)")
+    return ""
+
+
+def _load(load: list[float] | None) -> str:
+    return DASH if not load else f"{load[0]:.1f}"
+
+
+def _every(k: int) -> str:
+    return "every prompt" if k == 1 else f"every {({2: 'second', 3: 'third'}).get(k, f'{k}th')} prompt"
+
+
+def settings_lines(report: BenchReport) -> list[str]:
+    st, fam, mach = report.settings, report.family, report.machine
+    lines = [
+        f"- model: {fam['label']} ({fam['main']}, {fam['dtype']} on {fam['device']}, backend {fam['backend']}); "
+        f"helper: {fam['helper'] or 'none'}",
+        f"- prompts: {len(report.prompts)} (first turn, chat template), {st['max_new_tokens']} new tokens, greedy, "
+        f"{st['repeats']} repeat(s); gamma={st['gamma']}, k={st['num_pred']}, "
+        f"n-gram {st['ngram'][0]}..{st['ngram'][1]}"
+        + (f", prompt-lookup draft policy {st['draft_policy']}" if st.get("draft_policy") else "")
+        + f", Jacobi block={st['block']}",
+        f"- machine: {mach['processor']}, {mach['cpus']} CPUs, {mach['torch_threads']} torch threads; "
+        f"torch {mach['torch']}, transformers {mach['transformers']}; load average (1 min) "
+        f"{_load(mach.get('load_average_at_start'))} at start, {_load(mach.get('load_average'))} at the end"
+        + _contention(mach),
+        f"- run took {report.elapsed_s:.0f} s, {report.created}",
+    ]
+    counterparts = [f"{_method(m)}: `{c}`" for m, c in st["transformers_counterparts"].items() if c]
+    if counterparts:
+        lines.append("- transformers (tf) counterparts: " + "; ".join(counterparts))
+    return lines
+
+
+def _notes(report: Report) -> list[str]:
+    return ["## Notes", ""] + [f"- {note}" for note in report.notes] + [""] if report.notes else []
+
+
+HOW_TO_READ = (
+    "Speedups follow Spec-Bench: mean per-prompt tokens/s of a method over mean per-prompt tokens/s of "
+    "autoregressive decoding (AR) on the same prompts, each side against its own AR (ours against our AR, "
+    "transformers' against `generate()`). tau is tokens per target forward, pooled over all iterations; "
+    "acceptance is accepted drafts over drafts the target judged. Mean acceptance length and per-position "
+    "acceptance are vLLM's: 1 + accepted drafts per iteration that drafted (the tokens one verify forward "
+    "yields), and for draft positions 1, 2, ... the share of those iterations whose token there was accepted. "
+    "ms/token includes the prefill. "
+    "\"identical to AR\" counts outputs equal to the same side's greedy baseline; \"matches tf\" counts our "
+    "outputs equal to transformers' output for the same method. Each prompt gets a fresh engine (no cached "
+    "baseline) and runs alternate ours / transformers / ours."
+)
+
+
+def render_markdown(report: Report | dict[str, Any]) -> str:
+    """The whole report.md, from a report or a saved report.json's contents."""
+    if isinstance(report, dict):
+        report = report_from_json(report)
+    if isinstance(report, SweepReport):
+        return render_sweep_markdown(report)
+    parts = ["# tui-decode bench", "", *settings_lines(report), "", HOW_TO_READ, "",
+             "## Overall", "", overall_table(report), "",
+             "## Per task group", "", group_table(report), "",
+             "## Targets", "", targets_table(report), "",
+             "## Memory-bandwidth floor", "", floor_section(report), ""]
+    spec = spec_section(report)
+    if spec:
+        parts += ["## Speculative decoding against Theorem 3.8", "",
+                  "Theorem 3.8 (Leviathan et al. 2023) predicts E[tokens per iteration] / (gamma * c + 1) from the "
+                  "run's own alpha_hat and c_hat; it assumes a (gamma+1)-token verify costs one one-token forward. "
+                  "The cost-aware form puts the measured verify cost in place of that 1.", "", spec, ""]
+    record = record_section(report)
+    if record:
+        parts += ["## Recording overhead", "",
+                  "The same decoder with `record=True` (probabilities and top-5 per draft position kept) against "
+                  f"`record=False`, run back to back on {_every(report.settings['record_overhead_every'])}, "
+                  "which of the two goes first alternating.", "", record, ""]
+    parts += ["## Per prompt", "", "Speedup of ours over our AR; transformers' over its generate() in brackets; "
+              "≠AR@i marks an output that left the baseline at token i.", "", prompt_table(report), ""]
+    return "\n".join(parts + _notes(report))
+
+
+def sweep_table(report: SweepReport) -> str:
+    rows = [[str(r.value), _num(r.measured_speedup, suffix="x"), _num(r.predicted_speedup, suffix="x"),
+             _off(r.error), _num(r.predicted_cost_aware, suffix="x"), _off(r.error_cost_aware), _num(r.tau),
+             _num(r.acceptance), _num(r.mean_acceptance_length), _positions(r.per_position_acceptance),
+             _num(r.ms_per_token, 1), _count(r.identical, r.n)] for r in report.rows]
+    return _table((report.sweep.name, "measured speedup", "Thm 3.8", "off by", "cost-aware", "off by", "tau",
+                   "acceptance", "mean acceptance length", "per-position acceptance", "ms/token",
+                   "identical to AR"), rows)
+
+
+def render_sweep_markdown(report: SweepReport) -> str:
+    sw, st, fam = report.sweep, report.settings, report.family
+    lines = [f"# tui-decode bench: sweep of {sw.name} ({_method(sw.method)})", "",
+             f"- model: {fam['label']} ({fam['backend']}); helper: {fam['helper'] or 'none'}",
+             f"- prompts: {len(report.prompts)}, {st['max_new_tokens']} new tokens, greedy, {st['repeats']} "
+             f"repeat(s); our AR: {_num(report.ar_ms_per_token, 1)} ms/token",
+             f"- run took {report.elapsed_s:.0f} s, {report.created}", "",
+             "Measured: mean tokens/s over mean AR tokens/s (Spec-Bench). Theorem 3.8: E[tokens] / (value * c + 1) "
+             "from each run's own acceptance (alpha_hat for speculative decoding) and draft cost c (0 for prompt "
+             "lookup and Jacobi, whose drafts need no model forward); the cost-aware form uses the measured "
+             "verify cost. The theorem assumes every iteration drafts `value` tokens, which prompt lookup does "
+             "only when its n-gram matches.", "",
+             sweep_table(report), "", f"Fastest measured: {sw.name}={report.best_value}.", ""]
+    return "\n".join(lines + _notes(report))
+
+
+def report_from_json(data: dict[str, Any]) -> Report:
+    """A report back from report.json's contents; DecodeError for another schema or kind."""
+    if not isinstance(data, dict) or data.get("schema") != REPORT_SCHEMA:
+        raise DecodeError(f"not a bench report of schema {REPORT_SCHEMA}; give the report.json that "
+                          "`tui-decode bench` wrote")
+    kinds = {"bench": BenchReport, "sweep": SweepReport}
+    if data.get("kind") not in kinds:
+        raise DecodeError(f"unknown report kind {data.get('kind')!r}; a bench report is of kind bench or sweep")
+    return kinds[data["kind"]].from_json(data)
+
+
+def load_report(path: str | Path) -> Report:
+    """Read a saved report.json."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DecodeError(f"cannot read the report {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    return report_from_json(data)
+
+
+def write_report(report: Report, out_dir: str | Path) -> tuple[Path, Path]:
+    """Write report.md and report.json into ``out_dir`` (created if needed)."""
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        md, js = out / "report.md", out / "report.json"
+        md.write_text(render_markdown(report), encoding="utf-8")
+        js.write_text(json.dumps(report.to_json(), ensure_ascii=False, indent=1), encoding="utf-8")
+    except OSError as exc:
+        raise DecodeError(f"cannot write the report into {out}: {exc.strerror or exc}; "
+                          "give a writable folder to --out") from None
+    return md, js

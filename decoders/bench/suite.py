@@ -1,0 +1,258 @@
+"""The benchmark: every method on every prompt, ours and transformers' interleaved, into a report.
+
+* every output is compared with the autoregressive baseline and with transformers' output, and
+  the first divergence is kept, never hidden;
+* the memory-bandwidth floor (weight bytes / read bandwidth measured in the same run) says how
+  far one decode step is from what the hardware allows.
+
+Also what the suite and the sweep share: parameter checks, prompt preparation, warm-up choice
+and the settings both reports record.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+
+from decoders.bench.aggregate import Figures, MethodStats, aggregate
+from decoders.bench.machine import Floor, bandwidth_floor, busy_note, family_info, load_average, machine_info, \
+    measure_read_bandwidth
+from decoders.bench.measure import PromptMeasurer, Sample
+from decoders.bench.prompts import BenchPrompt, select_prompts
+from decoders.bench.reference import HFReference, reference_for
+from decoders.bench.targets import Target, evaluate_targets
+from decoders.errors import DecodeError
+from decoders.methods.base import get_method, method_names
+from decoders.params import DecodeParams
+
+if TYPE_CHECKING:
+    from decoders.family import Family
+
+REPORT_SCHEMA = 1
+BASELINE = "ar"  # the method every speedup is measured against
+
+ProgressFn = Callable[[str], None]
+Prepared = list[tuple[BenchPrompt, list[int]]]
+
+
+def parse_methods(text: str | Iterable[str] | None) -> tuple[str, ...]:
+    """"ar,spec,pld" -> ("ar", "spec", "pld") in the registry's order; autoregressive always comes
+    first (it is the baseline). None: every registered method."""
+    known = method_names()
+    if text is None:
+        text = known
+    names = [m.strip() for m in (text.split(",") if isinstance(text, str) else text) if m.strip()]
+    if not names:
+        raise DecodeError(f"no methods given; pass --methods as a comma-separated list of {', '.join(known)}")
+    unknown = [m for m in names if m not in known]
+    if unknown:
+        raise DecodeError(f"unknown method {unknown[0]!r} in --methods; choose from {', '.join(known)}")
+    return tuple([BASELINE] + [m for m in known if m in names and m != BASELINE])
+
+
+# -- shared by the suite and the sweep ---------------------------------------------------------
+
+def base_params(params: DecodeParams | None, max_new_tokens: int, repeats: int) -> DecodeParams:
+    """The greedy, unrecorded parameters every run starts from; checks ``repeats`` too."""
+    if not isinstance(repeats, int) or repeats < 1:
+        raise DecodeError(f"repeats must be an integer >= 1, got {repeats!r}; set --repeats to 1 or more")
+    base = (params or DecodeParams()).replace(max_new_tokens=max_new_tokens, mode="greedy", record=False)
+    return base.replace(method="ar").validated()
+
+
+def prepare(family: Family, prompts: Sequence[BenchPrompt], limit: int | None, base: DecodeParams,
+            notes: list[str]) -> Prepared:
+    """Selected prompts with their token ids; prompts that do not fit the context are skipped."""
+    from decoders.engine import Engine
+
+    if limit is not None and limit < 1:
+        raise DecodeError(f"limit must be an integer >= 1, got {limit}; set --limit to 1 or more")
+    probe = Engine(family)
+    runnable = []
+    for prompt in select_prompts(prompts, limit):
+        try:
+            runnable.append((prompt, probe.prompt_ids(prompt.text, base)))
+        except DecodeError as exc:
+            notes.append(f"{prompt.name} ({prompt.category}) skipped: {exc}")
+    if not runnable:
+        raise DecodeError("none of the prompts fits the model's context with this token budget; "
+                          "lower --max-new-tokens or use shorter prompts")
+    return runnable
+
+
+def shortest(runnable: Prepared) -> tuple[BenchPrompt, list[int]]:
+    """The prompt to warm up on: the shortest one, so that warming up costs little."""
+    return min(runnable, key=lambda item: len(item[1]))
+
+
+def head(number: int, total: int, prompt: BenchPrompt) -> str:
+    """The progress prefix of one prompt run: "[3/12] q81 writing"."""
+    return f"[{number}/{total}] {prompt.name} {prompt.category}"
+
+
+def params_settings(base: DecodeParams) -> dict[str, Any]:
+    """The decoding parameters both reports record in their settings."""
+    return {"gamma": base.gamma, "num_pred": base.num_pred, "ngram": [base.ngram_min, base.ngram_max],
+            "block": base.block, "jacobi_init": base.init, "draft_policy": getattr(base, "draft_policy", None)}
+
+
+def prompt_records(runnable: Prepared) -> list[dict[str, Any]]:
+    return [prompt.to_json(len(ids)) for prompt, ids in runnable]
+
+
+def created() -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S")
+
+
+# -- the suite ---------------------------------------------------------------------------------
+
+@dataclass
+class BenchReport:
+    """A whole benchmark run; ``to_json()`` is report.json (schema ``REPORT_SCHEMA``)."""
+
+    family: dict[str, Any]
+    machine: dict[str, Any]
+    settings: dict[str, Any]
+    prompts: list[dict[str, Any]]
+    bandwidth: dict[str, Any]  # runs (each measure_read_bandwidth's figures), best_gb_per_s
+    floor: Floor
+    figures: Figures
+    samples: list[Sample]
+    notes: list[str]
+    targets: list[Target] = field(default_factory=list)
+    elapsed_s: float = 0.0
+    created: str = field(default_factory=created)
+    schema: int = REPORT_SCHEMA
+    kind: str = "bench"
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> BenchReport:
+        samples = [Sample.from_json(s) for s in d["samples"]]
+        return cls(family=d["family"], machine=d["machine"], settings=d["settings"], prompts=d["prompts"],
+                   bandwidth=d["bandwidth"], floor=Floor.from_json(d["floor"]), figures=Figures.from_json(d, samples),
+                   samples=samples, notes=d["notes"], targets=[Target.from_json(t) for t in d["targets"]],
+                   elapsed_s=d["elapsed_s"], created=d["created"], schema=d["schema"])
+
+    @property
+    def overall(self) -> dict[str, MethodStats]:
+        return self.figures.overall
+
+    @property
+    def groups(self) -> dict[str, dict[str, MethodStats]]:
+        return self.figures.groups
+
+    @property
+    def group_prompts(self) -> dict[str, int]:
+        return self.figures.group_prompts
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema": self.schema, "kind": self.kind, "created": self.created, "family": self.family,
+                "machine": self.machine, "settings": self.settings, "prompts": self.prompts,
+                "bandwidth": self.bandwidth, "floor": self.floor.to_json(), **self.figures.to_json(),
+                "samples": [s.to_json() for s in self.samples], "notes": self.notes,
+                "targets": [t.to_json() for t in self.targets], "elapsed_s": self.elapsed_s}
+
+
+def _warm_up(family: Family, reference: HFReference, prompt: BenchPrompt, ids: list[int], base: DecodeParams,
+             methods: Sequence[str]) -> None:
+    """One short untimed pass of every decoder (Spec-Bench warms up too): first calls pay for
+    allocator growth and lazy initialisation that no later run pays."""
+    from decoders.engine import Engine
+
+    engine = Engine(family)
+    short = base.replace(max_new_tokens=min(8, base.max_new_tokens))
+    for method in methods:
+        params = short.replace(method=method)
+        engine.run(prompt.text, params)
+        if reference.available(method):
+            reference.run(method, ids, params)
+
+
+def _available_methods(family: Family, methods: Sequence[str], reference: HFReference,
+                       notes: list[str]) -> list[str]:
+    kept = []
+    for name in methods:
+        method = get_method(name)
+        if method.needs_helper and family.helper is None:
+            notes.append(f"{method.label.lower()} decoding skipped: {family.label} has no helper model "
+                         "(give --helper SRC or --self-draft-layer L to include it)")
+            continue
+        kept.append(name)
+    notes += [f"{get_method(m).label} has no transformers counterpart; only our figures are shown"
+              for m in kept if m != BASELINE and not reference.available(m)]
+    return kept
+
+
+def _settings(base: DecodeParams, methods: Sequence[str], limit, repeats: int, reference: HFReference,
+              record_overhead_every: int) -> dict[str, Any]:
+    return {
+        "methods": list(methods), "max_new_tokens": base.max_new_tokens, "limit": limit, "repeats": repeats,
+        **params_settings(base), "chat_template": base.chat_template, "mode": "greedy",
+        "decode_params": base.to_json(), "early_exit_layer": reference.early_exit_layer,
+        "record_overhead_every": record_overhead_every,
+        "transformers_counterparts": {m: reference.counterpart(m, base) for m in methods},
+    }
+
+
+def run_bench(family: Family, prompts: Sequence[BenchPrompt], methods: Sequence[str] | None = None,
+              max_new_tokens: int = 64, limit: int | None = None, repeats: int = 1,
+              progress: ProgressFn | None = None, *, params: DecodeParams | None = None,
+              reference: HFReference | None = None, record_overhead_every: int = 3,
+              bandwidth_bytes: int = 1 << 30, warm_up: bool = True) -> BenchReport:
+    """Run every method on every prompt, ours and transformers' interleaved; the report.
+
+    ``methods``: names of registered methods (None: all of them); ``params`` supplies their
+    parameters (greedy is forced).
+    On every ``record_overhead_every``-th prompt (0: never) each drafting method also runs with
+    ``record=True`` beside ``record=False``, to measure what recording costs; every prompt
+    would double the time of the slowest methods for a figure that needs fewer samples.
+    """
+    started = time.perf_counter()
+    say = progress or (lambda message: None)
+    base = base_params(params, max_new_tokens, repeats)
+    methods = parse_methods(methods)
+    notes: list[str] = []
+    reference = reference or reference_for(family)
+    methods = _available_methods(family, methods, reference, notes)
+    runnable = prepare(family, prompts, limit, base, notes)
+    if not isinstance(record_overhead_every, int) or record_overhead_every < 0:
+        raise DecodeError(f"record_overhead_every must be an integer >= 0, got {record_overhead_every!r}")
+    record_methods = [m for m in methods if m != BASELINE] if record_overhead_every else []
+
+    load_at_start = load_average()
+    notes += filter(None, [busy_note(load_at_start)])
+    say("measuring memory read bandwidth")
+    bandwidth = [measure_read_bandwidth(bandwidth_bytes)]
+    if warm_up:
+        prompt, ids = shortest(runnable)
+        say(f"warm-up on {prompt.name}")
+        _warm_up(family, reference, prompt, ids, base, methods)
+
+    samples = []
+    total = len(runnable) * repeats
+    twins = 0
+    for repeat in range(repeats):
+        for index, (prompt, ids) in enumerate(runnable):
+            number = repeat * len(runnable) + index + 1
+            where = head(number, total, prompt) + (f" (repeat {repeat + 1}/{repeats})" if repeats > 1 else "")
+            measurer = PromptMeasurer(family, reference, methods, base, record_methods,
+                                      lambda what, where=where: say(f"{where}: {what}"))
+            with_twins = bool(record_methods) and (number - 1) % record_overhead_every == 0
+            samples.append(measurer.measure(prompt, ids, repeat, flip=twins % 2 == 1, record_twins=with_twins))
+            twins += with_twins
+    bandwidth.append(measure_read_bandwidth(bandwidth_bytes))
+    best = max(bandwidth, key=lambda b: b["gb_per_s"])
+
+    figures = aggregate(samples, methods)
+    info = family_info(family)
+    ar = figures.overall[BASELINE]
+    floor = bandwidth_floor(best, info["weight_bytes"], ar.ours.ms_per_token, ar.ours.decode_step_ms,
+                            ar.theirs.ms_per_token if ar.theirs else None)
+    return BenchReport(
+        family=info, machine={**machine_info(), "load_average_at_start": load_at_start},
+        settings=_settings(base, methods, limit, repeats, reference, record_overhead_every),
+        prompts=prompt_records(runnable), bandwidth={"runs": bandwidth, "best_gb_per_s": best["gb_per_s"]},
+        floor=floor, figures=figures, samples=samples, notes=notes,
+        targets=evaluate_targets(figures, methods, samples, floor.floor_ms),
+        elapsed_s=round(time.perf_counter() - started, 1))

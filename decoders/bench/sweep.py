@@ -1,0 +1,280 @@
+"""One parameter swept over integer values: measured speedup against Theorem 3.8's prediction."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Sequence
+
+from decoders.bench.aggregate import SideStats
+from decoders.bench.machine import family_info, machine_info
+from decoders.bench.measure import OursEntry
+from decoders.bench.common import FlatRecord, mean, off_by, rounded
+from decoders.bench.prompts import BenchPrompt
+from decoders.bench.suite import REPORT_SCHEMA, ProgressFn, base_params, created, head, params_settings, prepare, \
+    prompt_records, shortest
+from decoders.errors import DecodeError
+from decoders.methods.base import all_methods, get_method
+from decoders.params import DecodeParams
+from decoders.theory import cost_aware_speedup, predicted_speedup
+
+if TYPE_CHECKING:
+    from decoders.family import Family
+
+MAX_SWEEP_VALUES = 32
+
+
+def sweepable() -> dict[str, tuple[str, str]]:
+    """Every integer parameter a registered method declares, by its name and by the method's
+    short aliases (k, m) -> (method, parameter)."""
+    names: dict[str, tuple[str, str]] = {}
+    for method in all_methods():
+        ints = [spec.name for spec in method.params if spec.kind == "int"]
+        for name in ints:
+            names.setdefault(name, (method.name, name))
+        for alias, name in method.aliases.items():
+            if name in ints:
+                names.setdefault(alias, (method.name, name))
+    return names
+
+
+def __getattr__(name: str) -> Any:
+    """``SWEEPABLE``: `sweepable()` read when asked for, so a method registered later is in it."""
+    if name == "SWEEPABLE":
+        return sweepable()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def sweep_names() -> str:
+    """The sweepable parameters for messages: "gamma, num_pred (k), block (m)"."""
+    aliases: dict[str, list[str]] = {}
+    for name, (_, param) in sweepable().items():
+        aliases.setdefault(param, [])
+        if name != param:
+            aliases[param].append(name)
+    return ", ".join(param + (f" ({', '.join(short)})" if short else "") for param, short in aliases.items())
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """One parameter swept over integer values, e.g. ``gamma=1..8``."""
+
+    name: str  # the DecodeParams field
+    method: str
+    values: tuple[int, ...]
+
+    @property
+    def spec(self) -> str:
+        return f"{self.name}={','.join(map(str, self.values))}"
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Sweep:
+        return cls(d["name"], d["method"], tuple(d["values"]))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "method": self.method, "values": list(self.values)}
+
+
+def parse_sweep(text: str) -> Sweep:
+    """``NAME=A..B`` or ``NAME=a,b,c`` with NAME an integer parameter of a registered method
+    (gamma, num_pred or k, block or m, ...), the values within its declared bounds."""
+    names = sweepable()
+    example = "gamma" if "gamma" in names else next(iter(names), "NAME")
+    hint = f"write --sweep NAME=A..B or NAME=a,b,c with NAME one of {sweep_names()}, e.g. {example}=1..8"
+    name, sep, values = text.partition("=")
+    name = name.strip()
+    if not sep or not values.strip():
+        raise DecodeError(f"bad sweep {text!r}; {hint}")
+    if name not in names:
+        raise DecodeError(f"cannot sweep {name!r}; {hint}")
+    method, param = names[name]
+    spec = next(spec for spec in get_method(method).params if spec.name == param)
+    try:
+        if ".." in values:
+            low, high = (int(v) for v in values.split("..", 1))
+            if low > high:
+                raise DecodeError(f"bad sweep {text!r}: {low} > {high}; {hint}")
+            numbers = list(range(low, high + 1))
+        else:
+            numbers = [int(v) for v in values.split(",") if v.strip()]
+    except ValueError:
+        raise DecodeError(f"bad sweep {text!r}: the values must be integers; {hint}") from None
+    if not numbers or min(numbers) < spec.low:
+        raise DecodeError(f"bad sweep {text!r}: the values must be integers >= {spec.low:g}; {hint}")
+    if len(numbers) > MAX_SWEEP_VALUES:
+        raise DecodeError(f"bad sweep {text!r}: {len(numbers)} values, at most {MAX_SWEEP_VALUES}; {hint}")
+    if max(numbers) > spec.high:
+        raise DecodeError(f"bad sweep {text!r}: the values must be integers <= {spec.high:g} ({param}'s bound); {hint}")
+    return Sweep(param, method, tuple(dict.fromkeys(numbers)))
+
+
+def sweep_prediction(entry: OursEntry, draft_length: int | None) -> tuple[float | None, float | None]:
+    """Theorem 3.8 (and its cost-aware form) for one run that drafts ``draft_length`` tokens.
+
+    A method that predicts its own speedup (speculative decoding, from its alpha_hat and c_hat)
+    keeps its prediction. Others draft at no model cost (c = 0) with their acceptance rate as
+    alpha; the theorem assumes ``draft_length`` drafts every iteration, which prompt lookup does
+    only when its n-gram matches. No draft length (a method without one): no prediction.
+    """
+    if entry.theorem is not None:
+        return entry.theorem.predicted_speedup, entry.theorem.predicted_speedup_cost_aware
+    alpha = entry.accept_rate
+    if alpha is None or draft_length is None:
+        return None, None
+    cost = entry.verify_cost
+    return (predicted_speedup(alpha, draft_length, 0.0),
+            cost_aware_speedup(alpha, draft_length, 0.0, cost) if cost else None)
+
+
+@dataclass
+class SweepSample:
+    """One run at one value on one prompt, with the theorem's prediction for it."""
+
+    entry: OursEntry
+    predicted: float | None
+    predicted_cost_aware: float | None
+    question_id: Any
+    group: str
+    repeat: int
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any], method: str) -> SweepSample:
+        return cls(OursEntry.from_json(d, method), d.get("predicted"), d.get("predicted_cost_aware"),
+                   d.get("question_id"), d.get("group", ""), d.get("repeat", 0))
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.entry.to_json(), "predicted": self.predicted,
+                "predicted_cost_aware": self.predicted_cost_aware, "question_id": self.question_id,
+                "group": self.group, "repeat": self.repeat}
+
+
+@dataclass(frozen=True)
+class SweepRow(FlatRecord):
+    """The pooled figures at one value of the swept parameter."""
+
+    value: int
+    measured_speedup: float | None
+    predicted_speedup: float | None
+    error: float | None
+    predicted_cost_aware: float | None
+    error_cost_aware: float | None
+    tau: float | None
+    acceptance: float | None
+    mean_acceptance_length: float | None
+    per_position_acceptance: list[float] | None
+    alpha_hat: float | None
+    c_hat: float | None
+    identical: int | None
+    n: int
+    ms_per_token: float | None
+
+    @classmethod
+    def of(cls, value: int, samples: Sequence[SweepSample], ar: Sequence[OursEntry]) -> SweepRow:
+        stats = SideStats.of([s.entry for s in samples], ar)
+        predicted = mean(s.predicted for s in samples)
+        aware = mean(s.predicted_cost_aware for s in samples)
+        return cls(value=value, measured_speedup=stats.speedup, predicted_speedup=rounded(predicted),
+                   error=off_by(stats.speedup, predicted), predicted_cost_aware=rounded(aware),
+                   error_cost_aware=off_by(stats.speedup, aware), tau=stats.tau, acceptance=stats.acceptance,
+                   mean_acceptance_length=stats.mean_acceptance_length,
+                   per_position_acceptance=stats.per_position_acceptance,
+                   alpha_hat=stats.alpha_hat, c_hat=stats.c_hat, identical=stats.identical, n=stats.n,
+                   ms_per_token=stats.ms_per_token)
+
+
+@dataclass
+class SweepReport:
+    """A whole sweep; ``to_json()`` is its report.json (schema ``REPORT_SCHEMA``, kind "sweep")."""
+
+    family: dict[str, Any]
+    machine: dict[str, Any]
+    sweep: Sweep
+    settings: dict[str, Any]
+    prompts: list[dict[str, Any]]
+    ar_ms_per_token: float | None
+    rows: list[SweepRow]
+    samples: dict[int, list[SweepSample]]  # per value
+    notes: list[str]
+    elapsed_s: float = 0.0
+    created: str = field(default_factory=created)
+    schema: int = REPORT_SCHEMA
+    kind: str = "sweep"
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> SweepReport:
+        sweep = Sweep.from_json(d["sweep"])
+        return cls(family=d["family"], machine=d["machine"], sweep=sweep, settings=d["settings"], prompts=d["prompts"],
+                   ar_ms_per_token=d["ar_ms_per_token"], rows=[SweepRow.from_json(r) for r in d["rows"]],
+                   samples={int(v): [SweepSample.from_json(e, sweep.method) for e in per]
+                            for v, per in d["samples"].items()},
+                   notes=d["notes"], elapsed_s=d["elapsed_s"], created=d["created"], schema=d["schema"])
+
+    @property
+    def best_value(self) -> int:
+        return max(self.rows, key=lambda row: row.measured_speedup or 0).value
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema": self.schema, "kind": self.kind, "created": self.created, "family": self.family,
+                "machine": self.machine, "sweep": self.sweep.to_json(), "settings": self.settings,
+                "prompts": self.prompts, "ar_ms_per_token": self.ar_ms_per_token,
+                "rows": [r.to_json() for r in self.rows], "best_value": self.best_value,
+                "samples": {str(v): [s.to_json() for s in per] for v, per in self.samples.items()},
+                "notes": self.notes, "elapsed_s": self.elapsed_s}
+
+
+def run_sweep(family: Family, prompts: Sequence[BenchPrompt], sweep: Sweep, max_new_tokens: int = 64,
+              limit: int | None = None, repeats: int = 1, progress: ProgressFn | None = None, *,
+              params: DecodeParams | None = None, warm_up: bool = True) -> SweepReport:
+    """Measured speedup against the Theorem 3.8 prediction for each value of one parameter."""
+    from decoders.engine import Engine
+
+    started = time.perf_counter()
+    say = progress or (lambda message: None)
+    base = base_params(params, max_new_tokens, repeats)
+    method = get_method(sweep.method)
+    if method.needs_helper and family.helper is None:
+        raise DecodeError(f"cannot sweep {sweep.name}: {family.label} has no helper model; "
+                          "give --helper SRC or --self-draft-layer L")
+
+    def at(value: int, params: DecodeParams = base) -> DecodeParams:
+        return params.replace(method=sweep.method, **{sweep.name: value})
+
+    for value in sweep.values:
+        at(value).validated()
+    notes: list[str] = []
+    runnable = prepare(family, prompts, limit, base, notes)
+    if warm_up:
+        prompt, _ = shortest(runnable)
+        say(f"warm-up on {prompt.name}")
+        Engine(family).run(prompt.text, at(sweep.values[0], base.replace(max_new_tokens=min(8, base.max_new_tokens))))
+
+    per_value: dict[int, list[SweepSample]] = {v: [] for v in sweep.values}
+    ar_samples: dict[int, list[OursEntry]] = {v: [] for v in sweep.values}
+    total = len(runnable) * repeats
+    for repeat in range(repeats):
+        for index, (prompt, _) in enumerate(runnable):
+            where = head(repeat * len(runnable) + index + 1, total, prompt)
+            engine = Engine(family)  # fresh: the first run decodes the AR baseline before the method
+            ar = None
+            # alternate the value order from prompt to prompt so that drift does not favour one end
+            values = sweep.values if index % 2 == 0 else tuple(reversed(sweep.values))
+            for value in values:
+                say(f"{where}: {'ours ar, then ' if ar is None else ''}{sweep.method} {sweep.name}={value}")
+                result = engine.run(prompt.text, at(value))
+                ar = ar or OursEntry.of_baseline(result)
+                entry = OursEntry.of_run(result)
+                entry.compare(ar.ms_per_token, None)
+                draft_length = getattr(at(value), method.draft_length) if method.draft_length else None
+                per_value[value].append(SweepSample(entry, *sweep_prediction(entry, draft_length),
+                                                    question_id=prompt.question_id, group=prompt.group,
+                                                    repeat=repeat))
+                ar_samples[value].append(ar)
+
+    first = ar_samples[sweep.values[0]]
+    return SweepReport(
+        family=family_info(family), machine=machine_info(), sweep=sweep,
+        settings={"max_new_tokens": base.max_new_tokens, "limit": limit, "repeats": repeats,
+                  **params_settings(base), "decode_params": base.to_json()},
+        prompts=prompt_records(runnable), ar_ms_per_token=SideStats.of(first, first).ms_per_token,
+        rows=[SweepRow.of(v, per_value[v], ar_samples[v]) for v in sweep.values], samples=per_value, notes=notes,
+        elapsed_s=round(time.perf_counter() - started, 1))

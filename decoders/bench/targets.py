@@ -1,0 +1,127 @@
+"""The benchmark's targets, each judged from the run's own figures: the measured value, met or
+missed, by how much, and the figures that say why."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from decoders.bench.aggregate import Figures, MethodStats
+from decoders.bench.common import FlatRecord
+from decoders.bench.measure import Sample
+from decoders.bench.prompts import group_label
+from decoders.methods.base import get_method
+
+AR_RATIO_TARGET = 0.8  # our AR ms/token <= 0.8 x transformers generate()
+THM38_TOLERANCE = 0.15  # measured speculative speedup within 15% of Theorem 3.8
+RECORD_OVERHEAD_TARGET = 0.05  # recording costs <= 5% of wall time
+
+
+@dataclass(frozen=True)
+class Target(FlatRecord):
+    """One row of the targets table."""
+
+    key: str
+    target: str
+    goal: str
+    value: str
+    met: bool | None
+    margin: str
+    note: str = ""
+
+
+def evaluate_targets(figures: Figures, methods: Sequence[str], samples: Sequence[Sample],
+                     floor_ms: float | None = None) -> list[Target]:
+    """Every target the run has the figures for, in the order the report lists them."""
+    targets = [_ar_target(figures.overall["ar"], samples, floor_ms)]
+    if "pld" in methods:
+        targets += _pld_targets(figures.groups)
+    targets.append(_spec_target(figures.overall.get("spec")))
+    targets += [_record_target(method, figures.overall[method]) for method in methods]
+    return [t for t in targets if t is not None]
+
+
+def _ar_target(ar: MethodStats, samples: Sequence[Sample], floor_ms: float | None) -> Target | None:
+    ratio = ar.ratio_ms_per_token
+    if ratio is None:
+        return None
+    same = sum(1 for s in samples if s.ours["ar"].ids == s.theirs["ar"].ids)
+    met = ratio <= AR_RATIO_TARGET
+    margin = (f"{AR_RATIO_TARGET - ratio:.2f} under the limit" if met else
+              f"missed by {ratio - AR_RATIO_TARGET:.2f} ({ratio / AR_RATIO_TARGET - 1:+.0%} over the limit)")
+    note = f"same tokens out on {same}/{len(samples)} prompt runs"
+    step = ar.ours.decode_step_ms
+    if floor_ms and step:
+        note += f"; our one-token decode step is {step:.1f} ms, {step / floor_ms:.1f}x the {floor_ms:.3g} ms bandwidth floor"
+    return Target("ar_vs_transformers", "autoregressive ms/token vs transformers generate()",
+                  f"<= {AR_RATIO_TARGET:.2f}x",
+                  f"{ratio:.2f}x ({ar.ours.ms_per_token:.1f} vs {ar.theirs.ms_per_token:.1f} ms/token)", met, margin,
+                  note)
+
+
+def _pld_targets(groups: dict[str, dict[str, MethodStats]]) -> list[Target]:
+    targets = []
+    rows = [(g, per["pld"]) for g, per in groups.items() if "pld" in per and per["pld"].theirs is not None]
+    for key, name, field in (("pld_tau", "prompt lookup tau >= transformers' on every task group", "tau"),
+                             ("pld_speedup", "prompt lookup speedup >= transformers' on every task group", "speedup")):
+        if not rows:
+            break
+        figures = {g: (getattr(st.ours, field) or 0, getattr(st.theirs, field) or 0) for g, st in rows}
+        gaps = [(g, ours - theirs) for g, (ours, theirs) in figures.items()]
+        worst_group, worst = min(gaps, key=lambda gap: gap[1])
+        missed = [g for g, gap in gaps if gap < 0]
+        note = "; ".join(f"{group_label(g)}: ours {figures[g][0]:.2f} vs transformers {figures[g][1]:.2f}"
+                         for g in missed)
+        targets.append(Target(
+            key, name, "ours - transformers >= 0 on every group",
+            ", ".join(f"{group_label(g)} {gap:+.2f}" for g, gap in gaps), not missed,
+            f"missed on {len(missed)}/{len(gaps)} groups, worst {group_label(worst_group)} {worst:+.2f}" if missed
+            else f"all {len(gaps)} groups met (smallest gap {worst:+.2f})", note))
+    speed = [(g, per["pld"].ours.speedup) for g, per in groups.items() if "pld" in per]
+    speed = [(g, s) for g, s in speed if s is not None]
+    if speed:
+        slow = [g for g, s in speed if s < 1.0]
+        worst_group, worst = min(speed, key=lambda item: item[1])
+        why = []
+        for g in slow:
+            st = groups[g]["pld"].ours
+            why.append(f"{group_label(g)}: tau {st.tau or 0:.2f}, acceptance {st.acceptance or 0:.2f}, "
+                       f"a verify forward costs {st.verify_cost or 0:.2f}x a one-token step")
+        targets.append(Target(
+            "pld_not_slower", "prompt lookup never slower than autoregressive on any task group",
+            ">= 1.00x on every group", ", ".join(f"{group_label(g)} {s:.2f}x" for g, s in speed), not slow,
+            f"slower on {len(slow)}/{len(speed)} groups, worst {group_label(worst_group)} {worst:.2f}x "
+            f"(missed by {1 - worst:.2f})" if slow else
+            f"all groups met, slowest {group_label(worst_group)} {worst:.2f}x", "; ".join(why)))
+    return targets
+
+
+def _spec_target(spec: MethodStats | None) -> Target | None:
+    if spec is None or not spec.ours.predicted_speedup:
+        return None
+    ours = spec.ours
+    measured, predicted, aware = ours.speedup, ours.predicted_speedup, ours.predicted_speedup_cost_aware
+    error = measured / predicted - 1
+    aware_note = (f"cost-aware prediction {aware:.2f}x (measured {measured / aware - 1:+.0%} off it, verify cost "
+                  f"{ours.verify_cost or 0:.2f} one-token forwards)" if aware else "")
+    within = abs(error) <= THM38_TOLERANCE
+    return Target(
+        "spec_thm38", "speculative speedup within 15% of the Theorem 3.8 prediction",
+        f"measured within {THM38_TOLERANCE:.0%} of predicted",
+        f"measured {measured:.2f}x vs predicted {predicted:.2f}x (alpha {ours.alpha_hat:.2f}, c {ours.c_hat:.2f})",
+        within, f"{error:+.0%} off the prediction" + ("" if within else
+                                                     f" (missed by {abs(error) - THM38_TOLERANCE:.0%})"),
+        aware_note)
+
+
+def _record_target(method: str, stats: MethodStats) -> Target | None:
+    overhead = stats.record_overhead
+    if not stats.record_runs or overhead is None:
+        return None
+    met = overhead <= RECORD_OVERHEAD_TARGET
+    return Target(
+        f"record_overhead_{method}", f"recording overhead, {get_method(method).label.lower()}",
+        f"<= {RECORD_OVERHEAD_TARGET:.0%} of wall time", f"{overhead:+.1%}", met,
+        f"{RECORD_OVERHEAD_TARGET - overhead:.1%} to spare" if met else
+        f"missed by {overhead - RECORD_OVERHEAD_TARGET:.1%}",
+        f"total wall time of {stats.record_runs} record=True runs against their record=False twins")

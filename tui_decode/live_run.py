@@ -1,0 +1,143 @@
+"""One run while it streams: its phase, the iterations and tokens so far, the progress the status
+line shows and the figures that can already be known. No Textual here: the main screen draws what
+this holds, and the tests drive it without a terminal."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Iterable
+
+from decoders.events import PhaseStarted, Progress
+from decoders.params import METHOD_NAMES, DecodeParams
+from decoders.records import Iteration
+from decoders.stats import DecodeStats
+
+#: While a run streams, the token stream and the status line take every batch; the table and the
+#: live figures catch up at most this often (seconds), and at the end of the run. Their redraws
+#: cost tens of milliseconds on a small CPU: time the decode worker (measured against a baseline
+#: decoded while the screen was quiet) would otherwise lose, making the method look slower.
+SLOW_PANE_INTERVAL = 0.5
+
+
+def emitted_drafts(it: Iteration) -> int:
+    """Drafts of ``it`` that reached the output. `DecodeStats.accepted` also counts drafts the
+    target accepted after a stop token or the token limit ended the run, which saved runs do not."""
+    return sum(1 for e in it.emit if e.kind == "acc")
+
+
+def figures_of(stats: DecodeStats, accepted: int) -> dict[str, Any]:
+    """What can be said about a run while it is still going: tokens, iterations, acceptance
+    (named as in the run's `Summary`); ``accepted`` counts the drafts that were emitted."""
+    return {
+        "tokens": stats.tokens,
+        "iterations": stats.iterations,
+        "tau": stats.tau,
+        "drafted": stats.draft_tokens,
+        "accepted": accepted,
+        "accept_rate": round(accepted / stats.judged, 3) if stats.judged else None,
+    }
+
+
+def live_figures(iterations: Iterable[Iteration]) -> dict[str, Any]:
+    """`figures_of` the statistics of ``iterations``."""
+    iterations = list(iterations)
+    return figures_of(DecodeStats.of(iterations), sum(emitted_drafts(it) for it in iterations))
+
+
+class LiveRun:
+    """The state of one run from ctrl+r to its result.
+
+    ``phase`` is "starting", then "baseline" (the autoregressive reference, measured or reused),
+    then "method". Iterations arrive in the method phase only; the baseline reports progress.
+    """
+
+    def __init__(self, params: DecodeParams, prompt: str, clock: Callable[[], float] = time.monotonic,
+                 slow_pane_interval: float = SLOW_PANE_INTERVAL) -> None:
+        self.params = params
+        self.prompt = prompt
+        self.clock = clock
+        self.slow_pane_interval = slow_pane_interval
+        self.started = clock()
+        self.phase = "starting"
+        self.baseline_cached = False
+        self.iterations: list[Iteration] = []
+        self.stats = DecodeStats()  # observed iteration by iteration
+        self.accepted = 0  # drafts emitted (see `emitted_drafts`)
+        self.output_tokens: list[str] = []  # display text of each emitted token
+        self.progress_tokens = 0  # of the current phase
+        self.progress_total = params.max_new_tokens
+        self.views_cleared = False  # the method phase has replaced the run shown before
+        self._pending_rows: list[Iteration] = []
+        self._slow_panes_at = float("-inf")
+
+    # -- events ----------------------------------------------------------------------------------
+    def enter(self, phase: PhaseStarted) -> None:
+        """The engine moved to its baseline or its method phase."""
+        self.phase = phase.phase
+        self.progress_tokens = 0
+        self.progress_total = phase.max_new_tokens
+        if phase.phase == "baseline":
+            self.baseline_cached = phase.cached
+        else:
+            self.views_cleared = True
+
+    def add(self, events: Iterable[Iteration | Progress]) -> list[Iteration]:
+        """Take one batch of the worker's events; returns its iterations, in order."""
+        new: list[Iteration] = []
+        for event in events:
+            if isinstance(event, Progress):
+                self.progress_tokens, self.progress_total = event.tokens, event.total
+            elif isinstance(event, Iteration):
+                new.append(event)
+                self.stats.observe(event)
+                self.accepted += emitted_drafts(event)
+                self.output_tokens.extend(e.text for e in event.emit)
+        if new:
+            self.iterations.extend(new)
+            self._pending_rows.extend(new)
+            self.progress_tokens = len(self.output_tokens)
+            self.progress_total = self.params.max_new_tokens
+        return new
+
+    # -- what the screen shows -------------------------------------------------------------------
+    @property
+    def method_label(self) -> str:
+        return METHOD_NAMES.get(self.params.method, self.params.method)
+
+    @property
+    def tokens(self) -> int:
+        """Tokens the method has emitted so far."""
+        return len(self.output_tokens)
+
+    @property
+    def fraction(self) -> float:
+        return self.progress_tokens / max(self.progress_total, 1)
+
+    @property
+    def status(self) -> str:
+        """The status line's words for where the run is."""
+        if self.phase == "starting":
+            return "starting …"
+        if self.phase == "baseline":
+            if self.baseline_cached:
+                return "baseline: reusing the autoregressive run measured for this prompt"
+            return f"baseline: autoregressive reference, {self.progress_tokens}/{self.progress_total} tokens"
+        return f"{self.method_label}: {self.tokens}/{self.params.max_new_tokens} tokens"
+
+    def figures(self) -> dict[str, Any]:
+        """The figures known mid-run (`figures_of` its statistics)."""
+        return figures_of(self.stats, self.accepted)
+
+    def elapsed(self) -> float:
+        return self.clock() - self.started
+
+    # -- the panes drawn less often --------------------------------------------------------------
+    def slow_panes_due(self) -> bool:
+        """Whether the table and the figures are due a redraw (see `SLOW_PANE_INTERVAL`)."""
+        return self.clock() - self._slow_panes_at >= self.slow_pane_interval
+
+    def take_rows(self) -> list[Iteration]:
+        """The iterations not yet in the table; the slow panes count as drawn from now."""
+        rows, self._pending_rows = self._pending_rows, []
+        self._slow_panes_at = self.clock()
+        return rows

@@ -1,0 +1,63 @@
+"""The loaded family: an engine on it, and the early-exit layer speculative decoding drafts with."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tui_decode.settings import Settings, default_draft_layer
+
+if TYPE_CHECKING:
+    from decoders.engine import Engine
+    from decoders.family import FamilySpec
+
+
+@dataclass
+class LoadedFamily:
+    """An engine on a loaded family, with what the app needs to know about its helper.
+
+    A family with its own helper model keeps it. A family without one (the bundled SmolLM2-135M)
+    drafts with an early exit of its main model, at the layer the parameters pane chooses
+    (`Engine.set_draft_layer`: the exit shares the main model's weights, so changing the layer
+    costs nothing, and the engine keeps its loaded models and measured baselines).
+    """
+
+    engine: Engine
+    spec: FamilySpec | None = None
+    threads: int | None = None  # torch threads the runs use (None: not known)
+
+    @classmethod
+    def wrap(cls, engine: Engine, spec: FamilySpec | None = None, threads: int | None = None) -> LoadedFamily:
+        return cls(engine=engine, spec=spec, threads=threads)
+
+    @property
+    def label(self) -> str:
+        return self.engine.family.label
+
+    @property
+    def draft_layers(self) -> int:
+        """The main model's layer count when it may draft for itself, else 0."""
+        return self.engine.draft_layers
+
+    def start_layer(self) -> int | None:
+        """The draft layer the parameters pane starts from for this family."""
+        if not self.draft_layers:
+            return None
+        configured = self.spec.self_draft_layer if self.spec is not None else None
+        return configured or default_draft_layer(self.draft_layers)
+
+    def engine_for(self, settings: Settings) -> Engine:
+        """The engine, its helper switched to the chosen early-exit layer when that applies.
+
+        Called from the decode worker only, never while another run uses the engine.
+        """
+        layer = settings.draft_layer
+        if self.draft_layers and layer is not None:
+            self.engine.set_draft_layer(layer)  # nothing to do when it drafts at that layer already
+        return self.engine
+
+
+def helper_description(described: dict[str, Any]) -> str:
+    """How a family's helper reads in the parameters pane."""
+    helper = described.get("helper")
+    return str(helper) if helper else "none"

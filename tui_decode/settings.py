@@ -1,0 +1,151 @@
+"""What the next run uses and how the keys change it: the decoding parameters, the early-exit layer
+a family without a helper model drafts with, and the parameters pane's rows (knobs).
+
+A knob is a declared parameter (`decoders.methods.base.ParamSpec`): its label, help, step and
+display come from the declaration, so a method's new parameter shows up here with no change.
+Two rows are the app's own: the method itself and, for a method that drafts with a helper, the
+early-exit layer. No Textual here, so the rules are tested without a terminal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from decoders.methods.base import ParamSpec, get_method, method_names
+from decoders.params import COMMON_PARAMS, METHOD_NAMES, DecodeParams, all_param_specs
+
+DEFAULT_PROMPT = (
+    "Rewrite this sentence in the past tense: The quick brown fox jumps over the lazy dog, "
+    "then it runs into the forest and hides."
+)
+#: The app's starting parameters: short enough that a first run on a CPU takes seconds.
+START_PARAMS = DecodeParams(method="spec", max_new_tokens=48)
+#: The common parameters in the order the pane lists them, under the method.
+COMMON_ORDER = ("mode", "temperature", "seed", "max_new_tokens")
+#: Where the keys stop for a parameter whose declaration has no narrower ``ui_range``: γ stopped
+#: at 16 before the registry (the engine accepts up to 32, typed on the command line).
+KEY_RANGES: dict[str, tuple[float, float]] = {"gamma": (1, 16)}
+METHOD_KEY = "method"
+DRAFT_LAYER_KEY = "draft_layer"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the next run uses: the decoding parameters and, for a family without a helper model,
+    the early-exit layer that drafts for speculative decoding."""
+
+    params: DecodeParams = START_PARAMS
+    draft_layer: int | None = None
+
+    def replace(self, **changes: Any) -> Settings:
+        return dataclasses.replace(self, **changes)
+
+    def with_params(self, **changes: Any) -> Settings:
+        return self.replace(params=self.params.replace(**changes))
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One row of the parameters pane: a declared parameter, or one of the app's two own rows
+    (``spec`` None: the method, or the early-exit layer)."""
+
+    key: str  # a DecodeParams name, or "draft_layer"
+    label: str
+    hint: str
+    spec: ParamSpec | None = None
+
+    def value(self, settings: Settings) -> Any:
+        if self.key == DRAFT_LAYER_KEY:
+            return settings.draft_layer
+        return getattr(settings.params, self.key)
+
+    def shown(self, settings: Settings) -> str:
+        value = self.value(settings)
+        if self.key == METHOD_KEY:
+            return METHOD_NAMES.get(value, value)
+        if self.key == DRAFT_LAYER_KEY:
+            return "none" if value is None else f"early exit @ layer {value}"
+        return self.spec.shown(value) if self.spec is not None else str(value)
+
+    def step(self, settings: Settings, direction: int, draft_layers: int = 0) -> Settings:
+        """The settings with this value moved one step (``direction`` +1 or -1), within its range.
+
+        ``draft_layers`` is the main model's layer count when it may draft for itself (0: not).
+        Pairs that only conflict together (n-gram min above max) are left for the parameters'
+        check to report, so that a person learns the rule rather than meeting a silent clamp.
+        """
+        value = self.value(settings)
+        if self.key == METHOD_KEY:
+            names = method_names()
+            index = names.index(value) if value in names else -direction
+            return settings.with_params(method=names[(index + direction) % len(names)])
+        if self.key == DRAFT_LAYER_KEY:
+            if draft_layers < 2:
+                return settings
+            layer = default_draft_layer(draft_layers) if value is None else value + direction
+            return settings.replace(draft_layer=min(max(layer, 1), draft_layers - 1))
+        return settings.with_params(**{self.key: self.spec.step_value(value, direction)})
+
+
+METHOD_KNOB = Knob(METHOD_KEY, "method", "measured against the autoregressive baseline")
+DRAFT_LAYER_KNOB = Knob(DRAFT_LAYER_KEY, "draft model", "early exit: the main model's first layers")
+
+
+def spec_knob(spec: ParamSpec, method_label: str = "") -> Knob:
+    """The row for a declared parameter; its help loses a leading "<method>: " (the pane shows
+    one method's rows only)."""
+    hint = spec.help
+    prefix = f"{method_label.lower()}: "
+    if method_label and hint.lower().startswith(prefix):
+        hint = hint[len(prefix):]
+    if spec.ui_range is None and spec.name in KEY_RANGES:
+        spec = dataclasses.replace(spec, ui_range=KEY_RANGES[spec.name])
+    return Knob(spec.name, spec.label, hint, spec)
+
+
+def knobs_for(method: str) -> list[Knob]:
+    """The rows the pane shows for ``method``: the method, the common parameters, its own
+    parameters and, when it drafts with a helper, the early-exit layer."""
+    common = {spec.name: spec for spec in COMMON_PARAMS}
+    rows = [METHOD_KNOB] + [spec_knob(common[name]) for name in COMMON_ORDER]
+    definition = get_method(method)
+    rows += [spec_knob(spec, definition.label) for spec in definition.params]
+    if definition.needs_helper:
+        rows.append(DRAFT_LAYER_KNOB)
+    return rows
+
+
+def draft_length_key(method: str) -> str | None:
+    """The parameter [ and ] change for ``method``: the length of what one iteration drafts."""
+    return get_method(method).draft_length
+
+
+class _KnobsByKey(Mapping[str, Knob]):
+    """Every knob by key, read when asked for (a method registered later is included)."""
+
+    def _all(self) -> dict[str, Knob]:
+        knobs = {METHOD_KEY: METHOD_KNOB, DRAFT_LAYER_KEY: DRAFT_LAYER_KNOB}
+        for name, spec in all_param_specs().items():
+            knobs[name] = spec_knob(spec)
+        return knobs
+
+    def __getitem__(self, key: str) -> Knob:
+        return self._all()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+KNOB_BY_KEY: Mapping[str, Knob] = _KnobsByKey()
+
+
+def default_draft_layer(n_layers: int) -> int:
+    """Two thirds of the way up the stack (layer 20 of SmolLM2-135M's 30): early enough to be
+    cheap, late enough that its guesses sometimes agree with the full model."""
+    return min(max((2 * n_layers) // 3, 1), n_layers - 1)
