@@ -38,6 +38,8 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--helper", metavar="SRC", help="helper (draft) model sharing the main model's tokenizer")
     g.add_argument("--self-draft-layer", type=int, metavar="L",
                    help="draft with the main model's first L layers (early exit; shares the weights)")
+    g.add_argument("--self-draft", metavar="KIND",
+                   help="draft with a weight-only KIND (int4) copy of the main model, built at load time")
     g.add_argument("--device", default=None, choices=["auto", "cpu", "cuda", "mps"], help="default auto")
     g.add_argument("--dtype", default=None, choices=["auto", "float32", "bfloat16", "float16"], help="default auto")
 
@@ -92,6 +94,15 @@ def family_spec(args: argparse.Namespace):
         raise DecodeError("give either --family NAME or --main SRC, not both")
     if args.helper and args.self_draft_layer is not None:
         raise DecodeError("give either --helper SRC or --self-draft-layer L, not both")
+    self_draft = getattr(args, "self_draft", None)
+    if self_draft is not None:
+        from decoders.family import SELF_DRAFT_KINDS
+
+        if self_draft not in SELF_DRAFT_KINDS:
+            raise DecodeError(f"unknown --self-draft kind {self_draft!r}; choose one of {', '.join(SELF_DRAFT_KINDS)}")
+        if args.helper or args.self_draft_layer is not None:
+            other = "--helper SRC" if args.helper else "--self-draft-layer L"
+            raise DecodeError(f"give either --self-draft {self_draft} or {other}, not both")
     if args.main:
         spec = FamilySpec(name="custom", main=args.main, helper=None, self_draft_layer=None,
                           device="auto", dtype="auto", label=None)
@@ -99,9 +110,11 @@ def family_spec(args: argparse.Namespace):
         spec = resolve_family(args.family or DEFAULT_FAMILY)
     changes = {}
     if args.helper:
-        changes.update(helper=args.helper, self_draft_layer=None)
+        changes.update(helper=args.helper, self_draft_layer=None, self_draft=None)
     if args.self_draft_layer is not None:
-        changes.update(self_draft_layer=args.self_draft_layer, helper=None)
+        changes.update(self_draft_layer=args.self_draft_layer, helper=None, self_draft=None)
+    if self_draft is not None:
+        changes.update(self_draft=self_draft, helper=None, self_draft_layer=None)
     if args.device:
         changes["device"] = args.device
     if args.dtype:
@@ -192,7 +205,8 @@ def cmd_families(args: argparse.Namespace) -> int:
     for col in ("name", "main", "helper", "device", "dtype"):
         table.add_column(col)
     for name, spec in all_families().items():
-        helper = spec.helper or (f"early exit @ layer {spec.self_draft_layer}" if spec.self_draft_layer else "-")
+        helper = spec.helper or (f"early exit @ layer {spec.self_draft_layer}" if spec.self_draft_layer else
+                                 f"{spec.self_draft} self-draft" if spec.self_draft else "-")
         table.add_row(name, spec.main, helper, spec.device, spec.dtype)
     Console().print(table)
     return 0
