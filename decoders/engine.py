@@ -41,7 +41,8 @@ class Engine:
         self._exits: dict[int, object] = {}  # early-exit helper backends by layer, built once each
         # the early-exit layer the helper drafts with (None: a helper model of its own, or none)
         self.draft_layer: int | None = None
-        if family.helper is not None and getattr(family, "helper_model", None) is None:
+        if (family.helper is not None and getattr(family, "helper_model", None) is None
+                and not getattr(family, "self_draft", None)):
             self.draft_layer = getattr(family.helper, "n_layers", None)
 
     @property
@@ -73,7 +74,8 @@ class Engine:
         backend = self._exits.get(layer)
         if backend is None:
             backend = self._exits[layer] = self.family.main.early_exit(layer)
-        self.family = dataclasses.replace(self.family, helper=backend, helper_source=f"early exit @ layer {layer}")
+        self.family = dataclasses.replace(self.family, helper=backend, helper_source=f"early exit @ layer {layer}",
+                                          self_draft=None)
         self.helper = KVRunner(backend, self.clock)
         self.draft_layer = layer
 
@@ -100,7 +102,7 @@ class Engine:
         method = params.method_def
         if method.needs_helper and self.helper is None:
             raise DecodeError(f"{self.family.label} has no helper model, so {method.label.lower()} decoding is "
-                              "unavailable; give --helper SRC or --self-draft-layer L, or pick a method that "
+                              "unavailable; give --helper SRC, --self-draft int4 or --self-draft-layer L, or pick a method that "
                               f"needs none ({', '.join(m.name for m in all_methods() if not m.needs_helper)})")
         return params, self.prompt_ids(prompt, params)
 

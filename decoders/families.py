@@ -13,6 +13,10 @@ $TUI_DECODE_CONFIG_DIR) and holds one table per family::
     [families.smol-self]
     main = "bundled"
     self_draft_layer = 20
+
+    [families.smol-int4]
+    main = "bundled"
+    self_draft = "int4"                  # an int4 copy of the main model drafts for it
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from pathlib import Path
 from decoders.bundled import LABEL as BUNDLED_LABEL
 from decoders.errors import DecodeError
 from decoders.bundled import DEFAULT_FAMILY
-from decoders.family import DEVICES, DTYPES, FamilySpec
+from decoders.family import DEVICES, DTYPES, SELF_DRAFT_KINDS, FamilySpec
 
 CONFIG_ENV = "TUI_DECODE_CONFIG_DIR"
 CONFIG_FILE = "families.toml"
@@ -48,7 +52,7 @@ BUILTIN_FAMILIES: dict[str, FamilySpec] = {
     )
 }
 
-_STRING_KEYS = ("main", "helper", "device", "dtype", "label")
+_STRING_KEYS = ("main", "helper", "device", "dtype", "label", "self_draft")
 _KNOWN_KEYS = frozenset(_STRING_KEYS + ("self_draft_layer",))
 
 
@@ -69,13 +73,13 @@ def user_families(path: Path | None = None) -> dict[str, FamilySpec]:
         return {}
     import tomllib
 
+    from decoders.inputs import MAX_CONFIG_BYTES, read_text
+
+    text = read_text(path, "config file", MAX_CONFIG_BYTES, "fix or remove it")
     try:
-        with path.open("rb") as handle:
-            data = tomllib.load(handle)
-    except tomllib.TOMLDecodeError as err:
-        raise DecodeError(f"Config file {path} is not valid TOML: {err}; fix or remove it.") from err
-    except OSError as err:
-        raise DecodeError(f"Cannot read config file {path}: {err.strerror or err}.") from err
+        data = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, RecursionError) as err:
+        raise DecodeError(f"Config file {path} is not valid TOML: {err}; fix or remove it.") from None
     tables = data.get("families", {})
     if not isinstance(tables, dict):
         raise DecodeError(f"Config file {path}: `families` must be a table of [families.NAME] tables.")
@@ -106,11 +110,19 @@ def _spec_from_table(path: Path, name: str, table) -> FamilySpec:
         raise DecodeError(f"{where}: dtype {dtype!r} is not one of {', '.join(DTYPES)}.")
     if table.get("helper") and layer is not None:
         raise DecodeError(f"{where} sets both `helper` and `self_draft_layer`; keep one.")
+    self_draft = table.get("self_draft")
+    if self_draft is not None:
+        if self_draft not in SELF_DRAFT_KINDS:
+            raise DecodeError(f"{where}: self_draft {self_draft!r} is not one of {', '.join(SELF_DRAFT_KINDS)}.")
+        if table.get("helper") or layer is not None:
+            raise DecodeError(f"{where} sets `self_draft` and `{'helper' if table.get('helper') else 'self_draft_layer'}`; "
+                              "keep one.")
     return FamilySpec(
         name=name,
         main=table["main"],
         helper=table.get("helper"),
         self_draft_layer=layer,
+        self_draft=self_draft,
         device=device,
         dtype=dtype,
         label=table.get("label"),

@@ -28,6 +28,8 @@ DEVICES = ("auto", "cpu", "cuda", "mps")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 # End-of-turn markers of common chat formats: a chat reply ends at these even when the
 # generation config names only the base model's end-of-text token.
+#: Quantized self-drafts a family may ask for (built by `decoders.quantized`).
+SELF_DRAFT_KINDS = ("int4",)
 END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>")
 
 
@@ -39,6 +41,7 @@ class FamilySpec:
     main: str
     helper: str | None = None
     self_draft_layer: int | None = None
+    self_draft: str | None = None  # "int4": a weight-only low-bit copy of the main model drafts
     device: str = "auto"
     dtype: str = "auto"
     label: str | None = None
@@ -61,6 +64,7 @@ class Family:
     vocab_size: int
     main_model: Any = None  # the transformers module behind `main` (shares its weights)
     helper_model: Any = None  # the helper's transformers module; None for self-draft or no helper
+    self_draft: str | None = None  # "int4" when the helper is a quantized copy of the main model
     _display_table: list[str | None] = field(default_factory=list, init=False, repr=False)
     _token_bytes: Callable[[str], bytes | None] | None = field(default=None, init=False, repr=False)
     _special_ids: frozenset[int] = field(default=frozenset(), init=False, repr=False)
@@ -251,6 +255,7 @@ def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bo
         raise DecodeError(
             f"Family {spec.name!r} names both a helper model and a self-draft layer; choose one of the two."
         )
+    check_self_draft(spec)
     device = resolve_device(spec.device)
     dtype = resolve_dtype(spec.dtype, device)
     for source in (spec.main, spec.helper):
@@ -284,6 +289,10 @@ def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bo
             )
         helper_backend = main_backend.early_exit(layer)
         helper_source = f"early exit @ layer {layer}"
+    elif spec.self_draft:
+        report(f"Quantizing the main model to {spec.self_draft} for the draft", 1.0)
+        helper_backend = quantized_draft(main_backend, main_model, spec.self_draft)
+        helper_source = f"{spec.self_draft} self-draft"
 
     report("Warming up", 1.0)
     for backend in (main_backend, helper_backend):
@@ -304,7 +313,39 @@ def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bo
         vocab_size=vocab_size,
         main_model=main_model,
         helper_model=helper_model,
+        self_draft=spec.self_draft,
     )
+
+
+def check_self_draft(spec: FamilySpec) -> None:
+    """A self-draft kind must be known and must be the family's only draft."""
+    kind = spec.self_draft
+    if kind is None:
+        return
+    if kind not in SELF_DRAFT_KINDS:
+        raise DecodeError(f"Unknown self-draft kind {kind!r}; choose one of {', '.join(SELF_DRAFT_KINDS)}.")
+    if spec.helper or spec.self_draft_layer is not None:
+        other = "a helper model" if spec.helper else "a self-draft layer"
+        raise DecodeError(f"Family {spec.name!r} asks for an {kind} self-draft and {other}; choose one draft.")
+
+
+def quantized_draft(main_backend, main_model, kind: str) -> Backend:
+    """A weight-only ``kind`` copy of the main model as its draft (see `decoders.quantized`).
+
+    A main model the packed kernels cannot take (shape, device, architecture) is a DecodeError
+    that says which matrix or what is missing.
+    """
+    from decoders.llama_fast import LlamaBackend
+    from decoders.quantized import QuantizedLlamaBackend, unsupported_reason
+
+    reason = unsupported_reason(main_model, kind, device=main_backend.device)
+    if reason is not None:
+        raise DecodeError(f"Cannot build an {kind} self-draft of this model: {reason}.")
+    target = main_backend if isinstance(main_backend, LlamaBackend) else LlamaBackend.from_hf(main_model)
+    try:
+        return QuantizedLlamaBackend.from_target(target, main_model, kind)
+    except (ValueError, RuntimeError) as err:
+        raise DecodeError(f"Cannot build an {kind} self-draft of this model: {err}.") from err
 
 
 def warm_up(backend: Backend) -> None:

@@ -31,6 +31,9 @@ SWITCHES: dict[str, bool] = {
     "record": True,  # keep probabilities and top-5 per draft position (off for timing studies)
 }
 DEFAULT_METHOD = "spec"
+#: The lowest temperature sampling accepts: below it, p / T overflows float32 (1e-45 gives inf and
+#: NaN probabilities after the baseline has run); greedy mode is what a temperature near 0 means.
+MIN_SAMPLING_TEMPERATURE = 0.01
 
 
 def all_param_specs() -> dict[str, ParamSpec]:
@@ -115,8 +118,13 @@ class DecodeParams:
                 raise DecodeError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if self.mode == "sampling" and not self.temperature > 0:
             fix = ("raise the temperature" if ui else "set --temperature to a positive value")
-            raise DecodeError(f"temperature must be > 0 in sampling mode, got {self.temperature}; "
-                              f"{fix} (1.0 samples the model as is) or use greedy mode")
+            raise DecodeError(f"temperature must be > 0 in sampling mode (at least {MIN_SAMPLING_TEMPERATURE}), "
+                              f"got {self.temperature}; {fix} (1.0 samples the model as is) or use greedy mode")
+        if self.mode == "sampling" and self.temperature < MIN_SAMPLING_TEMPERATURE:
+            fix = (f"raise the temperature to {MIN_SAMPLING_TEMPERATURE} or more" if ui
+                   else f"set --temperature to {MIN_SAMPLING_TEMPERATURE} or more")
+            raise DecodeError(f"temperature must be at least {MIN_SAMPLING_TEMPERATURE} in sampling mode, got "
+                              f"{self.temperature:g}; {fix}, or use greedy mode for the most likely token")
         if self.mode == "sampling" and method.greedy_only:
             samplers = " / ".join(m.name for m in all_methods() if not m.greedy_only)
             fix = "switch to greedy mode" if ui else f"use --mode greedy, or --method {samplers} for sampling"

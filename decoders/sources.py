@@ -65,6 +65,9 @@ def classify_source(source: str) -> tuple[str, Path | None]:
     )
     if path.exists():
         if path.is_dir():
+            if not os.access(path, os.R_OK | os.X_OK):
+                raise DecodeError(f"Cannot read model folder {path}: permission denied; "
+                                  f"make it readable (chmod +rx) or pass a folder you may read.")
             if not (path / "config.json").is_file():
                 raise DecodeError(
                     f"Folder {path} has no config.json, so it is not a transformers model folder; "
@@ -72,6 +75,9 @@ def classify_source(source: str) -> tuple[str, Path | None]:
                 )
             return "folder", path
         if path.suffix.lower() == ".gguf":
+            if not os.access(path, os.R_OK):
+                raise DecodeError(f"Cannot read GGUF file {path}: permission denied; "
+                                  f"make it readable (chmod +r) or pass a file you may read.")
             return "gguf", path
         raise DecodeError(f"{path} is a file but not a .gguf file; pass a .gguf file or a model folder.")
     if looks_like_path:

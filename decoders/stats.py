@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable
 
-from decoders.records import STATUS_ACCEPTED, STATUS_REJECTED
+from decoders.records import KIND_ACCEPTED, STATUS_ACCEPTED, STATUS_REJECTED
 
 if TYPE_CHECKING:
     from decoders.records import Iteration
@@ -68,9 +68,11 @@ class DecodeStats:
         for depth in set(depths):  # a position counts once per draft that reached it
             self.drafted_per_pos[depth] += 1
             self.judged_per_pos[depth] += depth in judged
+        # accepted drafts that a stop token or the budget cut off were never emitted: not counted
+        emitted = sum(1 for e in it.emit if e.kind == KIND_ACCEPTED)
         n = 0
         for row, depth in zip(it.draft, depths):
-            if row.status == STATUS_ACCEPTED:
+            if row.status == STATUS_ACCEPTED and depth < emitted:
                 n += 1
                 self.accepted_per_pos[depth] += 1
         self.accepted += n

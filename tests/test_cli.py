@@ -81,3 +81,12 @@ def test_json_to_stdout_has_summary_and_both_runs(capsys, smollm2):
     assert set(data["runs"]) == {"baseline", "method"}
     assert data["summary"]["tokens"] == len(data["runs"]["method"]["ids"]) <= 8
     assert data["summary"]["identical"] is True
+
+
+def test_the_app_takes_decoding_flags_at_launch():
+    from tui_decode.app import _flags_given
+    from tui_decode.cli import build_parser, decode_params
+
+    args = build_parser().parse_args(["--method", "pld", "--max-new-tokens", "32"])
+    assert _flags_given(args) and decode_params(args).max_new_tokens == 32
+    assert not _flags_given(build_parser().parse_args(["--family", "smollm2-135m"]))

@@ -130,7 +130,7 @@ def test_errors_for_the_app_name_no_command_line_flags():
 
 def test_steps_stay_inside_the_declared_range():
     gamma = get_method("spec").params[0]
-    assert [gamma.step_value(v, d) for v, d in ((1, -1), (32, 1), (4, 1))] == [1, 32, 5]
+    assert [gamma.step_value(v, d) for v, d in ((1, -1), (16, 1), (4, 1), (32, 1))] == [1, 16, 5, 16]
     temperature = next(s for s in specs_for("ar") if s.name == "temperature")
     assert temperature.step_value(0.1, -1) == pytest.approx(0.1) and temperature.step_value(2.0, 1) == 2.0
     assert temperature.step_value(1.0, 1) == pytest.approx(1.1)

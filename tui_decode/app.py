@@ -21,7 +21,7 @@ from decoders.params import METHOD_NAMES, METHODS
 from decoders.records import RunResult
 from tui_decode.main_screen import MainScreen
 from tui_decode.runs_folder import runs_dir
-from tui_decode.settings import DEFAULT_PROMPT, Settings
+from tui_decode.settings import DEFAULT_PROMPT, START_PARAMS, Settings
 from tui_decode.workers import EngineFactory, FamilyLoader, default_engine_factory, default_family_loader
 
 if TYPE_CHECKING:
@@ -170,14 +170,31 @@ class TuiDecodeApp(App[int]):
         return self._main_screen is not None and self._main_screen.loader_busy()
 
 
+def _flags_given(args) -> bool:
+    """Whether any decoding flag differs from its default (else the app's own start applies)."""
+    from decoders.params import all_param_specs
+    from tui_decode.cli import build_parser
+
+    defaults = build_parser().parse_args([])
+    names = [*all_param_specs(), "method", "raw"]
+    return any(getattr(args, name, None) != getattr(defaults, name, None) for name in names)
+
+
 def run_app(args) -> int:
     """`tui-decode` without a subcommand: open the app (on a saved run with ``--open``)."""
     from tui_decode.cli import family_spec
 
+    from tui_decode.cli import decode_params
+
     opened = RunResult.load(args.open) if getattr(args, "open", None) else None
     spec = family_spec(args)
-    app = TuiDecodeApp(spec, opened=opened, opened_name=Path(args.open).name if opened else "")
-    code = app.run() or 0
+    settings = None
+    if getattr(args, "method", None) is not None:  # the launch flags: the first run's parameters
+        params = decode_params(args)
+        settings = Settings(params=params if _flags_given(args) else START_PARAMS)
+    app = TuiDecodeApp(spec, opened=opened, opened_name=Path(args.open).name if opened else "", settings=settings)
+    app.run()
+    code = app.return_code or 0  # a crash inside the app exits 1, never 0
     if app.loader_busy():
         # A model load cannot be interrupted; leave without waiting for it (it holds no files open
         # for writing that matter: the GGUF conversion writes to a temporary folder first).

@@ -13,6 +13,10 @@ from decoders.methods.base import method_names
 from decoders.params import DecodeParams, method_param_specs
 
 DEFAULT_OUT = "bench-out"
+#: Upper bounds of the bench's own counts (the decoding parameters have theirs in their ParamSpecs):
+#: beyond these a run would exhaust memory (bandwidth tensor, threads) or never end.
+COUNT_BOUNDS = {"limit": 100_000, "repeats": 100, "bandwidth_mb": 16_384, "threads": 1024,
+                "record_overhead_every": 100_000}
 
 
 def add_bench_parser(sub) -> None:
@@ -60,9 +64,16 @@ def _check_counts(args: argparse.Namespace) -> None:
         value = getattr(args, name)
         if value is not None and value < 1:
             raise DecodeError(f"{name} must be an integer >= 1, got {value}; set {flag} to 1 or more")
+        high = COUNT_BOUNDS[name]
+        if value is not None and value > high:
+            raise DecodeError(f"{name} must be an integer <= {high}, got {value}; set {flag} to {high} or less")
     if args.record_overhead_every < 0:
         raise DecodeError(f"record_overhead_every must be an integer >= 0, got {args.record_overhead_every}; "
                           "set --record-overhead-every to 0 (never) or more")
+    if args.record_overhead_every > COUNT_BOUNDS["record_overhead_every"]:
+        high = COUNT_BOUNDS["record_overhead_every"]
+        raise DecodeError(f"record_overhead_every must be an integer <= {high}, got {args.record_overhead_every}; "
+                          f"set --record-overhead-every to {high} or less")
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -72,7 +83,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from decoders.bench.report import group_table, overall_table, sweep_table, targets_table, write_report
     from tui_decode.cli import family_spec, load_with_progress
 
+    from decoders.atomic import check_folder_destination
+
     prompts = load_prompts(args.prompts)
+    check_folder_destination(args.out, "--out", "the report")  # before the benchmark, not after
     methods = parse_methods(args.methods)
     sweep = parse_sweep(args.sweep) if args.sweep else None
     _check_counts(args)
@@ -98,7 +112,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
         report = run_bench(family, prompts, methods, args.max_new_tokens, args.limit, args.repeats, progress,
                            params=params, record_overhead_every=args.record_overhead_every,
                            bandwidth_bytes=args.bandwidth_mb << 20)
-    md, js = write_report(report, args.out)
+    from decoders.errors import DecodeError
+
+    failed: DecodeError | None = None
+    try:
+        md, js = write_report(report, args.out)
+    except DecodeError as exc:  # keep the measurements: print them, then say what was not written
+        failed = exc
     if sweep is not None:
         print(f"Sweep of {sweep.name} ({sweep.method}): measured speedup against Theorem 3.8\n")
         print(sweep_table(report))
@@ -111,5 +131,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(targets_table(report))
     for note in report.notes:
         print(f"note: {note}", file=sys.stderr)
+    if failed is not None:
+        raise failed
     print(f"\nreport written to {md} and {js} ({report.elapsed_s:.0f} s)", file=sys.stderr)
     return 0

@@ -1,13 +1,19 @@
 """The command line: `tui-decode` opens the app; `tui-decode run` decodes headless; `tui-decode bench`
 measures methods side by side with transformers.
 
-Every user error ends as one line on stderr and exit code 2, never a traceback.
+Every user error ends as one line on stderr and exit code 2, never a traceback. Anything else
+(a bug) ends as one line naming a crash report file that holds the traceback, and exit code 1;
+ctrl+c exits 130 and SIGTERM 143.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+import time
+import traceback
 from pathlib import Path
 from typing import Sequence
 
@@ -32,6 +38,8 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--helper", metavar="SRC", help="helper (draft) model sharing the main model's tokenizer")
     g.add_argument("--self-draft-layer", type=int, metavar="L",
                    help="draft with the main model's first L layers (early exit; shares the weights)")
+    g.add_argument("--self-draft", metavar="KIND",
+                   help="draft with a weight-only KIND (int4) copy of the main model, built at load time")
     g.add_argument("--device", default=None, choices=["auto", "cpu", "cuda", "mps"], help="default auto")
     g.add_argument("--dtype", default=None, choices=["auto", "float32", "bfloat16", "float16"], help="default auto")
 
@@ -86,6 +94,15 @@ def family_spec(args: argparse.Namespace):
         raise DecodeError("give either --family NAME or --main SRC, not both")
     if args.helper and args.self_draft_layer is not None:
         raise DecodeError("give either --helper SRC or --self-draft-layer L, not both")
+    self_draft = getattr(args, "self_draft", None)
+    if self_draft is not None:
+        from decoders.family import SELF_DRAFT_KINDS
+
+        if self_draft not in SELF_DRAFT_KINDS:
+            raise DecodeError(f"unknown --self-draft kind {self_draft!r}; choose one of {', '.join(SELF_DRAFT_KINDS)}")
+        if args.helper or args.self_draft_layer is not None:
+            other = "--helper SRC" if args.helper else "--self-draft-layer L"
+            raise DecodeError(f"give either --self-draft {self_draft} or {other}, not both")
     if args.main:
         spec = FamilySpec(name="custom", main=args.main, helper=None, self_draft_layer=None,
                           device="auto", dtype="auto", label=None)
@@ -93,9 +110,11 @@ def family_spec(args: argparse.Namespace):
         spec = resolve_family(args.family or DEFAULT_FAMILY)
     changes = {}
     if args.helper:
-        changes.update(helper=args.helper, self_draft_layer=None)
+        changes.update(helper=args.helper, self_draft_layer=None, self_draft=None)
     if args.self_draft_layer is not None:
-        changes.update(self_draft_layer=args.self_draft_layer, helper=None)
+        changes.update(self_draft_layer=args.self_draft_layer, helper=None, self_draft=None)
+    if self_draft is not None:
+        changes.update(self_draft=self_draft, helper=None, self_draft_layer=None)
     if args.device:
         changes["device"] = args.device
     if args.dtype:
@@ -116,15 +135,16 @@ def decode_params(args: argparse.Namespace, method: str | None = None) -> Decode
 
 
 def read_prompt(args: argparse.Namespace) -> str:
+    """The prompt text: from --prompt-file (read up to a bound, UTF-8) or --prompt (valid UTF-8)."""
+    from decoders.inputs import MAX_PROMPT_BYTES, check_text, read_text
+
     if args.prompt_file:
-        try:
-            return Path(args.prompt_file).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise DecodeError(f"cannot read the prompt file {args.prompt_file}: {exc.strerror}; "
-                              "give a readable text file to --prompt-file") from None
+        return read_text(args.prompt_file, "the prompt file", MAX_PROMPT_BYTES,
+                         "give a readable UTF-8 text file to --prompt-file")
     if args.prompt is None:
         raise DecodeError("no prompt given; pass --prompt TEXT or --prompt-file PATH")
-    return args.prompt
+    return check_text(args.prompt, "the --prompt text",
+                      "pass UTF-8 text (or put the prompt in a UTF-8 file and use --prompt-file)")
 
 
 def load_with_progress(spec, console):
@@ -145,25 +165,33 @@ def cmd_run(args: argparse.Namespace) -> int:
     from decoders.engine import Engine
     from tui_decode.summary_table import summary_table
 
+    from decoders.atomic import check_destination
+
     err = Console(stderr=True)
     params = decode_params(args, args.method)
     prompt = read_prompt(args)
     if not prompt.strip():
         raise DecodeError("the prompt is empty; give some text with --prompt or --prompt-file")
+    if args.json and args.json != "-":
+        check_destination(args.json, "--json", "the run")  # before any model time is spent
     family = load_with_progress(family_spec(args), err)
     engine = Engine(family)
     params, _ = engine.check(prompt, params)  # fail on bad input before spending model time
     with err.status("decoding ..."):
         result = engine.run(prompt, params)
+    if args.json == "-":
+        sys.stdout.write(result.dumps() + "\n")
+        return 0
+    failed: DecodeError | None = None
     if args.json:
-        text = result.dumps()
-        if args.json == "-":
-            sys.stdout.write(text + "\n")
-        else:
+        try:
             result.save(args.json)
             err.print(f"run written to {args.json}")
-    if args.json != "-":
-        Console().print(summary_table(result))
+        except DecodeError as exc:  # keep the result: show it, then say what was not written
+            failed = exc
+    Console().print(summary_table(result))
+    if failed is not None:
+        raise failed
     return 0
 
 
@@ -177,7 +205,8 @@ def cmd_families(args: argparse.Namespace) -> int:
     for col in ("name", "main", "helper", "device", "dtype"):
         table.add_column(col)
     for name, spec in all_families().items():
-        helper = spec.helper or (f"early exit @ layer {spec.self_draft_layer}" if spec.self_draft_layer else "-")
+        helper = spec.helper or (f"early exit @ layer {spec.self_draft_layer}" if spec.self_draft_layer else
+                                 f"{spec.self_draft} self-draft" if spec.self_draft else "-")
         table.add_row(name, spec.main, helper, spec.device, spec.dtype)
     Console().print(table)
     return 0
@@ -189,21 +218,114 @@ def cmd_app(args: argparse.Namespace) -> int:
     return run_app(args)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-        if args.command == "run":
-            return cmd_run(args)
-        if args.command == "families":
-            return cmd_families(args)
-        if args.command == "bench":
-            from tui_decode.bench_cli import cmd_bench
+class Terminated(BaseException):
+    """SIGTERM arrived: unwind (temporary files are removed on the way) and exit 143."""
 
-            return cmd_bench(args)
-        return cmd_app(args)
+
+def _on_sigterm(signum, frame):  # pragma: no cover - exercised through a subprocess
+    raise Terminated()
+
+
+def crash_dir() -> Path:
+    """Where crash reports go: $TUI_DECODE_CACHE_DIR, else the user cache dir."""
+    override = os.environ.get("TUI_DECODE_CACHE_DIR")
+    if override:
+        return Path(override).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("tui-decode"))
+
+
+def write_crash_report(exc: BaseException, argv: Sequence[str] | None) -> Path | None:
+    """The traceback of ``exc`` in ``crash-YYYYmmdd-HHMMSS.txt``; its path, or None if no folder took it."""
+    import tempfile
+
+    from decoders import atomic
+
+    text = (f"tui-decode {__version__} crashed at {time.strftime('%Y-%m-%d %H:%M:%S')}\n"
+            f"command: {' '.join(map(repr, sys.argv[:1] + list(argv if argv is not None else sys.argv[1:])))}\n"
+            f"python: {sys.version.split()[0]} on {sys.platform}\n\n"
+            + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    name = f"crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.txt"
+    folders = []
+    try:
+        folders.append(crash_dir())
+    except Exception:
+        pass
+    folders.append(Path(tempfile.gettempdir()))
+    for folder in folders:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            return atomic.write_text(folder / name, text.encode("utf-8", "backslashreplace").decode("utf-8"))
+        except Exception:
+            continue
+    return None
+
+
+def report_crash(exc: BaseException, argv: Sequence[str] | None) -> int:
+    """One line naming the crash report (the traceback goes there, not to the screen); exit 1."""
+    report = write_crash_report(exc, argv)
+    where = f"details in {report}" if report else "no crash report could be written"
+    print(f"tui-decode: internal error: {type(exc).__name__}: {_one_line(exc)} ({where}; please report it)",
+          file=sys.stderr)
+    return 1
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The error boundary: whatever happens, one line on stderr and a meaningful exit code."""
+    previous = None
+    try:
+        try:
+            previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        except ValueError:  # not the main thread
+            previous = None
+        return _dispatch(argv)
     except DecodeError as exc:
         print(f"tui-decode: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("tui-decode: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        print("tui-decode: terminated", file=sys.stderr)
+        return 143
+    except SystemExit:
+        raise  # --help, --version
+    except BrokenPipeError:  # stdout closed early (piped into head): nothing more to say
+        _silence_stdout()
+        return 141  # as a shell reports a process ended by SIGPIPE
+    except Exception as exc:
+        return report_crash(exc, argv)
+    finally:
+        if previous is not None:
+            try:
+                signal.signal(signal.SIGTERM, previous)
+            except ValueError:
+                pass
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe, point stdout at /dev/null so the interpreter's final flush is quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _dispatch(argv: Sequence[str] | None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "run":
+        return cmd_run(args)
+    if args.command == "families":
+        return cmd_families(args)
+    if args.command == "bench":
+        from tui_decode.bench_cli import cmd_bench
+
+        return cmd_bench(args)
+    return cmd_app(args)

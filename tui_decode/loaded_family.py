@@ -41,8 +41,8 @@ class LoadedFamily:
 
     def start_layer(self) -> int | None:
         """The draft layer the parameters pane starts from for this family."""
-        if not self.draft_layers:
-            return None
+        if not self.draft_layers or getattr(self.engine.family, "self_draft", None):
+            return None  # none, or a quantized self-draft that an early-exit layer would replace
         configured = self.spec.self_draft_layer if self.spec is not None else None
         return configured or default_draft_layer(self.draft_layers)
 

@@ -20,6 +20,7 @@ from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer
 
+from decoders import atomic
 from decoders.errors import DecodeError
 from decoders.params import METHOD_NAMES, DecodeParams
 from decoders.records import RunResult
@@ -446,7 +447,7 @@ class MainScreen(FamilyLoadWorker, DecodeWorker, Screen[None]):
         stem = run_file_stem(self.result, folder)
         try:
             self.result.save(folder / f"{stem}.json")
-            self.app.save_screenshot(filename=f"{stem}.svg", path=str(folder))
+            atomic.write_text(folder / f"{stem}.svg", self.app.export_screenshot(), "screenshot")
         except OSError as error:
             self.report_error(f"cannot save in {folder}: {error.strerror or error}; set TUI_DECODE_RUNS_DIR "
                               "to a writable folder")

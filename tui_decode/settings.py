@@ -25,9 +25,6 @@ DEFAULT_PROMPT = (
 START_PARAMS = DecodeParams(method="spec", max_new_tokens=48)
 #: The common parameters in the order the pane lists them, under the method.
 COMMON_ORDER = ("mode", "temperature", "seed", "max_new_tokens")
-#: Where the keys stop for a parameter whose declaration has no narrower ``ui_range``: γ stopped
-#: at 16 before the registry (the engine accepts up to 32, typed on the command line).
-KEY_RANGES: dict[str, tuple[float, float]] = {"gamma": (1, 16)}
 METHOD_KEY = "method"
 DRAFT_LAYER_KEY = "draft_layer"
 
@@ -101,8 +98,6 @@ def spec_knob(spec: ParamSpec, method_label: str = "") -> Knob:
     prefix = f"{method_label.lower()}: "
     if method_label and hint.lower().startswith(prefix):
         hint = hint[len(prefix):]
-    if spec.ui_range is None and spec.name in KEY_RANGES:
-        spec = dataclasses.replace(spec, ui_range=KEY_RANGES[spec.name])
     return Knob(spec.name, spec.label, hint, spec)
 
 

@@ -66,16 +66,23 @@ class BenchPrompt:
 
 def load_prompts(path: str | os.PathLike) -> list[BenchPrompt]:
     """Read a Spec-Bench JSONL file; DecodeError naming the file and line for anything malformed."""
+    from decoders.inputs import MAX_PROMPTS_BYTES, decode_utf8
+
     path = Path(path)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_PROMPTS_BYTES + 1)
     except FileNotFoundError:
         raise DecodeError(f"no prompts file at {path}; give a Spec-Bench JSONL file to --prompts "
                           "(e.g. bench/spec_bench_dev.jsonl)") from None
     except IsADirectoryError:
         raise DecodeError(f"{path} is a folder; give a Spec-Bench JSONL file to --prompts") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DecodeError(f"cannot read the prompts file {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    except OSError as exc:
+        raise DecodeError(f"cannot read the prompts file {path}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_PROMPTS_BYTES:
+        raise DecodeError(f"the prompts file {path} is larger than {MAX_PROMPTS_BYTES >> 20} MiB, the most "
+                          "that is read; give a smaller Spec-Bench JSONL file to --prompts")
+    lines = decode_utf8(raw, f"the prompts file {path}", "give a Spec-Bench JSONL file to --prompts").splitlines()
     prompts = [_parse_line(line, f"{path} line {number}") for number, line in enumerate(lines, 1) if line.strip()]
     if not prompts:
         raise DecodeError(f"{path} holds no prompts; give a Spec-Bench JSONL file with one record per line")

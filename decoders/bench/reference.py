@@ -266,7 +266,7 @@ def reference_for(family: Family) -> HFReference:
         model = transformers_model(family.main)
     helper_model = getattr(family, "helper_model", None)
     early_exit = None
-    if family.helper is not None and helper_model is None:
+    if family.helper is not None and helper_model is None and not getattr(family, "self_draft", None):
         early_exit = int(family.helper.n_layers)
     pad = getattr(family.tokenizer, "pad_token_id", None)
     return HFReference(model, family.stop_ids, pad_id=pad, helper_model=helper_model, early_exit_layer=early_exit)

@@ -312,13 +312,16 @@ def load_report(path: str | Path) -> Report:
 
 def write_report(report: Report, out_dir: str | Path) -> tuple[Path, Path]:
     """Write report.md and report.json into ``out_dir`` (created if needed)."""
+    from decoders import atomic
+
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
-        md, js = out / "report.md", out / "report.json"
-        md.write_text(render_markdown(report), encoding="utf-8")
-        js.write_text(json.dumps(report.to_json(), ensure_ascii=False, indent=1), encoding="utf-8")
     except OSError as exc:
         raise DecodeError(f"cannot write the report into {out}: {exc.strerror or exc}; "
                           "give a writable folder to --out") from None
+    md, js = out / "report.md", out / "report.json"
+    # Each file is written atomically: a failure (a full disk) leaves the earlier report as it was.
+    atomic.write_text(md, render_markdown(report), what="the report")
+    atomic.write_text(js, json.dumps(report.to_json(), ensure_ascii=False, indent=1), what="the report")
     return md, js

@@ -15,7 +15,8 @@ from decoders.records import KIND_AR, TopK
 from decoders.theory import best_gamma, cost_aware_speedup, expected_tokens, predicted_speedup, speedup_curve
 
 TOP_K = 5
-GAMMA = ParamSpec("gamma", "γ draft length", "speculative: tokens drafted per iteration", 4, low=1, high=32)
+GAMMA = ParamSpec("gamma", "γ draft length", "speculative: tokens drafted per iteration", 4, low=1, high=32,
+                  ui_range=(1, 16))
 NO_HELPER = ("has no helper model, so speculative decoding is unavailable; "
              "give --helper SRC or --self-draft-layer L, or pick --method pld / jacobi")
 

@@ -1,0 +1,675 @@
+"""Hostile input and faults (issue 14): every case ends as one line on stderr (no traceback), the
+exit code the class calls for (2 bad input, 1 internal failure with a crash report, 130/143
+signals), and every file that was there before is byte-identical after.
+
+Models, where needed, are the tiny random ones of tests/tiny.py; a GGUF conversion is simulated
+by handing transformers' loaders a tiny model, so the real writing, checksum and cleanup code runs.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.tiny import save_tiny_model, tiny_model, tiny_tokenizer
+from tui_decode.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+RUN_DATA = REPO / "tests" / "data" / "run_spec.json"
+
+
+# -- helpers --------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory) -> Path:
+    return save_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path, monkeypatch):
+    """Cache, config and crash reports under tmp_path; a watched folder with a precious file."""
+    monkeypatch.setenv("TUI_DECODE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TUI_DECODE_CONFIG_DIR", str(tmp_path / "config"))
+    (tmp_path / "config").mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "run.json").write_bytes(RUN_DATA.read_bytes())  # an earlier, valid run
+    (work / "notes.txt").write_text("keep me\n")
+    return tmp_path
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` (the crash reports folder aside) and its bytes."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and "crash-" not in path.name:
+            out[str(path.relative_to(root))] = path.read_bytes()
+    return out
+
+
+def hostile(capsys, root: Path, argv: list[str], code: int, message: str) -> str:
+    """Run the CLI on ``argv``: exit ``code``, one line on stderr containing ``message``, no
+    traceback, and the files under ``root`` unchanged. Returns stdout.
+
+    The bench's progress lines ("bench: ...", "note: ...") may come before the one line."""
+    before = snapshot(root)
+    got = main(argv)
+    out, err = capsys.readouterr()
+    assert got == code, err
+    assert message in err, err
+    progress = [line for line in err.splitlines()[:-1] if line.startswith(("bench: ", "note: "))]
+    err = err[sum(len(line) + 1 for line in progress):] if argv[0] == "bench" else err
+    assert err.count("\n") == 1 and err.startswith("tui-decode: "), err
+    assert "Traceback" not in err + out
+    assert snapshot(root) == before
+    return out
+
+
+def one_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+# -- 1. unbounded and edge numbers: refused up front, the bound in the message -------------------
+PROMPT = ["--prompt", "w5 w6 w7 w5 w6"]
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--method", "pld", "--ngram-max", "1000000000"], "ngram_max must be an integer <="),
+    (["--method", "jacobi", "--block", "1000000000"], "block must be an integer <="),
+    (["--method", "pld", "--num-pred", "1000000000"], "num_pred must be an integer <="),
+    (["--max-new-tokens", "1000000000"], "max_new_tokens must be an integer <= 131072"),
+    (["--seed", str(2**64 + 1)], "seed must be an integer <= 2147483647"),
+    (["--seed", "-1"], "seed must be an integer >= 0"),
+    (["--mode", "sampling", "--method", "pld", "--temperature", "1e-45"],
+     "temperature must be at least 0.01 in sampling mode, got 1e-45"),
+    (["--mode", "sampling", "--method", "pld", "--temperature", "0"],
+     "temperature must be > 0 in sampling mode (at least 0.01)"),
+    (["--mode", "sampling", "--method", "pld", "--temperature", "inf"], "temperature must be a number <= 100"),
+    (["--mode", "sampling", "--method", "pld", "--temperature", "nan"], "temperature must be a number in 0..100"),
+    (["--max-new-tokens", "8.5"], "invalid int value"),
+])
+def test_numbers_out_of_bounds(capsys, isolated, tiny_folder, argv, message):
+    hostile(capsys, isolated, ["run", "--main", str(tiny_folder), *PROMPT, *argv], 2, message)
+
+
+def test_tiny_temperature_is_rejected_before_any_model_time(monkeypatch, capsys, isolated, tiny_folder):
+    import decoders.family
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("a model was loaded for a run that must be refused up front")
+
+    monkeypatch.setattr(decoders.family, "load_family", no_loading)
+    hostile(capsys, isolated, ["run", "--main", str(tiny_folder), *PROMPT, "--mode", "sampling",
+                               "--temperature", "0.001"], 2, "at least 0.01")
+
+
+# -- 2. destinations: checked before the run; a failed write keeps the result and the old file ----
+@pytest.mark.parametrize("where,message", [
+    ("missing/run.json", "the folder"),
+    (".", "it is a folder"),
+    ("notes.txt/run.json", "is not a folder"),
+])
+def test_json_destination_checked_up_front(monkeypatch, capsys, isolated, tiny_folder, where, message):
+    import decoders.family
+
+    monkeypatch.setattr(decoders.family, "load_family", lambda *a, **k: pytest.fail("model loaded"))
+    dest = isolated / "work" / where
+    hostile(capsys, isolated, ["run", "--main", str(tiny_folder), *PROMPT, "--json", str(dest)], 2, message)
+
+
+def test_json_destination_unwritable_folder(monkeypatch, capsys, isolated, tiny_folder):
+    """Root ignores permission bits, so an unwritable folder is simulated where it shows: creating a file."""
+    import tempfile
+
+    import decoders.family
+
+    monkeypatch.setattr(decoders.family, "load_family", lambda *a, **k: pytest.fail("model loaded"))
+    real = tempfile.mkstemp
+
+    def denied(*args, dir=None, **kwargs):
+        if dir is not None and Path(dir) == isolated / "work":
+            raise PermissionError(errno.EACCES, "Permission denied")
+        return real(*args, dir=dir, **kwargs)
+
+    monkeypatch.setattr(tempfile, "mkstemp", denied)
+    hostile(capsys, isolated, ["run", "--main", str(tiny_folder), *PROMPT, "--json",
+                               str(isolated / "work" / "run.json")], 2, "permission denied")
+
+
+def full_disk_after(monkeypatch, nbytes: int = 100):
+    """Make atomic writes fail with ENOSPC after ``nbytes`` reached the temporary file."""
+    from decoders import atomic
+
+    def write_some(handle, data):
+        handle.write(bytes(data[:nbytes]))
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(atomic, "_write_all", write_some)
+
+
+def test_full_disk_on_run_json_keeps_old_file_and_shows_result(monkeypatch, capsys, isolated, tiny_folder):
+    """Fault injection, writer 1: `run --json PATH` on a full disk, mid-write."""
+    full_disk_after(monkeypatch)
+    dest = isolated / "work" / "run.json"
+    out = hostile(capsys, isolated, ["run", "--main", str(tiny_folder), "--method", "pld", *PROMPT,
+                                     "--max-new-tokens", "4", "--json", str(dest)], 2,
+                  f"nothing was written to the run {dest}: no space left on device")
+    assert "tokens emitted" in out  # the summary of the run that finished is still shown
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["notes.txt", "run.json"]  # no temp file left
+
+
+def test_json_to_dev_full_keeps_the_device_and_shows_result(capsys, isolated, tiny_folder):
+    """A real full device: written in place (renaming over /dev/full would replace the device)."""
+    import stat
+
+    out = hostile(capsys, isolated, ["run", "--main", str(tiny_folder), "--method", "pld", *PROMPT,
+                                     "--max-new-tokens", "4", "--json", "/dev/full"], 2,
+                  "nothing was written to the run /dev/full: no space left on device")
+    assert "tokens emitted" in out
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+
+
+def test_save_through_a_symlink_keeps_the_link(isolated):
+    from decoders.records import RunResult
+
+    target = isolated / "work" / "run.json"
+    link = isolated / "work" / "latest.json"
+    link.symlink_to(target)
+    RunResult.load(RUN_DATA).save(link)
+    assert link.is_symlink() and json.loads(target.read_text())["summary"]["tokens"] == 20
+
+
+def test_full_disk_on_save_raises_one_line_and_keeps_old_file(monkeypatch, isolated):
+    """Fault injection, writer 1 through the API the app uses (ctrl+s): still an OSError, too."""
+    from decoders.atomic import WriteError
+    from decoders.errors import DecodeError
+    from decoders.records import RunResult
+
+    result = RunResult.load(RUN_DATA)
+    dest = isolated / "work" / "run.json"
+    before = dest.read_bytes()
+    full_disk_after(monkeypatch)
+    with pytest.raises(WriteError) as info:
+        result.save(dest)
+    assert isinstance(info.value, DecodeError) and isinstance(info.value, OSError)
+    assert info.value.errno == errno.ENOSPC and "no space left on device" in str(info.value)
+    assert dest.read_bytes() == before
+    assert not [p for p in dest.parent.iterdir() if p.name.startswith(".tmp-")]
+
+
+def test_atomic_write_replaces_whole_file_and_keeps_mode(isolated):
+    from decoders import atomic
+
+    dest = isolated / "work" / "notes.txt"
+    dest.chmod(0o640)
+    atomic.write_text(dest, "new ü\n")
+    assert dest.read_text(encoding="utf-8") == "new ü\n"
+    assert dest.stat().st_mode & 0o777 == 0o640
+
+
+# -- 3. text that is not UTF-8, and files of unbounded size -------------------------------------
+def prompt_file(isolated: Path, name: str, data: bytes) -> str:
+    path = isolated / "work" / name
+    path.write_bytes(data)
+    return str(path)
+
+
+@pytest.mark.parametrize("name,data,message", [
+    ("utf16.txt", "w5 w6".encode("utf-16"), "is not UTF-8 text (it looks like UTF-16)"),
+    ("latin1.txt", "café w5".encode("latin-1"), "byte 0xe9 at offset 3"),
+    ("big.txt", b"w5 " * (2 << 20), "is larger than 4 MiB, the most that is read"),
+])
+def test_prompt_file_bad_text(capsys, isolated, tiny_folder, name, data, message):
+    path = prompt_file(isolated, name, data)
+    hostile(capsys, isolated, ["run", "--main", str(tiny_folder), "--prompt-file", path], 2, message)
+
+
+@pytest.mark.parametrize("path,message", [
+    ("/dev/zero", "is larger than 4 MiB"),
+    ("{tmp}", "it is a folder"),
+    ("{tmp}/missing.txt", "it does not exist"),
+])
+def test_prompt_file_unusable(capsys, isolated, tiny_folder, path, message):
+    path = path.format(tmp=isolated / "work")
+    hostile(capsys, isolated, ["run", "--main", str(tiny_folder), "--prompt-file", path], 2, message)
+
+
+def test_dev_zero_is_not_read_to_the_end(monkeypatch, capsys, isolated):
+    from decoders import inputs
+
+    reads = []
+    real_open = Path.open
+
+    def counting_open(self, *args, **kwargs):
+        handle = real_open(self, *args, **kwargs)
+        real_read = handle.read
+        handle_read = lambda n=-1: reads.append(n) or real_read(n)  # noqa: E731
+        return type("H", (), {"read": staticmethod(handle_read), "__enter__": lambda s: s,
+                              "__exit__": lambda s, *a: handle.close()})()
+
+    monkeypatch.setattr(Path, "open", counting_open)
+    with pytest.raises(Exception, match="larger than 4 MiB"):
+        inputs.read_text("/dev/zero", "the prompt file", inputs.MAX_PROMPT_BYTES, "fix")
+    assert reads == [inputs.MAX_PROMPT_BYTES + 1]
+
+
+def test_prompt_with_surrogates(capsys, isolated, tiny_folder):
+    hostile(capsys, isolated, ["run", "--main", str(tiny_folder), "--prompt", "w5 \udcff w6"], 2,
+            "the --prompt text is not valid UTF-8 text")
+
+
+@pytest.mark.parametrize("data,message", [
+    ('[families.x]\nmain = "bundled"\n'.encode("utf-16"), "is not UTF-8 text (it looks like UTF-16)"),
+    (b'[families.x]\nmain = "caf\xe9"\n', "byte 0xe9"),
+    (b"#" * (2 << 20), "is larger than 1 MiB"),
+    (b"[families.x\nmain = 1", "not valid TOML"),
+    (b"a = " + b"[" * 100000, "not valid TOML"),
+])
+def test_families_toml_bad(capsys, isolated, data, message):
+    (isolated / "config" / "families.toml").write_bytes(data)
+    hostile(capsys, isolated, ["families"], 2, message)
+
+
+# -- 4. saved runs with bad content (read before the app starts: the same check the app uses) ----
+def bad_run(isolated: Path, edit) -> str:
+    data = json.loads(RUN_DATA.read_text())
+    edit(data)
+    path = isolated / "work" / "bad.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def _set(path: list, value):
+    def edit(d):
+        for key in path[:-1]:
+            d = d[key]
+        d[path[-1]] = value
+    return edit
+
+
+@pytest.mark.parametrize("edit,message", [
+    (_set(["summary", "tau"], "fast"), "tau"),
+    (_set(["runs", "method", "ids"], "abc"), "runs.method.ids must be a list of integers"),
+    (_set(["runs", "method", "tokens"], [1, 2]), "runs.method.tokens[0] must be"),
+    (_set(["runs", "method", "kinds"], ["acc"]), "runs.method.kinds has 1 entries for 20 tokens"),
+    (_set(["runs", "method", "iters", 0, "k"], "0"), "runs.method.iters[0].k must be an integer"),
+    (_set(["runs", "method", "iters", 1, "draft", 0, 5], "maybe"), "runs.method.iters[1].draft[0]"),
+    (_set(["runs", "method", "iters", 1, "emit"], [[1, "x"]]), "runs.method.iters[1].emit[0]"),
+    (_set(["runs", "method", "iters", 1, "detail"], {"kind": "warp"}), "unknown kind 'warp'"),
+    (_set(["runs", "baseline", "time_ms"], {"wall": "1s"}), "runs.baseline.time_ms.wall must be"),
+    (_set(["runs"], []), "runs must be an object"),
+])
+def test_open_run_with_bad_fields(capsys, isolated, edit, message):
+    path = bad_run(isolated, edit)
+    hostile(capsys, isolated, ["--open", path], 2, message)
+
+
+@pytest.mark.parametrize("data,message", [
+    (b"", "is not a tui-decode run record"),
+    (RUN_DATA.read_bytes()[:500], "is not a tui-decode run record"),
+    (RUN_DATA.read_text().encode("utf-16"), "is not UTF-8 text"),
+    (b"[1, 2, 3]", "the run must be an object"),
+    (b"[" * 100000 + b"]" * 100000, "is not a tui-decode run record"),
+])
+def test_open_damaged_run_file(capsys, isolated, data, message):
+    path = isolated / "work" / "damaged.json"
+    path.write_bytes(data)
+    hostile(capsys, isolated, ["--open", str(path)], 2, message)
+
+
+def test_open_a_folder(capsys, isolated):
+    hostile(capsys, isolated, ["--open", str(isolated / "work")], 2, "is a folder, not a saved run")
+
+
+# -- 5. files and folders the process may not use -----------------------------------------------
+def test_unreadable_model_folder(monkeypatch, capsys, isolated, tiny_folder):
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p) == tiny_folder
+                        else real_access(p, mode, **kw))
+    hostile(capsys, isolated, ["run", "--main", str(tiny_folder), *PROMPT], 2,
+            "Cannot read model folder")
+
+
+def test_model_folder_with_unreadable_weights(monkeypatch, capsys, isolated, tiny_folder):
+    """Root reads any file, so the unreadable weights show where they would: in from_pretrained."""
+    import transformers
+
+    def denied(*args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied", str(tiny_folder / "model.safetensors"))
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", denied)
+    hostile(capsys, isolated, ["run", "--main", str(tiny_folder), "--method", "pld", *PROMPT], 2,
+            "Cannot load the model in")
+
+
+def fake_gguf(isolated: Path) -> Path:
+    path = isolated / "work" / "model.gguf"
+    path.write_bytes(b"GGUF" + bytes(64))
+    return path
+
+
+def test_cache_folder_is_a_file(capsys, monkeypatch, isolated):
+    (isolated / "cachefile").write_text("not a folder")
+    monkeypatch.setenv("TUI_DECODE_CACHE_DIR", str(isolated / "cachefile"))
+    gguf = fake_gguf(isolated)
+    hostile(capsys, isolated, ["run", "--main", str(gguf), *PROMPT], 2, "set TUI_DECODE_CACHE_DIR")
+
+
+def test_cache_folder_read_only(capsys, monkeypatch, isolated):
+    """Root ignores permission bits: the read-only folder shows where it would, in mkdir."""
+    gguf = fake_gguf(isolated)
+    (isolated / "cache" / "gguf").mkdir(parents=True)
+    real_mkdir = os.mkdir
+
+    def read_only(path, *args, **kwargs):
+        if str(path).startswith(str(isolated / "cache")):
+            raise OSError(errno.EROFS, "Read-only file system")
+        return real_mkdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", read_only)
+    hostile(capsys, isolated, ["run", "--main", str(gguf), *PROMPT], 2,
+            "read-only file system; set TUI_DECODE_CACHE_DIR")
+
+
+# -- 6. the converted-model cache: full disk, corruption, a killed conversion -------------------
+@pytest.fixture
+def fake_conversion(monkeypatch):
+    """transformers' GGUF loaders return a tiny model; counts conversions."""
+    import transformers
+
+    calls = []
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained",
+                        lambda *a, **k: tiny_tokenizer())
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained",
+                        lambda *a, **k: calls.append(1) or tiny_model())
+    return calls
+
+
+def test_conversion_records_and_verifies_checksums(isolated, fake_conversion):
+    from decoders import gguf_cache
+
+    gguf = fake_gguf(isolated)
+    folder = gguf_cache.ensure_converted(gguf)
+    marker = json.loads((folder / gguf_cache.MARKER_FILE).read_text())
+    assert "model.safetensors" in marker["files"]
+    assert gguf_cache.verify_converted(folder) is None
+    assert gguf_cache.ensure_converted(gguf) == folder and len(fake_conversion) == 1
+
+
+@pytest.mark.parametrize("keep_mtime", [False, True])
+def test_corrupted_cache_is_reconverted(isolated, fake_conversion, monkeypatch, keep_mtime):
+    """Random bytes written into the converted weights: noticed at load, converted afresh. With
+    the modification time put back, the sampled hash (first block included) still sees it."""
+    from decoders import gguf_cache
+
+    monkeypatch.setattr(gguf_cache, "FULL_HASH_LIMIT", 1024)  # hash the tiny weights by sample
+    gguf = fake_gguf(isolated)
+    folder = gguf_cache.ensure_converted(gguf)
+    weights = folder / "model.safetensors"
+    stat = weights.stat()
+    with weights.open("r+b") as handle:
+        handle.seek(16)
+        handle.write(os.urandom(64))
+    if keep_mtime:
+        os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert "model.safetensors does not match its checksum" in gguf_cache.verify_converted(folder)
+    messages = []
+    gguf_cache.ensure_converted(gguf, lambda m, f=None: messages.append(m))
+    assert len(fake_conversion) == 2 and any("damaged" in m for m in messages)
+    assert gguf_cache.verify_converted(folder) is None
+
+
+def test_truncated_cache_is_reconverted(isolated, fake_conversion):
+    from decoders import gguf_cache
+
+    gguf = fake_gguf(isolated)
+    folder = gguf_cache.ensure_converted(gguf)
+    with (folder / "model.safetensors").open("r+b") as handle:
+        handle.truncate(100)
+    assert "wrong size" in gguf_cache.verify_converted(folder)
+    gguf_cache.ensure_converted(gguf)
+    assert len(fake_conversion) == 2
+
+
+def test_full_disk_during_conversion(capsys, isolated, fake_conversion, monkeypatch):
+    """Fault injection, writer 2: the converted weights hit a full disk part way through."""
+    import transformers
+
+    real_save = transformers.PreTrainedModel.save_pretrained
+
+    def save_then_fill(self, folder, *args, **kwargs):
+        real_save(self, folder, *args, **kwargs)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(transformers.PreTrainedModel, "save_pretrained", save_then_fill)
+    gguf = fake_gguf(isolated)
+    hostile(capsys, isolated, ["run", "--main", str(gguf), *PROMPT], 2,
+            "No space left on device"[1:])
+    assert list((isolated / "cache" / "gguf").iterdir()) == []  # no partial folder, no half copy
+
+
+def test_full_disk_on_cache_marker(capsys, isolated, fake_conversion, monkeypatch):
+    """Fault injection, writer 3: the marker (checksums) file, written atomically, hits a full disk."""
+    full_disk_after(monkeypatch, 10)
+    gguf = fake_gguf(isolated)
+    hostile(capsys, isolated, ["run", "--main", str(gguf), *PROMPT], 2,
+            "no space left on device; free disk space or set TUI_DECODE_CACHE_DIR")
+    assert list((isolated / "cache" / "gguf").iterdir()) == []
+
+
+def test_killed_conversion_leaves_partial_cleaned_on_next_start(isolated, fake_conversion):
+    """A conversion killed by SIGTERM leaves its partial folder (its process is gone): the next
+    start removes it at once, while one of a live process (pid 1) stays."""
+    from decoders import gguf_cache
+
+    gguf = fake_gguf(isolated)
+    root = isolated / "cache" / "gguf"
+    root.mkdir(parents=True)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    target = gguf_cache.converted_folder(gguf).name
+    stale = root / f"{gguf_cache.PARTIAL_PREFIX}{target}-{dead.pid}-deadbeef"
+    live = root / f"{gguf_cache.PARTIAL_PREFIX}{target}-1-cafef00d"
+    for folder in (stale, live):
+        folder.mkdir()
+        (folder / "model.safetensors").write_bytes(bytes(1000))
+    gguf_cache.ensure_converted(gguf)
+    assert not stale.exists() and live.exists()
+    assert (root / target / gguf_cache.MARKER_FILE).is_file()
+
+
+def test_cache_from_before_checksums_gets_them_once(isolated, fake_conversion):
+    from decoders import gguf_cache
+
+    gguf = fake_gguf(isolated)
+    folder = gguf_cache.ensure_converted(gguf)
+    marker = folder / gguf_cache.MARKER_FILE
+    record = json.loads(marker.read_text())
+    del record["files"]
+    marker.write_text(json.dumps(record))
+    assert gguf_cache.verify_converted(folder) is None
+    assert "files" in json.loads(marker.read_text())
+    assert len(fake_conversion) == 1
+
+
+# -- 7. the error boundary: crashes, interrupts, signals ----------------------------------------
+def test_crash_is_one_line_exit_1_and_a_report(monkeypatch, capsys, isolated):
+    import tui_decode.cli as cli
+
+    def broken(args):
+        raise RuntimeError("something inside broke")
+
+    monkeypatch.setattr(cli, "cmd_families", broken)
+    hostile(capsys, isolated, ["families"], 1, "internal error: RuntimeError: something inside broke")
+    reports = list((isolated / "cache").glob("crash-*.txt"))
+    assert len(reports) == 1
+    text = reports[0].read_text()
+    assert "Traceback" in text and "something inside broke" in text and "broken" in text
+
+
+def test_crash_report_on_a_full_disk_falls_back(monkeypatch, capsys, isolated):
+    """Fault injection, writer 4: the crash report itself cannot be written where it should."""
+    import tempfile
+
+    import tui_decode.cli as cli
+
+    monkeypatch.setattr(cli, "cmd_families", lambda args: 1 / 0)
+    (isolated / "fallback").mkdir()
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(isolated / "fallback"))
+    from decoders import atomic
+
+    real = atomic.write_bytes
+
+    def full_in_cache(path, data, **kwargs):
+        if Path(path).parent == isolated / "cache":
+            raise atomic.write_error(path, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+        return real(path, data, **kwargs)
+
+    monkeypatch.setattr(atomic, "write_bytes", full_in_cache)
+    hostile(capsys, isolated, ["families"], 1, f"details in {isolated / 'fallback'}")
+
+
+def test_keyboard_interrupt_is_130(monkeypatch, capsys, isolated):
+    import tui_decode.cli as cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "cmd_families", interrupted)
+    hostile(capsys, isolated, ["families"], 130, "interrupted")
+
+
+def test_sigterm_is_143(isolated):
+    """A real SIGTERM while the CLI blocks (reading a prompt from a FIFO nobody writes to)."""
+    fifo = isolated / "work" / "fifo"
+    os.mkfifo(fifo)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen([sys.executable, "-m", "tui_decode", "run", "--method", "pld",
+                             "--prompt-file", str(fifo)], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    seen = 0
+    while time.time() < deadline and seen < 3:  # imports done, blocked opening the FIFO for 0.6 s
+        seen = seen + 1 if _blocked_in_open(proc.pid) else 0
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert err.strip() == "tui-decode: terminated" and "Traceback" not in err
+
+
+def _blocked_in_open(pid: int) -> bool:
+    """The process is waiting in open(2) (the FIFO): /proc/PID/syscall starts with openat's number."""
+    try:
+        return Path(f"/proc/{pid}/syscall").read_text().split()[0] in ("257", "2", "56")
+    except (OSError, IndexError):
+        return False
+
+
+KILLED_CONVERSION = """
+import sys, time
+from pathlib import Path
+import transformers
+from tests.tiny import tiny_model, tiny_tokenizer
+from tui_decode.cli import main
+
+transformers.AutoTokenizer.from_pretrained = lambda *a, **k: tiny_tokenizer()
+transformers.AutoModelForCausalLM.from_pretrained = lambda *a, **k: tiny_model()
+real_save = transformers.PreTrainedModel.save_pretrained
+
+def save_then_hang(self, folder, *args, **kwargs):
+    real_save(self, folder, *args, **kwargs)
+    Path(sys.argv[2]).write_text(folder)  # the partial folder is half written: kill me now
+    time.sleep(600)
+
+transformers.PreTrainedModel.save_pretrained = save_then_hang
+sys.exit(main(["run", "--main", sys.argv[1], "--method", "pld", "--prompt", "w5"]))
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_kill_during_conversion(isolated, fake_conversion, sig):
+    """A real conversion (tiny model behind transformers' loaders) killed while its partial folder
+    is half written. SIGTERM: the CLI unwinds, removes the partial folder and exits 143. SIGKILL
+    cannot be caught: the partial folder stays, and the next start removes it (its process is gone)."""
+    from decoders import gguf_cache
+
+    gguf = fake_gguf(isolated)
+    ready = isolated / "ready"
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_CONVERSION, str(gguf), str(ready)], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 240
+    while not ready.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    assert ready.exists(), proc.communicate()[1] if proc.poll() is not None else "timed out"
+    partial = Path(ready.read_text())
+    assert partial.name.startswith(gguf_cache.PARTIAL_PREFIX) and partial.is_dir()
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    root = isolated / "cache" / "gguf"
+    if sig == signal.SIGTERM:
+        assert proc.returncode == 143 and err.strip().endswith("tui-decode: terminated"), err
+        assert "Traceback" not in err
+        assert not partial.exists()
+    else:
+        assert proc.returncode == -signal.SIGKILL and partial.exists()
+    gguf_cache.ensure_converted(gguf)  # the next start
+    assert [p.name for p in root.iterdir()] == [gguf_cache.converted_folder(gguf).name]
+
+
+# -- 8. the bench: prompts file, --out, counts, and its report writer ----------------------------
+BENCH_PROMPT = {"question_id": 1, "category": "writing", "turns": ["w5 w6 w7 w5 w6"]}
+
+
+def bench_prompts(isolated: Path, data: bytes | None = None) -> str:
+    path = isolated / "work" / "prompts.jsonl"
+    path.write_bytes(data if data is not None else (json.dumps(BENCH_PROMPT) + "\n").encode())
+    return str(path)
+
+
+@pytest.mark.parametrize("data,extra,message", [
+    ((json.dumps(BENCH_PROMPT) + "\n").encode("utf-16"), [], "is not UTF-8 text (it looks like UTF-16)"),
+    (b'{"question_id": 1, "category": "caf\xe9", "turns": ["x"]}\n', [], "byte 0xe9"),
+    (None, ["--out", "{work}/notes.txt"], "it is a file, not a folder"),
+    (None, ["--out", "{work}/notes.txt/deeper"], "is not a folder"),
+    (None, ["--bandwidth-mb", "1000000000"], "bandwidth_mb must be an integer <= 16384"),
+    (None, ["--threads", "1000000"], "threads must be an integer <= 1024"),
+    (None, ["--repeats", "1000000000"], "repeats must be an integer <= 100"),
+])
+def test_bench_bad_input_before_any_model_time(monkeypatch, capsys, isolated, tiny_folder, data, extra, message):
+    import decoders.family
+
+    monkeypatch.setattr(decoders.family, "load_family", lambda *a, **k: pytest.fail("model loaded"))
+    path = bench_prompts(isolated, data)
+    extra = [arg.format(work=isolated / "work") for arg in extra]
+    hostile(capsys, isolated, ["bench", "--prompts", path, "--main", str(tiny_folder), *extra], 2, message)
+
+
+def test_bench_prompts_dev_zero(capsys, isolated, tiny_folder):
+    hostile(capsys, isolated, ["bench", "--prompts", "/dev/zero", "--main", str(tiny_folder)], 2,
+            "is larger than 64 MiB")
+
+
+def test_full_disk_on_bench_report_keeps_old_report_and_prints_tables(monkeypatch, capsys, isolated, tiny_folder):
+    """Fault injection, writer 5: the bench's report.md / report.json on a full disk, mid-write."""
+    out = isolated / "work" / "bench-out"
+    out.mkdir()
+    (out / "report.md").write_text("# an earlier report\n")
+    (out / "report.json").write_text('{"schema": "earlier"}\n')
+    full_disk_after(monkeypatch)
+    stdout = hostile(capsys, isolated, ["bench", "--prompts", bench_prompts(isolated), "--main", str(tiny_folder),
+                                        "--methods", "ar,pld", "--max-new-tokens", "4", "--bandwidth-mb", "1",
+                                        "--record-overhead-every", "0", "--out", str(out)], 2,
+                     f"nothing was written to the report {out / 'report.md'}: no space left on device")
+    assert "Overall" in stdout  # the measurements are still shown
+    assert sorted(p.name for p in out.iterdir()) == ["report.json", "report.md"]
