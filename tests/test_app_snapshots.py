@@ -62,5 +62,5 @@ def test_error_notification_keeps_the_run(snap_compare):
 
 def test_parameters_pane_after_keys(snap_compare):
     """m switches to prompt lookup's rows; ↓ ↓ ↓ → raises the n-gram max; ] raises k."""
-    assert snap_compare(opened_app("ar"), press=["m", "m", "down", "down", "down", "down", "down", "down", "right",
+    assert snap_compare(opened_app("ar"), press=["m", "m", "down", "down", "down", "down", "down", "down", "down", "right",
                                                  "right_square_bracket"], terminal_size=SIZE)
