@@ -57,6 +57,7 @@ def bench_run(tiny_folder, prompts_file, tmp_path_factory):
     with redirect_stdout(stdout), redirect_stderr(stderr):
         code = main(["bench", "--prompts", prompts_file, "--main", tiny_folder, "--self-draft-layer", "1",
                      "--methods", "ar,spec,pld,jacobi",  # the methods this test knows, not every registered one
+                     "--draft-policy", "fixed",  # drafts decided by matches, not by timings of a loaded machine
                      "--record-overhead-every", "1", "--out", str(out_dir), *TINY_BENCH])
     report = json.loads((out_dir / "report.json").read_text())
     return {"code": code, "out": stdout.getvalue(), "err": stderr.getvalue(), "dir": out_dir, "report": report}
