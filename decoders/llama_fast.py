@@ -323,15 +323,7 @@ class LlamaBackend:
         packed_multi_token: bool = True,
     ):
         w = weights
-        self.weights = w
-        self.n_layers = len(w.layers) if n_layers is None else int(n_layers)
-        if not 0 <= self.n_layers <= len(w.layers):
-            raise ValueError(f"n_layers must be in 0..{len(w.layers)}, got {n_layers}")
-        self._layers = w.layers[: self.n_layers]
-        self.device = w.embed.device
-        self.dtype = w.embed.dtype
-        self.vocab_size = int(w.head.shape[1])
-        self.max_positions = int(min(max_positions or w.max_positions, w.max_positions))
+        self._set_shape(w, n_layers, max_positions)
         self.packed_multi_token = packed_multi_token
         self.weight_bytes = sum(
             t.numel() * t.element_size()
@@ -344,6 +336,18 @@ class LlamaBackend:
         self._scalar_norm = w.folded and self.device.type == "cpu"
         self.cache = KVCache(self.n_layers, w.kv_heads, w.head_dim, self.max_positions, self.dtype, self.device,
                              w.inv_freq, w.rope_scale, chunk=CACHE_CHUNK)
+
+    def _set_shape(self, w: _Weights, n_layers: int | None, max_positions: int | None) -> None:
+        """The weights, the first ``n_layers`` layers (all when None), device, dtype and sizes."""
+        self.weights = w
+        self.n_layers = len(w.layers) if n_layers is None else int(n_layers)
+        if not 0 <= self.n_layers <= len(w.layers):
+            raise ValueError(f"n_layers must be in 0..{len(w.layers)}, got {n_layers}")
+        self._layers = w.layers[: self.n_layers]
+        self.device = w.embed.device
+        self.dtype = w.embed.dtype
+        self.vocab_size = int(w.head.shape[1])
+        self.max_positions = int(min(max_positions or w.max_positions, w.max_positions))
 
     @classmethod
     def from_hf(cls, model, max_positions: int | None = None, packed_multi_token: bool = True) -> LlamaBackend:

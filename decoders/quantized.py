@@ -208,15 +208,7 @@ class QuantizedLlamaBackend(LlamaBackend):
                  max_positions: int | None = None, kind: str = "int4", group: int = DEFAULT_GROUP,
                  head: str = DEFAULT_HEAD):
         w = weights
-        self.weights = w
-        self.n_layers = len(w.layers) if n_layers is None else int(n_layers)
-        if not 0 <= self.n_layers <= len(w.layers):
-            raise ValueError(f"n_layers must be in 0..{len(w.layers)}, got {n_layers}")
-        self._layers = w.layers[: self.n_layers]
-        self.device = w.embed.device
-        self.dtype = w.embed.dtype
-        self.vocab_size = int(w.head.shape[1])
-        self.max_positions = int(min(max_positions or w.max_positions, w.max_positions))
+        self._set_shape(w, n_layers, max_positions)
         self.packed_multi_token = False  # every forward runs on the int4 matmuls
         self.kind, self.group, self.head = kind, group, head
         self._matmuls = matmuls
