@@ -55,8 +55,8 @@ def main(argv: list[str] | None = None) -> int:
         result = engine.run(DEFAULT_PROMPT, params)
         path = result.save(args.out / f"run_{method}.json")
         s = result.summary
-        print(f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}: {s['tokens']} tokens, "
-              f"{s['iterations']} iterations, speedup {s['speedup_wall']}x")
+        print(f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}: {s.tokens} tokens, "
+              f"{s.iterations} iterations, speedup {s.speedup_wall}x")
     return 0
 
 

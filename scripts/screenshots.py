@@ -61,7 +61,7 @@ async def capture(methods: list[str], out: Path, max_new_tokens: int, timeout: f
                 path = app.save_screenshot(filename=f"{method}.svg", path=str(out))
                 s = app.main_screen.result.summary
                 print(f"{Path(path).relative_to(ROOT) if Path(path).is_relative_to(ROOT) else path}: "
-                      f"{s['tokens']} tokens, {s['speedup_wall']}x")
+                      f"{s.tokens} tokens, {s.speedup_wall}x")
 
 
 def main(argv: list[str] | None = None) -> int:
