@@ -516,6 +516,30 @@ def test_crash_is_one_line_exit_1_and_a_report(monkeypatch, capsys, isolated):
     assert "Traceback" in text and "something inside broke" in text and "broken" in text
 
 
+def test_app_crash_is_one_line_exit_1_and_a_report(monkeypatch, capsys, isolated):
+    """An exception inside the app: no Textual traceback on the terminal, exit 1, a crash report."""
+    import tui_decode.app as app_mod
+    from decoders.errors import DecodeError
+
+    def no_model(spec, progress):
+        raise DecodeError("no model in this test")
+
+    async def broken_mount(self):
+        await self.main_screen.set_up.wait()
+        raise RuntimeError("the app broke inside")
+
+    real_run = app_mod.TuiDecodeApp.run
+    monkeypatch.setattr(app_mod, "default_family_loader", no_model)
+    monkeypatch.setattr(app_mod.TuiDecodeApp, "on_mount", broken_mount)
+    monkeypatch.setattr(app_mod.TuiDecodeApp, "run", lambda self, **kw: real_run(self, headless=True, **kw))
+    hostile(capsys, isolated, ["--open", str(isolated / "work" / "run.json")], 1,
+            "internal error: RuntimeError: the app broke inside")
+    reports = list((isolated / "cache").glob("crash-*.txt"))
+    assert len(reports) == 1
+    text = reports[0].read_text()
+    assert "Traceback" in text and "broken_mount" in text
+
+
 def test_crash_report_on_a_full_disk_falls_back(monkeypatch, capsys, isolated):
     """Fault injection, writer 4: the crash report itself cannot be written where it should."""
     import tempfile

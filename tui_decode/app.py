@@ -80,6 +80,21 @@ class TuiDecodeApp(App[int]):
         self.initial_settings = settings or Settings()
         self.cursor_blink = cursor_blink
         self._main_screen: MainScreen | None = None
+        #: The unexpected exception that ended the app, if one did (``run_app`` reports it).
+        self.crash: BaseException | None = None
+
+    def _handle_exception(self, error: Exception) -> None:
+        # Textual would print a full traceback (with locals) over the terminal on exit. The app
+        # keeps it for the crash report instead: `run_app` prints one line naming the file.
+        # (Private hook of textual 8.2.8, pinned; the pilot behaviour it keeps is `_exception`.)
+        self._return_code = 1
+        if self.crash is None:
+            self.crash = error
+        if self._exception is None:
+            self._exception = error
+            self._exception_event.set()
+        self.bell()
+        self._close_messages_no_wait()
 
     def get_default_screen(self) -> MainScreen:
         self._main_screen = MainScreen(
@@ -195,6 +210,10 @@ def run_app(args) -> int:
     app = TuiDecodeApp(spec, opened=opened, opened_name=Path(args.open).name if opened else "", settings=settings)
     app.run()
     code = app.return_code or 0  # a crash inside the app exits 1, never 0
+    if app.crash is not None:
+        from tui_decode.cli import report_crash
+
+        code = report_crash(app.crash, None)  # one line naming the crash report; exit 1
     if app.loader_busy():
         # A model load cannot be interrupted; leave without waiting for it (it holds no files open
         # for writing that matter: the GGUF conversion writes to a temporary folder first).
