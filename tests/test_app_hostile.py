@@ -38,3 +38,25 @@ async def test_f_with_a_broken_families_toml_keeps_the_session(tiny_spec, loader
         assert screen.result is first and screen.prompt_pane.text == edited and screen.loaded is loaded
         second = await run_and_wait(pilot, app)  # and the session goes on
         assert second is not first and second.prompt == edited
+
+
+async def test_ctrl_o_on_a_corrupt_saved_run_keeps_the_session(tiny_spec, loader, tmp_path):
+    """A saved run whose summary holds a string where a number belongs, and one cut short."""
+    import json
+    from pathlib import Path
+
+    data = json.loads((Path(__file__).parent / "data" / "run_spec.json").read_text())
+    data["summary"]["tau"] = "fast"
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "b-corrupt.json").write_text(json.dumps(data))
+    app = make_app(tiny_spec, loader, tmp_path, method="ar", max_new_tokens=6)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+        first = await run_and_wait(pilot, app)
+        await pilot.press("escape", "ctrl+o", "enter")
+        await wait_for(pilot, lambda: errors(app))
+        assert "b-corrupt.json" in errors(app)[-1] and "tau" in errors(app)[-1]
+        assert app.is_running and app.main_screen.result is first
+        second = await run_and_wait(pilot, app)
+        assert second is not first
