@@ -591,6 +591,52 @@ def test_sigterm_is_143(isolated):
     assert err.strip() == "tui-decode: terminated" and "Traceback" not in err
 
 
+def test_sigterm_then_sigcont_in_the_app_is_143_and_restores_the_terminal(isolated):
+    """`timeout` stops a program with SIGTERM and then SIGCONT: the app leaves through its own exit
+    (terminal restored, "terminated", 143), not through an exception inside its event loop."""
+    import pty
+    import select
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the app on a saved run, in a terminal of its own
+        os.environ["PYTHONPATH"] = str(REPO)
+        os.chdir(REPO)
+        os.execv(sys.executable, [sys.executable, "-m", "tui_decode", "--open", str(RUN_DATA)])
+    out = b""
+    deadline = time.time() + 120
+    while time.time() < deadline and b"opened run_spec.json" not in out:
+        if select.select([fd], [], [], 0.2)[0]:
+            try:
+                out += os.read(fd, 65536)
+            except OSError:
+                break
+    assert b"opened run_spec.json" in out, out[-2000:]
+    os.kill(pid, signal.SIGTERM)
+    os.kill(pid, signal.SIGCONT)
+    done, status = 0, 0
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            if select.select([fd], [], [], 0.2)[0]:
+                out += os.read(fd, 65536)
+        except OSError:
+            break
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+    while not done and time.time() < deadline:  # the terminal closed first
+        done, status = os.waitpid(pid, os.WNOHANG)
+        time.sleep(0.1)
+    os.close(fd)
+    if not done:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the app did not leave within 60 s of SIGTERM")
+    assert os.waitstatus_to_exitcode(status) == 143, out[-2000:]
+    assert b"tui-decode: terminated" in out and b"Traceback" not in out and b"internal error" not in out
+    assert not list((isolated / "cache").glob("crash-*.txt"))
+
+
 def _blocked_in_open(pid: int) -> bool:
     """The process is waiting in open(2) (the FIFO): /proc/PID/syscall starts with openat's number."""
     try:

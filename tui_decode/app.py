@@ -82,6 +82,8 @@ class TuiDecodeApp(App[int]):
         self._main_screen: MainScreen | None = None
         #: The unexpected exception that ended the app, if one did (``run_app`` reports it).
         self.crash: BaseException | None = None
+        #: Whether a SIGTERM ended the app (exit 143).
+        self.terminated = False
 
     def _handle_exception(self, error: Exception) -> None:
         # Textual would print a full traceback (with locals) over the terminal on exit. The app
@@ -96,6 +98,10 @@ class TuiDecodeApp(App[int]):
         self.bell()
         self._close_messages_no_wait()
 
+    def _on_sigterm(self) -> None:
+        self.terminated = True
+        self.exit(return_code=143)
+
     def get_default_screen(self) -> MainScreen:
         self._main_screen = MainScreen(
             self.spec, opened=self.opened, opened_name=self.opened_name, load_family=self.load_family,
@@ -104,6 +110,15 @@ class TuiDecodeApp(App[int]):
         return self._main_screen
 
     async def on_mount(self) -> None:
+        # SIGTERM (kill, timeout, a closing terminal): leave through the app's own exit, so the
+        # terminal is restored, rather than an exception raised inside the event loop.
+        try:
+            import asyncio
+            import signal
+
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self._on_sigterm)
+        except (NotImplementedError, RuntimeError, ValueError):  # Windows; not the main thread
+            pass
         # The main screen composes and mounts in its own task; the app is ready (keys, pilots)
         # only once it has, so that no early key meets a half-built screen.
         await self.main_screen.set_up.wait()
@@ -214,6 +229,8 @@ def run_app(args) -> int:
         from tui_decode.cli import report_crash
 
         code = report_crash(app.crash, None)  # one line naming the crash report; exit 1
+    elif app.terminated:
+        print("tui-decode: terminated", file=sys.stderr)
     if app.loader_busy():
         # A model load cannot be interrupted; leave without waiting for it (it holds no files open
         # for writing that matter: the GGUF conversion writes to a temporary folder first).
