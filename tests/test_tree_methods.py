@@ -161,3 +161,41 @@ def test_bundled_model_tree_methods_are_exact(smollm2, params):
     result = Engine(smollm2).run(prompt(241), params.replace(max_new_tokens=24))
     assert result.summary.identical is True, result.summary.first_divergence
     assert result.method.ids == result.baseline.ids and len(result.method.ids) == 24
+
+
+# -- speculative decoding with a draft tree ------------------------------------------------------
+@pytest.mark.parametrize("params", [DecodeParams(method="spec", tree_width=3, tree_depth=2),
+                                    DecodeParams(method="spec", gamma=6, tree_width=8, tree_depth=6),
+                                    DecodeParams(method="spec", gamma=1, tree_width=2, tree_depth=1, record=False)],
+                         ids=["w3d2", "w8d6", "g1"])
+def test_spec_draft_tree_emits_exactly_the_baseline(engine, params):
+    result = engine.run(PROMPT, params.replace(max_new_tokens=40))
+    assert result.method.ids == result.baseline.ids
+    assert result.summary.identical is True and len(result.method.ids) == 40
+    assert "tree" in result.method.label
+
+
+def test_spec_draft_tree_beats_the_linear_draft_at_equal_target_forwards():
+    """The tree holds the linear draft, so each step accepts at least as much; with a noisy helper
+    its alternatives catch some of the chain's refusals: more tokens per target forward."""
+    family = tiny_family(fast=True, helper_noise=0.15)
+    engine = Engine(family)
+    linear = engine.run(PROMPT, DecodeParams(method="spec", gamma=4, max_new_tokens=60))
+    tree = engine.run(PROMPT, DecodeParams(method="spec", gamma=4, tree_width=4, tree_depth=4, max_new_tokens=60))
+    assert tree.method.ids == linear.method.ids == linear.baseline.ids
+    assert tree.summary.tau > linear.summary.tau + 0.1, (tree.summary.tau, linear.summary.tau)
+    seen = [check_tree_record(it) for it in tree.method.iters]
+    assert any(b for b, _ in seen)
+    # some iteration accepted a node off the chain: a sibling of a chain token
+    assert any(row.status == "acc" and i >= 4 for it in tree.method.iters for i, row in enumerate(it.draft))
+    assert all(row.q is not None and 0 <= row.q <= 1 for it in tree.method.iters for row in it.draft)
+
+
+def test_spec_draft_tree_in_sampling_mode_stays_linear():
+    engine = Engine(tiny_family(fast=True))
+    params = DecodeParams(method="spec", mode="sampling", temperature=0.7, seed=3, max_new_tokens=24)
+    linear = engine.run(PROMPT, params)
+    asked = engine.run(PROMPT, params.replace(tree_width=4))
+    assert asked.method.ids == linear.method.ids
+    assert all(row.parent == -1 or row.parent == i - 1 for it in asked.method.iters for i, row in enumerate(it.draft))
+    assert "linear: a draft tree needs greedy mode" in asked.method.label

@@ -10,6 +10,7 @@ from __future__ import annotations
 from decoders.errors import DecodeError
 from decoders.methods.base import Figure, Method, ParamSpec, register
 from decoders.methods.common import DecodeContext, HostValues, MethodGen, RunBuilder, mode_text, ms, r
+from decoders.methods.spec_tree import TREE_DEPTH, TREE_WIDTH, tree_step
 from decoders.methods.verify import accept_prefix, verify_sampling
 from decoders.records import KIND_AR, TopK
 from decoders.theory import best_gamma, cost_aware_speedup, expected_tokens, predicted_speedup, speedup_curve
@@ -35,6 +36,7 @@ def speculative(ctx: DecodeContext) -> MethodGen:
     gen = None if greedy else make_generator(params.seed, device)
     need_probs = params.record or not greedy
     disp = ctx.family.display
+    tree = greedy and params.tree_width > 1  # sampling stays linear (see decoders/methods/spec_tree.py)
 
     while not b.done:
         budget = min(gamma, b.remaining - 1)
@@ -43,6 +45,10 @@ def speculative(ctx: DecodeContext) -> MethodGen:
             p = None if greedy else probs(logits[0], temp, greedy=False)
             token = int(logits[0].argmax() if greedy else sample(p, gen))
             it = b.commit([token], KIND_AR, [], t_verify_ms=ms(T.log[-1].seconds))
+            yield from b.yielding(it)
+            continue
+        if tree:
+            it = tree_step(b, T, D, budget, params.tree_width, params.tree_depth, params.record)
             yield from b.yielding(it)
             continue
 
@@ -129,7 +135,11 @@ def _explain(s, cost_txt: str) -> str:
 
 
 def _describe(params) -> str:
-    return f"Speculative ({mode_text(params)}, γ={params.gamma})"
+    tree = ""
+    if params.tree_width > 1:
+        tree = (f", tree {params.tree_width}x{min(params.tree_depth, params.gamma)}" if params.greedy
+                else ", linear: a draft tree needs greedy mode")
+    return f"Speculative ({mode_text(params)}, γ={params.gamma}{tree})"
 
 
 METHOD = register(Method(
@@ -137,7 +147,7 @@ METHOD = register(Method(
     name="spec",
     label="Speculative",
     run=speculative,
-    params=(GAMMA,),
+    params=(GAMMA, TREE_WIDTH, TREE_DEPTH),
     needs_helper=True,
     detail="topk",
     figures=(
