@@ -81,9 +81,9 @@ async def test_prefill_decode_prompt_and_compared_tokens_are_shown():
         pane.show_summary(summary(tokens=20, finish="cancelled", compared_tokens=20), baseline_tokens=32)
         await pilot.pause()
         assert cell(pane, "prompt").plain == "17 tokens"
-        assert cell(pane, "first token").plain == "12.5 ms (prefill) · baseline 12.0"
-        assert cell(pane, "decode").plain == "3.0 ms/token · baseline 3.0"
-        assert cell(pane, "compared").plain == "over 20 tokens (the run 20, the baseline 32)"
+        assert cell(pane, "first token").plain == "12.5 ms prefill (AR 12.0)"
+        assert cell(pane, "decode").plain == "3.0 ms/token (AR 3.0)"
+        assert cell(pane, "compared").plain == "over 20 tokens (AR 32)"
         pane.show_summary(summary(), baseline_tokens=32)  # the whole run compared: no such row
         await pilot.pause()
         with pytest.raises(ValueError):

@@ -108,11 +108,12 @@ class SweepScreen(ModalScreen[None]):
             super().__init__()
             self.error = error
 
-    def __init__(self, loaded: LoadedFamily, prompt: str, settings: Settings, key: str, values: list[int],
-                 lock: threading.Lock, name: str) -> None:
+    def __init__(self, host: MainScreen, loaded: LoadedFamily, prompt: str, settings: Settings, key: str,
+                 values: list[int], name: str) -> None:
         super().__init__()
-        self.loaded, self.prompt, self.settings = loaded, prompt, settings
-        self.key, self.values, self.lock, self.axis = key, values, lock, name
+        self.host, self.loaded, self.prompt, self.settings = host, loaded, prompt, settings
+        self.key, self.values, self.axis = key, values, name
+        self.lock: threading.Lock = host._decode_lock  # one run at a time on the engine
         self.points: list[Measured] = []
         self.running = True
         self.cancelled = False
@@ -129,7 +130,11 @@ class SweepScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         self.status(f"running {self.axis}={self.values[0]} …")
+        self.host.hurry_threads()  # as for a run: the UI thread must not slow the timed runs
         self.run_sweep()
+
+    def on_unmount(self) -> None:
+        self.host.restore_threads()
 
     def status(self, text: str) -> None:
         self.query_one("#sweep-status", Static).update(text)
@@ -176,6 +181,7 @@ class SweepScreen(ModalScreen[None]):
     @on(Ended)
     def ended(self, event: Ended) -> None:
         self.running = False
+        self.host.restore_threads()
         self.error = event.error
         done = f"{len(self.points)}/{len(self.values)} measured"
         if event.error:
@@ -234,5 +240,4 @@ def start_sweep(main: MainScreen) -> None:
         return
     spec = all_param_specs()[key]
     values = sweep_values(spec, getattr(settings.params, key))
-    main.app.push_screen(SweepScreen(main.loaded, prompt, settings, key, values, main._decode_lock,
-                                     spec.label.split()[0]))
+    main.app.push_screen(SweepScreen(main, main.loaded, prompt, settings, key, values, spec.label.split()[0]))

@@ -48,6 +48,11 @@ def method_figures(method: str) -> tuple[Figure, ...]:
         return ()
 
 
+def _ms(x: float) -> str:
+    """Milliseconds to three significant figures or so (a tiny model's 0.42 ms as well as 140 ms)."""
+    return f"{x:.0f}" if x >= 100 else f"{x:.1f}" if x >= 1 else f"{x:.2f}"
+
+
 def speed_text(speed: float, spread: float | None) -> tuple[str, str]:
     """(words, verdict) for a speedup: "1.35x +/- 0.04 faster", "3.09x slower (0.32x +/- 0.02)",
     "no measurable difference (0.97x +/- 0.05)" inside the spread; never "0.32x slower"."""
@@ -141,12 +146,11 @@ class StatsPane(VerticalScroll):
             else:
                 grid.add_row("tau", f"{s.tau:.2f} tokens / target forward")
         if s.ttft_ms is not None:
-            base = f" · baseline {s.baseline_ttft_ms:.1f}" if s.baseline_ttft_ms is not None else ""
-            grid.add_row("first token", f"{s.ttft_ms:.1f} ms (prefill){base}")
+            base = f" (AR {_ms(s.baseline_ttft_ms)})" if s.baseline_ttft_ms is not None else ""
+            grid.add_row("first token", f"{_ms(s.ttft_ms)} ms prefill{base}")
         if s.decode_ms_per_token is not None:
-            base = f" · baseline {s.baseline_decode_ms_per_token:.1f}" \
-                if s.baseline_decode_ms_per_token is not None else ""
-            grid.add_row("decode", f"{s.decode_ms_per_token:.1f} ms/token{base}")
+            base = f" (AR {_ms(s.baseline_decode_ms_per_token)})" if s.baseline_decode_ms_per_token is not None else ""
+            grid.add_row("decode", f"{_ms(s.decode_ms_per_token)} ms/token{base}")
         else:
             grid.add_row("ms / token", f"{s.method_ms_per_token or 0:.1f} (baseline {s.baseline_ms_per_token or 0:.1f})")
         if s.speedup_decode is not None:
@@ -156,10 +160,11 @@ class StatsPane(VerticalScroll):
                          self._speed(s.speedup_wall, s.speedup_spread))
         compared = s.compared_tokens
         if compared is not None and (compared < s.tokens or (baseline_tokens is not None and compared < baseline_tokens)):
-            grid.add_row("compared", f"over {compared} tokens (the run {s.tokens}, the baseline "
-                                     f"{baseline_tokens if baseline_tokens is not None else '?'})")
+            ran = [f"run {s.tokens}"] if compared < s.tokens else []
+            ran += [f"AR {baseline_tokens}"] if baseline_tokens is not None and compared < baseline_tokens else []
+            grid.add_row("compared", f"over {compared} tokens ({', '.join(ran)})")
         if s.drift is not None and abs(s.drift - 1.0) >= 0.005:
-            grid.add_row("drift", f"one-token step {s.drift:.2f}x the baseline's (rescaled)")
+            grid.add_row("drift", f"step time {s.drift:.2f}x the AR's")
         if s.verify_cost is not None:
             grid.add_row("verify cost", f"{s.verify_cost:.2f} one-token steps")
         if s.identical is None:
