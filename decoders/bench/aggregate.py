@@ -126,7 +126,7 @@ def speedup_spread(entries: Sequence[OursEntry | TheirsEntry], speedup: float | 
     between = statistics.stdev(paired) / statistics.fmean(paired) / len(paired) ** 0.5 if len(paired) > 1 else None
     noises = [e.timing_noise for e in entries if isinstance(e, OursEntry) and e.timing_noise is not None]
     timing = sum(x * x for x in noises) ** 0.5 / len(noises) if noises else None
-    if between is None and timing is None:
+    if timing is None and not between:  # no probe, and one prompt or AR's 1.00x on each: unknown, not zero
         return None
     return round(2 * speedup * ((between or 0.0) ** 2 + (timing or 0.0) ** 2) ** 0.5, 3)
 
