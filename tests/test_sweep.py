@@ -53,6 +53,9 @@ async def test_escape_cancels_a_sweep_and_keeps_its_points(tiny_spec, loader, tm
         await pilot.press("s")
         sweep = app.screen
         await wait_for(pilot, lambda: len(sweep.points) >= 1, timeout=60)
+        await pilot.press("ctrl+r")  # no run while the sweep holds the engine
+        assert any("already going" in n.message for n in app._notifications)
+        assert app.main_screen.live is None
         await pilot.press("escape")
         await wait_for(pilot, lambda: not sweep.running, timeout=30)
         assert sweep.cancelled and 1 <= len(sweep.points) < 8
@@ -60,6 +63,19 @@ async def test_escape_cancels_a_sweep_and_keeps_its_points(tiny_spec, loader, tm
         await pilot.press("escape")
         assert app.screen is app.main_screen
         assert not app.main_screen._decode_lock.locked()  # the engine is free for the next run
+        assert not app.main_screen.running
+
+
+async def test_an_engine_error_stops_the_sweep_in_one_line(tiny_spec, loader, tmp_path):
+    app = make_app(tiny_spec, loader, tmp_path, max_new_tokens=120)  # prompt + 120 > the tiny model's 128
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+        await pilot.press("s")
+        sweep = app.screen
+        await wait_for(pilot, lambda: not sweep.running, timeout=30)
+        assert sweep.points == [] and "exceeds the model's context of 128" in sweep.error
+        assert str(sweep.query_one("#sweep-status").content).startswith("stopped: the prompt (")
+        assert not app.main_screen.running
 
 
 async def test_autoregressive_has_nothing_to_sweep(tiny_spec, loader, tmp_path):

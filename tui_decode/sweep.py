@@ -23,7 +23,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Static
-from textual.worker import get_current_worker
+from textual.worker import Worker, WorkerState, get_current_worker
 
 from decoders.errors import DecodeError
 from decoders.events import PhaseStarted
@@ -131,6 +131,7 @@ class SweepScreen(ModalScreen[None]):
     def on_mount(self) -> None:
         self.status(f"running {self.axis}={self.values[0]} …")
         self.host.hurry_threads()  # as for a run: the UI thread must not slow the timed runs
+        self.host.running = True  # the main screen's run, open and family keys wait for the sweep
         self.run_sweep()
 
     def on_unmount(self) -> None:
@@ -178,9 +179,20 @@ class SweepScreen(ModalScreen[None]):
         self.query_one("#sweep-plot", GammaPlot).plot(sweep_plot(self.points, self.values[0], self.axis))
         self.query_one("#sweep-table", Static).update(self.table())
 
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A worker that failed outside its own handling must not leave the sweep running forever
+        (escape would never close it). Not on CANCELLED: the thread runs on to its next iteration,
+        holding the engine, and says when it stops."""
+        if event.worker.group == "sweep" and event.state == WorkerState.ERROR:
+            error = event.worker.error
+            self.ended(self.Ended(failure_message(error) if error is not None else None))
+
     @on(Ended)
     def ended(self, event: Ended) -> None:
+        if not self.running:
+            return
         self.running = False
+        self.host.running = False
         self.host.restore_threads()
         self.error = event.error
         done = f"{len(self.points)}/{len(self.values)} measured"
