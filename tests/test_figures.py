@@ -129,3 +129,20 @@ async def test_gamma_plot_tells_its_series_apart():
         assert "┈" in next(line for line in lines[2:] if line.lstrip().startswith("1.0x"))
         assert lines[-2].count("▲") == 2  # each curve's best gamma under the axis
         assert lines[-1].split() == ["γ", *[str(g) for g in range(1, 11)]]
+
+        plot.plot(PlotData([[g, 1.5] for g in range(1, 11)], [[g, 1.2] for g in range(1, 11)], 4, []))
+        await pilot.pause()
+        rows = plot.render().plain.splitlines()[2:-2]
+        flat = [row[5:] for row in rows if row[5:].strip() and "┈" not in row]
+        assert len(flat) == 2 and " " not in flat[0].strip() and "⠀ " not in flat[0]  # Thm 3.8: solid
+        assert flat[1].strip().count(" ") >= 10  # cost-aware: dashed
+
+
+def test_cost_aware_curve_is_dashed_and_theorem_curve_solid():
+    from tui_decode.widgets.gamma_plot import BrailleCanvas
+
+    solid, dashed = BrailleCanvas(10, 1), BrailleCanvas(10, 1)
+    solid.line(0, 1, 19, 1, "curve")
+    dashed.line(0, 1, 19, 1, "cost-aware", dash=2)
+    assert solid.row_text(0, {}).plain == "⠒" * 10  # every cell drawn
+    assert dashed.row_text(0, {}).plain == "⠒ " * 5  # two dots on, two off: every other cell
