@@ -78,6 +78,16 @@ def decode_rate(run: Run) -> tuple[float | None, int]:
     return (ms / tokens if tokens and ms > 0 else None), tokens
 
 
+def verdict(speedup: float, spread: float | None) -> str:
+    """"faster" or "slower" when the speedup is beyond its spread, "even" inside it, and "unknown"
+    when no spread was measured (a saved run from before the probe): colour only what is measured."""
+    if spread is None:
+        return "unknown"
+    if abs(speedup - 1.0) <= spread:
+        return "even"
+    return "faster" if speedup > 1.0 else "slower"
+
+
 def ratio_text(speedup: float, spread: float | None, than: str = "autoregressive") -> str:
     """"1.35x faster than autoregressive (+/- 0.04)", "3.10x slower than ...", or "no measurable
     difference from ... (0.98x +/- 0.03)" when the speedup is inside its spread."""

@@ -345,3 +345,36 @@ def test_swept_values_are_checked_with_the_other_parameters_before_the_model_loa
     code, out, err = run_cli(capsys, "bench", "--prompts", prompts_file, "--main", "/nonexistent/model",
                              "--sweep", "ngram_min=2..4")
     assert code == 2 and "ngram_min (4) is larger than ngram_max (3)" in err and "/nonexistent" not in err
+
+
+def test_every_method_has_a_spread_and_ar_reads_one_inside_it(bench_run):
+    """The AR row is 1.00x with the noise every row carries; report.md shows a spread column."""
+    report = bench_run["report"]
+    ar = report["overall"]["ar"]["ours"]
+    assert ar["speedup"] == 1.0 and ar["speedup_spread"] > 0  # AR against itself: the noise, never "exact"
+    for method in ("spec", "pld", "jacobi"):
+        assert report["overall"][method]["ours"]["speedup_spread"] > 0
+    assert all(s["ours"][m]["timing_noise"] >= 0 for s in report["samples"] for m in ("ar", "spec"))
+    assert "speedup_spread" not in report["overall"]["ar"]["theirs"]  # transformers' runs have no probe
+    md = (bench_run["dir"] / "report.md").read_text()
+    assert "| method | tau | speedup | spread | acceptance |" in md
+    assert f"| Autoregressive | {ar['tau']:.2f} | 1.00x | +/- {ar['speedup_spread']:.2f} |" in md
+
+
+def test_spread_pools_per_prompt_speedups_and_timing_noise():
+    from decoders.bench.aggregate import speedup_spread
+    from decoders.bench.measure import OursEntry
+
+    def entry(speedup, noise):
+        return OursEntry(method="spec", label="", tokens=8, wall_ms=10.0, ms_per_token=1.25, target_forwards=4,
+                         tau=2.0, finish="length", identical=True, first_divergence=None, decode_step_ms=1.0, ids=[],
+                         speedup=speedup, timing_noise=noise)
+
+    # AR: 1.00 on every prompt; only the timing noise, sqrt(0.03^2 + 0.04^2) / 2 prompts, twice
+    assert speedup_spread([entry(1.0, 0.03), entry(1.0, 0.04)], 1.0) == 0.05
+    # a method: stdev sqrt(0.02) / mean 1.5 / sqrt 2 between prompts (relative), no timing noise
+    assert speedup_spread([entry(1.4, None), entry(1.6, None)], 1.5) == round(2 * 1.5 * 0.02 ** 0.5 / 1.5 / 2 ** 0.5, 3)
+    assert speedup_spread([entry(1.4, None)], 1.4) is None  # one prompt, no probe: unknown, not zero
+    assert speedup_spread([entry(1.0, None), entry(1.0, None)], 1.0) is None  # AR with no probe: not "+/- 0.00"
+    # both, in quadrature: 2 * 1.5 * sqrt(0.0667^2 + 0.025^2)
+    assert speedup_spread([entry(1.4, 0.03), entry(1.6, 0.04)], 1.5) == 0.214

@@ -22,6 +22,7 @@ from decoders.records import RunResult
 from tui_decode.main_screen import MainScreen
 from tui_decode.runs_folder import runs_dir
 from tui_decode.settings import DEFAULT_PROMPT, START_PARAMS, Settings
+from tui_decode.sweep import start_sweep
 from tui_decode.workers import EngineFactory, FamilyLoader, default_engine_factory, default_family_loader
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
 #: Actions on one-letter keys: off while the prompt editor has focus, so typing stays typing.
 LETTER_ACTIONS = frozenset({"cycle_method", "toggle_mode", "draft_length", "toggle_chat_template",
-                            "pick_family", "edit_prompt", "toggle_detail"})
+                            "pick_family", "edit_prompt", "toggle_detail", "sweep"})
 
 
 class TuiDecodeApp(App[int]):
@@ -50,6 +51,7 @@ class TuiDecodeApp(App[int]):
         Binding("right_square_bracket", "draft_length(1)", "Draft length", key_display="]",
                 group=Binding.Group("Draft length", compact=True)),
         Binding("t", "toggle_chat_template", "Template"),
+        Binding("s", "sweep", "Sweep", tooltip="Run the draft length over up to 8 values and plot each speedup"),
         Binding("e", "edit_prompt", "Edit prompt", show=False),
         Binding("d", "toggle_detail", "Detail", show=False),
         Binding("ctrl+q", "quit", "Quit", priority=True, tooltip="Quit at once, even mid-run"),
@@ -174,6 +176,9 @@ class TuiDecodeApp(App[int]):
     def action_toggle_detail(self) -> None:
         self.main_screen.action_toggle_detail()
 
+    def action_sweep(self) -> None:
+        start_sweep(self.main_screen)
+
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         yield SystemCommand("Run", "Decode the prompt with the chosen method (ctrl+r)", self.action_run)
@@ -192,6 +197,8 @@ class TuiDecodeApp(App[int]):
         yield SystemCommand("Shorter draft", "Lower γ / k / m by one ([)", lambda: self.action_draft_length(-1))
         yield SystemCommand("Toggle chat template", "Wrap the prompt in the chat template, or send it raw (t)",
                             self.action_toggle_chat_template)
+        yield SystemCommand("Sweep the draft length", "Run up to 8 draft lengths and plot each speedup (s)",
+                            self.action_sweep)
         yield SystemCommand("Show iteration detail", "Maximise the selected iteration's detail (d)",
                             self.action_toggle_detail)
 

@@ -7,6 +7,7 @@ tokens") and acceptance are pooled, i.e. all emitted tokens over all target forw
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -25,6 +26,7 @@ class SideStats:
     tokens_per_s: float | None
     speedup: float | None
     tau: float | None
+    speedup_spread: float | None = None  # two standard errors of the speedup (`speedup_spread`)
     judged: bool = False  # whether acceptance was measured (drafting methods of ours)
     acceptance: float | None = None  # accepted / judged draft tokens
     mean_acceptance_length: float | None = None  # vLLM's: 1 + accepted / drafts
@@ -58,6 +60,7 @@ class SideStats:
             tokens_per_s=rounded(rate, 2),
             speedup=rounded(ratio(rate, ar_rate)),
             tau=rounded(tokens / forwards if forwards else None),
+            speedup_spread=speedup_spread(entries, rounded(ratio(rate, ar_rate))),
             judged=bool(drafting),
             acceptance=rounded(sum(d.accepted for d in drafting) / verified if verified else None),
             **_vllm_acceptance(drafting),
@@ -71,7 +74,7 @@ class SideStats:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> SideStats:
-        plain = ("n", "tokens", "ms_per_token", "tokens_per_s", "speedup", "tau", "acceptance",
+        plain = ("n", "tokens", "ms_per_token", "tokens_per_s", "speedup", "tau", "speedup_spread", "acceptance",
                  "mean_acceptance_length", "per_position_acceptance", "identical",
                  "all_identical", "matches_transformers", "decode_step_ms", "verify_cost")
         return cls(**{key: d.get(key) for key in plain}, judged="acceptance" in d,
@@ -96,6 +99,8 @@ class SideStats:
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"n": self.n, "tokens": self.tokens, "ms_per_token": self.ms_per_token,
                              "tokens_per_s": self.tokens_per_s, "speedup": self.speedup, "tau": self.tau}
+        if self.speedup_spread is not None:
+            d["speedup_spread"] = self.speedup_spread
         if self.judged:
             d.update(acceptance=self.acceptance, mean_acceptance_length=self.mean_acceptance_length,
                      per_position_acceptance=self.per_position_acceptance)
@@ -107,6 +112,23 @@ class SideStats:
         if self.theorem is not None:
             d.update(self.theorem.to_json())
         return d
+
+
+def speedup_spread(entries: Sequence[OursEntry | TheirsEntry], speedup: float | None) -> float | None:
+    """Two standard errors of a pooled speedup, as a ratio: the spread of the per-prompt speedups
+    over the prompts (none for autoregressive decoding, 1.00x on every prompt by definition) and
+    the timing noise measured on each prompt (`measure.timing_noise`: how far the machine's
+    one-token step moved between the AR baseline and the run), added in quadrature. None where
+    neither is known (one prompt without a probe), and for transformers' side, which has no probe."""
+    if speedup is None or not all(isinstance(e, OursEntry) for e in entries):
+        return None
+    paired = [e.speedup for e in entries if e.speedup]
+    between = statistics.stdev(paired) / statistics.fmean(paired) / len(paired) ** 0.5 if len(paired) > 1 else None
+    noises = [e.timing_noise for e in entries if isinstance(e, OursEntry) and e.timing_noise is not None]
+    timing = sum(x * x for x in noises) ** 0.5 / len(noises) if noises else None
+    if timing is None and not between:  # no probe, and one prompt or AR's 1.00x on each: unknown, not zero
+        return None
+    return round(2 * speedup * ((between or 0.0) ** 2 + (timing or 0.0) ** 2) ** 0.5, 3)
 
 
 def _vllm_acceptance(drafting: Sequence[Drafting]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from decoders.params import DecodeParams
 from decoders.records import Run, RunResult
 from decoders.stats import DecodeStats
 from decoders.summary import Summary, first_divergence
+from decoders.timing import Drift, baseline_tail
 
 if TYPE_CHECKING:
     from decoders.family import Family
@@ -79,6 +80,7 @@ class OursEntry:
     speedup: float | None = None
     matches_transformers: bool | None = None  # None: transformers has no counterpart
     transformers_divergence: int | None = None
+    timing_noise: float | None = None  # relative: how far the machine's step moved on this prompt (`timing_noise`)
 
     @classmethod
     def of_run(cls, result: RunResult) -> OursEntry:
@@ -86,7 +88,7 @@ class OursEntry:
         from the iterations (the summary keeps rates, the bench pools counts)."""
         run, s = result.method, result.summary
         entry = cls(**_timing(run), target_forwards=s.target_forwards, tau=s.tau, identical=s.identical,
-                    first_divergence=s.first_divergence)
+                    first_divergence=s.first_divergence, timing_noise=timing_noise(result))
         if s.drafted is not None:  # a drafting method (the summary leaves these out for plain decoding)
             entry.drafting = Drafting.of(DecodeStats.of(run.iters), s)
         if "predicted_speedup" in s.extras:  # a method that Theorem 3.8 predicts
@@ -101,7 +103,7 @@ class OursEntry:
         forwards = base.n_forward.get("main", 0)
         return cls(**_timing(base), target_forwards=forwards,
                    tau=round(len(base.ids) / forwards, 3) if forwards else None, identical=True,
-                   first_divergence=None)
+                   first_divergence=None, timing_noise=timing_noise(result))
 
     @classmethod
     def from_json(cls, d: dict[str, Any], method: str) -> OursEntry:
@@ -112,7 +114,7 @@ class OursEntry:
                    drafting=Drafting.from_json(d) if "verified" in d else None, gamma=d.get("gamma"),
                    theorem=Theorem.from_json(d) if "alpha_hat" in d else None, speedup=d.get("speedup"),
                    matches_transformers=d.get("matches_transformers"),
-                   transformers_divergence=d.get("transformers_divergence"))
+                   transformers_divergence=d.get("transformers_divergence"), timing_noise=d.get("timing_noise"))
 
     @property
     def accept_rate(self) -> float | None:
@@ -146,7 +148,21 @@ class OursEntry:
         if self.matches_transformers is not None:
             d.update(matches_transformers=self.matches_transformers,
                      transformers_divergence=self.transformers_divergence)
+        if self.timing_noise is not None:
+            d["timing_noise"] = self.timing_noise
         return d
+
+
+def timing_noise(result: RunResult) -> float | None:
+    """How much the same autoregressive decode could differ from itself on this prompt, relative:
+    the one-token steps timed right after the run against the baseline's own last steps
+    (`decoders.timing.Drift`), their ratio's distance from 1 and its standard error, together.
+    None when no probe was timed."""
+    s = result.summary
+    if not s.probe_ms:
+        return None
+    drift = Drift.between(baseline_tail(result.baseline), s.probe_ms)
+    return round(((drift.factor - 1.0) ** 2 + drift.rel_error ** 2) ** 0.5, 4)
 
 
 def _timing(run: Run) -> dict[str, Any]:

@@ -53,6 +53,14 @@ def _method(name: str) -> str:
         return name
 
 
+def _spread(speedup: float | None, spread: float | None) -> str:
+    """"+/- 0.04", with "(no measurable difference)" when 1.00x lies inside it, for a method."""
+    if spread is None:
+        return DASH
+    same = speedup is not None and abs(speedup - 1.0) <= spread
+    return f"+/- {spread:.2f}" + (" (no measurable difference)" if same and speedup != 1.0 else "")
+
+
 def _positions(rates: list[float] | None) -> str:
     """Per-position acceptance, first draft position first: "0.80 0.55 0.30"."""
     return DASH if not rates else " ".join(f"{x:.2f}" for x in rates)
@@ -64,7 +72,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-FIGURE_HEADER = ("method", "tau", "speedup", "acceptance", "mean acceptance length", "per-position acceptance",
+FIGURE_HEADER = ("method", "tau", "speedup", "spread", "acceptance", "mean acceptance length", "per-position acceptance",
                  "identical to AR", "ms/token",
                  "tf tau", "tf speedup", "tf ms/token", "matches tf", "ms/token ours/tf", "speedup ours/tf")
 
@@ -75,6 +83,7 @@ def _figure_cells(method: str, stats: MethodStats) -> list[str]:
         _method(method),
         _num(ours.tau),
         _num(ours.speedup, suffix="x"),
+        _spread(ours.speedup, ours.speedup_spread),
         _num(ours.acceptance),
         _num(ours.mean_acceptance_length),
         _positions(ours.per_position_acceptance),
@@ -230,6 +239,10 @@ HOW_TO_READ = (
     "acceptance are vLLM's: 1 + accepted drafts per iteration that drafted (the tokens one verify forward "
     "yields), and for draft positions 1, 2, ... the share of those iterations whose token there was accepted. "
     "ms/token includes the prefill. "
+    "spread is two standard errors of the speedup: the spread of the per-prompt speedups and the timing noise "
+    "measured on each prompt (the one-token step timed right after the run against the AR baseline's own steps) "
+    "together; the AR row is 1.00x by definition, and its spread is the noise any other row carries too. "
+    "A speedup whose spread reaches 1.00x is no measurable difference. "
     "\"identical to AR\" counts outputs equal to the same side's greedy baseline; \"matches tf\" counts our "
     "outputs equal to transformers' output for the same method. Each prompt gets a fresh engine (no cached "
     "baseline) and runs alternate ours / transformers / ours."

@@ -1,13 +1,16 @@
-"""Predicted speedup against gamma, drawn in braille, with the measured run as a point on it.
+"""Predicted speedup against the draft length, with the measured runs as points on it.
 
-Each cell holds a 2x4 braille dot grid, so a 30x5 cell plot has 60x20 dots: enough to see where
-the curve peaks and whether the measured run sits above or below break-even, with no plotting
-library.
+Drawn by hand in braille (each cell a 2x4 dot grid) rather than with textual-plotext: the plot
+lives in a few rows of the statistics pane, where plotext's frame, tick labels and legend box
+would leave the curves one or two rows; here every series has its own glyph as well as its own
+theme colour (Theorem 3.8 a solid line, the cost-aware curve a dashed one, break-even a row of
+``┈``, measured runs ``●`` with their spread as a bar), so they stay apart in any theme and in
+a monochrome terminal, and a two-line legend names them with each curve's best draft length.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rich.console import RenderableType
 from rich.style import Style
@@ -45,13 +48,16 @@ class BrailleCanvas:
             self.bits[row][col] |= DOT_BITS[y % 4][x % 2]
             self.layer[row][col] = layer
 
-    def line(self, x0: int, y0: int, x1: int, y1: int, layer: str) -> None:
-        """Bresenham: every dot between the two ends."""
+    def line(self, x0: int, y0: int, x1: int, y1: int, layer: str, dash: int = 0) -> None:
+        """Bresenham: every dot between the two ends (``dash`` > 0: ``dash`` dots on, ``dash`` off)."""
         dx, dy = abs(x1 - x0), -abs(y1 - y0)
         sx, sy = (1 if x0 < x1 else -1), (1 if y0 < y1 else -1)
         err = dx + dy
+        step = 0
         while True:
-            self.dot(x0, y0, layer)
+            if not dash or (step // dash) % 2 == 0:
+                self.dot(x0, y0, layer)
+            step += 1
             if x0 == x1 and y0 == y1:
                 return
             e2 = 2 * err
@@ -67,7 +73,8 @@ class BrailleCanvas:
         col, row = min(max(x // 2, 0), self.columns - 1), min(max(y // 4, 0), self.rows - 1)
         self.marks[(row, col)] = (char, layer)
 
-    def row_text(self, row: int, styles: dict[str, Style]) -> Text:
+    def row_text(self, row: int, styles: dict[str, Style], fill: tuple[str, str] | None = None) -> Text:
+        """One row of cells; ``fill`` (char, layer) goes in the cells no dot or mark took."""
         text = Text()
         for col in range(self.columns):
             if (row, col) in self.marks:
@@ -75,28 +82,60 @@ class BrailleCanvas:
                 text.append(char, style=styles.get(layer))
             else:
                 bits = self.bits[row][col]
-                text.append(chr(0x2800 + bits) if bits else " ", style=styles.get(self.layer[row][col]))
+                if not bits and fill is not None:
+                    text.append(fill[0], style=styles.get(fill[1]))
+                else:
+                    text.append(chr(0x2800 + bits) if bits else " ", style=styles.get(self.layer[row][col]))
         return text
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measured run: its draft length, its speedup and that speedup's spread (None: unknown)."""
+
+    value: int
+    speedup: float
+    spread: float | None = None
 
 
 @dataclass
 class PlotData:
-    curve: list[list[float]]  # [[gamma, predicted speedup], ...] (Theorem 3.8)
-    cost_aware: list[list[float]] | None  # the same with the measured verify cost
-    gamma: int
-    measured: float | None  # wall speedup of the run
+    curve: list[list[float]]  # [[gamma, predicted speedup], ...] (Theorem 3.8); [] for no prediction
+    cost_aware: list[list[float]] | None  # the same with the measured verify cost T(gamma + 1)
+    gamma: int  # the draft length of the shown run (a tick on the axis)
+    points: list[Point] = field(default_factory=list)  # measured runs
+    name: str = "γ"  # what the x axis counts
+
+    def best(self, series: list[list[float]] | None) -> int | None:
+        return int(max(series, key=lambda row: row[1])[0]) if series else None
+
+
+LAYERS = ("curve", "cost-aware", "even", "measured", "axis")
+
+
+def legend(data: PlotData, styles: dict[str, Style]) -> Text:
+    """Two lines naming each series by its glyph and colour, with each curve's best length."""
+    out = Text()
+    first = []
+    if data.curve:
+        first.append(Text.assemble(("━ Thm 3.8", styles.get("curve")),
+                                   f" best {data.name}{data.best(data.curve)}"))
+    if data.cost_aware:
+        first.append(Text.assemble(("╍ cost-aware", styles.get("cost-aware")),
+                                   f" best {data.name}{data.best(data.cost_aware)}"))
+    if first:
+        out.append_text(Text("  ").join(first))
+        out.append("\n")
+    out.append_text(Text.assemble(("┈ break-even 1.0x", styles.get("even")), "  ",
+                                  ("● measured", styles.get("measured")), " ", ("│ spread", styles.get("measured"))))
+    return out
 
 
 class GammaPlot(Widget):
-    """Speedup predicted for gamma 1..10, the break-even line at 1.0x, and the measured point."""
+    """Speedup predicted against the draft length (both curves), the break-even line at 1.0x,
+    the measured points with their spread, and a legend."""
 
-    COMPONENT_CLASSES = {
-        "gamma-plot--curve",
-        "gamma-plot--cost-aware",
-        "gamma-plot--even",
-        "gamma-plot--measured",
-        "gamma-plot--axis",
-    }
+    COMPONENT_CLASSES = {f"gamma-plot--{name}" for name in LAYERS}
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
@@ -108,38 +147,41 @@ class GammaPlot(Widget):
 
     def render(self) -> RenderableType:
         data = self.data
-        if data is None or not data.curve:
+        if data is None or not (data.curve or data.points):
             return Text("")
-        styles = {name: component_style(self, f"gamma-plot--{name}")
-                  for name in ("curve", "cost-aware", "even", "measured", "axis")}
-        rows = max(self.size.height - 2, 2)
+        styles = {name: component_style(self, f"gamma-plot--{name}") for name in LAYERS}
+        out = legend(data, styles)
+        out.append("\n")
+        top_rows = out.plain.count("\n")
+        rows = max(self.size.height - top_rows - 2, 2)
         columns = max(self.size.width - LABEL_WIDTH - 1, 10)
         canvas = BrailleCanvas(columns, rows)
-        gammas = [g for g, _ in data.curve]
+        gammas = [g for g, _ in data.curve] + [p.value for p in data.points] + [data.gamma]
         g_min, g_max = min(gammas), max(gammas)
         values = [s for _, s in data.curve] + [s for _, s in (data.cost_aware or [])] + [1.0]
-        if data.measured is not None:
-            values.append(data.measured)
+        values += [p.speedup + (p.spread or 0.0) for p in data.points]
         top = max(values) * 1.1
 
         def to_dot(gamma: float, speed: float) -> tuple[int, int]:
             x = round((gamma - g_min) / max(g_max - g_min, 1) * (canvas.width - 1))
-            y = round((1 - speed / top) * (canvas.height - 1))
+            y = round((1 - min(max(speed, 0.0), top) / top) * (canvas.height - 1))
             return x, y
 
         _, even_y = to_dot(g_min, 1.0)
-        for x in range(0, canvas.width, 3):
-            canvas.dot(x, even_y, "even")
-        for series, layer in ((data.cost_aware, "cost-aware"), (data.curve, "curve")):
+        for series, layer, dash in ((data.cost_aware, "cost-aware", 2), (data.curve, "curve", 0)):
             if not series:
                 continue
             points = [to_dot(g, s) for g, s in series]
             for (x0, y0), (x1, y1) in zip(points, points[1:]):
-                canvas.line(x0, y0, x1, y1, layer)
-        if data.measured is not None:
-            canvas.mark(*to_dot(data.gamma, data.measured), "●", "measured")
+                canvas.line(x0, y0, x1, y1, layer, dash=dash)
+        for p in data.points:
+            x, y = to_dot(p.value, p.speedup)
+            if p.spread:
+                _, lo = to_dot(p.value, p.speedup - p.spread)
+                _, hi = to_dot(p.value, p.speedup + p.spread)
+                canvas.line(x, hi, x, lo, "measured")
+            canvas.mark(x, y, "●", "measured")
 
-        out = Text()
         for row in range(rows):
             label = ""
             if row == 0:
@@ -149,15 +191,36 @@ class GammaPlot(Widget):
             elif row == rows - 1:
                 label = "0"
             out.append(label.rjust(LABEL_WIDTH - 1) + "┤", style=styles["axis"])
-            out.append_text(canvas.row_text(row, styles))
+            fill = ("┈", "even") if row == even_y // 4 else None
+            out.append_text(canvas.row_text(row, styles, fill))
             out.append("\n")
-        axis = Text(" " * (LABEL_WIDTH - 1) + "└" + "─" * columns + "\n", style=styles["axis"])
-        out.append_text(axis)
-        ticks = [" "] * columns
-        for g in sorted({g_min, data.gamma, g_max}):
-            x, _ = to_dot(g, 0)
-            label = f"γ{int(g)}"
-            start = min(max(x // 2 - len(label) // 2, 0), columns - len(label))
-            ticks[start:start + len(label)] = list(label)
-        out.append(" " * LABEL_WIDTH + "".join(ticks), style=styles["axis"])
+        axis = [("─", "axis")] * columns
+        for series, layer in ((data.curve, "curve"), (data.cost_aware, "cost-aware")):
+            best = data.best(series)
+            if best is not None:  # the best length of each curve, under the axis in its colour
+                x, _ = to_dot(best, 0)
+                col = min(x // 2, columns - 1)
+                axis[col] = ("▲", layer)
+        out.append(" " * (LABEL_WIDTH - 1) + "└", style=styles["axis"])
+        for char, layer in axis:
+            out.append(char, style=styles[layer])
+        out.append("\n")
+        out.append_text(self._ticks(data, columns, lambda g: to_dot(g, 0)[0], styles["axis"]))
         return out
+
+    @staticmethod
+    def _ticks(data: PlotData, columns: int, x_of, style: Style) -> Text:
+        """Each whole draft length that fits, the shown run's always."""
+        ticks = [" "] * columns
+        lo = int(min([g for g, _ in data.curve] + [p.value for p in data.points] + [data.gamma]))
+        hi = int(max([g for g, _ in data.curve] + [p.value for p in data.points] + [data.gamma]))
+        taken: list[tuple[int, int]] = []
+        for g in [data.gamma] + list(range(lo, hi + 1)):
+            label = str(g)
+            start = min(max(x_of(g) // 2 - len(label) // 2, 0), columns - len(label))
+            span = (start - 1, start + len(label))
+            if any(a <= span[1] and span[0] <= b for a, b in taken):
+                continue
+            taken.append((start, start + len(label) - 1))
+            ticks[start:start + len(label)] = list(label)
+        return Text(f"{data.name:>{LABEL_WIDTH - 1}} " + "".join(ticks), style=style)

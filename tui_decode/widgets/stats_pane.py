@@ -1,5 +1,10 @@
-"""The figures a run is judged by, the gamma curve, and one sentence saying why it was faster or
-slower. While a run streams, the figures that can already be known are shown instead."""
+"""The figures a run is judged by, acceptance by draft position, the gamma curve, and one
+sentence saying why it was faster or slower. While a run streams, the figures that can already
+be known are shown instead.
+
+Every speedup carries its spread (two standard errors from the timing noise measured in the same
+run, `decoders.timing`): inside it the pane says "no measurable difference" in the plain colour;
+green means faster beyond the spread, red slower beyond it."""
 
 from __future__ import annotations
 
@@ -17,7 +22,9 @@ from decoders.methods.base import Figure, get_method
 from decoders.records import RunResult
 from decoders.summary import Summary
 from decoders.theory import cost_aware_speedup
-from tui_decode.widgets.gamma_plot import GammaPlot, PlotData
+from decoders.timing import verdict
+from tui_decode.widgets.acceptance_chart import AcceptanceChart
+from tui_decode.widgets.gamma_plot import GammaPlot, PlotData, Point
 from tui_decode.widgets.iteration_table import BARS
 from tui_decode.widgets.styles import component_style
 
@@ -41,29 +48,60 @@ def method_figures(method: str) -> tuple[Figure, ...]:
         return ()
 
 
-def gamma_plot_data(s: Summary, speed: float | None) -> PlotData:
-    """Speculative decoding's predicted speedup against gamma (``extras["curve"]``), with the
-    cost-aware curve when the verify cost was measured."""
+def _ms(x: float) -> str:
+    """Milliseconds to three significant figures or so (a tiny model's 0.42 ms as well as 140 ms)."""
+    return f"{x:.0f}" if x >= 100 else f"{x:.1f}" if x >= 1 else f"{x:.2f}"
+
+
+def speed_text(speed: float, spread: float | None) -> tuple[str, str]:
+    """(words, verdict) for a speedup: "1.35x +/- 0.04 faster", "3.09x slower (0.32x +/- 0.02)",
+    "no measurable difference (0.97x +/- 0.05)" inside the spread; never "0.32x slower"."""
+    v = verdict(speed, spread)
+    noise = f" +/- {spread:.2f}" if spread is not None else ""
+    if v == "even":
+        return f"no measurable difference ({speed:.2f}x{noise})", v
+    if v == "unknown":
+        noise = "; spread not measured"
+    if speed >= 1.0:
+        return f"{speed:.2f}x{noise} faster" if v != "unknown" else f"{speed:.2f}x faster{noise}", v
+    return f"{1.0 / speed:.2f}x slower ({speed:.2f}x{noise})", v
+
+
+def headline_speed(s: Summary) -> float | None:
+    """The speedup a run is judged by: decode (the prefill apart) when measured, else end to end."""
+    return s.speedup_decode if s.speedup_decode is not None else s.speedup_wall
+
+
+def gamma_plot_data(s: Summary) -> PlotData:
+    """Speculative decoding's predicted speedup against gamma (``extras["curve"]``), the
+    cost-aware curve with the measured T(gamma+1) (``extras["cost_curve"]``; a saved run from
+    before T(k) was measured: its one verify cost), and the run as a measured point."""
     extras = s.extras
-    cost_curve = None
-    if s.verify_cost:
+    cost_curve = extras.get("cost_curve")
+    if not cost_curve and s.verify_cost:
         cost_curve = [[g, round(cost_aware_speedup(extras["alpha_hat"], int(g), extras["c_hat"], s.verify_cost), 3)]
                       for g, _ in extras["curve"]]
-    return PlotData(extras["curve"], cost_curve, int(extras.get("gamma") or 1), speed)
+    gamma = int(extras.get("gamma") or 1)
+    speed = headline_speed(s)
+    points = [Point(gamma, speed, s.speedup_spread)] if speed is not None else []
+    return PlotData(extras["curve"], cost_curve, gamma, points)
 
 
 class StatsPane(VerticalScroll):
-    """Statistics of the shown run: figures, the gamma plot (speculative), the explanation."""
+    """Statistics of the shown run: figures, acceptance by position, the gamma plot
+    (speculative), the explanation."""
 
     BORDER_TITLE = "Statistics"
-    COMPONENT_CLASSES = {"stats-pane--faster", "stats-pane--slower", "stats-pane--spark"}
+    COMPONENT_CLASSES = {"stats-pane--faster", "stats-pane--slower", "stats-pane--even", "stats-pane--spark"}
 
     def compose(self) -> ComposeResult:
         self.figures = Static(id="figures")
         self.explanation = Static(id="explanation")
+        self.acceptance = AcceptanceChart(id="acceptance-chart")
         self.plot = GammaPlot(id="gamma-plot")
         yield self.figures
         yield self.explanation  # before the plot: the one sentence must stay in view
+        yield self.acceptance
         yield self.plot
 
     def on_mount(self) -> None:
@@ -72,6 +110,7 @@ class StatsPane(VerticalScroll):
     def show_nothing(self, message: str = "Run a method (ctrl+r) to see its figures.") -> None:
         self.figures.update(Text(message, style="dim"))
         self._plot(None)
+        self.acceptance.show(None)
         self.explanation.update("")
 
     def show_live(self, figures: dict[str, Any], phase: str) -> None:
@@ -85,25 +124,47 @@ class StatsPane(VerticalScroll):
             grid.add_row("acceptance", f"{figures['accept_rate']:.0%} of judged drafts")
         self.figures.update(grid)
         self._plot(None)
+        self.acceptance.show(None)
         self.explanation.update(
             Text(f"{phase}… timing figures and the explanation come when the run ends.", style="dim"))
 
     def show_result(self, result: RunResult) -> None:
-        """The run's `Summary`: the figures every method has, then the method's own (its
-        `Figure`s, from ``Summary.extras``), then whether it matched the baseline."""
-        s = result.summary
+        """The run's `Summary`, with its tokens per iteration and its baseline's length."""
+        self.show_summary(result.summary, [len(it.emit) for it in result.method.iters], len(result.baseline.ids))
+
+    def show_summary(self, s: Summary, per_iter: list[int] | None = None,
+                     baseline_tokens: int | None = None) -> None:
+        """The figures every method has, then the method's own (its `Figure`s, from
+        ``Summary.extras``), then whether it matched the baseline."""
         grid = self._grid()
+        if s.prompt_tokens is not None:
+            grid.add_row("prompt", f"{s.prompt_tokens} tokens")
         grid.add_row("tokens", f"{s.tokens} in {s.iterations} iterations · {s.finish}")
         if s.tau is not None:
             if s.accept_rate is not None:
                 grid.add_row("tau · accept", f"{s.tau:.2f} tokens/forward · {s.accept_rate:.0%}")
             else:
                 grid.add_row("tau", f"{s.tau:.2f} tokens / target forward")
-        speed = s.speedup_wall
-        if speed is not None:
-            style = component_style(self, "stats-pane--faster" if speed >= 1.0 else "stats-pane--slower")
-            grid.add_row("wall speedup", Text.assemble((f"{speed:.2f}x", style), " vs autoregressive"))
-        grid.add_row("ms / token", f"{s.method_ms_per_token or 0:.1f} (baseline {s.baseline_ms_per_token or 0:.1f})")
+        if s.ttft_ms is not None:
+            base = f" (AR {_ms(s.baseline_ttft_ms)})" if s.baseline_ttft_ms is not None else ""
+            grid.add_row("first token", f"{_ms(s.ttft_ms)} ms prefill{base}")
+        if s.decode_ms_per_token is not None:
+            base = f" (AR {_ms(s.baseline_decode_ms_per_token)})" if s.baseline_decode_ms_per_token is not None else ""
+            grid.add_row("decode", f"{_ms(s.decode_ms_per_token)} ms/token{base}")
+        else:
+            grid.add_row("ms / token", f"{s.method_ms_per_token or 0:.1f} (baseline {s.baseline_ms_per_token or 0:.1f})")
+        if s.speedup_decode is not None:
+            grid.add_row("decode speedup", self._speed(s.speedup_decode, s.speedup_spread))
+        if s.speedup_wall is not None:
+            grid.add_row("end to end" if s.speedup_decode is not None else "speedup",
+                         self._speed(s.speedup_wall, s.speedup_spread))
+        compared = s.compared_tokens
+        if compared is not None and (compared < s.tokens or (baseline_tokens is not None and compared < baseline_tokens)):
+            ran = [f"run {s.tokens}"] if compared < s.tokens else []
+            ran += [f"AR {baseline_tokens}"] if baseline_tokens is not None and compared < baseline_tokens else []
+            grid.add_row("compared", f"over {compared} tokens ({', '.join(ran)})")
+        if s.drift is not None and abs(s.drift - 1.0) >= 0.005:
+            grid.add_row("drift", f"step time {s.drift:.2f}x the AR's")
         if s.verify_cost is not None:
             grid.add_row("verify cost", f"{s.verify_cost:.2f} one-token steps")
         if s.identical is None:
@@ -113,7 +174,6 @@ class StatsPane(VerticalScroll):
         else:
             grid.add_row("identical", f"no: diverges at token {s.first_divergence}")
         curve = s.extras.get("curve")
-        per_iter = [len(it.emit) for it in result.method.iters]
         if per_iter and not curve:
             grid.add_row("per iteration", Text(sparkline(per_iter),
                                                style=component_style(self, "stats-pane--spark")))
@@ -123,20 +183,22 @@ class StatsPane(VerticalScroll):
             if value is not None:
                 own.add_row(figure.label, figure.shown(value))
         self.figures.update(Group(grid, own) if own.row_count else grid)
-        self._plot(gamma_plot_data(s, speed) if curve else None)
+        self.acceptance.show(s)
+        self._plot(gamma_plot_data(s) if curve else None)
         self.explanation.update(Text(s.explanation, style="italic"))
 
+    def _speed(self, speed: float, spread: float | None) -> Text:
+        """A speedup in words, green only beyond its spread when faster, red only beyond it when
+        slower, plain inside it (or with no spread measured)."""
+        words, v = speed_text(speed, spread)
+        style = component_style(self, {"faster": "stats-pane--faster", "slower": "stats-pane--slower"}
+                                .get(v, "stats-pane--even"))
+        return Text(words, style=style)
+
     def _plot(self, data: PlotData | None) -> None:
-        """Show the gamma plot (or hide it); its legend goes in the pane's bottom border."""
+        """Show the gamma plot (or hide it); its legend is part of it."""
         self.plot.plot(data)
         self.plot.display = data is not None
-        if data is None:
-            self.border_subtitle = ""
-            return
-        legend = "[$text-primary]── predicted[/]"
-        if data.cost_aware:
-            legend += " [$text-secondary]── w/ verify cost[/]"
-        self.border_subtitle = legend + " [$text-warning]● measured[/]"
 
     @staticmethod
     def _grid() -> Table:

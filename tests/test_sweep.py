@@ -1,0 +1,87 @@
+"""The gamma sweep (s) on a tiny random model: one measured point per value, the baseline measured
+once, the predicted curve drawn, cancel keeps the points so far, and its value range."""
+
+from __future__ import annotations
+
+import pytest
+
+from decoders.methods.speculative import GAMMA
+from decoders.methods.jacobi import BLOCK
+from tests.test_app_flows import PacedEngine, loader, make_app, tiny_family, tiny_spec, wait_for  # noqa: F401
+from tui_decode.sweep import SweepScreen, sweep_values
+
+pytestmark = pytest.mark.anyio
+SIZE = (140, 45)
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+def test_values_are_bounded_and_start_with_the_current_one():
+    assert sweep_values(GAMMA, 4) == [4, 1, 2, 3, 5, 6, 7, 8]
+    assert sweep_values(GAMMA, 16) == [16, 9, 10, 11, 12, 13, 14, 15]  # the app's range ends at 16
+    assert sweep_values(BLOCK, 1) == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert len(sweep_values(BLOCK, 40)) == 8
+
+
+async def test_sweep_measures_one_point_per_value_on_the_cached_baseline(tiny_spec, loader, tmp_path):
+    app = make_app(tiny_spec, loader, tmp_path, max_new_tokens=8)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+        await pilot.press("s")
+        sweep = app.screen
+        assert isinstance(sweep, SweepScreen)
+        await wait_for(pilot, lambda: not sweep.running, timeout=120)
+        assert sweep.error is None
+        assert [m.value for m in sweep.points] == [4, 1, 2, 3, 5, 6, 7, 8]
+        assert app.main_screen.loaded.engine.baselines_measured == 1  # one baseline for all eight runs
+        plot = sweep.query_one("#sweep-plot").data
+        assert sorted(p.value for p in plot.points) == list(range(1, 9))
+        assert len(plot.curve) == 10 and plot.cost_aware  # Theorem 3.8 and the cost-aware curve
+        assert all(p.spread is not None for p in plot.points)
+        assert "done: 8/8 measured" in str(sweep.query_one("#sweep-status").content)
+        await pilot.press("escape")  # closes once done
+        assert app.screen is app.main_screen
+
+
+async def test_escape_cancels_a_sweep_and_keeps_its_points(tiny_spec, loader, tmp_path):
+    app = make_app(tiny_spec, loader, tmp_path, engine_factory=PacedEngine, max_new_tokens=16)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+        await pilot.press("s")
+        sweep = app.screen
+        await wait_for(pilot, lambda: len(sweep.points) >= 1, timeout=60)
+        await pilot.press("ctrl+r")  # no run while the sweep holds the engine
+        assert any("already going" in n.message for n in app._notifications)
+        assert app.main_screen.live is None
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not sweep.running, timeout=30)
+        assert sweep.cancelled and 1 <= len(sweep.points) < 8
+        assert str(sweep.query_one("#sweep-status").content).startswith("cancelled: ")
+        await pilot.press("escape")
+        assert app.screen is app.main_screen
+        assert not app.main_screen._decode_lock.locked()  # the engine is free for the next run
+        assert not app.main_screen.running
+
+
+async def test_an_engine_error_stops_the_sweep_in_one_line(tiny_spec, loader, tmp_path):
+    app = make_app(tiny_spec, loader, tmp_path, max_new_tokens=120)  # prompt + 120 > the tiny model's 128
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+        await pilot.press("s")
+        sweep = app.screen
+        await wait_for(pilot, lambda: not sweep.running, timeout=30)
+        assert sweep.points == [] and "exceeds the model's context of 128" in sweep.error
+        assert str(sweep.query_one("#sweep-status").content).startswith("stopped: the prompt (")
+        assert not app.main_screen.running
+
+
+async def test_autoregressive_has_nothing_to_sweep(tiny_spec, loader, tmp_path):
+    app = make_app(tiny_spec, loader, tmp_path, method="ar")
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+        await pilot.press("s")
+        assert app.screen is app.main_screen
+        assert any("drafts nothing to sweep" in n.message for n in app._notifications)
