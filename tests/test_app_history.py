@@ -65,7 +65,7 @@ def test_history_lists_runs_newest_first_each_baseline_once(tmp_path):
     assert cells[2] == spec.method.label and cells[4] == str(spec.summary.tokens)
     assert cells[5] == f"{spec.summary.tau:.2f}" and cells[8] == "yes"
     assert "γ=4" in cells[3]
-    assert row_cells(Stream(history.entries[0], "baseline"))[7] == "1.00x (reference)"
+    assert row_cells(Stream(history.entries[0], "baseline"))[7] == "1.00x ref"
 
 
 def test_saved_runs_join_the_history_unless_already_there_and_bad_files_are_named(tmp_path):
@@ -138,6 +138,9 @@ async def test_c_compares_the_run_with_its_own_baseline(tiny_spec, loader, tmp_p
         assert result.summary.identical and screen.comparison.divergence is None
         assert "identical" in str(screen.heading.visual)
         assert not any("≠" in text for text in line_texts(screen.left))
+        await pilot.press("ctrl+s")  # the screenshot would be of this screen, not of the run saved
+        assert not (tmp_path / "runs").exists()
+        assert any("Close this screen first" in n.message for n in app._notifications)
 
 
 async def test_history_space_marks_and_enter_compares_the_marked_pair(tiny_spec, loader, tmp_path):

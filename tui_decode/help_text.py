@@ -172,8 +172,12 @@ _BY_LABEL = {label: f for f in FIGURES for label in f.labels}
 
 
 def figure_help(key_or_label: str) -> FigureHelp | None:
-    """A figure's help by its `Summary`/`Figure` key or by a label a pane shows it with."""
-    return _BY_KEY.get(key_or_label) or _BY_LABEL.get(key_or_label)
+    """A figure's help by its `Summary`/`Figure` key or by a label a pane shows it with (a
+    method's own figures included)."""
+    found = _BY_KEY.get(key_or_label) or _BY_LABEL.get(key_or_label)
+    if found is None:
+        found = next((f for f in method_figures() if key_or_label == f.key or key_or_label in f.labels), None)
+    return found
 
 
 def tooltip(key_or_label: str) -> str | None:

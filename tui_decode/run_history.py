@@ -23,7 +23,8 @@ SAVED_LISTED = 20
 #: Short names of the draft lengths in the history's parameters column.
 DRAFT_SYMBOLS = {"gamma": "γ", "num_pred": "k", "block": "m", "window": "w"}
 
-SOURCES = {"run": "this session", "opened": "opened", "saved": "saved"}
+SOURCES = {"run": "session", "opened": "opened", "saved": "saved"}
+SOURCE_WIDTH = 16
 
 
 @dataclass
@@ -67,7 +68,8 @@ def stream_tokens(run: Run) -> list[tuple[str, str, int]]:
 
 
 def key_params(result: RunResult) -> str:
-    """The parameters that set a run apart: mode, draft length, token budget."""
+    """The parameters that set a run apart: mode, draft length, token budget (and the
+    temperature and seed of a sampled run)."""
     params = result.params or {}
     parts = [str(params.get("mode", "?"))]
     try:
@@ -78,6 +80,8 @@ def key_params(result: RunResult) -> str:
         parts.append(f"{DRAFT_SYMBOLS.get(draft, draft)}={params[draft]}")
     if "max_new_tokens" in params:
         parts.append(f"max {params['max_new_tokens']}")
+    if params.get("mode") == "sampling":
+        parts.append(f"T={params.get('temperature')} seed {params.get('seed')}")
     return " · ".join(parts)
 
 
@@ -92,7 +96,7 @@ def speedup_text(result: RunResult) -> str:
 def identical_text(result: RunResult) -> str:
     s = result.summary
     if s.identical is None:
-        return "– (sampling)"
+        return "– sampling"
     return "yes" if s.identical else f"no, at {s.first_divergence}"
 
 
@@ -107,11 +111,11 @@ def row_cells(stream: Stream) -> list[str]:
     entry, result = stream.entry, stream.entry.result
     source = SOURCES.get(entry.source, entry.source)
     if entry.path is not None and entry.source != "run":
-        source = entry.path.name
+        source = entry.path.name if len(entry.path.name) <= SOURCE_WIDTH else entry.path.name[:SOURCE_WIDTH - 1] + "…"
     if stream.role == "baseline":
         run = result.baseline
-        return [f"{entry.number}b", source, "Autoregressive baseline", key_params(result), str(len(run.ids)),
-                baseline_tau(run), "–", "1.00x (reference)", "–"]
+        return [f"{entry.number}b", source, f"↳ baseline: {run.label}", key_params(result), str(len(run.ids)),
+                baseline_tau(run), "–", "1.00x ref", "–"]
     s = result.summary
     return [str(entry.number), source, result.method.label, key_params(result), str(s.tokens),
             "–" if s.tau is None else f"{s.tau:.2f}",

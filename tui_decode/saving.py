@@ -31,6 +31,10 @@ def save_shown_run(screen: MainScreen) -> None:
     if result is None:
         screen.notify("Nothing to save yet: run a method first (ctrl+r).", severity="warning")
         return
+    if screen.app.screen is not screen:
+        screen.notify("Close this screen first (escape): the screenshot saved with the run is of the main "
+                      "screen.", severity="warning")
+        return
     if screen.running:
         screen.notify("A run is going and the screen shows it, not a finished run: save once it ends "
                       "(escape cancels it; the partial run can be saved).", severity="warning")

@@ -31,7 +31,7 @@ class HelpScreen(ModalScreen[None]):
                 yield Label("Figures", classes="help-heading")
                 with Grid(classes="help-figures"):
                     for figure in (*help_text.FIGURES, *help_text.method_figures()):
-                        yield Static(Content(" · ".join(figure.labels[:2])), classes="help-label")
+                        yield Static(Content(figure.labels[0]), classes="help-label")
                         yield Static(Content(figure.meaning), classes="help-meaning")
                         yield Static(Content(figure.formula), classes="help-formula")
                 for title, markings in help_text.SECTIONS:
