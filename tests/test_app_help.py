@@ -93,3 +93,8 @@ async def test_every_label_of_the_statistics_pane_has_its_help(method):
     missing = [label for label in labels if help_text.figure_help(label) is None]
     assert not missing, f"no help for {missing}; add them to tui_decode/help_text.py"
     assert help_text.tooltip(labels[0]).startswith(help_text.figure_help(labels[0]).meaning)
+
+
+def test_help_screen_snapshot(snap_compare):
+    """F1 over a speculative run: the figures, each with its sentence and formula."""
+    assert snap_compare(opened_app("spec"), press=["f1"], terminal_size=SIZE)

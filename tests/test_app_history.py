@@ -7,12 +7,15 @@ from __future__ import annotations
 import html
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 
+from decoders.families import BUILTIN_FAMILIES
 from decoders.records import RunResult
 from decoders.summary import first_divergence
 from tests.test_app_flows import DATA, PROMPT, SIZE, PacedEngine, loader, make_app, run_and_wait, tiny_family, tiny_spec, wait_for  # noqa: F401
+from tui_decode.app import TuiDecodeApp
 from tui_decode.run_history import RunHistory, Stream, row_cells
 from tui_decode.screens import CompareScreen, HistoryScreen
 from tui_decode.token_text import real_text
@@ -64,7 +67,7 @@ def test_history_lists_runs_newest_first_each_baseline_once(tmp_path):
     cells = row_cells(Stream(history.entries[0], "method"))
     assert cells[2] == spec.method.label and cells[4] == str(spec.summary.tokens)
     assert cells[5] == f"{spec.summary.tau:.2f}" and cells[8] == "yes"
-    assert "γ=4" in cells[3]
+    assert cells[3] == "max 32"
     assert row_cells(Stream(history.entries[0], "baseline"))[7] == "1.00x ref"
 
 
@@ -211,3 +214,17 @@ async def test_the_saved_screenshot_shows_the_saved_runs_prompt_not_the_one_edit
         assert re.search(r"γ draft length\s*4\b", svg), svg
         # the user's edits are back
         assert app.main_screen.prompt_pane.text == "Zanzibar" and app.main_screen.settings.params.gamma == 5
+
+
+def test_compare_screen_snapshot(snap_compare):
+    """c on an opened prompt-lookup run: its baseline beside it, line for line."""
+    app = TuiDecodeApp(BUILTIN_FAMILIES["smollm2-135m"], opened=RunResult.load(DATA / "run_pld.json"),
+                       opened_name="run_pld.json", runs_folder=Path("/nonexistent/runs"), cursor_blink=False)
+    assert snap_compare(app, press=["c"], terminal_size=(120, 36))
+
+
+def test_history_screen_snapshot(snap_compare):
+    """h on an opened run: the run and its baseline, both marked."""
+    app = TuiDecodeApp(BUILTIN_FAMILIES["smollm2-135m"], opened=RunResult.load(DATA / "run_spec.json"),
+                       opened_name="run_spec.json", runs_folder=Path("/nonexistent/runs"), cursor_blink=False)
+    assert snap_compare(app, press=["h"], terminal_size=(120, 36))

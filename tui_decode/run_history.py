@@ -24,7 +24,8 @@ SAVED_LISTED = 20
 DRAFT_SYMBOLS = {"gamma": "γ", "num_pred": "k", "block": "m", "window": "w"}
 
 SOURCES = {"run": "session", "opened": "opened", "saved": "saved"}
-SOURCE_WIDTH = 16
+SOURCE_WIDTH = 12
+LABEL_WIDTH = 32
 
 
 @dataclass
@@ -67,22 +68,29 @@ def stream_tokens(run: Run) -> list[tuple[str, str, int]]:
     return run_tokens(run)
 
 
-def key_params(result: RunResult) -> str:
-    """The parameters that set a run apart: mode, draft length, token budget (and the
-    temperature and seed of a sampled run)."""
+def key_params(result: RunResult, full: bool = False) -> str:
+    """The parameters the run's label does not give (the label names the mode and the draft
+    length): the token budget, and a sampled run's temperature and seed; ``full`` adds the mode
+    and the draft length."""
     params = result.params or {}
-    parts = [str(params.get("mode", "?"))]
-    try:
-        draft = get_method(result.method.method).draft_length
-    except DecodeError:
-        draft = None
-    if draft and draft in params:
-        parts.append(f"{DRAFT_SYMBOLS.get(draft, draft)}={params[draft]}")
+    parts = []
+    if full:
+        parts.append(str(params.get("mode", "?")))
+        try:
+            draft = get_method(result.method.method).draft_length
+        except DecodeError:
+            draft = None
+        if draft and draft in params:
+            parts.append(f"{DRAFT_SYMBOLS.get(draft, draft)}={params[draft]}")
     if "max_new_tokens" in params:
         parts.append(f"max {params['max_new_tokens']}")
     if params.get("mode") == "sampling":
-        parts.append(f"T={params.get('temperature')} seed {params.get('seed')}")
+        parts.append(f"T={params.get('temperature')} s{params.get('seed')}")
     return " · ".join(parts)
+
+
+def clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 def speedup_text(result: RunResult) -> str:
@@ -96,8 +104,8 @@ def speedup_text(result: RunResult) -> str:
 def identical_text(result: RunResult) -> str:
     s = result.summary
     if s.identical is None:
-        return "– sampling"
-    return "yes" if s.identical else f"no, at {s.first_divergence}"
+        return "sampled"
+    return "yes" if s.identical else f"no @{s.first_divergence}"
 
 
 def baseline_tau(run: Run) -> str:
@@ -106,18 +114,19 @@ def baseline_tau(run: Run) -> str:
 
 
 def row_cells(stream: Stream) -> list[str]:
-    """The history's cells for ``stream``: #, from, method, parameters, tokens, tau, acceptance,
-    speedup (± its spread), identical to the baseline."""
+    """The history's cells for ``stream``: #, from, method (its label), budget, tokens, tau,
+    acceptance, speedup (± its spread), identical to the baseline."""
     entry, result = stream.entry, stream.entry.result
     source = SOURCES.get(entry.source, entry.source)
     if entry.path is not None and entry.source != "run":
-        source = entry.path.name if len(entry.path.name) <= SOURCE_WIDTH else entry.path.name[:SOURCE_WIDTH - 1] + "…"
+        source = clip(entry.path.name, SOURCE_WIDTH)
     if stream.role == "baseline":
         run = result.baseline
-        return [f"{entry.number}b", source, f"↳ baseline: {run.label}", key_params(result), str(len(run.ids)),
+        return [f"{entry.number}b", source, clip(f"↳ baseline {run.label}", LABEL_WIDTH), key_params(result),
+                str(len(run.ids)),
                 baseline_tau(run), "–", "1.00x ref", "–"]
     s = result.summary
-    return [str(entry.number), source, result.method.label, key_params(result), str(s.tokens),
+    return [str(entry.number), source, clip(result.method.label, LABEL_WIDTH), key_params(result), str(s.tokens),
             "–" if s.tau is None else f"{s.tau:.2f}",
             "–" if s.accept_rate is None else f"{s.accept_rate:.0%}",
             speedup_text(result), identical_text(result)]

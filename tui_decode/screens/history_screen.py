@@ -18,7 +18,7 @@ from textual.widgets import DataTable, Label
 from tui_decode.run_history import Comparison, RunHistory, Stream, row_cells
 from tui_decode.screens.compare_screen import CompareScreen
 
-COLUMNS = ("", "#", "from", "method", "parameters", "tokens", "tau", "accept", "speedup ±", "identical")
+COLUMNS = ("#", "from", "method", "budget", "tokens", "tau", "accept", "speedup ±", "same?")
 
 
 class HistoryScreen(ModalScreen[None]):
@@ -57,17 +57,17 @@ class HistoryScreen(ModalScreen[None]):
         row = self.table.cursor_row
         self.table.clear()
         for stream in self.streams:
-            cells: list[str | Text] = [self._mark(stream), *row_cells(stream)]
-            if stream.role == "baseline":
-                cells = [cells[0], *(Text(c, style="dim") for c in cells[1:])]
-            self.table.add_row(*cells)
+            number, *rest = row_cells(stream)
+            style = "dim" if stream.role == "baseline" else ""
+            self.table.add_row(self._mark(stream, number), *(Text(c, style=style) for c in rest))
         if self.table.row_count:
             self.table.move_cursor(row=min(row, self.table.row_count - 1), animate=False)
 
-    def _mark(self, stream: Stream) -> Text:
+    def _mark(self, stream: Stream, number: str) -> Text:
+        """The row's number, after ●1 / ●2 when it is marked (the left and the right side)."""
         if stream in self.marked:
-            return Text(f"●{self.marked.index(stream) + 1}", style="bold")
-        return Text("")
+            return Text.assemble((f"●{self.marked.index(stream) + 1} ", "bold"), number)
+        return Text(f"   {number}")
 
     @property
     def highlighted(self) -> Stream | None:
