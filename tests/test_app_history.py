@@ -14,7 +14,8 @@ import pytest
 from decoders.families import BUILTIN_FAMILIES
 from decoders.records import RunResult
 from decoders.summary import first_divergence
-from tests.test_app_flows import DATA, PROMPT, SIZE, PacedEngine, loader, make_app, run_and_wait, tiny_family, tiny_spec, wait_for  # noqa: F401
+from tests.test_app_flows import DATA, PROMPT, SIZE, PacedEngine, make_app, run_and_wait, wait_for
+from tests.test_app_flows import loader, tiny_family, tiny_spec  # noqa: F401 (fixtures)
 from tui_decode.app import TuiDecodeApp
 from tui_decode.run_history import RunHistory, Stream, row_cells
 from tui_decode.screens import CompareScreen, HistoryScreen

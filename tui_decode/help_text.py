@@ -131,7 +131,8 @@ ITERATION_DETAIL: tuple[Marking, ...] = (
     Marking("[$text-primary]█ p[/]  [$text-secondary]█ q[/]",
             "top-5 of the target's p and of the helper's q at each draft position"),
     Marking("[bold underline]bold underlined[/]", "the drafted or emitted token among the top-5"),
-    Marking("[$text-warning bold]n-gram[/]", "prompt lookup: the n-gram that matched; the copied tokens follow, underlined"),
+    Marking("[$text-warning bold]n-gram[/]",
+            "prompt lookup: the n-gram that matched; the copied tokens follow, underlined"),
 )
 
 GAMMA_PLOT: tuple[Marking, ...] = (
