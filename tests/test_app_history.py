@@ -85,6 +85,19 @@ def test_saved_runs_join_the_history_unless_already_there_and_bad_files_are_name
     assert len(history.entries) == 2
 
 
+def test_the_history_reads_saved_runs_newest_first_up_to_a_byte_budget(tmp_path):
+    import os
+
+    for n, name in enumerate(("run_ar.json", "run_pld.json", "run_jacobi.json")):  # newest last
+        shutil.copy(DATA / name, tmp_path / name)
+        os.utime(tmp_path / name, (1000 + n, 1000 + n))
+    history = RunHistory()
+    history.load_saved(tmp_path, budget=(DATA / "run_jacobi.json").stat().st_size + 100)
+    assert [e.path.name for e in history.entries] == ["run_jacobi.json"]
+    history.load_saved(tmp_path, limit=2)
+    assert [e.path.name for e in history.entries] == ["run_jacobi.json", "run_pld.json"]
+
+
 # -- the app --------------------------------------------------------------------------------------
 async def test_h_then_enter_compares_the_last_two_runs_side_by_side(tiny_spec, loader, tmp_path):
     app = make_app(tiny_spec, loader, tmp_path, method="spec", max_new_tokens=16)

@@ -52,7 +52,7 @@ FIGURES: tuple[FigureHelp, ...] = (
     FigureHelp("verify_cost", ("verify cost", "verify cost (one-token forwards)"),
                "What a verify forward (γ+1 tokens at once) costs in one-token target forwards; Theorem 3.8 "
                "assumes 1, true on a GPU with spare compute, not on a small CPU.",
-               "T = mean verify ms (iterations after the first) / baseline one-token forward ms"),
+               "T = mean verify ms (drafting iterations after the first) / baseline one-token forward ms"),
     FigureHelp("verify_cost_curve", ("T(k)", "verify cost curve"),
                "The verify cost by width, measured once per context size right after a run.",
                "T(k) = median k-token forward / median one-token forward, k = 1..16"),

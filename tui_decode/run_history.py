@@ -18,8 +18,11 @@ from decoders.summary import first_divergence
 from tui_decode.runs_folder import saved_runs
 from tui_decode.token_text import real_text, run_tokens
 
-#: Saved runs of the runs folder the history lists besides the session's (the newest ones).
+#: Saved runs of the runs folder the history lists besides the session's: the newest ones, as
+#: many as these bytes hold (a 500-token speculative run is about 2 MB, a quarter second to read),
+#: so that h answers at once; ctrl+o opens any of them.
 SAVED_LISTED = 20
+SAVED_BYTES = 4 << 20
 #: Short names of the draft lengths in the history's parameters column.
 DRAFT_SYMBOLS = {"gamma": "γ", "num_pred": "k", "block": "m", "window": "w"}
 
@@ -161,18 +164,27 @@ class RunHistory:
         """``result`` was saved to ``path`` (so the folder's listing does not show it twice)."""
         self.record(result, "run", path)
 
-    def load_saved(self, folder: Path, limit: int = SAVED_LISTED) -> list[str]:
-        """Add the newest saved runs of ``folder`` not yet in the history; returns one line per
-        file that could not be read (the history lists the others)."""
+    def load_saved(self, folder: Path, limit: int = SAVED_LISTED, budget: int = SAVED_BYTES) -> list[str]:
+        """Add the newest saved runs of ``folder`` not yet in the history (``limit`` files, and
+        no more new files than ``budget`` bytes); returns one line per file that could not be read
+        (the history lists the others)."""
         known = {entry.path.resolve() for entry in self.entries if entry.path is not None}
         problems = []
-        for path in reversed(saved_runs(folder)[:limit]):  # oldest first, like the session's runs
+        chosen: list[tuple[Path, tuple[str, float]]] = []
+        for path in saved_runs(folder)[:limit]:
             if path.resolve() in known:
                 continue
             try:
-                key = (str(path), path.stat().st_mtime)
+                stat = path.stat()
             except OSError:
                 continue
+            key = (str(path), stat.st_mtime)
+            if key not in self._saved_cache:
+                if stat.st_size > budget:
+                    break
+                budget -= stat.st_size
+            chosen.append((path, key))
+        for path, key in reversed(chosen):  # oldest first, like the session's runs
             if key not in self._saved_cache:
                 try:
                     self._saved_cache[key] = RunResult.load(path)
