@@ -141,8 +141,9 @@ async def test_h_then_enter_compares_the_last_two_runs_side_by_side(tiny_spec, l
 async def test_c_compares_the_run_with_its_own_baseline(tiny_spec, loader, tmp_path):
     app = make_app(tiny_spec, loader, tmp_path, method="pld", max_new_tokens=16)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
-        await pilot.press("c")
+        await pilot.press("c", "h")
         assert any("No run to compare" in n.message for n in app._notifications)
+        assert any("No runs yet" in n.message for n in app._notifications) and app.screen is app.main_screen
         await wait_for(pilot, lambda: app.main_screen.loaded is not None)
         result = await run_and_wait(pilot, app)
         app.main_screen.params_pane.focus()
