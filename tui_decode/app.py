@@ -21,6 +21,8 @@ from decoders.params import METHOD_NAMES, METHODS
 from decoders.records import RunResult
 from tui_decode.main_screen import MainScreen
 from tui_decode.runs_folder import runs_dir
+from tui_decode.screens.help_screen import HelpScreen
+from tui_decode.screens.history_screen import compare_with_baseline, open_history
 from tui_decode.settings import DEFAULT_PROMPT, START_PARAMS, Settings
 from tui_decode.sweep import start_sweep
 from tui_decode.workers import EngineFactory, FamilyLoader, default_engine_factory, default_family_loader
@@ -30,7 +32,8 @@ if TYPE_CHECKING:
 
 #: Actions on one-letter keys: off while the prompt editor has focus, so typing stays typing.
 LETTER_ACTIONS = frozenset({"cycle_method", "toggle_mode", "draft_length", "toggle_chat_template",
-                            "pick_family", "edit_prompt", "toggle_detail", "sweep"})
+                            "pick_family", "edit_prompt", "toggle_detail", "sweep", "history",
+                            "compare_baseline", "help_key"})
 
 
 class TuiDecodeApp(App[int]):
@@ -54,6 +57,10 @@ class TuiDecodeApp(App[int]):
         Binding("s", "sweep", "Sweep", tooltip="Run the draft length over up to 8 values and plot each speedup"),
         Binding("e", "edit_prompt", "Edit prompt", show=False),
         Binding("d", "toggle_detail", "Detail", show=False),
+        Binding("h", "history", "History", tooltip="The session's runs; enter compares the last two"),
+        Binding("c", "compare_baseline", "Compare", tooltip="The run shown beside its autoregressive baseline"),
+        Binding("f1", "help", "Help", tooltip="What every figure and colour means"),
+        Binding("question_mark", "help_key", "Help", show=False),
         Binding("ctrl+q", "quit", "Quit", priority=True, tooltip="Quit at once, even mid-run"),
     ]
 
@@ -179,6 +186,19 @@ class TuiDecodeApp(App[int]):
     def action_sweep(self) -> None:
         start_sweep(self.main_screen)
 
+    def action_history(self) -> None:
+        open_history(self.main_screen)
+
+    def action_compare_baseline(self) -> None:
+        compare_with_baseline(self.main_screen)
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_help_key(self) -> None:
+        self.action_help()
+
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         yield SystemCommand("Run", "Decode the prompt with the chosen method (ctrl+r)", self.action_run)
@@ -201,6 +221,10 @@ class TuiDecodeApp(App[int]):
                             self.action_sweep)
         yield SystemCommand("Show iteration detail", "Maximise the selected iteration's detail (d)",
                             self.action_toggle_detail)
+        yield SystemCommand("Run history", "The session's runs; mark two and compare them (h)", self.action_history)
+        yield SystemCommand("Compare with the baseline", "The run shown beside its autoregressive baseline (c)",
+                            self.action_compare_baseline)
+        yield SystemCommand("Help", "What every figure, colour and key means (F1, ?)", self.action_help)
 
     # -- leaving ---------------------------------------------------------------------------------
     def loader_busy(self) -> bool:

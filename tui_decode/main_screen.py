@@ -20,7 +20,6 @@ from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer
 
-from decoders import atomic
 from decoders.errors import DecodeError
 from decoders.params import METHOD_NAMES, DecodeParams
 from decoders.records import RunResult
@@ -37,7 +36,9 @@ from tui_decode.messages import (
     RunStopped,
     WorkerMessage,
 )
-from tui_decode.runs_folder import run_file_stem, saved_runs
+from tui_decode.run_history import RunHistory
+from tui_decode.runs_folder import saved_runs
+from tui_decode.saving import save_shown_run
 from tui_decode.settings import KNOB_BY_KEY, Settings, draft_length_key, knobs_for
 from tui_decode.token_text import run_tokens
 from tui_decode.widgets import (
@@ -92,6 +93,7 @@ class MainScreen(FamilyLoadWorker, DecodeWorker, Screen[None]):
         self.result: RunResult | None = None
         self.live: LiveRun | None = None
         self.run_after_load = False
+        self.history = RunHistory()  # every run met this session (h lists them, c compares)
         self._decode_lock = threading.Lock()
         self.set_up = asyncio.Event()  # set once the panes are filled and focused
 
@@ -123,6 +125,7 @@ class MainScreen(FamilyLoadWorker, DecodeWorker, Screen[None]):
         self.app.theme_changed_signal.subscribe(self, self._theme_changed)
         self._apply_settings(self.settings)
         if self.opened is not None:
+            self.history.record(self.opened, "opened", Path(self.opened_name) if self.opened_name else None)
             self.show_result(self.opened, opened_name=self.opened_name)
             target = self.spec.name if self.spec is not None else "the model"
             self.status.set(f"opened {self.opened_name or 'a saved run'}: browsing without a model; "
@@ -356,6 +359,7 @@ class MainScreen(FamilyLoadWorker, DecodeWorker, Screen[None]):
         self._run_ended()
         self._flush_slow_panes()
         result = event.result
+        self.history.record(result)
         seconds = self.live.elapsed() if self.live is not None else 0.0
         self.show_result(result, streamed=True)
         summary = result.summary
@@ -440,20 +444,7 @@ class MainScreen(FamilyLoadWorker, DecodeWorker, Screen[None]):
 
     # -- saving and opening ----------------------------------------------------------------------
     def action_save(self) -> None:
-        if self.result is None:
-            self.notify("Nothing to save yet: run a method first (ctrl+r).", severity="warning")
-            return
-        folder = self.runs_folder
-        stem = run_file_stem(self.result, folder)
-        try:
-            self.result.save(folder / f"{stem}.json")
-            atomic.write_text(folder / f"{stem}.svg", self.app.export_screenshot(), "screenshot")
-        except OSError as error:
-            self.report_error(f"cannot save in {folder}: {error.strerror or error}; set TUI_DECODE_RUNS_DIR "
-                              "to a writable folder")
-            return
-        self.status.set(f"saved {stem}.json and {stem}.svg in {folder}", "done")
-        self.notify(f"{stem}.json + .svg in {folder}", title="Saved")
+        save_shown_run(self)
 
     def action_open_run(self) -> None:
         if self.running:
@@ -477,5 +468,6 @@ class MainScreen(FamilyLoadWorker, DecodeWorker, Screen[None]):
         except DecodeError as error:
             self.report_error(str(error))
             return
+        self.history.record(result, "opened", path)
         self.show_result(result, opened_name=path.name)
         self.status.set(f"opened {path.name}", "done")

@@ -1,0 +1,100 @@
+"""The help screen (F1, ?): every figure with its formula, every colour of the panes, the keys;
+and every label the statistics pane shows has its entry (the help is data a tooltip can reuse)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rich.console import Group
+from rich.table import Table
+
+from decoders.families import BUILTIN_FAMILIES
+from decoders.records import RunResult
+from tui_decode import help_text
+from tui_decode.app import TuiDecodeApp
+from tui_decode.screens import HelpScreen
+from tui_decode.widgets import PromptEditor
+
+pytestmark = pytest.mark.anyio
+
+DATA = Path(__file__).parent / "data"
+SIZE = (120, 36)
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+def opened_app(method: str) -> TuiDecodeApp:
+    name = f"run_{method}.json"
+    return TuiDecodeApp(BUILTIN_FAMILIES["smollm2-135m"], opened=RunResult.load(DATA / name), opened_name=name,
+                        runs_folder=Path("/nonexistent/runs"), cursor_blink=False)
+
+
+def stats_labels(app: TuiDecodeApp) -> list[str]:
+    """The labels of the rows the statistics pane shows."""
+    content = app.main_screen.stats.figures.content
+    tables = [r for r in content.renderables if isinstance(r, Table)] if isinstance(content, Group) else [content]
+    return [str(cell) for table in tables for cell in table.columns[0]._cells]
+
+
+async def test_f1_opens_the_help_with_every_formula_and_escape_closes_it():
+    app = opened_app("spec")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("f1")
+        assert isinstance(app.screen, HelpScreen)
+        text = app.screen.plain_text()
+        for line in ("τ = tokens / target forwards",
+                     "α = accepted / judged drafts",
+                     "α̂ = mean over positions of Σₓ min(p(x), q(x))",
+                     "ĉ = mean helper forward ms / mean target one-token forward ms",
+                     "T(k) = median k-token forward / median one-token forward",
+                     "S = (1 − α^(γ+1)) / ((1 − α)(γ·c + 1))",
+                     "S_T = (1 − α^(γ+1)) / ((1 − α)(γ·c + T(γ+1)))",
+                     "1 + accepted / drafts",
+                     "a_i = drafts with token i accepted / drafts",
+                     "S_wall = t_baseline(N) · drift / t_method(N)",
+                     "± = 2 · rel. error(drift) · speedup",
+                     "ttft = end of iteration 0 − start",
+                     "(t_end(last) − t_end(first)) / tokens after the first iteration",
+                     "red struck through", "a draft token the target rejected",
+                     "not judged: after the first rejection",
+                     "accepted draft", "bonus", "break-even", "the run's wall speedup at its γ",
+                     "the first position where the two streams part",
+                     "pool hit rate"):  # a method's own figure, from its declaration
+            assert line in text, line
+        await pilot.press("escape")
+        assert app.screen is app.main_screen
+
+
+async def test_question_mark_opens_the_help_but_stays_text_in_the_prompt():
+    app = opened_app("ar")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("question_mark")  # closes it again
+        assert app.screen is app.main_screen
+        await pilot.press("e")
+        assert isinstance(app.focused, PromptEditor)
+        app.main_screen.prompt_pane.text = ""
+        await pilot.press("question_mark")
+        assert app.main_screen.prompt_pane.text == "?" and app.screen is app.main_screen
+
+
+@pytest.mark.parametrize("method", ["ar", "spec", "pld", "jacobi"])
+async def test_every_label_of_the_statistics_pane_has_its_help(method):
+    app = opened_app(method)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        labels = stats_labels(app)
+    assert len(labels) >= 5
+    missing = [label for label in labels if help_text.figure_help(label) is None]
+    assert not missing, f"no help for {missing}; add them to tui_decode/help_text.py"
+    assert help_text.tooltip(labels[0]).startswith(help_text.figure_help(labels[0]).meaning)
+
+
+def test_help_screen_snapshot(snap_compare):
+    """F1 over a speculative run: the figures, each with its sentence and formula."""
+    assert snap_compare(opened_app("spec"), press=["f1"], terminal_size=SIZE)

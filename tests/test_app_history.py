@@ -1,0 +1,245 @@
+"""The run history and the side-by-side comparison, on the tiny random model: h then enter
+compares the last two runs, c compares the run with its baseline, saved runs are listed; and
+ctrl+s saves a screenshot of the very run it saves."""
+
+from __future__ import annotations
+
+import html
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from decoders.families import BUILTIN_FAMILIES
+from decoders.records import RunResult
+from decoders.summary import first_divergence
+from tests.test_app_flows import DATA, PROMPT, SIZE, PacedEngine, make_app, run_and_wait, wait_for
+from tests.test_app_flows import loader, tiny_family, tiny_spec  # noqa: F401 (fixtures)
+from tui_decode.app import TuiDecodeApp
+from tui_decode.run_history import RunHistory, Stream, row_cells
+from tui_decode.screens import CompareScreen, HistoryScreen
+from tui_decode.token_text import real_text
+from tui_decode.widgets.aligned_stream import aligned_lines
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+def shown(run) -> list[str]:
+    return [real_text(t).replace("\n", "↵") for t in run.tokens]
+
+
+def svg_text(svg: str) -> str:
+    """The text of an SVG screenshot, one line per screen row."""
+    rows: dict[float, list[str]] = {}
+    for match in re.finditer(r'<text[^>]*?y="([\d.]+)"[^>]*>(.*?)</text>', svg):
+        rows.setdefault(float(match.group(1)), []).append(html.unescape(re.sub("<[^>]+>", "", match.group(2))))
+    return "\n".join("".join(parts) for _, parts in sorted(rows.items())).replace("\xa0", " ")
+
+
+def line_texts(side) -> list[str]:
+    return [side.render_line(y).text for y in range(side.scrollable_content_region.height)]
+
+
+# -- the model, without the app ----------------------------------------------------------------------
+def test_lines_hold_the_same_positions_on_both_sides_and_fit():
+    left = [" the", " quick", " brown", " fox"]
+    right = [" a", " very", " very", " long", " tail", " end"]
+    lines = aligned_lines(left, right, width=12)
+    assert lines == [(0, 2), (2, 4), (4, 6)]  # " a very very" would not fit beside " the quick brown"
+    assert aligned_lines(left, right, width=80, split_at=2) == [(0, 2), (2, 6)]
+
+
+def test_history_lists_runs_newest_first_each_baseline_once(tmp_path):
+    spec, ar = RunResult.load(DATA / "run_spec.json"), RunResult.load(DATA / "run_ar.json")
+    history = RunHistory()
+    history.record(spec)
+    history.record(ar)
+    history.record(spec)  # the same run twice is one entry
+    rows = [(s.entry.number, s.role) for s in history.streams()]
+    same = spec.prompt_ids == ar.prompt_ids and spec.baseline.ids == ar.baseline.ids
+    assert rows == ([(2, "method"), (2, "baseline"), (1, "method")] if same else
+                    [(2, "method"), (2, "baseline"), (1, "method"), (1, "baseline")])
+    cells = row_cells(Stream(history.entries[0], "method"))
+    assert cells[2] == spec.method.label and cells[4] == str(spec.summary.tokens)
+    assert cells[5] == f"{spec.summary.tau:.2f}" and cells[8] == "yes"
+    assert cells[3] == "max 32"
+    assert row_cells(Stream(history.entries[0], "baseline"))[7] == "1.00x ref"
+
+
+def test_saved_runs_join_the_history_unless_already_there_and_bad_files_are_named(tmp_path):
+    shutil.copy(DATA / "run_spec.json", tmp_path / "a.json")
+    shutil.copy(DATA / "run_pld.json", tmp_path / "b.json")
+    (tmp_path / "broken.json").write_text("{not json")
+    history = RunHistory()
+    history.mark_saved(RunResult.load(tmp_path / "a.json"), tmp_path / "a.json")  # saved this session
+    problems = history.load_saved(tmp_path)
+    assert len(problems) == 1 and "broken.json" in problems[0]
+    assert [(e.source, e.path.name) for e in history.entries] == [("run", "a.json"), ("saved", "b.json")]
+    history.load_saved(tmp_path)  # listing again adds nothing
+    assert len(history.entries) == 2
+
+
+def test_the_history_reads_saved_runs_newest_first_up_to_a_byte_budget(tmp_path):
+    import os
+
+    for n, name in enumerate(("run_ar.json", "run_pld.json", "run_jacobi.json")):  # newest last
+        shutil.copy(DATA / name, tmp_path / name)
+        os.utime(tmp_path / name, (1000 + n, 1000 + n))
+    history = RunHistory()
+    history.load_saved(tmp_path, budget=(DATA / "run_jacobi.json").stat().st_size + 100)
+    assert [e.path.name for e in history.entries] == ["run_jacobi.json"]
+    history.load_saved(tmp_path, limit=2)
+    assert [e.path.name for e in history.entries] == ["run_jacobi.json", "run_pld.json"]
+
+
+# -- the app --------------------------------------------------------------------------------------
+async def test_h_then_enter_compares_the_last_two_runs_side_by_side(tiny_spec, loader, tmp_path):
+    app = make_app(tiny_spec, loader, tmp_path, method="spec", max_new_tokens=16)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+        first = await run_and_wait(pilot, app)
+        await pilot.press("g")  # sampling: the random tiny model parts from the greedy run at once
+        second = await run_and_wait(pilot, app)
+        app.main_screen.params_pane.focus()
+
+        await pilot.press("h", "enter")  # two keystrokes from the main screen
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, CompareScreen)
+        at = first_divergence(first.method.ids, second.method.ids)
+        assert at is not None and screen.comparison.divergence == at
+        assert screen.left.texts == shown(first.method) and screen.right.texts == shown(second.method)
+        assert screen.left.kinds == first.method.kinds and screen.right.kinds == second.method.kinds
+        assert "#1" in str(screen.left.border_title) and "#2" in str(screen.right.border_title)
+        assert f"part at token {at}" in str(screen.heading.visual) or f"first {at} tokens" in str(screen.heading.visual)
+        # the line where they part starts at the divergence and is marked on both sides
+        line = screen.left.line_of(at) if at < len(screen.left.texts) else screen.right.line_of(at)
+        assert screen.left._spans[line][0] == at == screen.right._spans[line][0]
+        for side in (screen.left, screen.right):
+            marked = [text for text in line_texts(side) if "≠" in text]
+            assert len(marked) == 1 and marked[0].lstrip().startswith(f"{at}≠")
+        # each line holds the same token positions on both sides
+        assert screen.left._spans == screen.right._spans
+        n = min(len(first.method.ids), len(second.method.ids))
+        for start, end in screen.left._spans:
+            if end <= n:
+                assert screen.left.line_text(screen.left._spans.index((start, end))) == "".join(
+                    shown(first.method)[start:end])
+
+        await pilot.press("escape")
+        assert isinstance(app.screen, HistoryScreen)
+        await pilot.press("escape")
+        assert app.screen is app.main_screen
+
+
+async def test_c_compares_the_run_with_its_own_baseline(tiny_spec, loader, tmp_path):
+    app = make_app(tiny_spec, loader, tmp_path, method="pld", max_new_tokens=16)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await pilot.press("c", "h")
+        assert any("No run to compare" in n.message for n in app._notifications)
+        assert any("No runs yet" in n.message for n in app._notifications) and app.screen is app.main_screen
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+        result = await run_and_wait(pilot, app)
+        app.main_screen.params_pane.focus()
+        await pilot.press("c")  # one keystroke
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, CompareScreen)
+        assert screen.left.texts == shown(result.baseline) and set(screen.left.kinds) == {"ar"}
+        assert screen.right.texts == shown(result.method)
+        assert result.summary.identical and screen.comparison.divergence is None
+        assert "identical" in str(screen.heading.visual)
+        assert not any("≠" in text for text in line_texts(screen.left))
+        await pilot.press("ctrl+s")  # the screenshot would be of this screen, not of the run saved
+        assert not (tmp_path / "runs").exists()
+        assert any("Close this screen first" in n.message for n in app._notifications)
+
+
+async def test_history_space_marks_and_enter_compares_the_marked_pair(tiny_spec, loader, tmp_path):
+    shutil.copytree(DATA, tmp_path / "runs", ignore=shutil.ignore_patterns("run_ar.json", "run_pld.json"))
+    app = make_app(tiny_spec, loader, tmp_path, method="ar", max_new_tokens=8)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+        result = await run_and_wait(pilot, app)
+        app.main_screen.params_pane.focus()
+        await pilot.press("h")
+        screen = app.screen
+        assert isinstance(screen, HistoryScreen)
+        # this run and its baseline, then the two saved runs of the folder (each with its baseline)
+        sources = [(s.entry.source, s.role) for s in screen.streams]
+        assert sources[:2] == [("run", "method"), ("run", "baseline")]
+        assert sorted(s.entry.path.name for s in screen.streams if s.entry.source == "saved" and s.role == "method") \
+            == ["run_jacobi.json", "run_spec.json"]
+        assert [s.key for s in screen.marked] == [(1, "baseline"), (1, "method")]  # one run: it and its baseline
+        # unmark both, mark a saved run's method row and this run's row, compare
+        for s in list(screen.marked):
+            screen.marked.remove(s)
+        saved_row = next(i for i, s in enumerate(screen.streams) if s.entry.source == "saved" and s.role == "method")
+        screen.table.move_cursor(row=saved_row)
+        await pilot.press("space")
+        screen.table.move_cursor(row=0)
+        await pilot.press("space", "enter")
+        await pilot.pause()
+        compare = app.screen
+        assert isinstance(compare, CompareScreen)
+        saved = screen.streams[saved_row].run
+        assert compare.left.texts == shown(saved) and compare.right.texts == shown(result.method)
+
+
+async def test_ctrl_s_mid_run_saves_nothing_and_says_why(tiny_spec, loader, tmp_path):
+    app = make_app(tiny_spec, loader, tmp_path, engine_factory=PacedEngine, method="ar", max_new_tokens=40)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+        PacedEngine.pause = 0.0
+        try:
+            await run_and_wait(pilot, app)
+        finally:
+            PacedEngine.pause = 0.03
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: app.main_screen.table.row_count >= 2 and app.main_screen.running)
+        await pilot.press("ctrl+s")  # the screen shows the new run; the last result is the old one
+        await pilot.pause()
+        assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").iterdir())
+        assert any("save once it ends" in n.message for n in app._notifications)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not app.main_screen.running)
+
+
+async def test_the_saved_screenshot_shows_the_saved_runs_prompt_not_the_one_edited_since(tiny_spec, loader, tmp_path):
+    app = make_app(tiny_spec, loader, tmp_path, method="spec", max_new_tokens=8)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+        result = await run_and_wait(pilot, app)
+        app.main_screen.prompt_pane.text = "Zanzibar"  # the next run's prompt, typed after the run
+        await pilot.press("right_square_bracket")  # and its gamma, 4 -> 5
+        await pilot.press("ctrl+s")
+        for _ in range(5):
+            await pilot.pause()
+        saved = sorted((tmp_path / "runs").iterdir())
+        assert [p.suffix for p in saved] == [".json", ".svg"]
+        svg = svg_text(saved[1].read_text())
+        assert RunResult.load(saved[0]).prompt == PROMPT == result.prompt and result.params["gamma"] == 4
+        assert "Zanzibar" not in svg and "w12 w20 w21" in svg, svg
+        assert re.search(r"γ draft length\s*4\b", svg), svg
+        # the user's edits are back
+        assert app.main_screen.prompt_pane.text == "Zanzibar" and app.main_screen.settings.params.gamma == 5
+
+
+def test_compare_screen_snapshot(snap_compare):
+    """c on an opened prompt-lookup run: its baseline beside it, line for line."""
+    app = TuiDecodeApp(BUILTIN_FAMILIES["smollm2-135m"], opened=RunResult.load(DATA / "run_pld.json"),
+                       opened_name="run_pld.json", runs_folder=Path("/nonexistent/runs"), cursor_blink=False)
+    assert snap_compare(app, press=["c"], terminal_size=(120, 36))
+
+
+def test_history_screen_snapshot(snap_compare):
+    """h on an opened run: the run and its baseline, both marked."""
+    app = TuiDecodeApp(BUILTIN_FAMILIES["smollm2-135m"], opened=RunResult.load(DATA / "run_spec.json"),
+                       opened_name="run_spec.json", runs_folder=Path("/nonexistent/runs"), cursor_blink=False)
+    assert snap_compare(app, press=["h"], terminal_size=(120, 36))

@@ -1,0 +1,79 @@
+"""Two token streams side by side, line for line at the same token positions, each coloured by
+how its tokens were emitted, with the first token where they part marked on both sides."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from tui_decode.run_history import Comparison, stream_tokens
+from tui_decode.widgets.aligned_stream import AlignedStream
+from tui_decode.widgets.token_stream import legend_markup
+
+
+class CompareScreen(Screen[None]):
+    """``comparison.left`` beside ``comparison.right``; escape goes back."""
+
+    BINDINGS = [
+        Binding("escape", "close", "Back"),
+        Binding("j", "jump_divergence", "To divergence"),
+        Binding("tab", "switch_side", "Other side", show=False),
+    ]
+
+    def __init__(self, comparison: Comparison) -> None:
+        super().__init__()
+        self.comparison = comparison
+
+    def compose(self) -> ComposeResult:
+        self.heading = Static(id="compare-summary")
+        self.left = AlignedStream(id="compare-left", classes="pane")
+        self.right = AlignedStream(id="compare-right", classes="pane")
+        self.left.partner, self.right.partner = self.right, self.left
+        yield self.heading
+        with Horizontal(id="compare-panes"):
+            yield self.left
+            yield self.right
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        c = self.comparison
+        at = c.divergence
+        self.left.show_aligned(stream_tokens(c.left.run), at)
+        self.right.show_aligned(stream_tokens(c.right.run), at)
+        self.left.relayout_with_partner()
+        self.left.border_title = c.left.label
+        self.right.border_title = c.right.label
+        self.left.border_subtitle = legend_markup()
+        self.right.border_subtitle = "[$text-error]≠ first divergence[/]"
+        heading = Text()
+        heading.append("Compare  ", style="bold")
+        heading.append(c.summary())
+        self.heading.update(heading)
+        self.left.focus()
+        if at is not None:
+            self.call_after_refresh(self.action_jump_divergence)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+    def action_jump_divergence(self) -> None:
+        """Bring the line where the streams part into view, the cursor on its token."""
+        at = self.comparison.divergence
+        if at is None:
+            self.notify("The two streams are identical: there is no divergence.")
+            return
+        side = self.left if at < self.left.token_count else self.right
+        line = side.line_of(at)
+        if line is not None:
+            side.scroll_to(y=max(line - side.scrollable_content_region.height // 2, 0), animate=False,
+                           immediate=True)
+        if at < side.token_count:
+            side.cursor = at
+            side.refresh()
+
+    def action_switch_side(self) -> None:
+        (self.right if self.left.has_focus else self.left).focus()
