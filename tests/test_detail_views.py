@@ -47,3 +47,31 @@ def test_recorded_iterations_reach_their_view(method):
         texts.append(drawn(view_for(it_kind)(it, detail, context, lambda name: Style())))
     assert kinds == {kind}  # a prompt-lookup step without a match is still a lookup step
     assert any(words in text for text in texts)
+
+
+def test_a_draft_tree_is_drawn_indented_depth_first():
+    """Rows of a tree (a speculative draft tree: the chain first, then the alternatives) are drawn
+    each under its parent, so the alternative of the first position comes right after the root."""
+    from rich.console import Console
+
+    from decoders.records import DraftRow, Emitted as Emit, Iteration
+    from tui_decode.widgets.details.base import depth_first, draft_table
+
+    rows = [DraftRow(11, "a", 0.5, 0.1, 0.0, "rej", -1), DraftRow(12, "b", 0.4, None, 0.0, "unv", 0),
+            DraftRow(13, "X", 0.3, 0.8, 1.0, "acc", -1), DraftRow(14, "Y", 0.2, 0.05, 0.0, "rej", 0)]
+    it = Iteration(k=1, pos=5, draft=rows, emit=[Emit(13, "X", "acc"), Emit(15, "Z", "fix")], t_draft_ms=1.0,
+                   t_verify_ms=2.0)
+    assert depth_first(it) == [0, 1, 3, 2]
+    console = Console(width=100, record=True)
+    console.print(draft_table(it, lambda name: Style()))
+    lines = [line for line in console.export_text().splitlines() if line.strip()]
+    tokens = [line.split()[0:3] for line in lines[1:5]]
+    assert tokens == [["1", "┬", "a"], ["2", "└", "b"], ["4", "└", "Y"], ["3", "┬", "X"]]
+    assert lines[2].index("└") > lines[1].index("┬")  # indented under its parent
+    assert "token tree" in lines[0]
+    linear = Iteration(k=1, pos=5, draft=[DraftRow(11, "a", 0.5, 0.1, 1.0, "acc", -1),
+                                          DraftRow(12, "b", 0.4, 0.2, 0.0, "rej", 0)],
+                       emit=[Emit(11, "a", "acc"), Emit(9, "c", "fix")], t_draft_ms=1.0, t_verify_ms=2.0)
+    console = Console(width=100, record=True)
+    console.print(draft_table(linear, lambda name: Style()))
+    assert "┬" not in console.export_text() and "tree" not in console.export_text()

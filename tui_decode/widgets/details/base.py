@@ -73,14 +73,47 @@ def fmt_prob(value: float | None) -> str:
     return "  -  " if value is None else f"{value:.3f}"
 
 
+def tree_depths(it: Iteration) -> list[int] | None:
+    """Each draft row's depth when the rows form a tree (some row does not continue the one
+    before it); None for a linear draft."""
+    parents = [row.parent for row in it.draft]
+    if all(p == i - 1 or (i == 0 and p < 0) for i, p in enumerate(parents)):
+        return None
+    depth: list[int] = []
+    for i, p in enumerate(parents):
+        depth.append(depth[p] + 1 if 0 <= p < i else 0)
+    return depth
+
+
+def depth_first(it: Iteration) -> list[int]:
+    """Row indices of a draft tree, each node followed by its subtree (siblings in row order)."""
+    children: dict[int, list[int]] = {}
+    for i, row in enumerate(it.draft):
+        children.setdefault(row.parent if 0 <= row.parent < i else -1, []).append(i)
+    out: list[int] = []
+    stack = list(reversed(children.get(-1, [])))
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        stack.extend(reversed(children.get(node, [])))
+    return out
+
+
 def draft_table(it: Iteration, style: StyleOf) -> Table:
-    """Any drafted block: each draft token, its status and its q, p and acceptance probability."""
+    """Any drafted block: each draft token, its status and its q, p and acceptance probability.
+    A tree of drafts is drawn indented: each node under its parent, the accepted path in the
+    accepted colour, so one sees which branch the target followed."""
+    depths = tree_depths(it)
     table = Table(box=None, padding=(0, 1), show_edge=False, pad_edge=False, header_style="bold")
-    for name in ("#", "token", "status", "q", "p", "accept"):
+    for name in ("#", "token" if depths is None else "token tree", "status", "q", "p", "accept"):
         table.add_column(name, justify="right" if name in ("#", "q", "p", "accept") else "left")
-    for n, row in enumerate(it.draft):
+    for n in (range(len(it.draft)) if depths is None else depth_first(it)):
+        row = it.draft[n]
         row_style = style(row.status)
-        table.add_row(str(n + 1), Text(row.text, style=row_style),
+        token = Text(row.text, style=row_style)
+        if depths is not None:
+            token = Text("  " * depths[n] + ("└ " if depths[n] else "┬ "), style="dim") + token
+        table.add_row(str(n + 1), token,
                       Text(STATUS_WORDS.get(row.status, ""), style=row_style),
                       fmt_prob(row.q), fmt_prob(row.p), fmt_prob(row.acc_prob))
     return table
