@@ -133,13 +133,16 @@ ITERATION_DETAIL: tuple[Marking, ...] = (
     Marking("[bold underline]bold underlined[/]", "the drafted or emitted token among the top-5"),
     Marking("[$text-warning bold]n-gram[/]",
             "prompt lookup: the n-gram that matched; the copied tokens follow, underlined"),
+    Marking("┬ a  └ b", "a token tree (prompt lookup branches, lookahead, a speculative draft tree): each "
+            "node under the one it continues; the accepted path in the accepted colour"),
 )
 
 GAMMA_PLOT: tuple[Marking, ...] = (
-    Marking("[$text-primary]── predicted[/]", "Theorem 3.8's speedup for γ = 1..10 at the run's α̂ and ĉ"),
-    Marking("[$text-secondary]── w/ verify cost[/]", "the same with the measured T(γ+1) (when measured)"),
-    Marking("[$text-warning]● measured[/]", "the run's wall speedup at its γ"),
-    Marking("[$foreground-darken-3]⠒⠒ 1.0x[/]", "break-even: above it the method is faster than autoregressive"),
+    Marking("[$text-primary]── Theorem 3.8[/]", "predicted speedup for each γ at the run's α̂ and ĉ (solid)"),
+    Marking("[$text-secondary]╌╌ cost-aware[/]", "the same with the measured T(γ+1) in place of one step (dashed)"),
+    Marking("[$text-warning]● │[/]", "a measured run (the run, or each value of a sweep, s) with its spread"),
+    Marking("[$foreground-darken-3]┈┈ 1.0x[/]", "break-even: above it the method is faster than autoregressive"),
+    Marking("▲", "under the axis: the best γ each curve predicts"),
 )
 
 COMPARE: tuple[Marking, ...] = (
@@ -153,6 +156,7 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("m · g · [ ]", "next method · greedy / sampling · shorter / longer draft"),
     ("t · e · f", "chat template · edit the prompt · switch model family"),
     ("d · enter", "the selected iteration's detail, full screen"),
+    ("s", "sweep the draft length over up to 8 values and plot each measured speedup"),
     ("h", "the run history: the last two runs marked; enter compares them, space marks others"),
     ("c", "compare the run shown with its autoregressive baseline, side by side"),
     ("ctrl+s · ctrl+o", "save the run shown (JSON + SVG screenshot) · open a saved run"),
