@@ -61,7 +61,7 @@ async def test_f1_opens_the_help_with_every_formula_and_escape_closes_it():
                      "(t_end(last) − t_end(first)) / tokens after the first iteration",
                      "red struck through", "a draft token the target rejected",
                      "not judged: after the first rejection",
-                     "accepted draft", "bonus", "break-even", "the run's wall speedup at its γ",
+                     "accepted draft", "bonus", "break-even", "a measured run (the run, or each value of a sweep, s)", "token tree",
                      "the first position where the two streams part",
                      "pool hit rate"):  # a method's own figure, from its declaration
             assert line in text, line
