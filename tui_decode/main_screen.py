@@ -18,12 +18,13 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.reactive import var
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer
+from textual.widgets import DataTable
 
 from decoders import atomic
 from decoders.errors import DecodeError
 from decoders.params import METHOD_NAMES, DecodeParams
 from decoders.records import RunResult
+from tui_decode.layout import ResponsiveLayout, page_tabs
 from tui_decode.live_run import LiveRun
 from tui_decode.loaded_family import LoadedFamily, helper_description
 from tui_decode.messages import (
@@ -41,6 +42,7 @@ from tui_decode.runs_folder import run_file_stem, saved_runs
 from tui_decode.settings import KNOB_BY_KEY, Settings, draft_length_key, knobs_for
 from tui_decode.token_text import run_tokens
 from tui_decode.widgets import (
+    AppFooter,
     DetailContext,
     IterationDetail,
     IterationTable,
@@ -58,7 +60,7 @@ if TYPE_CHECKING:
     from decoders.family import FamilySpec
 
 
-class MainScreen(FamilyLoadWorker, DecodeWorker, Screen[None]):
+class MainScreen(ResponsiveLayout, FamilyLoadWorker, DecodeWorker, Screen[None]):
     """The workbench: one run shown (finished, cancelled, opened or streaming) and the next one's
     prompt and parameters."""
 
@@ -106,6 +108,9 @@ class MainScreen(FamilyLoadWorker, DecodeWorker, Screen[None]):
         self.table = IterationTable(id="iteration-table", classes="pane")
         self.detail = IterationDetail(id="iteration-detail", classes="pane")
         self.status = StatusLine(id="status-line")
+        self.footer = AppFooter(compact=True)
+        self.page_tabs = page_tabs()  # the narrow layout's pages (see tui_decode.layout)
+        yield self.page_tabs
         with Horizontal(id="workbench"):
             with Vertical(id="left"):
                 yield self.prompt_pane
@@ -116,11 +121,12 @@ class MainScreen(FamilyLoadWorker, DecodeWorker, Screen[None]):
                 yield self.table
                 yield self.detail
         yield self.status
-        yield Footer(compact=True)
+        yield self.footer
 
     def on_mount(self) -> None:
         self.prompt_pane.editor.cursor_blink = self.cursor_blink
         self.app.theme_changed_signal.subscribe(self, self._theme_changed)
+        self.apply_layout(self.app.size.width)
         self._apply_settings(self.settings)
         if self.opened is not None:
             self.show_result(self.opened, opened_name=self.opened_name)

@@ -1,5 +1,6 @@
 """The app's widgets, one module each; none of them imports torch or a model."""
 
+from tui_decode.widgets.app_footer import AppFooter
 from tui_decode.widgets.gamma_plot import GammaPlot
 from tui_decode.widgets.details import DetailContext
 from tui_decode.widgets.iteration_detail import IterationDetail
@@ -12,6 +13,7 @@ from tui_decode.widgets.status_line import StatusLine
 from tui_decode.widgets.token_stream import TokenStream, legend_markup
 
 __all__ = [
+    "AppFooter",
     "DetailContext",
     "GammaPlot",
     "IterationDetail",
