@@ -22,7 +22,7 @@ WIDE_FROM = 180
 LAYOUTS = ("narrow", "regular", "wide")
 #: The narrow layout's pages: (id, tab label, the ids of the panes on it).
 PAGES = (
-    ("setup", "Setup", ("prompt-pane", "params-pane")),
+    ("setup", "Setup", ("prompt-pane", "params-pane", "value-editor")),
     ("output", "Output", ("token-stream", "iteration-table")),
     ("detail", "Detail", ("iteration-detail",)),
     ("stats", "Statistics", ("stats-pane",)),

@@ -51,6 +51,7 @@ from tui_decode.widgets import (
     StatsPane,
     StatusLine,
     TokenStream,
+    ValueEditor,
     family_picker,
     run_picker,
 )
@@ -103,6 +104,7 @@ class MainScreen(ResponsiveLayout, FamilyLoadWorker, DecodeWorker, Screen[None])
         # querying the DOM would fail.
         self.prompt_pane = PromptPane(self.initial_prompt, id="prompt-pane", classes="pane")
         self.params_pane = ParamsPane(id="params-pane", classes="pane")
+        self.value_editor = ValueEditor(id="value-editor")
         self.stats = StatsPane(id="stats-pane", classes="pane")
         self.stream = TokenStream(id="token-stream", classes="pane")
         self.table = IterationTable(id="iteration-table", classes="pane")
@@ -115,6 +117,7 @@ class MainScreen(ResponsiveLayout, FamilyLoadWorker, DecodeWorker, Screen[None])
             with Vertical(id="left"):
                 yield self.prompt_pane
                 yield self.params_pane
+                yield self.value_editor
                 yield self.stats
             with Vertical(id="right"):
                 yield self.stream
@@ -170,6 +173,17 @@ class MainScreen(ResponsiveLayout, FamilyLoadWorker, DecodeWorker, Screen[None])
     @on(ParamsPane.Changed)
     def params_changed(self, event: ParamsPane.Changed) -> None:
         self._apply_settings(event.settings)
+
+    @on(ParamsPane.EditRequested)
+    def edit_requested(self, event: ParamsPane.EditRequested) -> None:
+        self.value_editor.start(event.knob, self.settings, event.text, self.params_pane.draft_layers)
+
+    @on(ValueEditor.Done)
+    def value_typed(self, event: ValueEditor.Done) -> None:
+        if event.value is not None:
+            self._apply_settings(self.settings.replace(draft_layer=event.value) if event.key == "draft_layer"
+                                 else self.settings.with_params(**{event.key: event.value}))
+        self.params_pane.focus()
 
     def set_method(self, method: str) -> None:
         self._apply_settings(self.settings.with_params(method=method))

@@ -11,6 +11,7 @@ from tui_decode.widgets.prompt_pane import PromptEditor, PromptPane
 from tui_decode.widgets.stats_pane import StatsPane
 from tui_decode.widgets.status_line import StatusLine
 from tui_decode.widgets.token_stream import TokenStream, legend_markup
+from tui_decode.widgets.value_editor import ValueEditor
 
 __all__ = [
     "AppFooter",
@@ -25,6 +26,7 @@ __all__ = [
     "StatsPane",
     "StatusLine",
     "TokenStream",
+    "ValueEditor",
     "family_picker",
     "legend_markup",
     "run_picker",
