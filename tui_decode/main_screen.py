@@ -130,6 +130,7 @@ class MainScreen(ResponsiveLayout, FamilyLoadWorker, DecodeWorker, Screen[None])
         self.prompt_pane.editor.cursor_blink = self.cursor_blink
         self.app.theme_changed_signal.subscribe(self, self._theme_changed)
         self.apply_layout(self.app.size.width)
+        self.set_interval(0.5, self._tick)
         self._apply_settings(self.settings)
         if self.opened is not None:
             self.show_result(self.opened, opened_name=self.opened_name)
@@ -250,6 +251,7 @@ class MainScreen(ResponsiveLayout, FamilyLoadWorker, DecodeWorker, Screen[None])
         self.spec = loaded.spec or self.spec
         described = loaded.engine.family.describe()
         self.prompt_pane.show_family(described, threads=loaded.threads)
+        self.prompt_pane.set_counter(lambda text, template: len(loaded.engine.family.encode_prompt(text, template)))
         self.params_pane.draft_layers = loaded.draft_layers
         self.params_pane.helper_label = helper_description(described)
         self._apply_settings(self.settings.replace(draft_layer=loaded.start_layer()))
@@ -346,7 +348,12 @@ class MainScreen(ResponsiveLayout, FamilyLoadWorker, DecodeWorker, Screen[None])
             self.detail.show(None, DetailContext())
             self.stream.border_title = f"Output · {live.method_label} (running)"
             self.stats.show_live(live.figures(), "running")
-        self.status.set(live.status, "busy", 0.0)
+        self.status.set(live.status, "busy", live.fraction)
+
+    def _tick(self) -> None:
+        """While a phase prefills nothing arrives from the worker: count the seconds here."""
+        if self.running and self.live is not None and self.live.prefilling:
+            self.status.set(self.live.status, "busy", None)
 
     @on(RunBatch)
     def run_batch(self, event: RunBatch) -> None:
