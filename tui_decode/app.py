@@ -167,7 +167,8 @@ class TuiDecodeApp(App[int]):
 
     # -- leaving ---------------------------------------------------------------------------------
     def loader_busy(self) -> bool:
-        return self._main_screen is not None and self._main_screen.loader_busy()
+        main = self._main_screen
+        return main is not None and (main.loader_busy() or main.decode_busy())
 
 
 def _flags_given(args) -> bool:
@@ -196,8 +197,9 @@ def run_app(args) -> int:
     app.run()
     code = app.return_code or 0  # a crash inside the app exits 1, never 0
     if app.loader_busy():
-        # A model load cannot be interrupted; leave without waiting for it (it holds no files open
-        # for writing that matter: the GGUF conversion writes to a temporary folder first).
+        # A model load, or a run winding down after ctrl+q, cannot be interrupted; leave without
+        # waiting for it (it holds no files open for writing that matter: the GGUF conversion
+        # writes to a temporary folder first).
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
