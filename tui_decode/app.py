@@ -185,7 +185,7 @@ def run_app(args) -> int:
     """`tui-decode` without a subcommand: open the app (on a saved run with ``--open``)."""
     from tui_decode.cli import family_spec
 
-    from tui_decode.cli import decode_params
+    from tui_decode.cli import decode_params, read_prompt
 
     opened = RunResult.load(args.open) if getattr(args, "open", None) else None
     spec = family_spec(args)
@@ -193,7 +193,10 @@ def run_app(args) -> int:
     if getattr(args, "method", None) is not None:  # the launch flags: the first run's parameters
         params = decode_params(args)
         settings = Settings(params=params if _flags_given(args) else START_PARAMS)
-    app = TuiDecodeApp(spec, opened=opened, opened_name=Path(args.open).name if opened else "", settings=settings)
+    given = getattr(args, "prompt", None) is not None or getattr(args, "prompt_file", None)
+    prompt = read_prompt(args) if given else DEFAULT_PROMPT
+    app = TuiDecodeApp(spec, opened=opened, opened_name=Path(args.open).name if opened else "", settings=settings,
+                       prompt=prompt)
     app.run()
     code = app.return_code or 0  # a crash inside the app exits 1, never 0
     if app.loader_busy():
