@@ -20,7 +20,6 @@ from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import DataTable
 
-from decoders import atomic
 from decoders.errors import DecodeError
 from decoders.params import METHOD_NAMES, DecodeParams
 from decoders.records import RunResult
@@ -38,7 +37,7 @@ from tui_decode.messages import (
     RunStopped,
     WorkerMessage,
 )
-from tui_decode.runs_folder import run_file_stem, saved_runs
+from tui_decode.run_files import RunFiles
 from tui_decode.settings import KNOB_BY_KEY, Settings, draft_length_key, knobs_for
 from tui_decode.token_text import run_tokens
 from tui_decode.widgets import (
@@ -53,7 +52,6 @@ from tui_decode.widgets import (
     TokenStream,
     ValueEditor,
     family_picker,
-    run_picker,
 )
 from tui_decode.workers import DecodeWorker, EngineFactory, FamilyLoader, FamilyLoadWorker
 
@@ -61,7 +59,7 @@ if TYPE_CHECKING:
     from decoders.family import FamilySpec
 
 
-class MainScreen(ResponsiveLayout, FamilyLoadWorker, DecodeWorker, Screen[None]):
+class MainScreen(ResponsiveLayout, RunFiles, FamilyLoadWorker, DecodeWorker, Screen[None]):
     """The workbench: one run shown (finished, cancelled, opened or streaming) and the next one's
     prompt and parameters."""
 
@@ -464,45 +462,3 @@ class MainScreen(ResponsiveLayout, FamilyLoadWorker, DecodeWorker, Screen[None])
     @on(TokenStream.IterationChosen)
     def token_chosen(self, event: TokenStream.IterationChosen) -> None:
         self.table.select_iteration(event.iteration)
-
-    # -- saving and opening ----------------------------------------------------------------------
-    def action_save(self) -> None:
-        if self.result is None:
-            self.notify("Nothing to save yet: run a method first (ctrl+r).", severity="warning")
-            return
-        folder = self.runs_folder
-        stem = run_file_stem(self.result, folder)
-        try:
-            self.result.save(folder / f"{stem}.json")
-            atomic.write_text(folder / f"{stem}.svg", self.app.export_screenshot(), "screenshot")
-        except OSError as error:
-            self.report_error(f"cannot save in {folder}: {error.strerror or error}; set TUI_DECODE_RUNS_DIR "
-                              "to a writable folder")
-            return
-        self.status.set(f"saved {stem}.json and {stem}.svg in {folder}", "done")
-        self.notify(f"{stem}.json + .svg in {folder}", title="Saved")
-
-    def action_open_run(self) -> None:
-        if self.running:
-            self.notify("Wait for the run to end (escape cancels it).", severity="warning")
-            return
-        runs = saved_runs(self.runs_folder)
-        if not runs:
-            self.notify(f"No saved runs in {self.runs_folder} yet; ctrl+s saves the run shown.",
-                        severity="warning")
-            return
-
-        def picked(path: str | None) -> None:
-            if path is not None:
-                self.open_path(Path(path))
-
-        self.app.push_screen(run_picker(runs, self.runs_folder), picked)
-
-    def open_path(self, path: Path) -> None:
-        try:
-            result = RunResult.load(path)
-        except DecodeError as error:
-            self.report_error(str(error))
-            return
-        self.show_result(result, opened_name=path.name)
-        self.status.set(f"opened {path.name}", "done")
