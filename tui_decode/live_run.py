@@ -83,7 +83,7 @@ class LiveRun:
         self.progress_tokens = 0
         self.progress_total = phase.max_new_tokens
         self.prompt_tokens = phase.prompt_tokens
-        self.prefilling = not (phase.phase == "baseline" and phase.cached)
+        self.prefilling = phase.prompt_tokens > 0 and not (phase.phase == "baseline" and phase.cached)
         self.prefill_started = self.clock()
         self.prefill_s = None
         if phase.phase == "baseline":
