@@ -14,6 +14,7 @@ from decoders.records import RunResult
 from tui_decode.app import TuiDecodeApp
 from tui_decode.layout import layout_for
 from tui_decode.widgets.details import DetailContext, view_for
+from tests.test_app_flows import loader, tiny_family, tiny_spec  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.anyio
 
@@ -158,3 +159,16 @@ def test_bonus_position_is_not_reached_when_a_draft_was_rejected():
     assert f"not reached: draft {rejected.n_accepted + 1} was rejected" in shown_text
     passed = dataclasses.replace(rejected, draft=[dataclasses.replace(r, status="acc") for r in rejected.draft])
     assert "every draft passed" in text(passed)
+
+
+async def test_a_run_started_on_a_narrow_terminal_shows_the_output_page(tiny_spec, loader, tmp_path):
+    from tests.test_app_flows import make_app, wait_for
+
+    app = make_app(tiny_spec, loader, tmp_path, method="ar", max_new_tokens=8)
+    async with app.run_test(size=(80, 24)) as pilot:
+        main = app.main_screen
+        await wait_for(pilot, lambda: main.loaded is not None)
+        assert main.page == "setup"
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: main.result is not None and not main.running)
+        assert main.page == "output" and shown(main.stream) and main.stream.token_count == 8
