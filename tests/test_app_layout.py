@@ -171,4 +171,4 @@ async def test_a_run_started_on_a_narrow_terminal_shows_the_output_page(tiny_spe
         assert main.page == "setup"
         await pilot.press("ctrl+r")
         await wait_for(pilot, lambda: main.result is not None and not main.running)
-        assert main.page == "output" and shown(main.stream) and main.stream.token_count == 8
+        assert main.page == "output" and shown(main.stream) and main.stream.token_count == 8, (main.layout_name, app.focused, main.status.message)

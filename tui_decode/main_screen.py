@@ -320,6 +320,9 @@ class MainScreen(ResponsiveLayout, RunFiles, FamilyLoadWorker, DecodeWorker, Scr
         self.live = live = LiveRun(settings.params, prompt)
         self.status.set(live.status, "busy", 0.0)
         self.decode_in_background(self.loaded, prompt, settings)
+        if self.narrow:  # one page at a time: follow the run on the output page
+            self.show_page("output")
+            self.stream.focus()
 
     def action_cancel(self) -> None:
         if self.run_after_load:
