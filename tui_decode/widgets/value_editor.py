@@ -138,9 +138,14 @@ class ValueEditor(Vertical):
         self.input.value = text if text is not None else ("" if current is None else knob.shown(settings))
         self.input.cursor_position = len(self.input.value)
         self.input.select_on_focus = text is None  # enter: typing replaces the value; a digit: it goes on
-        self.reason.update("")
+        self.say("")
         self.add_class("-editing")
         self.input.focus()
+
+    def say(self, reason: str) -> None:
+        """The one line under the input: what is wrong with the text, or nothing."""
+        self.reason.update(reason)
+        self.reason.set_class(not reason, "-empty")
 
     def cancel(self) -> None:
         self._finish(None)
@@ -148,7 +153,7 @@ class ValueEditor(Vertical):
     @on(Input.Changed, "#value-input")
     def changed(self, event: Input.Changed) -> None:
         result = event.validation_result
-        self.reason.update("" if result is None or result.is_valid else result.failure_descriptions[0])
+        self.say("" if result is None or result.is_valid else result.failure_descriptions[0])
 
     @on(Input.Submitted, "#value-input")
     def submitted(self, event: Input.Submitted) -> None:
@@ -159,7 +164,7 @@ class ValueEditor(Vertical):
         try:
             value = parse_value(knob, event.value, self.draft_layers)
         except DecodeError as error:
-            self.reason.update(str(error))  # the old value stays; fix the text or press escape
+            self.say(str(error))  # the old value stays; fix the text or press escape
             return
         self._finish(value)
 
