@@ -113,7 +113,8 @@ class Engine:
         params, ids = self.check(prompt, params)
         key = (tuple(ids), params.baseline_key())
         baseline = self._baselines.get(key)
-        yield PhaseStarted("baseline", "Autoregressive baseline", params.max_new_tokens, cached=baseline is not None)
+        yield PhaseStarted("baseline", "Autoregressive baseline", params.max_new_tokens, cached=baseline is not None,
+                           prompt_tokens=len(ids))
         if baseline is None:
             base_params = params.replace(method="ar", record=False)
             baseline = yield from self._drive(AUTOREGRESSIVE, ids, base_params, cancelled, "baseline")
@@ -121,7 +122,7 @@ class Engine:
                 return
             self._baselines[key] = baseline
         method = params.method_def
-        yield PhaseStarted("method", params.method, params.max_new_tokens)
+        yield PhaseStarted("method", params.method, params.max_new_tokens, prompt_tokens=len(ids))
         run = yield from self._drive(method, ids, params, cancelled, "method")
         probe = self._probe(ids + run.ids)
         curve = self.cost_curve(ids + run.ids)

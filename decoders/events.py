@@ -17,6 +17,7 @@ class PhaseStarted:
     label: str
     max_new_tokens: int
     cached: bool = False  # baseline reused from an earlier run of the same prompt and settings
+    prompt_tokens: int = 0  # the prompt the phase prefills first (its first iteration includes that)
 
 
 @dataclass(frozen=True)

@@ -64,3 +64,29 @@ def test_parameters_pane_after_keys(snap_compare):
     """m switches to prompt lookup's rows; ↓ ↓ ↓ → raises the n-gram max; ] raises k."""
     assert snap_compare(opened_app("ar"), press=["m", "m", "down", "down", "down", "down", "down", "down", "down", "right",
                                                  "right_square_bracket"], terminal_size=SIZE)
+
+
+def test_narrow_80x24_setup_page(snap_compare):
+    """Below 120 columns one page at a time: the prompt and the parameters first; the footer keeps
+    the keys that fit, each readable."""
+    assert snap_compare(opened_app("spec"), terminal_size=(80, 24))
+
+
+def test_narrow_80x24_output_page(snap_compare):
+    """The page tabs (shift+tab twice from the parameters, → for the next page): the output with
+    all four token kinds in its legend, and the iterations."""
+    assert snap_compare(opened_app("spec"), press=["shift+tab", "shift+tab", "right"], terminal_size=(80, 24))
+
+
+def test_wide_200x60_gives_the_detail_room(snap_compare):
+    """From 180 columns: a wider parameters column, the drafts uncut, a taller iteration detail."""
+    assert snap_compare(opened_app("pld"), terminal_size=(200, 60))
+
+
+def test_typing_a_parameter_value(snap_compare):
+    """A digit on a number's row opens the input; an out-of-range value says its bound."""
+
+    async def pick_gamma(pilot):
+        pilot.app.main_screen.params_pane.select_key("gamma")
+
+    assert snap_compare(opened_app("spec"), press=["4", "0"], terminal_size=SIZE, run_before=pick_gamma)

@@ -228,7 +228,8 @@ class TuiDecodeApp(App[int]):
 
     # -- leaving ---------------------------------------------------------------------------------
     def loader_busy(self) -> bool:
-        return self._main_screen is not None and self._main_screen.loader_busy()
+        main = self._main_screen
+        return main is not None and (main.loader_busy() or main.decode_busy())
 
 
 def _flags_given(args) -> bool:
@@ -245,7 +246,7 @@ def run_app(args) -> int:
     """`tui-decode` without a subcommand: open the app (on a saved run with ``--open``)."""
     from tui_decode.cli import family_spec
 
-    from tui_decode.cli import decode_params
+    from tui_decode.cli import decode_params, read_prompt
 
     opened = RunResult.load(args.open) if getattr(args, "open", None) else None
     spec = family_spec(args)
@@ -253,7 +254,10 @@ def run_app(args) -> int:
     if getattr(args, "method", None) is not None:  # the launch flags: the first run's parameters
         params = decode_params(args)
         settings = Settings(params=params if _flags_given(args) else START_PARAMS)
-    app = TuiDecodeApp(spec, opened=opened, opened_name=Path(args.open).name if opened else "", settings=settings)
+    given = getattr(args, "prompt", None) is not None or getattr(args, "prompt_file", None)
+    prompt = read_prompt(args) if given else DEFAULT_PROMPT
+    app = TuiDecodeApp(spec, opened=opened, opened_name=Path(args.open).name if opened else "", settings=settings,
+                       prompt=prompt)
     app.run()
     code = app.return_code or 0  # a crash inside the app exits 1, never 0
     if app.crash is not None:
@@ -263,8 +267,9 @@ def run_app(args) -> int:
     elif app.terminated:
         print("tui-decode: terminated", file=sys.stderr)
     if app.loader_busy():
-        # A model load cannot be interrupted; leave without waiting for it (it holds no files open
-        # for writing that matter: the GGUF conversion writes to a temporary folder first).
+        # A model load, or a run winding down after ctrl+q, cannot be interrupted; leave without
+        # waiting for it (it holds no files open for writing that matter: the GGUF conversion
+        # writes to a temporary folder first).
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

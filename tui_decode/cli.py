@@ -65,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                           "and measure what it buys.")
     parser.add_argument("--version", action="version", version=f"tui-decode {__version__}")
     parser.add_argument("--open", metavar="RUN.json", help="open a saved run in the app (no models needed)")
+    first = parser.add_mutually_exclusive_group()
+    first.add_argument("--prompt", help="the app's first prompt (default: a sample sentence)")
+    first.add_argument("--prompt-file", metavar="PATH", help="read the app's first prompt from a file")
     add_model_args(parser)
     add_decode_args(parser)  # the app's starting parameters
     sub = parser.add_subparsers(dest="command", parser_class=OneLineParser)

@@ -49,6 +49,8 @@ class LiveRun:
 
     ``phase`` is "starting", then "baseline" (the autoregressive reference, measured or reused),
     then "method". Iterations arrive in the method phase only; the baseline reports progress.
+    Each measured phase begins with the prompt's prefill, which reports nothing until its first
+    token: `prefilling` says so, and the status line shows the prefill as its own step.
     """
 
     def __init__(self, params: DecodeParams, prompt: str, clock: Callable[[], float] = time.monotonic,
@@ -67,6 +69,10 @@ class LiveRun:
         self.progress_tokens = 0  # of the current phase
         self.progress_total = params.max_new_tokens
         self.views_cleared = False  # the method phase has replaced the run shown before
+        self.prompt_tokens = 0
+        self.prefilling = False
+        self.prefill_started = self.started
+        self.prefill_s: float | None = None  # the current phase's prefill (with its first token)
         self._pending_rows: list[Iteration] = []
         self._slow_panes_at = float("-inf")
 
@@ -76,18 +82,30 @@ class LiveRun:
         self.phase = phase.phase
         self.progress_tokens = 0
         self.progress_total = phase.max_new_tokens
+        self.prompt_tokens = phase.prompt_tokens
+        self.prefilling = phase.prompt_tokens > 0 and not (phase.phase == "baseline" and phase.cached)
+        self.prefill_started = self.clock()
+        self.prefill_s = None
         if phase.phase == "baseline":
             self.baseline_cached = phase.cached
         else:
             self.views_cleared = True
+
+    def _prefilled(self, seconds: float | None = None) -> None:
+        if self.prefilling:
+            self.prefilling = False
+            self.prefill_s = seconds if seconds is not None else self.clock() - self.prefill_started
 
     def add(self, events: Iterable[Iteration | Progress]) -> list[Iteration]:
         """Take one batch of the worker's events; returns its iterations, in order."""
         new: list[Iteration] = []
         for event in events:
             if isinstance(event, Progress):
+                self._prefilled()
                 self.progress_tokens, self.progress_total = event.tokens, event.total
             elif isinstance(event, Iteration):
+                first = not self.iterations and not new and event.t_end_ms is not None
+                self._prefilled(event.t_end_ms / 1000 if first else None)
                 new.append(event)
                 self.stats.observe(event)
                 self.accepted += emitted_drafts(event)
@@ -110,7 +128,10 @@ class LiveRun:
         return len(self.output_tokens)
 
     @property
-    def fraction(self) -> float:
+    def fraction(self) -> float | None:
+        """Of the current phase's tokens; None while it prefills (no token to count yet)."""
+        if self.prefilling:
+            return None
         return self.progress_tokens / max(self.progress_total, 1)
 
     @property
@@ -118,11 +139,16 @@ class LiveRun:
         """The status line's words for where the run is."""
         if self.phase == "starting":
             return "starting …"
+        name = "baseline" if self.phase == "baseline" else self.method_label
+        if self.prefilling:
+            waited = self.clock() - self.prefill_started
+            return f"{name}: prefill {self.prompt_tokens} prompt tokens … {waited:.1f} s"
+        prefill = f" · prefill {self.prefill_s:.1f} s" if self.prefill_s is not None else ""
         if self.phase == "baseline":
             if self.baseline_cached:
                 return "baseline: reusing the autoregressive run measured for this prompt"
-            return f"baseline: autoregressive reference, {self.progress_tokens}/{self.progress_total} tokens"
-        return f"{self.method_label}: {self.tokens}/{self.params.max_new_tokens} tokens"
+            return f"baseline: autoregressive reference, {self.progress_tokens}/{self.progress_total} tokens{prefill}"
+        return f"{self.method_label}: {self.tokens}/{self.params.max_new_tokens} tokens{prefill}"
 
     def figures(self) -> dict[str, Any]:
         """The figures known mid-run (`figures_of` its statistics)."""

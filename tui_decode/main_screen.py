@@ -18,11 +18,12 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.reactive import var
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer
+from textual.widgets import DataTable
 
 from decoders.errors import DecodeError
 from decoders.params import METHOD_NAMES, DecodeParams
 from decoders.records import RunResult
+from tui_decode.layout import ResponsiveLayout, page_tabs
 from tui_decode.live_run import LiveRun
 from tui_decode.loaded_family import LoadedFamily, helper_description
 from tui_decode.messages import (
@@ -36,12 +37,12 @@ from tui_decode.messages import (
     RunStopped,
     WorkerMessage,
 )
+from tui_decode.run_files import RunFiles
 from tui_decode.run_history import RunHistory
-from tui_decode.runs_folder import saved_runs
-from tui_decode.saving import save_shown_run
 from tui_decode.settings import KNOB_BY_KEY, Settings, draft_length_key, knobs_for
 from tui_decode.token_text import run_tokens
 from tui_decode.widgets import (
+    AppFooter,
     DetailContext,
     IterationDetail,
     IterationTable,
@@ -50,8 +51,8 @@ from tui_decode.widgets import (
     StatsPane,
     StatusLine,
     TokenStream,
+    ValueEditor,
     family_picker,
-    run_picker,
 )
 from tui_decode.workers import DecodeWorker, EngineFactory, FamilyLoader, FamilyLoadWorker
 
@@ -59,7 +60,7 @@ if TYPE_CHECKING:
     from decoders.family import FamilySpec
 
 
-class MainScreen(FamilyLoadWorker, DecodeWorker, Screen[None]):
+class MainScreen(ResponsiveLayout, RunFiles, FamilyLoadWorker, DecodeWorker, Screen[None]):
     """The workbench: one run shown (finished, cancelled, opened or streaming) and the next one's
     prompt and parameters."""
 
@@ -103,26 +104,33 @@ class MainScreen(FamilyLoadWorker, DecodeWorker, Screen[None]):
         # querying the DOM would fail.
         self.prompt_pane = PromptPane(self.initial_prompt, id="prompt-pane", classes="pane")
         self.params_pane = ParamsPane(id="params-pane", classes="pane")
+        self.value_editor = ValueEditor(id="value-editor")
         self.stats = StatsPane(id="stats-pane", classes="pane")
         self.stream = TokenStream(id="token-stream", classes="pane")
         self.table = IterationTable(id="iteration-table", classes="pane")
         self.detail = IterationDetail(id="iteration-detail", classes="pane")
         self.status = StatusLine(id="status-line")
+        self.footer = AppFooter(compact=True)
+        self.page_tabs = page_tabs()  # the narrow layout's pages (see tui_decode.layout)
+        yield self.page_tabs
         with Horizontal(id="workbench"):
             with Vertical(id="left"):
                 yield self.prompt_pane
                 yield self.params_pane
+                yield self.value_editor
                 yield self.stats
             with Vertical(id="right"):
                 yield self.stream
                 yield self.table
                 yield self.detail
         yield self.status
-        yield Footer(compact=True)
+        yield self.footer
 
     def on_mount(self) -> None:
         self.prompt_pane.editor.cursor_blink = self.cursor_blink
         self.app.theme_changed_signal.subscribe(self, self._theme_changed)
+        self.apply_layout(self.app.size.width)
+        self.set_interval(0.5, self._tick)
         self._apply_settings(self.settings)
         if self.opened is not None:
             self.history.record(self.opened, "opened", Path(self.opened_name) if self.opened_name else None)
@@ -167,6 +175,17 @@ class MainScreen(FamilyLoadWorker, DecodeWorker, Screen[None]):
     @on(ParamsPane.Changed)
     def params_changed(self, event: ParamsPane.Changed) -> None:
         self._apply_settings(event.settings)
+
+    @on(ParamsPane.EditRequested)
+    def edit_requested(self, event: ParamsPane.EditRequested) -> None:
+        self.value_editor.start(event.knob, self.settings, event.text, self.params_pane.draft_layers)
+
+    @on(ValueEditor.Done)
+    def value_typed(self, event: ValueEditor.Done) -> None:
+        if event.value is not None:
+            self._apply_settings(self.settings.replace(draft_layer=event.value) if event.key == "draft_layer"
+                                 else self.settings.with_params(**{event.key: event.value}))
+        self.params_pane.focus()
 
     def set_method(self, method: str) -> None:
         self._apply_settings(self.settings.with_params(method=method))
@@ -233,6 +252,7 @@ class MainScreen(FamilyLoadWorker, DecodeWorker, Screen[None]):
         self.spec = loaded.spec or self.spec
         described = loaded.engine.family.describe()
         self.prompt_pane.show_family(described, threads=loaded.threads)
+        self.prompt_pane.set_counter(lambda text, template: len(loaded.engine.family.encode_prompt(text, template)))
         self.params_pane.draft_layers = loaded.draft_layers
         self.params_pane.helper_label = helper_description(described)
         self._apply_settings(self.settings.replace(draft_layer=loaded.start_layer()))
@@ -303,6 +323,9 @@ class MainScreen(FamilyLoadWorker, DecodeWorker, Screen[None]):
         self.live = live = LiveRun(settings.params, prompt)
         self.status.set(live.status, "busy", 0.0)
         self.decode_in_background(self.loaded, prompt, settings)
+        if self.narrow:  # one page at a time: follow the run on the output page
+            self.show_page("output")
+            self.stream.focus()
 
     def action_cancel(self) -> None:
         if self.run_after_load:
@@ -329,7 +352,12 @@ class MainScreen(FamilyLoadWorker, DecodeWorker, Screen[None]):
             self.detail.show(None, DetailContext())
             self.stream.border_title = f"Output · {live.method_label} (running)"
             self.stats.show_live(live.figures(), "running")
-        self.status.set(live.status, "busy", 0.0)
+        self.status.set(live.status, "busy", live.fraction)
+
+    def _tick(self) -> None:
+        """While a phase prefills nothing arrives from the worker: count the seconds here."""
+        if self.running and self.live is not None and self.live.prefilling:
+            self.status.set(self.live.status, "busy", None)
 
     @on(RunBatch)
     def run_batch(self, event: RunBatch) -> None:
@@ -441,33 +469,3 @@ class MainScreen(FamilyLoadWorker, DecodeWorker, Screen[None]):
     @on(TokenStream.IterationChosen)
     def token_chosen(self, event: TokenStream.IterationChosen) -> None:
         self.table.select_iteration(event.iteration)
-
-    # -- saving and opening ----------------------------------------------------------------------
-    def action_save(self) -> None:
-        save_shown_run(self)
-
-    def action_open_run(self) -> None:
-        if self.running:
-            self.notify("Wait for the run to end (escape cancels it).", severity="warning")
-            return
-        runs = saved_runs(self.runs_folder)
-        if not runs:
-            self.notify(f"No saved runs in {self.runs_folder} yet; ctrl+s saves the run shown.",
-                        severity="warning")
-            return
-
-        def picked(path: str | None) -> None:
-            if path is not None:
-                self.open_path(Path(path))
-
-        self.app.push_screen(run_picker(runs, self.runs_folder), picked)
-
-    def open_path(self, path: Path) -> None:
-        try:
-            result = RunResult.load(path)
-        except DecodeError as error:
-            self.report_error(str(error))
-            return
-        self.history.record(result, "opened", path)
-        self.show_result(result, opened_name=path.name)
-        self.status.set(f"opened {path.name}", "done")

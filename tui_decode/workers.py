@@ -100,21 +100,46 @@ class FamilyLoadWorker:
 
 
 class DecodeWorker:
-    """Hosts the worker that streams one run, and the thread switch interval while it streams."""
+    """Hosts the worker that streams one run, and the thread switch interval while it streams.
+
+    The engine runs in a daemon thread of its own that the worker waits for: escape asks the
+    engine to stop at its next iteration (the partial run comes back), while quitting cancels the
+    worker, which returns at once -- the app never waits for the engine to wind down (a prefill,
+    the cost-curve measurement after a run), and the process exits without it.
+    """
 
     _decode_lock: threading.Lock  # the host makes one: one run at a time on its engine
     _switch_interval: float | None = None
+    decode_thread: threading.Thread | None = None
+    _stop_run: threading.Event | None = None
+
+    def decode_busy(self) -> bool:
+        """Whether the engine is still running (or winding down after a cancel)."""
+        return self.decode_thread is not None and self.decode_thread.is_alive()
 
     @work(thread=True, exclusive=True, group="decode", exit_on_error=False)
     def decode_in_background(self, loaded: LoadedFamily, prompt: str, settings: Settings) -> None:
-        """Stream the engine's events to the UI in batches; the engine checks for cancellation
-        at every iteration."""
+        """Stream the engine's events to the UI in batches; the engine checks for a stop at every
+        iteration."""
         worker = get_current_worker()
+        self._stop_run = stop = threading.Event()
+        thread = threading.Thread(target=self._decode, args=(loaded, prompt, settings, worker, stop),
+                                  name="tui-decode-run", daemon=True)
+        self.decode_thread = thread
+        thread.start()
+        while thread.is_alive():
+            if worker.is_cancelled:  # the app is leaving: do not wait for the engine
+                stop.set()
+                return
+            thread.join(0.02)
+
+    def _decode(self, loaded: LoadedFamily, prompt: str, settings: Settings, worker, stop: threading.Event) -> None:
         batch = Batcher(lambda events: self.post_message(RunBatch(events)))
         try:
             with self._decode_lock:
                 engine = loaded.engine_for(settings)
-                for event in engine.stream(prompt, settings.params, cancelled=lambda: worker.is_cancelled):
+                cancelled = lambda: stop.is_set() or worker.is_cancelled  # noqa: E731
+                for event in engine.stream(prompt, settings.params, cancelled=cancelled):
                     if isinstance(event, RunResult):
                         batch.flush()
                         self.post_message(RunFinished(event))
@@ -134,7 +159,9 @@ class DecodeWorker:
             self.post_message(RunFailed(failure_message(error)))
 
     def cancel_decode(self) -> None:
-        self.workers.cancel_group(self, "decode")
+        """Stop the run at the engine's next iteration; the partial run still comes back."""
+        if self._stop_run is not None:
+            self._stop_run.set()
 
     def hurry_threads(self) -> None:
         """Shorten the thread switch interval for the run (see `RUN_SWITCH_INTERVAL`)."""

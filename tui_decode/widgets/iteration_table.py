@@ -11,7 +11,9 @@ from decoders.records import Iteration
 from tui_decode.widgets.styles import component_style
 
 BARS = "▁▂▃▄▅▆▇█"
-DRAFT_CELL_WIDTH = 22
+DRAFT_CELL_WIDTH = 22  # the least the drafted tokens get; more when the table is wider
+OTHER_COLUMNS_WIDTH = 70  # the other columns with their padding, about
+DRAFT_CELL_MAX = 160
 COLUMNS = (
     ("#", "k"),
     ("pos", "pos"),
@@ -50,6 +52,19 @@ class IterationTable(DataTable):
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes, cursor_type="row", zebra_stripes=True)
         self.iterations: list[Iteration] = []
+        self.draft_width = DRAFT_CELL_WIDTH
+
+    def on_resize(self) -> None:
+        """The drafted tokens get the width the other columns leave (drafts are cut at 22 cells
+        in an 80-column terminal, not at 200)."""
+        width = min(max(DRAFT_CELL_WIDTH, self.scrollable_content_region.width - OTHER_COLUMNS_WIDTH), DRAFT_CELL_MAX)
+        if width != self.draft_width:
+            self.draft_width = width
+            if self.iterations:
+                row = self.cursor_row
+                self.clear()
+                self.add_rows([self._row(it) for it in self.iterations])
+                self.move_cursor(row=row, animate=False, scroll=True)
 
     def on_mount(self) -> None:
         for label, key in COLUMNS:
@@ -91,7 +106,7 @@ class IterationTable(DataTable):
             if n:
                 draft.append("│", style="dim")
             draft.append(row.text, style=styles.get(row.status))
-        draft.truncate(DRAFT_CELL_WIDTH, overflow="ellipsis")
+        draft.truncate(self.draft_width, overflow="ellipsis")
 
         def bars(attr: str) -> Text:
             """One bar per draft position; nothing when the method has no such value (no helper: no q)."""

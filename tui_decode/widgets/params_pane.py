@@ -1,7 +1,8 @@
 """The method and its parameters, each with its value, changed from the keyboard.
 
 Only the rows that matter for the chosen method are shown. ↑/↓ pick a row, ←/→ (or -/+) change
-it; the hint under the rows says what the picked parameter does.
+it; on a number, enter or a digit opens an input to type the value (`ValueEditor`). The hint under
+the rows says what the picked parameter does.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
+from textual import events
 from textual.binding import Binding
 from textual.message import Message
 from textual.reactive import reactive
@@ -16,6 +18,9 @@ from textual.widget import Widget
 
 from tui_decode.settings import Knob, Settings, knobs_for
 from tui_decode.widgets.styles import component_style
+from tui_decode.widgets.value_editor import typeable
+
+TYPING_STARTS = frozenset("0123456789.")
 
 
 class ParamsPane(Widget, can_focus=True):
@@ -27,8 +32,9 @@ class ParamsPane(Widget, can_focus=True):
         Binding("up", "pick(-1)", "Row ↑", show=False),
         Binding("down", "pick(1)", "Row ↓", show=False),
         Binding("left,minus", "change(-1)", "Change", key_display="←", group=Binding.Group("Change", compact=True)),
-        Binding("right,plus,equals_sign,enter", "change(1)", "Change", key_display="→",
+        Binding("right,plus,equals_sign", "change(1)", "Change", key_display="→",
                 group=Binding.Group("Change", compact=True)),
+        Binding("enter", "type_value", "Type", tooltip="Type the value (a number), or step it (a choice)"),
     ]
 
     settings: reactive[Settings] = reactive(Settings, always_update=True, layout=True)  # rows vary by method
@@ -43,6 +49,19 @@ class ParamsPane(Widget, can_focus=True):
             super().__init__()
             self.pane = pane
             self.settings = settings
+
+        @property
+        def control(self) -> ParamsPane:
+            return self.pane
+
+    class EditRequested(Message):
+        """Enter or a digit on a number's row: type its value (``text``: typed so far, or None)."""
+
+        def __init__(self, pane: ParamsPane, knob: Knob, text: str | None) -> None:
+            super().__init__()
+            self.pane = pane
+            self.knob = knob
+            self.text = text
 
         @property
         def control(self) -> ParamsPane:
@@ -65,6 +84,20 @@ class ParamsPane(Widget, can_focus=True):
 
     def action_pick(self, delta: int) -> None:
         self.selected = (min(self.selected, len(self.rows) - 1) + delta) % len(self.rows)
+
+    def action_type_value(self) -> None:
+        knob = self.selected_knob
+        if typeable(knob, self.draft_layers):
+            self.post_message(self.EditRequested(self, knob, None))
+        else:
+            self.action_change(1)
+
+    def on_key(self, event: events.Key) -> None:
+        """A digit (or a decimal point) on a number's row starts typing its value."""
+        if event.character and event.character in TYPING_STARTS and typeable(self.selected_knob, self.draft_layers):
+            event.stop()
+            event.prevent_default()
+            self.post_message(self.EditRequested(self, self.selected_knob, event.character))
 
     def action_change(self, direction: int) -> None:
         knob = self.selected_knob

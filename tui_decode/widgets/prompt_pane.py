@@ -1,14 +1,25 @@
-"""The prompt being decoded, whether the chat template wraps it, and the models in use."""
+"""The prompt being decoded, its length in tokens, whether the chat template wraps it, and the
+models in use.
+
+The token count comes from the loaded family's tokenizer, in a thread worker, a moment after the
+typing stops (a long prompt costs milliseconds to tokenize; typing never waits for it)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from rich.text import Text
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.timer import Timer
 from textual.widgets import Static, TextArea
+
+#: Seconds after the last change before the prompt is tokenized again.
+COUNT_DELAY = 0.3
+#: How a loaded family counts a prompt's tokens: (text, chat template on) -> tokens.
+TokenCounter = Callable[[str, bool], int]
 
 from tui_decode.widgets.styles import component_style
 
@@ -37,6 +48,9 @@ class PromptPane(Vertical):
         self._family: dict[str, Any] = {}
         self._family_note = ""
         self._threads: int | None = None
+        self._counter: TokenCounter | None = None
+        self._count_timer: Timer | None = None
+        self.token_count: int | None = None  # of the prompt as the run will see it (None: not known)
 
     def compose(self) -> ComposeResult:
         self.editor = PromptEditor(self._initial_prompt, id="prompt-editor", soft_wrap=True, tab_behavior="focus",
@@ -57,8 +71,52 @@ class PromptPane(Vertical):
         self.editor.text = value
 
     def show_chat_template(self, on: bool) -> None:
-        self._chat_template = on
+        if on != self._chat_template:
+            self._chat_template = on
+            self.recount()
         self._refresh_info()
+
+    # -- the token count -------------------------------------------------------------------------
+    def set_counter(self, counter: TokenCounter | None) -> None:
+        """Count with ``counter`` from now on (a family loaded), or stop counting (None)."""
+        self._counter = counter
+        self.recount()
+
+    @on(TextArea.Changed, "#prompt-editor")
+    def recount(self) -> None:
+        """Count the prompt's tokens again once the typing pauses."""
+        if self._count_timer is not None:
+            self._count_timer.stop()
+        if self._counter is None:
+            self.token_count = None
+            self._refresh_title()
+            return
+        self._refresh_title(counting=True)
+        self._count_timer = self.set_timer(COUNT_DELAY, lambda: self._count(self.text, self._chat_template))
+
+    @work(thread=True, exclusive=True, group="prompt-count", exit_on_error=False)
+    def _count(self, text: str, chat_template: bool) -> None:
+        counter = self._counter
+        if counter is None:
+            return
+        try:
+            count: int | None = counter(text, chat_template)
+        except Exception:  # noqa: BLE001 - a count is a hint; the run itself reports a bad prompt
+            count = None
+        self.app.call_from_thread(self._counted, text, chat_template, count)
+
+    def _counted(self, text: str, chat_template: bool, count: int | None) -> None:
+        if text == self.text and chat_template == self._chat_template:  # not overtaken by typing
+            self.token_count = count
+            self._refresh_title()
+
+    def _refresh_title(self, counting: bool = False) -> None:
+        if counting:
+            self.border_title = f"{self.BORDER_TITLE} · counting tokens …"
+        elif self.token_count is None:
+            self.border_title = self.BORDER_TITLE
+        else:
+            self.border_title = f"{self.BORDER_TITLE} · {self.token_count} token{'s' * (self.token_count != 1)}"
 
     def show_family(self, described: dict[str, Any], note: str = "", threads: int | None = None) -> None:
         """``described`` as `Family.describe()` gives it; ``note`` says e.g. that it is loading;

@@ -24,12 +24,15 @@ from tui_decode.token_text import real_text
 from tui_decode.widgets.styles import component_style
 
 KIND_LABELS = {"acc": "accepted draft", "fix": "fixed", "bonus": "bonus", "ar": "autoregressive"}
+#: Each kind's colour, as app.tcss gives it to the stream's component classes. None of them is the
+#: accent that pane titles and parameter values use: "fixed" (the target's own token where a draft
+#: was rejected) takes the colour the iteration table and detail give rejected drafts.
+KIND_COLOURS = {"acc": "$text-success", "fix": "$text-error", "bonus": "$text-primary", "ar": "$foreground"}
 
 
 def legend_markup() -> str:
     """The colour legend, as Textual content markup for a border subtitle."""
-    colours = {"acc": "$text-success", "fix": "$text-warning", "bonus": "$text-primary", "ar": "$foreground"}
-    return " ".join(f"[{colours[k]}]■ {KIND_LABELS[k]}[/]" for k in EMIT_KINDS)
+    return " ".join(f"[{KIND_COLOURS[k]}]■ {KIND_LABELS[k]}[/]" for k in EMIT_KINDS)
 
 
 @dataclass

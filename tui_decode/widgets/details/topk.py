@@ -41,7 +41,7 @@ def topk_view(it: Iteration, detail: Any, context: DetailContext, style: StyleOf
                         style="dim")
         else:
             head.append(f"\n{i + 1}. bonus position", style=style("heading"))
-            head.append("   every draft passed: the target adds its own next token", style="dim")
+            head.append(bonus_note(it), style="dim")
         chosen = emitted[i] if i < len(emitted) else None
         draft_token = row.token if row is not None else None
         qs = top_q[i] if i < len(top_q) else []
@@ -49,6 +49,14 @@ def topk_view(it: Iteration, detail: Any, context: DetailContext, style: StyleOf
     out.append(Text("\np: target model's top-5   q: helper's top-5   bold: the draft / the emitted token",
                     style="dim"))
     return out
+
+
+def bonus_note(it: Iteration) -> str:
+    """What the position after the last draft did: a bonus token only when every draft passed."""
+    if it.n_accepted >= len(it.draft):
+        return "   every draft passed: the target adds its own next token"
+    return (f"   not reached: draft {it.n_accepted + 1} was rejected, and the target's own token "
+            "replaced it there")
 
 
 def _bars(ps: list[TopEntry], qs: list[TopEntry], marked: tuple[int | None, int | None], style: StyleOf) -> Table:

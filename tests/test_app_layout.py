@@ -1,0 +1,174 @@
+"""The app fits any terminal: pages on tabs below 120 columns, room for the detail and the drafts
+at 200; a footer whose keys read apart at every width; token colours that mean one thing each;
+the iteration detail's bonus position told right. No model is loaded (a saved run is opened)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from rich.style import Style
+
+from decoders.records import RunResult
+from tui_decode.app import TuiDecodeApp
+from tui_decode.layout import layout_for
+from tui_decode.widgets.details import DetailContext, view_for
+from tests.test_app_flows import loader, tiny_family, tiny_spec  # noqa: F401 - fixtures
+
+pytestmark = pytest.mark.anyio
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+def opened(method: str = "spec") -> TuiDecodeApp:
+    return TuiDecodeApp(None, opened=RunResult.load(DATA / f"run_{method}.json"), opened_name=f"run_{method}.json",
+                        runs_folder=Path("/nonexistent/runs"), cursor_blink=False)
+
+
+def screen_lines(app) -> list[str]:
+    return [strip.text for strip in app.screen._compositor.render_strips()]
+
+
+def shown(widget) -> bool:
+    return widget.display and widget.region.area > 0
+
+
+def test_layout_thresholds():
+    assert [layout_for(w) for w in (80, 119, 120, 179, 180, 250)] == [
+        "narrow", "narrow", "regular", "regular", "wide", "wide"]
+
+
+async def test_80x24_every_pane_is_reachable_by_keyboard_and_the_legend_and_footer_fit():
+    app = opened()
+    async with app.run_test(size=(80, 24)) as pilot:
+        main = app.main_screen
+        await pilot.pause()
+        assert main.has_class("-narrow") and main.page == "setup"
+        assert shown(main.prompt_pane) and shown(main.params_pane) and not shown(main.stream)
+        footer = screen_lines(app)[-1]
+        for key in ("^q Quit", "^r Run", "m Method", "[] Draft length", "^p palette"):
+            assert key in footer, footer
+
+        await pilot.press("shift+tab", "shift+tab")  # params -> prompt -> the page tabs
+        assert app.focused is main.page_tabs
+        reached = {}
+        for page, panes in (("output", ("stream", "table")), ("detail", ("detail",)), ("stats", ("stats",))):
+            await pilot.press("right")
+            assert main.page == page
+            for n, name in enumerate(panes):
+                await pilot.press("tab")
+                widget = getattr(main, name)
+                assert app.focused is widget and shown(widget), (page, name, app.focused)
+                reached[name] = True
+                if page == "output" and n == 0:  # the legend: all four kinds, uncut
+                    bottom = next(line for line in screen_lines(app) if "■ accepted draft" in line)
+                    assert "■ fixed ■ bonus ■ autoregressive" in bottom
+            await pilot.press(*["shift+tab"] * len(panes))
+            assert app.focused is main.page_tabs
+        assert set(reached) == {"stream", "table", "detail", "stats"}
+
+        await pilot.press("e")  # a key that focuses a pane shows its page
+        assert main.page == "setup" and shown(main.prompt_pane)
+
+
+async def test_enter_on_a_row_shows_the_detail_page_when_narrow():
+    app = opened()
+    async with app.run_test(size=(80, 24)) as pilot:
+        main = app.main_screen
+        main.table.focus()
+        await pilot.pause()
+        assert main.page == "output"
+        await pilot.press("down", "enter")
+        await pilot.pause()
+        assert main.page == "detail" and app.focused is main.detail and shown(main.detail)
+
+
+async def test_200x60_gives_the_detail_and_the_drafts_room():
+    app = opened("pld")
+    async with app.run_test(size=(200, 60)) as pilot:
+        main = app.main_screen
+        await pilot.pause()
+        assert main.has_class("-wide")
+        assert main.detail.region.height >= 24  # was 14 rows at any size
+        assert main.query_one("#left").region.width == 60
+        longest = max(len("│".join(r.text for r in it.draft)) for it in main.table.iterations)
+        assert longest > 22 and main.table.draft_width >= longest  # drafts were cut at 22 cells
+        assert str(main.table.get_row_at(next(n for n, it in enumerate(main.table.iterations)
+                                              if len("│".join(r.text for r in it.draft)) == longest))[2]) \
+            .count("…") == 0
+
+
+async def test_resizing_switches_the_layout_and_keeps_the_panes():
+    app = opened()
+    async with app.run_test(size=(140, 45)) as pilot:
+        main = app.main_screen
+        main.table.select_iteration(5)
+        await pilot.pause()
+        assert main.has_class("-regular") and shown(main.stream) and shown(main.stats)
+        await pilot.resize_terminal(90, 30)
+        await pilot.pause()
+        assert main.has_class("-narrow") and not main.has_class("-regular")
+        await pilot.resize_terminal(200, 60)
+        await pilot.pause()
+        assert main.has_class("-wide") and shown(main.stream) and shown(main.detail) and shown(main.prompt_pane)
+        assert main.table.cursor_row == 5 and main.detail.iteration.k == 5
+
+
+@pytest.mark.parametrize("width", [80, 140, 200])
+async def test_footer_labels_never_run_into_the_next_key(width):
+    app = opened()
+    async with app.run_test(size=(width, 40)) as pilot:
+        await pilot.pause()
+        footer = screen_lines(app)[-1]
+        assert "←→ Change ⏎ Type ^q Quit" in footer, footer
+        assert "Change^" not in footer and "lengtht" not in footer
+        if width >= 120:
+            assert "Draft length t Template" in footer
+
+
+async def test_fixed_tokens_have_their_own_colour():
+    """Not the accent of pane titles and parameter values, and unlike every other kind."""
+    app = opened()
+    async with app.run_test(size=(140, 45)) as pilot:
+        await pilot.pause()
+        stream, params = app.main_screen.stream, app.main_screen.params_pane
+        colours = {kind: stream.get_component_rich_style(f"token-stream--{kind}").color
+                   for kind in ("acc", "fix", "bonus", "ar")}
+        accent = params.get_component_rich_style("params-pane--value").color
+        title = stream.styles.border_title_color.rich_color
+        assert colours["fix"] not in (accent, title)
+        assert len(set(colours.values())) == 4
+
+
+def test_bonus_position_is_not_reached_when_a_draft_was_rejected():
+    result = RunResult.load(DATA / "run_spec.json")
+    rejected = next(it for it in result.method.iters if it.n_accepted < len(it.draft))
+
+    def text(it) -> str:
+        parts = view_for("topk")(it, it.detail, DetailContext(method="spec"), lambda name: Style())
+        return "\n".join(p.plain for p in parts if hasattr(p, "plain"))
+
+    shown_text = text(rejected)
+    assert "every draft passed" not in shown_text
+    assert f"not reached: draft {rejected.n_accepted + 1} was rejected" in shown_text
+    passed = dataclasses.replace(rejected, draft=[dataclasses.replace(r, status="acc") for r in rejected.draft])
+    assert "every draft passed" in text(passed)
+
+
+async def test_a_run_started_on_a_narrow_terminal_shows_the_output_page(tiny_spec, loader, tmp_path):
+    from tests.test_app_flows import make_app, wait_for
+
+    app = make_app(tiny_spec, loader, tmp_path, method="ar", max_new_tokens=8)
+    async with app.run_test(size=(80, 24)) as pilot:
+        main = app.main_screen
+        await wait_for(pilot, lambda: main.loaded is not None)
+        assert main.page == "setup"
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: main.result is not None and not main.running)
+        assert main.page == "output" and shown(main.stream) and main.stream.token_count == 8, (main.layout_name, app.focused, main.status.message)

@@ -1,0 +1,95 @@
+"""How the main screen fits the terminal: three layouts chosen from its width.
+
+- narrow (below `NARROW_BELOW` columns): one page at a time -- Setup (prompt and parameters),
+  Output (the stream and the iteration table), Detail, Statistics -- picked on a row of tabs
+  (tab focuses it, ← → switch) or by focusing any pane (e, d, enter on a row, a run starting);
+- regular: the parameters column on the left, output, iterations and detail on the right;
+- wide (from `WIDE_FROM` columns): the same with a wider left column and a taller detail.
+
+The layout is a CSS class on the screen (`-narrow`, `-regular`, `-wide`) plus, when narrow, the
+page's class (`-page-setup` ...); app.tcss holds the rules. No widget moves in the DOM, so a pane
+keeps its state (scroll, cursor, content) across a resize.
+"""
+
+from __future__ import annotations
+
+from textual import events
+from textual.widget import Widget
+from textual.widgets import Tab, Tabs
+
+NARROW_BELOW = 120
+WIDE_FROM = 180
+LAYOUTS = ("narrow", "regular", "wide")
+#: The narrow layout's pages: (id, tab label, the ids of the panes on it).
+PAGES = (
+    ("setup", "Setup", ("prompt-pane", "params-pane", "value-editor")),
+    ("output", "Output", ("token-stream", "iteration-table")),
+    ("detail", "Detail", ("iteration-detail",)),
+    ("stats", "Statistics", ("stats-pane",)),
+)
+PAGE_OF_PANE = {pane: page for page, _, panes in PAGES for pane in panes}
+
+
+def layout_for(width: int) -> str:
+    """The layout for a terminal ``width`` columns wide."""
+    if width < NARROW_BELOW:
+        return "narrow"
+    return "wide" if width >= WIDE_FROM else "regular"
+
+
+def page_tabs() -> Tabs:
+    """The narrow layout's row of page tabs (hidden in the other layouts)."""
+    return Tabs(*[Tab(label, id=page) for page, label, _ in PAGES], active="setup", id="pages")
+
+
+def page_of(widget: Widget | None) -> str | None:
+    """The narrow page that shows ``widget`` (a pane or anything inside one)."""
+    node = widget
+    while node is not None:
+        page = PAGE_OF_PANE.get(node.id or "")
+        if page is not None:
+            return page
+        node = node.parent if isinstance(node.parent, Widget) else None
+    return None
+
+
+class ResponsiveLayout:
+    """Mixin for the main screen: sets the layout class on resize and the page when narrow."""
+
+    layout_name: str = ""
+    page: str = "setup"
+
+    def apply_layout(self, width: int) -> None:
+        name = layout_for(width)
+        if name != self.layout_name:
+            self.layout_name = name
+            for other in LAYOUTS:
+                self.set_class(other == name, f"-{other}")  # type: ignore[attr-defined]
+            self.footer.narrow = name == "narrow"  # type: ignore[attr-defined]
+            if name == "narrow":
+                self.show_page(page_of(self.focused) or self.page)  # type: ignore[attr-defined]
+
+    def show_page(self, page: str) -> None:
+        """Show ``page`` (narrow layout); the tabs follow."""
+        self.page = page
+        for other, _, _ in PAGES:
+            self.set_class(other == page, f"-page-{other}")  # type: ignore[attr-defined]
+        tabs: Tabs = self.page_tabs  # type: ignore[attr-defined]
+        if tabs.active != page:
+            tabs.active = page
+
+    @property
+    def narrow(self) -> bool:
+        return self.layout_name == "narrow"
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.apply_layout(event.size.width)
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        page = page_of(event.widget)
+        if page is not None and page != self.page:
+            self.show_page(page)
+
+    def on_tabs_tab_activated(self, event: Tabs.TabActivated) -> None:
+        if event.tabs.id == "pages" and event.tab.id and event.tab.id != self.page:
+            self.show_page(event.tab.id)
