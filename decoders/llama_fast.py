@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from decoders.host import move
 from decoders.kv_cache import CACHE_CHUNK, KVCache
 
 SUPPORTED_TYPES = ("llama", "qwen2", "mistral")
@@ -398,15 +399,18 @@ class LlamaBackend:
             raise ValueError(f"keep must be in 1..{n}, got {keep}")
         needed = end
         if positions is not None:
-            positions = positions.reshape(-1).to(device=self.device, dtype=torch.long)
+            positions = positions.reshape(-1).to(dtype=torch.long)
             if positions.numel() != n:
                 raise ValueError(f"positions must hold {n} entries, got {positions.numel()}")
-            needed = max(end, int(positions.max()) + 1)  # the RoPE table must reach them
+            # the RoPE table must reach them: read on the host copy (the runner passes one), so
+            # that a device never waits here
+            needed = max(end, int(positions.max()) + 1)
+            positions = move(positions, self.device)
         if mask is not None:
             if tuple(mask.shape) != (n, n) or mask.dtype != torch.bool:
                 raise ValueError(f"mask must be a bool tensor of shape ({n}, {n}), "
                                  f"got {mask.dtype} {tuple(mask.shape)}")
-            mask = None if n == 1 else mask.to(self.device)
+            mask = None if n == 1 else move(mask, self.device)
         if needed > cache.capacity:
             cache.reserve(needed)
         with torch.inference_mode():
@@ -452,9 +456,12 @@ class LlamaBackend:
         group = heads // kvh
         rope = cache.rope_rows(start, end, positions)
         rotate = cache.rotate
-        # new token t sees every cached position and the new ones up to itself (or as masked)
+        # new token t sees every cached position and the new ones up to itself (or as masked).
+        # A prefill (nothing cached, causal) passes no mask but is_causal: an explicit mask keeps
+        # CUDA on the O(n^2)-memory math kernel, is_causal allows flash attention.
         mask = None
-        if n > 1:
+        causal = n > 1 and start == 0 and tree_mask is None
+        if n > 1 and not causal:
             mask = torch.ones(n, end, dtype=torch.bool, device=self.device)
             if tree_mask is None:
                 mask.tril_(start)
@@ -470,14 +477,18 @@ class LlamaBackend:
             keys, values = kv[None, 0, :, :end], kv[None, 1, :, :end]
             if n == 1:  # no mask needed: the query heads of each kv head act as its query rows
                 q = qkv[:, :q_width].view(1, kvh, group, hd)
-                attn = F.scaled_dot_product_attention(q, keys, values, scale=scale).view(1, q_width)
+                # reshape, not view: CUDA's memory-efficient kernel returns its output with heads
+                # and rows transposed in memory (not contiguous)
+                attn = F.scaled_dot_product_attention(q, keys, values, scale=scale).reshape(1, q_width)
             else:
                 q = qkv[:, :q_width].view(n, heads, hd).transpose(0, 1)[None]
                 if _SDPA_GQA:
-                    attn = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=scale, enable_gqa=True)
+                    attn = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, is_causal=causal,
+                                                          scale=scale, enable_gqa=True)
                 else:
                     keys, values = keys.repeat_interleave(group, 1), values.repeat_interleave(group, 1)
-                    attn = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=scale)
+                    attn = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, is_causal=causal,
+                                                          scale=scale)
                 attn = attn[0].transpose(0, 1).reshape(n, q_width)
             x = mm.out(i, x, attn)
             h, alpha = self._prenorm(x, layer.mlp_norm)
