@@ -1,0 +1,298 @@
+"""The CUDA and MPS paths, checked on CPU by emulating what those devices do differently:
+
+- CUDA's memory-efficient SDPA kernel returns its output in a transposed (non-contiguous) layout;
+- MPS has no float64, so a float64 cast raises;
+- a CUDA host read (``.item()``, ``.tolist()``, ``int(t)``, ...) waits for the device: tensors
+  derived from the model's logits are marked, and every read of one outside the iteration's one
+  counted transfer (`decoders.host.to_host`) is a stray sync;
+- CUDA forwards are timed by events, whose times may be read only after the iteration's transfer.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn.functional as F  # noqa: E402
+
+from decoders import host  # noqa: E402
+from decoders.engine import Engine  # noqa: E402
+from decoders.llama_fast import LlamaBackend  # noqa: E402
+from decoders.methods.base import get_method  # noqa: E402
+from decoders.methods.common import DecodeContext  # noqa: E402
+from decoders.params import DecodeParams  # noqa: E402
+from decoders.runner import ForwardTimer, KVRunner, device_clock  # noqa: E402
+from tests.test_methods import PROMPT, tiny_family  # noqa: E402
+
+# One case per method (and per mode/shape of a method that packs its transfer differently).
+METHOD_CASES = [
+    DecodeParams(method="ar"),
+    DecodeParams(method="ar", mode="sampling", temperature=0.9, seed=3),
+    DecodeParams(method="spec", gamma=3),
+    DecodeParams(method="spec", gamma=3, mode="sampling", temperature=0.9, seed=3),
+    DecodeParams(method="pld", num_pred=5),
+    DecodeParams(method="pld", num_pred=5, branches=3),
+    DecodeParams(method="jacobi", block=4),
+    DecodeParams(method="lookahead"),
+]
+IDS = [f"{p.method}-{'greedy' if p.greedy else 'sampling'}" + (f"-B{p.branches}" if p.branches > 1 else "")
+       for p in METHOD_CASES]
+
+
+@pytest.fixture(scope="module")
+def family():
+    return tiny_family(fast=True)
+
+
+def _run_method(family, params: DecodeParams, main=None, helper=None):
+    """One method run from empty caches, driven as the engine drives it; (run, iterations)."""
+    engine = Engine(family)
+    ids = family.encode_prompt(PROMPT, True)
+    params = params.replace(max_new_tokens=16).validated()
+    method = get_method(params.method)
+    main = main or engine.main
+    helper = (helper or engine.helper) if method.needs_helper else None
+    for runner in (main, helper):
+        if runner is not None:
+            runner.reset()  # the backends are shared between runners: start from an empty cache
+    ctx = DecodeContext(family, ids, params, main, helper, main.clock)
+    gen = method.run(ctx)
+    iters = []
+    while True:
+        try:
+            iters.append(next(gen))
+        except StopIteration as stop:
+            return stop.value, iters
+
+
+# -- CUDA's transposed SDPA output ------------------------------------------------------------------
+
+def _transposed_sdpa(real):
+    """SDPA whose output has CUDA's memory-efficient layout: [B, H, L, D] viewed over [B, L, H, D]."""
+
+    def sdpa(*args, **kwargs):
+        out = real(*args, **kwargs)
+        return out.transpose(1, 2).contiguous().transpose(1, 2)
+
+    return sdpa
+
+
+def test_one_token_steps_take_the_transposed_sdpa_layout(monkeypatch, family):
+    model = family.main_model
+    ids = torch.randint(0, 64, (12,), generator=torch.Generator().manual_seed(0))
+    reference = LlamaBackend.from_hf(model)
+    expected = [reference.forward(ids[:8], 1)] + [reference.forward(ids[i:i + 1], 1) for i in range(8, 12)]
+    monkeypatch.setattr(F, "scaled_dot_product_attention", _transposed_sdpa(F.scaled_dot_product_attention))
+    backend = LlamaBackend.from_hf(model)
+    got = [backend.forward(ids[:8], 1)] + [backend.forward(ids[i:i + 1], 1) for i in range(8, 12)]
+    for a, b in zip(got, expected):
+        assert torch.equal(a, b)
+
+
+# -- the prefill runs without an explicit mask ---------------------------------------------------------
+
+def test_prefill_passes_is_causal_and_no_mask(monkeypatch, family):
+    calls = []
+    real = F.scaled_dot_product_attention
+
+    def spy(q, k, v, attn_mask=None, is_causal=False, **kwargs):
+        calls.append((q.shape[-2], attn_mask is not None, is_causal))
+        return real(q, k, v, attn_mask=attn_mask, is_causal=is_causal, **kwargs)
+
+    model = family.main_model
+    ids = torch.randint(0, 64, (14,), generator=torch.Generator().manual_seed(1))
+    monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
+    backend = LlamaBackend.from_hf(model)
+    prefill = backend.forward(ids[:10], 1)
+    layers = backend.n_layers
+    assert calls[:layers] == [(10, False, True)] * layers  # prefill: flash-attention eligible
+    calls.clear()
+    verify = backend.forward(ids[10:13], 3)  # after a cache: the offset causal pattern needs a mask
+    assert calls == [(3, True, False)] * layers
+    torch.testing.assert_close(prefill, _hf_tail(model, ids[:10], 1), atol=1e-4, rtol=1e-5)
+    torch.testing.assert_close(verify, _hf_tail(model, ids[:13], 3), atol=1e-4, rtol=1e-5)
+
+
+def _hf_tail(model, ids, keep):
+    with torch.inference_mode():
+        return model(ids[None]).logits[0, -keep:].float()
+
+
+# -- MPS: no float64 ----------------------------------------------------------------------------------
+
+def _no_float64(monkeypatch):
+    """Make a float64 cast raise as it does on MPS."""
+    real_to, real_double = torch.Tensor.to, torch.Tensor.double
+    message = ("Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64. "
+               "Please use float32 instead.")
+
+    def to(self, *args, **kwargs):
+        if torch.float64 in args or kwargs.get("dtype") is torch.float64:
+            raise TypeError(message)
+        return real_to(self, *args, **kwargs)
+
+    def double(self, *args, **kwargs):
+        raise TypeError(message)
+
+    monkeypatch.setattr(torch.Tensor, "to", to)
+    monkeypatch.setattr(torch.Tensor, "double", double)
+    return real_double
+
+
+@pytest.mark.parametrize("params", METHOD_CASES, ids=IDS)
+def test_every_method_runs_without_float64(monkeypatch, family, params):
+    expected, _ = _run_method(family, params)
+    _no_float64(monkeypatch)
+    with pytest.raises(TypeError, match="MPS"):  # the emulation bites
+        torch.zeros(2).to(torch.float64)
+    run, _ = _run_method(family, params)
+    assert run.ids == expected.ids and len(run.ids) == 16
+
+
+def test_the_pack_is_exact_for_token_ids_and_float32_values():
+    ids = torch.tensor([0, 1, 151_935, host.EXACT_INT_LIMIT - 1])
+    values = torch.tensor([0.123456789, 1e-30, 0.99999994], dtype=torch.float32)
+    flat = host.to_host([ids, values])
+    assert [int(x) for x in flat[:4]] == ids.tolist()
+    assert flat[4:] == values.tolist()
+
+
+# -- one host transfer per iteration -----------------------------------------------------------------
+
+class Device(torch.Tensor):
+    """A tensor that lives "on the device": reading it on the host is a sync, counted unless it is
+    the iteration's one transfer. Ops on it give `Device` tensors, so everything derived from the
+    logits is tracked."""
+
+    stray: list[str] = []
+    in_transfer = False
+    READS = {torch.Tensor.item, torch.Tensor.tolist, torch.Tensor.__int__, torch.Tensor.__float__,
+             torch.Tensor.__bool__, torch.Tensor.__index__, torch.Tensor.cpu, torch.Tensor.numpy,
+             torch.Tensor.__format__}
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func in cls.READS and not cls.in_transfer:
+            cls.stray.append(getattr(func, "__name__", str(func)))
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+class OnDevice:
+    """A backend whose logits are `Device` tensors; its own inputs arrive as plain tensors, as
+    the CPU fast path reads a scalar norm that it never reads on CUDA (checked separately)."""
+
+    def __init__(self, backend):
+        self._backend = backend
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+    def forward(self, ids, keep, **options):
+        return self._backend.forward(ids.as_subclass(torch.Tensor), keep, **options).as_subclass(Device)
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    real = host.to_host
+    Device.stray = []
+
+    def to_host(parts):
+        Device.in_transfer = True
+        try:
+            return real(parts)
+        finally:
+            Device.in_transfer = False
+
+    monkeypatch.setattr(host, "to_host", to_host)
+    return host.TRANSFERS
+
+
+@pytest.mark.parametrize("params", METHOD_CASES, ids=IDS)
+def test_one_host_transfer_per_iteration(family, counted, monkeypatch, params):
+    def no_multinomial(*args, **kwargs):
+        raise AssertionError("torch.multinomial syncs the host on CUDA")
+
+    monkeypatch.setattr(torch, "multinomial", no_multinomial)
+    main = KVRunner(OnDevice(family.main))
+    helper = KVRunner(OnDevice(family.helper))
+    counted.reset()
+    run, iters = _run_method(family, params, main, helper)
+    assert len(run.ids) == 16
+    assert Device.stray == []
+    assert counted.count == len(iters) == len(run.iters)
+
+
+def test_the_fast_backend_reads_nothing_on_the_host_off_cpu(family, counted, monkeypatch):
+    """Without the CPU-only scalar norm, a forward fed device ids reads none of them back; tree
+    positions and masks are read on the host before they move to the device."""
+    from decoders import llama_fast
+
+    monkeypatch.setattr(llama_fast, "move", lambda tensor, device: tensor.as_subclass(Device))
+    backend = LlamaBackend.from_hf(family.main_model)
+    backend._scalar_norm = False  # what a CUDA backend does
+    ids = torch.arange(4, 14).as_subclass(Device)
+    backend.forward(ids[:6], 1)
+    backend.forward(ids[6:9], 3)
+    backend.forward(ids[9:10], 1)
+    backend.forward(ids[:3], 3, positions=torch.tensor([10, 11, 11]),
+                    mask=torch.tensor([[1, 0, 0], [1, 1, 0], [1, 0, 1]], dtype=torch.bool))
+    assert Device.stray == []
+
+
+# -- CUDA events: forward times read once the iteration's transfer is done -------------------------
+
+class FakeEvent:
+    """A CUDA event stand-in: records when it was recorded and when it was waited on."""
+
+    trace: list = []
+
+    def __init__(self):
+        self.at = None
+
+    def record(self):
+        self.at = len(FakeEvent.trace)
+        FakeEvent.trace.append(("record", self))
+
+    def synchronize(self):
+        FakeEvent.trace.append(("wait", self))
+
+    def elapsed_time(self, end):
+        return 1.5  # milliseconds
+
+
+@pytest.mark.parametrize("params", [p for p in METHOD_CASES if p.method in ("ar", "spec", "pld", "jacobi")],
+                         ids=[i for p, i in zip(METHOD_CASES, IDS) if p.method in ("ar", "spec", "pld", "jacobi")])
+def test_event_times_are_read_after_the_transfer(family, monkeypatch, params):
+    FakeEvent.trace = []
+    real = host.to_host
+
+    def to_host(parts):
+        FakeEvent.trace.append(("transfer", None))
+        return real(parts)
+
+    monkeypatch.setattr(host, "to_host", to_host)
+    main, helper = KVRunner(family.main), KVRunner(family.helper)
+    for runner in (main, helper):
+        runner.timer = ForwardTimer(events=FakeEvent)
+    run, _ = _run_method(family, params, main, helper)
+    trace = FakeEvent.trace
+    waits = [i for i, (kind, _) in enumerate(trace) if kind == "wait"]
+    assert waits, "no forward time was read"
+    for i in waits:
+        recorded = trace[i][1].at
+        assert any(kind == "transfer" for kind, _ in trace[recorded:i]), \
+            "a forward's time was read before the iteration's host transfer (a sync mid-iteration)"
+    assert all(it.t_verify_ms == 1.5 for it in run.iters)
+
+
+def test_cuda_times_forwards_by_events_and_its_clock_does_not_sync(monkeypatch):
+    import time
+
+    monkeypatch.setattr(torch.cuda, "Event", lambda enable_timing: FakeEvent())
+    timer = ForwardTimer.for_device(torch.device("cuda"))
+    FakeEvent.trace = []
+    log = timer.stop(timer.start(), 1, 1)
+    assert [kind for kind, _ in FakeEvent.trace] == ["record", "record"]
+    assert log.seconds == 0.0015 and [kind for kind, _ in FakeEvent.trace][-1] == "wait"
+    assert device_clock(torch.device("cuda")) is time.perf_counter
+    assert ForwardTimer.for_device(torch.device("cpu")).events is None
