@@ -104,8 +104,7 @@ class HFBackend:
         self.max_positions = int(max_positions or getattr(text_config, "max_position_embeddings", 0) or 2048)
         self.n_layers = int(getattr(text_config, "num_hidden_layers", 0) or 0)
         self.weight_bytes = count_weight_bytes(model)
-        self._cache = None
-        self._length = 0
+        self.reset()
         self._torch = torch
         # transformers 5.x renamed `past_key_values` to `cache` model by model
         import inspect
@@ -121,6 +120,8 @@ class HFBackend:
     def reset(self) -> None:
         self._cache = None
         self._length = 0
+        self._floor = 0  # the shortest length `crop` can return to (sliding-window caches)
+        self._sliding = False
 
     def crop(self, length: int) -> None:
         if length >= self._length:
@@ -128,9 +129,17 @@ class HFBackend:
         if length == 0 or self._cache is None:
             self.reset()
             return
+        if length < self._floor:
+            # a sliding-window layer keeps only the states since its last crop (and its window
+            # before them): it cannot go back further, so start over; the runner sees the
+            # shorter cache and runs the prefix again
+            self.reset()
+            return
         # transformers 5.x: crop takes a negative count of positions to drop
         self._cache.crop(length - self._length)
         self._length = length
+        if self._sliding:
+            self._floor = length
 
     def compact(self, start: int, rows) -> None:
         """Keep cache positions ``start + rows[i]`` at ``start + i``; drop the rest after ``start``."""
@@ -165,6 +174,12 @@ class HFBackend:
         n = int(ids.shape[-1])
         if self._cache is None:
             self._cache = DynamicCache(config=self.model.config)
+            # sliding-window layers drop what falls out of the window at once and then cannot be
+            # cropped back; recording keeps the states since the last crop, so that drafts can
+            # be rolled back (each crop trims the layer to its window again)
+            self._sliding = any(getattr(layer, "is_sliding", False) for layer in getattr(self._cache, "layers", ()))
+            if self._sliding:
+                self._cache.activate_past_recording()
         start = self._length
         slots = torch.arange(start, start + n, device=self.device)
         if positions is None:

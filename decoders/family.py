@@ -278,6 +278,8 @@ def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bo
             spec.helper, device, dtype, "helper", scaled_progress(report, main_share, 1.0)
         )
         _check_shared_vocabulary(spec, tokenizer, main_model, helper_tokenizer, helper_model)
+        # a helper with a shorter context bounds the pair: checked up front, not midway
+        positions = min(positions, context_length(helper_model, helper_tokenizer))
         helper_backend = make_backend(helper_model, fast=fast, max_positions=positions)
     elif spec.self_draft_layer is not None:
         layer = spec.self_draft_layer

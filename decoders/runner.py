@@ -218,7 +218,8 @@ class KVRunner:
     def crop(self, length: int) -> None:
         if length < len(self.held):
             self.backend.crop(length)
-            del self.held[length:]
+            # a backend that could not crop so far (a sliding-window cache) starts over shorter
+            del self.held[min(length, self.backend.cached_length):]
             self._tree = None
 
     def _common_prefix(self, seq: Sequence[int], limit: int) -> int:

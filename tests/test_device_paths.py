@@ -296,3 +296,64 @@ def test_cuda_times_forwards_by_events_and_its_clock_does_not_sync(monkeypatch):
     assert log.seconds == 0.0015 and [kind for kind, _ in FakeEvent.trace][-1] == "wait"
     assert device_clock(torch.device("cuda")) is time.perf_counter
     assert ForwardTimer.for_device(torch.device("cpu")).events is None
+
+
+# -- transformers fallbacks: sliding windows, helpers with a shorter context ------------------------
+
+def _sliding_mistral(seed: int, window: int = 8):
+    from transformers import MistralConfig, MistralForCausalLM
+
+    torch.manual_seed(seed)
+    config = MistralConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                           num_key_value_heads=2, vocab_size=64, max_position_embeddings=128, sliding_window=window,
+                           initializer_range=0.4)
+    return MistralForCausalLM(config).eval()
+
+
+def test_sliding_window_models_decode_speculatively_on_the_transformers_backend():
+    from decoders.backend import HFBackend
+    from decoders.family import Family, make_backend
+    from tests.tiny import perturbed_copy, tiny_tokenizer
+
+    main = _sliding_mistral(0)
+    helper = perturbed_copy(main, 0.05, seed=1)
+    backend = make_backend(main)
+    assert isinstance(backend, HFBackend)  # the fast backend declines active sliding windows
+    family = Family(label="sliding", main=backend, helper=make_backend(helper), tokenizer=tiny_tokenizer(64),
+                    stop_ids=frozenset(), device=torch.device("cpu"), dtype=torch.float32, main_source="tiny",
+                    helper_source="tiny+noise", context_length=128, vocab_size=64, main_model=main)
+    engine = Engine(family)
+    for params in (DecodeParams(method="spec", gamma=4), DecodeParams(method="pld", num_pred=6),
+                   DecodeParams(method="jacobi", block=5)):
+        result = engine.run(PROMPT, params.replace(max_new_tokens=30))
+        assert result.method.ids == result.baseline.ids and len(result.method.ids) == 30
+        assert result.summary.drafted > 0
+
+
+def test_a_sliding_window_cache_cropped_past_its_record_starts_over():
+    from decoders.backend import HFBackend
+
+    model = _sliding_mistral(2)
+    runner, fresh = KVRunner(HFBackend(model)), KVRunner(HFBackend(model))
+    seq = list(range(4, 24))
+    runner.run(seq)
+    for nxt in (seq[:15] + [5, 6], seq[:5] + [7, 8, 9], seq[:12] + [9] * 10):
+        fresh.reset()
+        torch.testing.assert_close(runner.run(nxt, keep=2), fresh.run(nxt, keep=2), atol=1e-5, rtol=1e-5)
+        assert runner.backend.cached_length == len(runner.held) == len(nxt)
+
+
+def test_a_helper_with_a_shorter_context_bounds_the_family_up_front(tmp_path):
+    from decoders.errors import DecodeError
+    from decoders.family import FamilySpec, load_family
+    from tests.tiny import save_tiny_model, tiny_model
+
+    main = save_tiny_model(tmp_path / "main", model=tiny_model(max_positions=128))
+    helper = save_tiny_model(tmp_path / "helper", model=tiny_model(seed=1, max_positions=24))
+    family = load_family(FamilySpec(name="t", main=str(main), helper=str(helper), device="cpu"))
+    assert family.context_length == 24
+    engine = Engine(family)
+    with pytest.raises(DecodeError, match="context of 24"):
+        engine.check("w5 w6 w7 w8", DecodeParams(method="spec", max_new_tokens=30))
+    result = engine.run("w5 w6 w7 w8", DecodeParams(method="spec", max_new_tokens=12))
+    assert len(result.method.ids) == 12
