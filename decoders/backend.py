@@ -59,15 +59,28 @@ class Backend(Protocol):
 
 
 def count_weight_bytes(model) -> int:
-    """Bytes of distinct parameters (tied embeddings counted once)."""
+    """Bytes of distinct parameters (tied embeddings counted once; offloaded ones, on the meta
+    device with no storage, each counted)."""
     seen: set[int] = set()
     total = 0
     for p in model.parameters():
-        if p.data_ptr() in seen:
+        key = p.data_ptr() or id(p)
+        if key in seen:
             continue
-        seen.add(p.data_ptr())
+        seen.add(key)
         total += p.numel() * p.element_size()
     return total
+
+
+def input_device(model):
+    """Where a model's input ids go: its embedding's device (the CPU when a device map offloaded
+    the embedding to disk; accelerate's hooks move inputs where each layer runs)."""
+    import torch
+
+    embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    weight = getattr(embeddings, "weight", None)
+    device = weight.device if weight is not None else next(model.parameters()).device
+    return torch.device("cpu") if device.type == "meta" else device
 
 
 def checked_rows(rows: Sequence[int], available: int) -> list[int]:
@@ -98,7 +111,7 @@ class HFBackend:
         self.model = model.eval()
         config = model.config
         text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
-        self.device = next(model.parameters()).device
+        self.device = input_device(model)
         self.dtype = next(model.parameters()).dtype
         self.vocab_size = int(model.get_output_embeddings().weight.shape[0])
         self.max_positions = int(max_positions or getattr(text_config, "max_position_embeddings", 0) or 2048)
@@ -237,7 +250,17 @@ class HFBackend:
         return layers
 
     def early_exit(self, layers: int) -> HFBackend:
+        if is_dispatched(self.model):
+            from decoders.errors import DecodeError
+
+            raise DecodeError("An early-exit draft cannot run on a model spread by a device map (accelerate's hooks "
+                              "run the whole model); drop the device map or draft with a helper model.")
         return HFBackend(truncated_model(self.model, layers), self.max_positions)
+
+
+def is_dispatched(model) -> bool:
+    """Whether accelerate spread ``model`` over devices (its modules then carry hooks)."""
+    return bool(getattr(model, "hf_device_map", None)) or any(hasattr(m, "_hf_hook") for m in model.modules())
 
 
 def truncated_model(model, layers: int):

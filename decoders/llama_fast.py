@@ -70,6 +70,10 @@ def unsupported_reason(model) -> str | None:
     base = getattr(model, "model", None)
     if base is None or not hasattr(base, "layers") or not hasattr(base, "embed_tokens"):
         return "no model.layers / model.embed_tokens"
+    places = sorted({str(d) for d in (getattr(model, "hf_device_map", None) or {}).values()})
+    if len(places) > 1 or "disk" in places or any(p.device.type == "meta" for p in model.parameters()):
+        return (f"a device map spreads the model over {', '.join(places) or 'several devices'}; "
+                "the fast backend runs a model on one device only")
     if getattr(config, "hidden_act", None) != "silu":
         return f"hidden_act {getattr(config, 'hidden_act', None)!r} is not silu"
     rope = _rope_type(config)

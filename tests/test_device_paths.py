@@ -357,3 +357,102 @@ def test_a_helper_with_a_shorter_context_bounds_the_family_up_front(tmp_path):
         engine.check("w5 w6 w7 w8", DecodeParams(method="spec", max_new_tokens=30))
     result = engine.run("w5 w6 w7 w8", DecodeParams(method="spec", max_new_tokens=12))
     assert len(result.method.ids) == 12
+
+
+# -- device flags: bad input is one line and exit 2 -------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory):
+    from tests.tiny import save_tiny_model, tiny_model
+
+    return save_tiny_model(tmp_path_factory.mktemp("tiny") / "model", model=tiny_model(layers=3))
+
+
+def _cli(capsys, argv, code, message):
+    from tui_decode.cli import main
+
+    assert main(argv) == code
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--device", "cuda"], "Device cuda was requested but torch sees no CUDA GPU; use --device cpu or auto."),
+    (["--device", "mps"], "Device mps was requested but torch sees no Apple MPS device"),
+    (["--device", "cpu", "--dtype", "float16"], "float16 is not a CPU dtype"),
+    (["--device-map", "everywhere"], "unknown device map 'everywhere'; choose one of auto, balanced, sequential"),
+    (["--device-map", "auto", "--self-draft", "int4"],
+     "An int4 self-draft needs the whole main model on one device, so it cannot be split by a device map"),
+])
+def test_device_flags_refuse_what_cannot_run(capsys, monkeypatch, tmp_path, tiny_folder, flags, message):
+    if "cuda" in flags and torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA GPU")
+    monkeypatch.setenv("TUI_DECODE_CACHE_DIR", str(tmp_path))
+    _cli(capsys, ["run", "--main", str(tiny_folder), "--prompt", "w5 w6", "--max-new-tokens", "4", *flags], 2,
+         message)
+
+
+def test_a_device_map_without_accelerate_says_how_to_install_it(capsys, monkeypatch, tmp_path, tiny_folder):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "accelerate" else real(name, *a))
+    monkeypatch.setenv("TUI_DECODE_CACHE_DIR", str(tmp_path))
+    _cli(capsys, ["run", "--main", str(tiny_folder), "--prompt", "w5", "--device-map", "auto"], 2,
+         "a device map needs the accelerate package, which is not installed; install it with `pip install accelerate`")
+
+
+@pytest.mark.parametrize("content,message", [
+    ("{not json", "is not valid JSON"),
+    ("[]", "a device map must be a non-empty JSON object"),
+    ('{"model.layers.0": [1, 2]}', "the device map puts 'model.layers.0' on [1, 2]"),
+    ('{"model.layers.0": "gpu"}', "the device map puts 'model.layers.0' on 'gpu'"),
+    ('{"model.nothing": "cpu", "model.layers": "cpu"}', "The device map names 'model.nothing', which the model in"),
+    ('{"": "cuda:9"}', "Cannot spread the model in"),
+])
+def test_a_bad_device_map_file_is_one_line(capsys, monkeypatch, tmp_path, tiny_folder, content, message):
+    path = tmp_path / "map.json"
+    path.write_text(content)
+    monkeypatch.setenv("TUI_DECODE_CACHE_DIR", str(tmp_path))
+    _cli(capsys, ["run", "--main", str(tiny_folder), "--prompt", "w5", "--device-map", str(path)], 2, message)
+
+
+# -- device maps: a model spread over the CPU and disk ---------------------------------------------
+
+DISK_MAP = {"model.embed_tokens": "cpu", "model.layers.0": "cpu", "model.layers.1": "disk", "model.layers.2": "cpu",
+            "model.norm": "cpu", "model.rotary_emb": "cpu", "lm_head": "cpu"}
+
+
+def test_a_model_spread_over_cpu_and_disk_decodes_on_the_transformers_backend(tiny_folder):
+    from decoders.backend import HFBackend
+    from decoders.errors import DecodeError
+    from decoders.family import FamilySpec, load_family
+    from decoders.llama_fast import unsupported_reason
+
+    messages = []
+    plain = load_family(FamilySpec(name="t", main=str(tiny_folder), device="cpu"))
+    spread = load_family(FamilySpec(name="t", main=str(tiny_folder), helper=str(tiny_folder), device="cpu",
+                                    device_map=DISK_MAP), progress=lambda m, f: messages.append(m))
+    assert isinstance(spread.main, HFBackend) and isinstance(spread.helper, HFBackend)
+    with pytest.raises(DecodeError, match="An early-exit draft cannot run on a model spread by a device map"):
+        spread.main.early_exit(1)
+    with pytest.raises(DecodeError, match="An early-exit self-draft cannot run on a model spread by a device map"):
+        load_family(FamilySpec(name="t", main=str(tiny_folder), device="cpu", device_map=DISK_MAP, self_draft_layer=1))
+    reason = unsupported_reason(spread.main_model)
+    assert reason == "a device map spreads the model over cpu, disk; the fast backend runs a model on one device only"
+    assert any("transformers backend: the fast backend cannot (a device map spreads" in m for m in messages)
+    assert spread.describe()["device_map"] == "custom: cpu, disk"
+    expected = Engine(plain).run("w5 w6 w7 w5 w6", DecodeParams(method="ar", max_new_tokens=10)).method.ids
+    engine = Engine(spread)
+    for params in (DecodeParams(method="ar"), DecodeParams(method="spec", gamma=3), DecodeParams(method="pld")):
+        run = engine.run("w5 w6 w7 w5 w6", params.replace(max_new_tokens=10)).method
+        assert run.ids == expected
+
+
+def test_device_map_auto_on_a_cpu_machine_loads_and_runs(tiny_folder):
+    from decoders.family import FamilySpec, load_family
+
+    family = load_family(FamilySpec(name="t", main=str(tiny_folder), device="cpu", device_map="auto"))
+    assert family.describe()["device_map"].startswith("auto")
+    assert len(Engine(family).run("w5 w6", DecodeParams(method="jacobi", max_new_tokens=6)).method.ids) == 6

@@ -41,7 +41,12 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--self-draft", metavar="KIND",
                    help="draft with a weight-only KIND (int4) copy of the main model, built at load time")
     g.add_argument("--device", default=None, choices=["auto", "cpu", "cuda", "mps"], help="default auto")
-    g.add_argument("--dtype", default=None, choices=["auto", "float32", "bfloat16", "float16"], help="default auto")
+    g.add_argument("--dtype", default=None, choices=["auto", "float32", "bfloat16", "float16"],
+                   help="default auto: bfloat16 on CUDA (float16 where bf16 is missing), float32 on CPU and MPS")
+    g.add_argument("--device-map", default=None, metavar="MAP",
+                   help="spread models larger than one GPU over every visible GPU, the CPU and disk with accelerate: "
+                        "auto, balanced, sequential, or a .json file of module name -> device; runs on the "
+                        "transformers backend")
 
 
 def add_decode_args(p: argparse.ArgumentParser) -> None:
@@ -119,6 +124,8 @@ def family_spec(args: argparse.Namespace):
         changes["device"] = args.device
     if args.dtype:
         changes["dtype"] = args.dtype
+    if getattr(args, "device_map", None):
+        changes["device_map"] = args.device_map
     if changes:
         from dataclasses import replace
 
