@@ -48,6 +48,7 @@ class FamilySpec:
     # "auto" | "balanced" | "sequential", a {module: device} dict or a .json file of one: spread
     # the models over every visible GPU, the CPU and disk with accelerate (transformers backend)
     device_map: str | dict | None = None
+    cuda_graph: str = "auto"  # the fast backend's one-token step from a CUDA graph: auto (CUDA only), on, off
 
 
 @dataclass(eq=False)
@@ -203,10 +204,11 @@ def _gpt2_bytes_to_unicode() -> dict[int, str]:
     return {byte: chr(code) for byte, code in zip(printable, codes)}
 
 
-def make_backend(model, fast: bool = True, max_positions: int | None = None) -> Backend:
+def make_backend(model, fast: bool = True, max_positions: int | None = None, cuda_graph: str = "auto") -> Backend:
     """The fastest backend that can run ``model``: `LlamaBackend` for Llama/Qwen2 shapes, else `HFBackend`.
 
-    ``max_positions`` defaults to the model config's ``max_position_embeddings``.
+    ``max_positions`` defaults to the model config's ``max_position_embeddings``. ``cuda_graph``
+    ("auto": on CUDA only, "on", "off") replays the fast backend's one-token step from a CUDA graph.
     """
     from decoders.backend import HFBackend
 
@@ -218,7 +220,11 @@ def make_backend(model, fast: bool = True, max_positions: int | None = None) -> 
                 raise  # llama_fast exists but imports something missing: a real bug
         else:
             if supports(model):
-                return LlamaBackend.from_hf(model, max_positions=max_positions)
+                from decoders.backend import input_device
+                from decoders.static_step import mode_for
+
+                return LlamaBackend.from_hf(model, max_positions=max_positions,
+                                            step_mode=mode_for(cuda_graph, input_device(model)))
     return HFBackend(model, max_positions=max_positions)
 
 
@@ -266,6 +272,9 @@ def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bo
     device = resolve_device(spec.device)
     dtype = resolve_dtype(spec.dtype, device)
     device_map = check_device_map(spec, device)
+    if spec.cuda_graph == "on" and device.type != "cuda":
+        raise DecodeError(f"CUDA graphs need a CUDA device, and this family runs on {device.type}; "
+                          "use --cuda-graph auto or off.")
     for source in (spec.main, spec.helper):
         if source:
             classify_source(source)  # a mistyped helper path fails now, not after the main model loads
@@ -275,7 +284,7 @@ def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bo
         spec.main, device, dtype, "main", scaled_progress(report, 0.0, main_share), device_map
     )
     positions = context_length(main_model, tokenizer)
-    main_backend = make_backend(main_model, fast=fast, max_positions=positions)
+    main_backend = make_backend(main_model, fast=fast, max_positions=positions, cuda_graph=spec.cuda_graph)
     if device_map is not None:
         device = main_backend.device  # where the inputs go: the embedding's device
         from decoders.llama_fast import LlamaBackend, unsupported_reason
@@ -295,7 +304,7 @@ def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bo
         _check_shared_vocabulary(spec, tokenizer, main_model, helper_tokenizer, helper_model)
         # a helper with a shorter context bounds the pair: checked up front, not midway
         positions = min(positions, context_length(helper_model, helper_tokenizer))
-        helper_backend = make_backend(helper_model, fast=fast, max_positions=positions)
+        helper_backend = make_backend(helper_model, fast=fast, max_positions=positions, cuda_graph=spec.cuda_graph)
     elif spec.self_draft_layer is not None:
         layer = spec.self_draft_layer
         n_layers = int(main_backend.n_layers)
@@ -405,6 +414,7 @@ def warm_up(backend: Backend) -> None:
     import torch
 
     backend.forward(torch.tensor([1, 2, 3, 4], device=backend.device) % backend.vocab_size, keep=1)
+    backend.forward(torch.tensor([5], device=backend.device) % backend.vocab_size, keep=1)  # a CUDA graph's capture
     backend.reset()
 
 

@@ -37,6 +37,8 @@ import torch.nn.functional as F
 
 from decoders.host import move
 from decoders.kv_cache import CACHE_CHUNK, KVCache
+from decoders.static_step import StaticStep
+from decoders.static_step import _Fallback as StepFallback
 
 SUPPORTED_TYPES = ("llama", "qwen2", "mistral")
 #: RoPE variants whose frequencies do not depend on the sequence length (so a table is exact).
@@ -326,10 +328,14 @@ class LlamaBackend:
         n_layers: int | None = None,
         max_positions: int | None = None,
         packed_multi_token: bool = True,
+        step_mode: str = "off",
     ):
         w = weights
         self._set_shape(w, n_layers, max_positions)
         self.packed_multi_token = packed_multi_token
+        # one-token steps at static shapes, replayed from a CUDA graph (`decoders.static_step`)
+        self.step_mode = step_mode
+        self.step = None if step_mode == "off" else StaticStep(self, step_mode)
         self.weight_bytes = sum(
             t.numel() * t.element_size()
             for layer in self._layers
@@ -355,13 +361,18 @@ class LlamaBackend:
         self.max_positions = int(min(max_positions or w.max_positions, w.max_positions))
 
     @classmethod
-    def from_hf(cls, model, max_positions: int | None = None, packed_multi_token: bool = True) -> LlamaBackend:
-        """Build from a transformers LlamaForCausalLM / MistralForCausalLM / Qwen2ForCausalLM."""
+    def from_hf(cls, model, max_positions: int | None = None, packed_multi_token: bool = True,
+                step_mode: str = "off") -> LlamaBackend:
+        """Build from a transformers LlamaForCausalLM / MistralForCausalLM / Qwen2ForCausalLM.
+
+        ``step_mode`` "graph" replays one-token steps from a CUDA graph (CUDA only), "eager" runs
+        that static-shape step without a graph (a check on CPU), "off" the regular step."""
         reason = unsupported_reason(model)
         if reason is not None:
             raise TypeError(f"LlamaBackend cannot run {type(model).__name__}: {reason}")
         with torch.no_grad():
-            return cls(_prepare(model), max_positions=max_positions, packed_multi_token=packed_multi_token)
+            return cls(_prepare(model), max_positions=max_positions, packed_multi_token=packed_multi_token,
+                       step_mode=step_mode)
 
     # -- the Backend protocol ----------------------------------------------------------------
     @property
@@ -382,7 +393,7 @@ class LlamaBackend:
 
     def early_exit(self, layers: int) -> LlamaBackend:
         """The first ``layers`` layers + final norm + head, on the same weight tensors."""
-        return LlamaBackend(self.weights, layers, self.max_positions, self.packed_multi_token)
+        return LlamaBackend(self.weights, layers, self.max_positions, self.packed_multi_token, self.step_mode)
 
     def forward(self, ids: torch.Tensor, keep: int, positions: torch.Tensor | None = None,
                 mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -418,9 +429,17 @@ class LlamaBackend:
         if needed > cache.capacity:
             cache.reserve(needed)
         with torch.inference_mode():
-            packed = self.packed_multi_token and 1 < n <= PACKED_MAX_TOKENS
-            matmuls = _packed(self.weights) if packed else self._plain
-            logits = self._forward(ids, start, n, keep, matmuls, positions, mask)
+            logits = None
+            step = getattr(self, "step", None)
+            if step is not None and n == 1 and positions is None:
+                try:
+                    logits = step(ids, start)
+                except StepFallback:
+                    logits = None
+            if logits is None:
+                packed = self.packed_multi_token and 1 < n <= PACKED_MAX_TOKENS
+                matmuls = _packed(self.weights) if packed else self._plain
+                logits = self._forward(ids, start, n, keep, matmuls, positions, mask)
         cache.length = end
         return logits
 

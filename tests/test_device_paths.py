@@ -456,3 +456,50 @@ def test_device_map_auto_on_a_cpu_machine_loads_and_runs(tiny_folder):
     family = load_family(FamilySpec(name="t", main=str(tiny_folder), device="cpu", device_map="auto"))
     assert family.describe()["device_map"].startswith("auto")
     assert len(Engine(family).run("w5 w6", DecodeParams(method="jacobi", max_new_tokens=6)).method.ids) == 6
+
+
+# -- the static one-token step (what a CUDA graph replays), run eagerly on CPU -----------------------
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_static_step_computes_what_the_regular_step_does(monkeypatch, family, dtype):
+    from decoders import llama_fast
+
+    monkeypatch.setattr(llama_fast, "CACHE_CHUNK", 8)  # the cache grows (and the step re-prepares) often
+    model = family.main_model.to(dtype)
+    try:
+        regular = LlamaBackend.from_hf(model)
+        static = LlamaBackend.from_hf(model, step_mode="eager")
+    finally:
+        family.main_model.to(torch.float32)
+    ids = torch.randint(0, 64, (40,), generator=torch.Generator().manual_seed(5))
+    # bfloat16: attention over the whole (masked) capacity rounds differently from a slice
+    tol = dict(atol=1e-5, rtol=1e-5) if dtype == torch.float32 else dict(atol=0.1, rtol=0.05)
+    for backend in (regular, static):
+        backend.forward(ids[:5], 1)
+    for i in range(5, 30):
+        if i == 20:  # a rejected draft: three tokens in, then back
+            for backend in (regular, static):
+                backend.forward(ids[30:33], 3)
+                backend.crop(20)
+        torch.testing.assert_close(static.forward(ids[i:i + 1], 1), regular.forward(ids[i:i + 1], 1), **tol)
+    assert static.step._capacity == static.cache.capacity >= 30
+    draft = static.early_exit(1)
+    assert draft.step is not None and draft.step.mode == "eager"
+
+
+def test_cuda_graphs_are_for_cuda_only(tiny_folder):
+    from decoders.errors import DecodeError
+    from decoders.family import FamilySpec, load_family, make_backend
+    from decoders.static_step import mode_for
+
+    assert mode_for("auto", torch.device("cuda")) == "graph" and mode_for("auto", torch.device("cpu")) == "off"
+    assert mode_for("off", torch.device("cuda")) == "off" and mode_for("on", torch.device("mps")) == "off"
+    assert make_backend(tiny_model_for_graphs()).step is None  # CPU: the regular step
+    with pytest.raises(DecodeError, match="CUDA graphs need a CUDA device, and this family runs on cpu"):
+        load_family(FamilySpec(name="t", main=str(tiny_folder), device="cpu", cuda_graph="on"))
+
+
+def tiny_model_for_graphs():
+    from tests.tiny import tiny_model
+
+    return tiny_model()

@@ -47,6 +47,8 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                    help="spread models larger than one GPU over every visible GPU, the CPU and disk with accelerate: "
                         "auto, balanced, sequential, or a .json file of module name -> device; runs on the "
                         "transformers backend")
+    g.add_argument("--cuda-graph", default=None, choices=["auto", "on", "off"],
+                   help="replay the fast backend's one-token step from a CUDA graph (default auto: on CUDA only)")
 
 
 def add_decode_args(p: argparse.ArgumentParser) -> None:
@@ -126,6 +128,8 @@ def family_spec(args: argparse.Namespace):
         changes["dtype"] = args.dtype
     if getattr(args, "device_map", None):
         changes["device_map"] = args.device_map
+    if getattr(args, "cuda_graph", None):
+        changes["cuda_graph"] = args.cuda_graph
     if changes:
         from dataclasses import replace
 
