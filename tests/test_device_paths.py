@@ -174,7 +174,14 @@ class Device(torch.Tensor):
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         if func in cls.READS and not cls.in_transfer:
             cls.stray.append(getattr(func, "__name__", str(func)))
+        if func is torch.Tensor.__getitem__ and _zero_d_index(args[1]):  # may read the index on the host
+            cls.stray.append("__getitem__ with a 0-d tensor")
         return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def _zero_d_index(index) -> bool:
+    items = index if isinstance(index, tuple) else (index,)
+    return any(isinstance(i, torch.Tensor) and i.dim() == 0 and not i.is_floating_point() for i in items)
 
 
 class OnDevice:
