@@ -25,7 +25,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 if [ "$DEVICE" = cuda ] && ! "$PY" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"; then
-  echo "gpu_check: torch sees no CUDA GPU here; run it on a CUDA machine, or dry-run with --device cpu --dry" >&2
+  echo "gpu_check: torch $("$PY" -c 'import torch; print(torch.__version__)') sees no CUDA GPU here; run it on a CUDA machine with a CUDA build of torch (scripts/setup.sh installs the CPU one), or dry-run with --device cpu --dry" >&2
   exit 2
 fi
 start=$SECONDS
