@@ -510,3 +510,28 @@ def tiny_model_for_graphs():
     from tests.tiny import tiny_model
 
     return tiny_model()
+
+
+def test_a_failed_graph_capture_falls_back_to_the_regular_step(family):
+    """On this CPU-only torch the capture itself fails, as a broken capture would on a GPU."""
+    regular = LlamaBackend.from_hf(family.main_model)
+    graphed = LlamaBackend.from_hf(family.main_model, step_mode="graph")
+    ids = torch.arange(4, 12)
+    for backend in (regular, graphed):
+        backend.forward(ids[:5], 1)
+    with pytest.warns(RuntimeWarning, match="CUDA graph capture failed"):
+        first = graphed.forward(ids[5:6], 1)
+    assert graphed.step is None  # off for good: later steps go the regular way without warning
+    torch.testing.assert_close(first, regular.forward(ids[5:6], 1))
+    torch.testing.assert_close(graphed.forward(ids[6:7], 1), regular.forward(ids[6:7], 1))
+
+
+def test_auto_dtype_is_bfloat16_on_cuda_and_float16_without_bf16(monkeypatch):
+    from decoders.family import resolve_dtype
+
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    assert resolve_dtype("auto", torch.device("cuda")) == torch.bfloat16
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
+    assert resolve_dtype("auto", torch.device("cuda")) == torch.float16
+    assert resolve_dtype("auto", torch.device("mps")) == torch.float32 == resolve_dtype("auto", torch.device("cpu"))
+    assert resolve_dtype("float16", torch.device("cuda")) == torch.float16
