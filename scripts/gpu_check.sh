@@ -34,5 +34,5 @@ timeout 180 "$PY" -m pytest tests/test_device_paths.py -q -x -p no:cacheprovider
 echo "== engine checks, identity runs, bench on $DEVICE"
 # the 8-minute budget holds on a CUDA machine; a dry run on a small CPU may take longer
 limit=$((470 - (SECONDS - start))); [ ${#DRY[@]} -gt 0 ] && limit=1500
-timeout "$limit" "$PY" scripts/device_check.py --device "$DEVICE" "${DRY[@]}"
+timeout "$limit" "$PY" scripts/device_check.py --device "$DEVICE" ${DRY[@]+"${DRY[@]}"}
 echo "gpu_check: done in $((SECONDS - start)) s"
