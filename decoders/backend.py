@@ -59,15 +59,28 @@ class Backend(Protocol):
 
 
 def count_weight_bytes(model) -> int:
-    """Bytes of distinct parameters (tied embeddings counted once)."""
+    """Bytes of distinct parameters (tied embeddings counted once; offloaded ones, on the meta
+    device with no storage, each counted)."""
     seen: set[int] = set()
     total = 0
     for p in model.parameters():
-        if p.data_ptr() in seen:
+        key = p.data_ptr() or id(p)
+        if key in seen:
             continue
-        seen.add(p.data_ptr())
+        seen.add(key)
         total += p.numel() * p.element_size()
     return total
+
+
+def input_device(model):
+    """Where a model's input ids go: its embedding's device (the CPU when a device map offloaded
+    the embedding to disk; accelerate's hooks move inputs where each layer runs)."""
+    import torch
+
+    embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    weight = getattr(embeddings, "weight", None)
+    device = weight.device if weight is not None else next(model.parameters()).device
+    return torch.device("cpu") if device.type == "meta" else device
 
 
 def checked_rows(rows: Sequence[int], available: int) -> list[int]:
@@ -98,14 +111,13 @@ class HFBackend:
         self.model = model.eval()
         config = model.config
         text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
-        self.device = next(model.parameters()).device
+        self.device = input_device(model)
         self.dtype = next(model.parameters()).dtype
         self.vocab_size = int(model.get_output_embeddings().weight.shape[0])
         self.max_positions = int(max_positions or getattr(text_config, "max_position_embeddings", 0) or 2048)
         self.n_layers = int(getattr(text_config, "num_hidden_layers", 0) or 0)
         self.weight_bytes = count_weight_bytes(model)
-        self._cache = None
-        self._length = 0
+        self.reset()
         self._torch = torch
         # transformers 5.x renamed `past_key_values` to `cache` model by model
         import inspect
@@ -121,6 +133,8 @@ class HFBackend:
     def reset(self) -> None:
         self._cache = None
         self._length = 0
+        self._floor = 0  # the shortest length `crop` can return to (sliding-window caches)
+        self._sliding = False
 
     def crop(self, length: int) -> None:
         if length >= self._length:
@@ -128,9 +142,17 @@ class HFBackend:
         if length == 0 or self._cache is None:
             self.reset()
             return
+        if length < self._floor:
+            # a sliding-window layer keeps only the states since its last crop (and its window
+            # before them): it cannot go back further, so start over; the runner sees the
+            # shorter cache and runs the prefix again
+            self.reset()
+            return
         # transformers 5.x: crop takes a negative count of positions to drop
         self._cache.crop(length - self._length)
         self._length = length
+        if self._sliding:
+            self._floor = length
 
     def compact(self, start: int, rows) -> None:
         """Keep cache positions ``start + rows[i]`` at ``start + i``; drop the rest after ``start``."""
@@ -165,6 +187,12 @@ class HFBackend:
         n = int(ids.shape[-1])
         if self._cache is None:
             self._cache = DynamicCache(config=self.model.config)
+            # sliding-window layers drop what falls out of the window at once and then cannot be
+            # cropped back; recording keeps the states since the last crop, so that drafts can
+            # be rolled back (each crop trims the layer to its window again)
+            self._sliding = any(getattr(layer, "is_sliding", False) for layer in getattr(self._cache, "layers", ()))
+            if self._sliding:
+                self._cache.activate_past_recording()
         start = self._length
         slots = torch.arange(start, start + n, device=self.device)
         if positions is None:
@@ -222,7 +250,17 @@ class HFBackend:
         return layers
 
     def early_exit(self, layers: int) -> HFBackend:
+        if is_dispatched(self.model):
+            from decoders.errors import DecodeError
+
+            raise DecodeError("An early-exit draft cannot run on a model spread by a device map (accelerate's hooks "
+                              "run the whole model); drop the device map or draft with a helper model.")
         return HFBackend(truncated_model(self.model, layers), self.max_positions)
+
+
+def is_dispatched(model) -> bool:
+    """Whether accelerate spread ``model`` over devices (its modules then carry hooks)."""
+    return bool(getattr(model, "hf_device_map", None)) or any(hasattr(m, "_hf_hook") for m in model.modules())
 
 
 def truncated_model(model, layers: int):

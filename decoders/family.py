@@ -45,6 +45,10 @@ class FamilySpec:
     device: str = "auto"
     dtype: str = "auto"
     label: str | None = None
+    # "auto" | "balanced" | "sequential", a {module: device} dict or a .json file of one: spread
+    # the models over every visible GPU, the CPU and disk with accelerate (transformers backend)
+    device_map: str | dict | None = None
+    cuda_graph: str = "auto"  # the fast backend's one-token step from a CUDA graph: auto (CUDA only), on, off
 
 
 @dataclass(eq=False)
@@ -65,6 +69,7 @@ class Family:
     main_model: Any = None  # the transformers module behind `main` (shares its weights)
     helper_model: Any = None  # the helper's transformers module; None for self-draft or no helper
     self_draft: str | None = None  # "int4" when the helper is a quantized copy of the main model
+    device_map: str | None = None  # how a device map spread the models ("auto", or "N entries")
     _display_table: list[str | None] = field(default_factory=list, init=False, repr=False)
     _token_bytes: Callable[[str], bytes | None] | None = field(default=None, init=False, repr=False)
     _special_ids: frozenset[int] = field(default=frozenset(), init=False, repr=False)
@@ -113,7 +118,7 @@ class Family:
             "helper": self.helper_source,
             "device": str(self.device),
             "dtype": str(self.dtype).removeprefix("torch."),
-        }
+        } | ({"device_map": self.device_map} if self.device_map else {})
 
     def _prepare_display(self) -> None:
         tokenizer = self.tokenizer
@@ -199,10 +204,11 @@ def _gpt2_bytes_to_unicode() -> dict[int, str]:
     return {byte: chr(code) for byte, code in zip(printable, codes)}
 
 
-def make_backend(model, fast: bool = True, max_positions: int | None = None) -> Backend:
+def make_backend(model, fast: bool = True, max_positions: int | None = None, cuda_graph: str = "auto") -> Backend:
     """The fastest backend that can run ``model``: `LlamaBackend` for Llama/Qwen2 shapes, else `HFBackend`.
 
-    ``max_positions`` defaults to the model config's ``max_position_embeddings``.
+    ``max_positions`` defaults to the model config's ``max_position_embeddings``. ``cuda_graph``
+    ("auto": on CUDA only, "on", "off") replays the fast backend's one-token step from a CUDA graph.
     """
     from decoders.backend import HFBackend
 
@@ -214,7 +220,11 @@ def make_backend(model, fast: bool = True, max_positions: int | None = None) -> 
                 raise  # llama_fast exists but imports something missing: a real bug
         else:
             if supports(model):
-                return LlamaBackend.from_hf(model, max_positions=max_positions)
+                from decoders.backend import input_device
+                from decoders.static_step import mode_for
+
+                return LlamaBackend.from_hf(model, max_positions=max_positions,
+                                            step_mode=mode_for(cuda_graph, input_device(model)))
     return HFBackend(model, max_positions=max_positions)
 
 
@@ -245,6 +255,9 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
         if device.type == "cuda":
             return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         return torch.float32
+    if name == "float16" and device.type == "cpu":
+        raise DecodeError("float16 is not a CPU dtype (CPU kernels for it are missing or far slower than float32); "
+                          "use --dtype float32 or bfloat16 on CPU, or float16 on a GPU")
     return getattr(torch, name)
 
 
@@ -258,16 +271,27 @@ def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bo
     check_self_draft(spec)
     device = resolve_device(spec.device)
     dtype = resolve_dtype(spec.dtype, device)
+    device_map = check_device_map(spec, device)
+    if spec.cuda_graph == "on" and device.type != "cuda":
+        raise DecodeError(f"CUDA graphs need a CUDA device, and this family runs on {device.type}; "
+                          "use --cuda-graph auto or off.")
     for source in (spec.main, spec.helper):
         if source:
             classify_source(source)  # a mistyped helper path fails now, not after the main model loads
     main_share = 0.75 if spec.helper else 1.0
 
     main_model, tokenizer, main_source = load_source(
-        spec.main, device, dtype, "main", scaled_progress(report, 0.0, main_share)
+        spec.main, device, dtype, "main", scaled_progress(report, 0.0, main_share), device_map
     )
     positions = context_length(main_model, tokenizer)
-    main_backend = make_backend(main_model, fast=fast, max_positions=positions)
+    main_backend = make_backend(main_model, fast=fast, max_positions=positions, cuda_graph=spec.cuda_graph)
+    if device_map is not None:
+        device = main_backend.device  # where the inputs go: the embedding's device
+        from decoders.llama_fast import LlamaBackend, unsupported_reason
+
+        if fast and not isinstance(main_backend, LlamaBackend):
+            report(f"Running on the transformers backend: the fast backend cannot ({unsupported_reason(main_model)})",
+                   main_share)
     vocab_size = int(main_model.get_output_embeddings().weight.shape[0])
 
     helper_backend = None
@@ -275,10 +299,12 @@ def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bo
     helper_source = None
     if spec.helper:
         helper_model, helper_tokenizer, helper_source = load_source(
-            spec.helper, device, dtype, "helper", scaled_progress(report, main_share, 1.0)
+            spec.helper, device, dtype, "helper", scaled_progress(report, main_share, 1.0), device_map
         )
         _check_shared_vocabulary(spec, tokenizer, main_model, helper_tokenizer, helper_model)
-        helper_backend = make_backend(helper_model, fast=fast, max_positions=positions)
+        # a helper with a shorter context bounds the pair: checked up front, not midway
+        positions = min(positions, context_length(helper_model, helper_tokenizer))
+        helper_backend = make_backend(helper_model, fast=fast, max_positions=positions, cuda_graph=spec.cuda_graph)
     elif spec.self_draft_layer is not None:
         layer = spec.self_draft_layer
         n_layers = int(main_backend.n_layers)
@@ -314,7 +340,37 @@ def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bo
         main_model=main_model,
         helper_model=helper_model,
         self_draft=spec.self_draft,
+        device_map=_map_text(main_model, device_map),
     )
+
+
+def _map_text(model, device_map) -> str | None:
+    """The device map as recorded: the devices it used, e.g. "auto: cpu, disk"."""
+    if device_map is None:
+        return None
+    used = sorted({str(d) for d in (getattr(model, "hf_device_map", None) or {}).values()})
+    name = device_map if isinstance(device_map, str) else "custom"
+    return f"{name}: {', '.join(used)}" if used else name
+
+
+def check_device_map(spec: FamilySpec, device):
+    """The family's device map, checked (`decoders.sources.check_device_map`), or None.
+
+    A quantized self-draft packs the main model's weights on one device, so it cannot take a
+    model spread by a device map.
+    """
+    if spec.device_map is None:
+        return None
+    from decoders.sources import check_device_map as checked
+
+    device_map = checked(spec.device_map)
+    if spec.self_draft:
+        raise DecodeError(f"An {spec.self_draft} self-draft needs the whole main model on one device, so it cannot "
+                          "be split by a device map; drop the device map or draft another way.")
+    if spec.self_draft_layer is not None and device_map != "auto":
+        raise DecodeError("An early-exit self-draft cannot run on a model spread by a device map (accelerate's hooks "
+                          "run the whole model); drop the device map or draft with a helper model.")
+    return device_map
 
 
 def check_self_draft(spec: FamilySpec) -> None:
@@ -358,6 +414,7 @@ def warm_up(backend: Backend) -> None:
     import torch
 
     backend.forward(torch.tensor([1, 2, 3, 4], device=backend.device) % backend.vocab_size, keep=1)
+    backend.forward(torch.tensor([5], device=backend.device) % backend.vocab_size, keep=1)  # a CUDA graph's capture
     backend.reset()
 
 

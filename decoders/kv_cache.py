@@ -15,6 +15,7 @@ from typing import Sequence
 import torch
 
 from decoders.backend import checked_rows
+from decoders.host import to_device
 
 #: Positions added to the cache (and RoPE table) each time it has to grow.
 CACHE_CHUNK = 512
@@ -89,7 +90,7 @@ class KVCache:
             count = len(rows)
             identity = rows == list(range(count))
         if count and not identity:  # a prefix of the new positions needs no copy
-            index = torch.as_tensor(rows, dtype=torch.long, device=self.device) + start
+            index = (rows.to(self.device) if isinstance(rows, torch.Tensor) else to_device(rows, self.device)) + start
             with torch.inference_mode():
                 for kv in self.layers:  # advanced indexing reads a copy before the write
                     kv[:, :, start : start + count] = kv[:, :, index]

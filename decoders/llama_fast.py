@@ -35,77 +35,25 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from decoders.host import move
+from decoders.llama_support import (  # noqa: F401 (re-exported: the fast backend's own names)
+    STATIC_ROPE_TYPES,
+    SUPPORTED_TYPES,
+    _rope_type,
+    _text_config,
+    supports,
+    unsupported_reason,
+)
 from decoders.kv_cache import CACHE_CHUNK, KVCache
+from decoders.static_step import StaticStep
+from decoders.static_step import _Fallback as StepFallback
 
-SUPPORTED_TYPES = ("llama", "qwen2", "mistral")
-#: RoPE variants whose frequencies do not depend on the sequence length (so a table is exact).
-STATIC_ROPE_TYPES = ("default", "linear", "llama3")
 #: Forwards of 2..PACKED_MAX_TOKENS tokens (verify steps) use the oneDNN-packed weights. Longer
 #: ones (prefill) are compute-bound, where MKL on plain weights is as fast and its float32
 #: rounding is closer to transformers' (oneDNN accumulates each dot product sequentially).
 PACKED_MAX_TOKENS = 32
 #: ``F.scaled_dot_product_attention(enable_gqa=...)`` arrived in torch 2.5.
 _SDPA_GQA = tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 5)
-
-
-def _text_config(config):
-    return config.get_text_config() if hasattr(config, "get_text_config") else config
-
-
-def _rope_type(config) -> str | None:
-    """The RoPE type in either the transformers 5 (`rope_parameters`) or 4 (`rope_scaling`) form."""
-    params = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
-    return params.get("rope_type", params.get("type", "default"))
-
-
-def unsupported_reason(model) -> str | None:
-    """Why `LlamaBackend` cannot run ``model`` exactly, or None when it can."""
-    config = _text_config(getattr(model, "config", None))
-    if config is None:
-        return "no config"
-    kind = getattr(config, "model_type", None)
-    if kind not in SUPPORTED_TYPES:
-        return f"model_type {kind!r} is not one of {SUPPORTED_TYPES}"
-    base = getattr(model, "model", None)
-    if base is None or not hasattr(base, "layers") or not hasattr(base, "embed_tokens"):
-        return "no model.layers / model.embed_tokens"
-    if getattr(config, "hidden_act", None) != "silu":
-        return f"hidden_act {getattr(config, 'hidden_act', None)!r} is not silu"
-    rope = _rope_type(config)
-    if rope not in STATIC_ROPE_TYPES:
-        return f"rope type {rope!r} is not one of {STATIC_ROPE_TYPES}"
-    if getattr(config, "attention_bias", False) or getattr(config, "mlp_bias", False):
-        return "attention or MLP bias"
-    if kind == "mistral":
-        window = getattr(config, "sliding_window", None)
-        if window is not None and window < config.max_position_embeddings:
-            return f"sliding window {window} is active"
-    if "sliding_attention" in (getattr(config, "layer_types", None) or ()):
-        return "sliding-window layers"
-    if getattr(config, "use_sliding_window", False):
-        return "use_sliding_window"
-    if not type(base.norm).__name__.endswith("RMSNorm"):
-        return f"final norm is {type(base.norm).__name__}, not RMSNorm"
-    for layer in base.layers:
-        attn, mlp = layer.self_attn, layer.mlp
-        if not all(type(n).__name__.endswith("RMSNorm") for n in (layer.input_layernorm, layer.post_attention_layernorm)):
-            return "a layer norm is not RMSNorm"
-        if attn.o_proj.bias is not None or any(p.bias is not None for p in (mlp.gate_proj, mlp.up_proj, mlp.down_proj)):
-            return "o_proj or MLP bias"
-        qkv_bias = [p.bias is not None for p in (attn.q_proj, attn.k_proj, attn.v_proj)]
-        if any(qkv_bias) and not (kind == "qwen2" and all(qkv_bias)):
-            return "q/k/v bias outside Qwen2"
-        if any(type(m).__name__.endswith("RMSNorm") for m in (getattr(attn, "q_norm", None), getattr(attn, "k_norm", None))):
-            return "q/k norms"
-    return None
-
-
-def supports(model) -> bool:
-    """Whether `LlamaBackend.from_hf(model)` runs ``model`` exactly (see `unsupported_reason`)."""
-    try:
-        return unsupported_reason(model) is None
-    except AttributeError:
-        return False
 
 
 @dataclass(frozen=True)
@@ -321,10 +269,14 @@ class LlamaBackend:
         n_layers: int | None = None,
         max_positions: int | None = None,
         packed_multi_token: bool = True,
+        step_mode: str = "off",
     ):
         w = weights
         self._set_shape(w, n_layers, max_positions)
         self.packed_multi_token = packed_multi_token
+        # one-token steps at static shapes, replayed from a CUDA graph (`decoders.static_step`)
+        self.step_mode = step_mode
+        self.step = None if step_mode == "off" else StaticStep(self, step_mode)
         self.weight_bytes = sum(
             t.numel() * t.element_size()
             for layer in self._layers
@@ -350,13 +302,18 @@ class LlamaBackend:
         self.max_positions = int(min(max_positions or w.max_positions, w.max_positions))
 
     @classmethod
-    def from_hf(cls, model, max_positions: int | None = None, packed_multi_token: bool = True) -> LlamaBackend:
-        """Build from a transformers LlamaForCausalLM / MistralForCausalLM / Qwen2ForCausalLM."""
+    def from_hf(cls, model, max_positions: int | None = None, packed_multi_token: bool = True,
+                step_mode: str = "off") -> LlamaBackend:
+        """Build from a transformers LlamaForCausalLM / MistralForCausalLM / Qwen2ForCausalLM.
+
+        ``step_mode`` "graph" replays one-token steps from a CUDA graph (CUDA only), "eager" runs
+        that static-shape step without a graph (a check on CPU), "off" the regular step."""
         reason = unsupported_reason(model)
         if reason is not None:
             raise TypeError(f"LlamaBackend cannot run {type(model).__name__}: {reason}")
         with torch.no_grad():
-            return cls(_prepare(model), max_positions=max_positions, packed_multi_token=packed_multi_token)
+            return cls(_prepare(model), max_positions=max_positions, packed_multi_token=packed_multi_token,
+                       step_mode=step_mode)
 
     # -- the Backend protocol ----------------------------------------------------------------
     @property
@@ -377,7 +334,7 @@ class LlamaBackend:
 
     def early_exit(self, layers: int) -> LlamaBackend:
         """The first ``layers`` layers + final norm + head, on the same weight tensors."""
-        return LlamaBackend(self.weights, layers, self.max_positions, self.packed_multi_token)
+        return LlamaBackend(self.weights, layers, self.max_positions, self.packed_multi_token, self.step_mode)
 
     def forward(self, ids: torch.Tensor, keep: int, positions: torch.Tensor | None = None,
                 mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -398,21 +355,32 @@ class LlamaBackend:
             raise ValueError(f"keep must be in 1..{n}, got {keep}")
         needed = end
         if positions is not None:
-            positions = positions.reshape(-1).to(device=self.device, dtype=torch.long)
+            positions = positions.reshape(-1).to(dtype=torch.long)
             if positions.numel() != n:
                 raise ValueError(f"positions must hold {n} entries, got {positions.numel()}")
-            needed = max(end, int(positions.max()) + 1)  # the RoPE table must reach them
+            # the RoPE table must reach them: read on the host copy (the runner passes one), so
+            # that a device never waits here
+            needed = max(end, int(positions.max()) + 1)
+            positions = move(positions, self.device)
         if mask is not None:
             if tuple(mask.shape) != (n, n) or mask.dtype != torch.bool:
                 raise ValueError(f"mask must be a bool tensor of shape ({n}, {n}), "
                                  f"got {mask.dtype} {tuple(mask.shape)}")
-            mask = None if n == 1 else mask.to(self.device)
+            mask = None if n == 1 else move(mask, self.device)
         if needed > cache.capacity:
             cache.reserve(needed)
         with torch.inference_mode():
-            packed = self.packed_multi_token and 1 < n <= PACKED_MAX_TOKENS
-            matmuls = _packed(self.weights) if packed else self._plain
-            logits = self._forward(ids, start, n, keep, matmuls, positions, mask)
+            logits = None
+            step = getattr(self, "step", None)
+            if step is not None and n == 1 and positions is None:
+                try:
+                    logits = step(ids, start)
+                except StepFallback:
+                    logits = None
+            if logits is None:
+                packed = self.packed_multi_token and 1 < n <= PACKED_MAX_TOKENS
+                matmuls = _packed(self.weights) if packed else self._plain
+                logits = self._forward(ids, start, n, keep, matmuls, positions, mask)
         cache.length = end
         return logits
 
@@ -452,9 +420,12 @@ class LlamaBackend:
         group = heads // kvh
         rope = cache.rope_rows(start, end, positions)
         rotate = cache.rotate
-        # new token t sees every cached position and the new ones up to itself (or as masked)
+        # new token t sees every cached position and the new ones up to itself (or as masked).
+        # A prefill (nothing cached, causal) passes no mask but is_causal: an explicit mask keeps
+        # CUDA on the O(n^2)-memory math kernel, is_causal allows flash attention.
         mask = None
-        if n > 1:
+        causal = n > 1 and start == 0 and tree_mask is None
+        if n > 1 and not causal:
             mask = torch.ones(n, end, dtype=torch.bool, device=self.device)
             if tree_mask is None:
                 mask.tril_(start)
@@ -470,14 +441,18 @@ class LlamaBackend:
             keys, values = kv[None, 0, :, :end], kv[None, 1, :, :end]
             if n == 1:  # no mask needed: the query heads of each kv head act as its query rows
                 q = qkv[:, :q_width].view(1, kvh, group, hd)
-                attn = F.scaled_dot_product_attention(q, keys, values, scale=scale).view(1, q_width)
+                # reshape, not view: CUDA's memory-efficient kernel returns its output with heads
+                # and rows transposed in memory (not contiguous)
+                attn = F.scaled_dot_product_attention(q, keys, values, scale=scale).reshape(1, q_width)
             else:
                 q = qkv[:, :q_width].view(n, heads, hd).transpose(0, 1)[None]
                 if _SDPA_GQA:
-                    attn = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=scale, enable_gqa=True)
+                    attn = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, is_causal=causal,
+                                                          scale=scale, enable_gqa=True)
                 else:
                     keys, values = keys.repeat_interleave(group, 1), values.repeat_interleave(group, 1)
-                    attn = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=scale)
+                    attn = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, is_causal=causal,
+                                                          scale=scale)
                 attn = attn[0].transpose(0, 1).reshape(n, q_width)
             x = mm.out(i, x, attn)
             h, alpha = self._prenorm(x, layer.mlp_norm)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from decoders.backend import Backend
+from decoders.host import to_device
 
 
 @dataclass
@@ -18,19 +19,74 @@ class ForwardLog:
     seconds: float
 
 
+class EventLog(ForwardLog):
+    """A forward timed by two CUDA events: ``seconds`` is read from them on first use.
+
+    Recording an event does not wait for the device; reading the time waits for the end event
+    only, which has completed once the iteration's host transfer is done. Methods read their
+    forwards' times after that transfer, so timing adds no synchronisation to the hot loop.
+    """
+
+    def __init__(self, positions: int, keep: int, start, end):
+        self.positions, self.keep = positions, keep
+        self._events = (start, end)
+        self._seconds: float | None = None
+
+    @property  # type: ignore[override]
+    def seconds(self) -> float:
+        if self._seconds is None:
+            start, end = self._events
+            end.synchronize()
+            self._seconds = start.elapsed_time(end) / 1000.0
+            self._events = None
+        return self._seconds
+
+    @seconds.setter
+    def seconds(self, value: float) -> None:
+        self._seconds = float(value)
+
+
+class ForwardTimer:
+    """Times forwards: a clock read before and after (CPU, MPS, or a clock a test gives), or a
+    pair of CUDA events (no host sync; see `EventLog`)."""
+
+    def __init__(self, clock: Callable[[], float] | None = None, events: Callable[[], object] | None = None):
+        self.clock = clock
+        self.events = events  # makes one event; None: time by the clock
+
+    @classmethod
+    def for_device(cls, device, clock: Callable[[], float] | None = None) -> ForwardTimer:
+        if clock is None and getattr(device, "type", "cpu") == "cuda":
+            import torch
+
+            return cls(events=lambda: torch.cuda.Event(enable_timing=True))
+        return cls(clock=clock or device_clock(device))
+
+    def start(self):
+        if self.events is not None:
+            event = self.events()
+            event.record()
+            return event
+        return self.clock()
+
+    def stop(self, started, positions: int, keep: int) -> ForwardLog:
+        if self.events is not None:
+            end = self.events()
+            end.record()
+            return EventLog(positions, keep, started, end)
+        return ForwardLog(positions, keep, self.clock() - started)
+
+
 def device_clock(device) -> Callable[[], float]:
-    """A clock that waits for queued device work first, so that forward times are real."""
+    """A clock for iteration and run times.
+
+    On CUDA a plain ``perf_counter``: methods read it right after their iteration's host
+    transfer, which has already waited for the device, and forwards are timed by events. On
+    MPS the clock waits for queued work first, so that times are real.
+    """
     kind = getattr(device, "type", "cpu")
-    if kind in ("cuda", "mps"):
-        import torch
-    if kind == "cuda":
-
-        def clock() -> float:
-            torch.cuda.synchronize(device)
-            return time.perf_counter()
-
-        return clock
     if kind == "mps":
+        import torch
 
         def clock() -> float:
             torch.mps.synchronize()
@@ -59,6 +115,7 @@ class KVRunner:
 
         self.backend = backend
         self.clock = clock or device_clock(backend.device)
+        self.timer = ForwardTimer.for_device(backend.device, clock)
         self.held: list[int | None] = []
         self.log: list[ForwardLog] = []
         self._torch = torch
@@ -100,7 +157,7 @@ class KVRunner:
         self.crop(self._common_prefix(seq, min(len(self.held), total - keep, len(seq))))
         common = len(self.held)
         fresh = list(seq[common:])
-        new = self._torch.tensor(fresh, dtype=self._torch.long, device=self.backend.device)
+        new = to_device(fresh, self.backend.device)
         if n_tail:
             new = self._torch.cat([new, tail.reshape(-1).to(self._torch.long)])
         return self._forward(new, keep, fresh + [None] * n_tail)
@@ -132,13 +189,15 @@ class KVRunner:
         fresh = list(seq[common:])
         m, n = len(fresh), len(tree)
         device = self.backend.device
-        ids = torch.tensor(fresh + list(tree.tokens), dtype=torch.long, device=device)
+        ids = to_device(fresh + list(tree.tokens), device)
+        # positions and mask stay on the host: the backend reads the largest position there and
+        # moves them without a sync (`decoders.host.move`)
         positions = torch.tensor(list(range(common, len(seq))) + [len(seq) + d for d in tree.depth],
-                                 dtype=torch.long, device=device)
+                                 dtype=torch.long)
         mask = torch.ones(m + n, m + n, dtype=torch.bool).tril_()  # the prefix part: causal
         if n:
             mask[m:, m:] = tree.ancestor_mask()  # nodes see the whole prefix, then their ancestors
-        logits = self._forward(ids, 1 + n, fresh + [None] * n, positions=positions, mask=mask.to(device))
+        logits = self._forward(ids, 1 + n, fresh + [None] * n, positions=positions, mask=mask)
         self._tree = (tree, len(seq))
         return logits
 
@@ -159,7 +218,8 @@ class KVRunner:
     def crop(self, length: int) -> None:
         if length < len(self.held):
             self.backend.crop(length)
-            del self.held[length:]
+            # a backend that could not crop so far (a sliding-window cache) starts over shorter
+            del self.held[min(length, self.backend.cached_length):]
             self._tree = None
 
     def _common_prefix(self, seq: Sequence[int], limit: int) -> int:
@@ -178,9 +238,8 @@ class KVRunner:
             raise DecodeError(f"the sequence reached {len(self.held) + len(names)} positions, beyond the model's "
                               f"context of {self.backend.max_positions}; lower max_new_tokens or shorten the prompt")
         self._tree = None  # any forward ends the use of the last tree's slots
-        t0 = self.clock()
+        started = self.timer.start()
         logits = self.backend.forward(ids, keep, **options)
-        seconds = self.clock() - t0
         self.held.extend(names)
-        self.log.append(ForwardLog(len(names), keep, seconds))
+        self.log.append(self.timer.stop(started, len(names), keep))
         return logits

@@ -17,8 +17,12 @@ HUB_TIMEOUT_SECONDS = 5
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
 
 
-def load_source(source: str, device, dtype, role: str, report: LoadProgress):
-    """(model on device/dtype in eval mode, tokenizer, source as recorded) for one source string."""
+def load_source(source: str, device, dtype, role: str, report: LoadProgress, device_map=None):
+    """(model on device/dtype in eval mode, tokenizer, source as recorded) for one source string.
+
+    ``device_map`` (see `check_device_map`) spreads the model over devices with accelerate
+    instead of placing it on ``device``.
+    """
     from decoders import gguf_cache
 
     kind, location = classify_source(source)
@@ -33,21 +37,21 @@ def load_source(source: str, device, dtype, role: str, report: LoadProgress):
         folder = gguf_cache.ensure_converted(location, scaled_progress(report, 0.0, 0.9))
         report(f"Loading {role} model {location.name}", 0.9)
         try:
-            model, tokenizer = _load_folder(folder, device, dtype, f"converted copy of {location}")
+            model, tokenizer = _load_folder(folder, device, dtype, f"converted copy of {location}", device_map)
         except DecodeError:
             if not was_cached:
                 raise
             # A cached copy that no longer loads (files deleted or damaged): convert it afresh.
             gguf_cache.discard_converted(location)
             folder = gguf_cache.ensure_converted(location, scaled_progress(report, 0.0, 0.9))
-            model, tokenizer = _load_folder(folder, device, dtype, f"converted copy of {location}")
+            model, tokenizer = _load_folder(folder, device, dtype, f"converted copy of {location}", device_map)
         return model, tokenizer, recorded
     if kind == "folder":
         report(f"Loading {role} model from {location}", 0.0)
-        model, tokenizer = _load_folder(location, device, dtype, str(location))
+        model, tokenizer = _load_folder(location, device, dtype, str(location), device_map)
         return model, tokenizer, str(location)
     report(f"Loading {role} model {source}", 0.0)
-    model, tokenizer = _load_hub(source, device, dtype, role)
+    model, tokenizer = _load_hub(source, device, dtype, role, device_map)
     return model, tokenizer, source
 
 
@@ -85,7 +89,7 @@ def classify_source(source: str) -> tuple[str, Path | None]:
     return "hub", None
 
 
-def _load_folder(folder, device, dtype, described: str):
+def _load_folder(folder, device, dtype, described: str, device_map=None):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from decoders.gguf_cache import quiet_progress_bars
@@ -93,13 +97,99 @@ def _load_folder(folder, device, dtype, described: str):
     try:
         with quiet_progress_bars():
             tokenizer = AutoTokenizer.from_pretrained(str(folder))
-            model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype)
+            model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype, **_map_kwargs(device_map))
     except Exception as err:
+        if device_map is not None:
+            raise DecodeError(f"Cannot spread the model in {described} over devices with the device map "
+                              f"{_shown_map(device_map)}: {_first_line(err)}; drop the device map or fix it") from err
         raise DecodeError(f"Cannot load the model in {described}: {_first_line(err)}") from err
-    return _placed(model, device, dtype), tokenizer
+    _check_map_names(model, device_map, described)
+    return _placed(model, device, dtype, device_map), tokenizer
 
 
-def _load_hub(repo_id: str, device, dtype, role: str = "main"):
+def _check_map_names(model, device_map, described: str) -> None:
+    """transformers ignores a map entry that names no module; say so instead."""
+    if not isinstance(device_map, dict):
+        return
+    names = {name for name, _ in model.named_modules()}
+    unknown = [name for name in device_map if name and name not in names]
+    if unknown:
+        shown = ", ".join(repr(n) for n in unknown[:3]) + (" ..." if len(unknown) > 3 else "")
+        raise DecodeError(f"The device map names {shown}, which the model in {described} does not have; "
+                          f"use its module names (e.g. model.layers.0, lm_head)")
+
+
+#: Device maps accelerate computes itself; anything else is a {module name: device} dict.
+DEVICE_MAP_NAMES = ("auto", "balanced", "sequential")
+MAX_DEVICE_MAP_BYTES = 1 << 20
+ACCELERATE_MISSING = ("a device map needs the accelerate package, which is not installed; "
+                      "install it with `pip install accelerate` (or drop --device-map)")
+
+
+def check_device_map(value):
+    """A device map as transformers takes it: "auto" / "balanced" / "sequential", a dict of module
+    name to device ("cpu", "disk", 0, "cuda:1"), or the path of a JSON file holding such a dict.
+    Needs accelerate; every problem is a one-line DecodeError."""
+    import importlib.util
+
+    if value is None:
+        return None
+    if importlib.util.find_spec("accelerate") is None:
+        raise DecodeError(ACCELERATE_MISSING)
+    if isinstance(value, dict):
+        mapping = value
+    elif value in DEVICE_MAP_NAMES:
+        return value
+    elif str(value).lower().endswith(".json"):
+        import json
+
+        from decoders.inputs import read_text
+
+        text = read_text(value, "the device map file", MAX_DEVICE_MAP_BYTES,
+                         "give a JSON file mapping module names to devices")
+        try:
+            mapping = json.loads(text)
+        except ValueError as err:
+            raise DecodeError(f"the device map file {value} is not valid JSON ({err}); "
+                              "write an object like {\"model.layers.0\": \"cpu\"}") from err
+    else:
+        raise DecodeError(f"unknown device map {value!r}; choose one of {', '.join(DEVICE_MAP_NAMES)} "
+                          "or give a .json file mapping module names to devices")
+    if not isinstance(mapping, dict) or not mapping:
+        raise DecodeError("a device map must be a non-empty JSON object of module name to device")
+    for name, where in mapping.items():
+        fine = (isinstance(where, int) and not isinstance(where, bool) and where >= 0) or (
+            isinstance(where, str) and re.fullmatch(r"cpu|disk|mps|cuda(:\d+)?|\d+", where))
+        if not fine:
+            raise DecodeError(f"the device map puts {name!r} on {where!r}; a device is a GPU number, "
+                              "\"cpu\", \"disk\", \"mps\" or \"cuda:N\"")
+    return {name: int(where) if isinstance(where, str) and where.isdigit() else where
+            for name, where in mapping.items()}
+
+
+def _shown_map(device_map) -> str:
+    return repr(device_map) if isinstance(device_map, str) else f"of {len(device_map)} entries"
+
+
+_OFFLOAD_DIRS: list[str] = []
+
+
+def _map_kwargs(device_map) -> dict:
+    """from_pretrained's arguments for ``device_map``: the map and a folder for disk offload
+    (removed at exit)."""
+    if device_map is None:
+        return {}
+    if not _OFFLOAD_DIRS:
+        import atexit
+        import shutil
+        import tempfile
+
+        _OFFLOAD_DIRS.append(tempfile.mkdtemp(prefix="tui-decode-offload-"))
+        atexit.register(shutil.rmtree, _OFFLOAD_DIRS[0], True)
+    return {"device_map": device_map, "offload_folder": _OFFLOAD_DIRS[0]}
+
+
+def _load_hub(repo_id: str, device, dtype, role: str = "main", device_map=None):
     """A hub model: from the local HF cache when there, else downloaded (short timeouts)."""
     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", str(HUB_TIMEOUT_SECONDS))
     os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", str(HUB_TIMEOUT_SECONDS))
@@ -110,8 +200,9 @@ def _load_hub(repo_id: str, device, dtype, role: str = "main"):
     def load(local_only: bool):
         with quiet_progress_bars():
             tokenizer = AutoTokenizer.from_pretrained(repo_id, local_files_only=local_only)
-            model = AutoModelForCausalLM.from_pretrained(repo_id, dtype=dtype, local_files_only=local_only)
-        return _placed(model, device, dtype), tokenizer
+            model = AutoModelForCausalLM.from_pretrained(repo_id, dtype=dtype, local_files_only=local_only,
+                                                         **_map_kwargs(device_map))
+        return _placed(model, device, dtype, device_map), tokenizer
 
     try:
         return load(local_only=True)
@@ -177,8 +268,10 @@ def _is_network_error(err: BaseException) -> bool:
     return False
 
 
-def _placed(model, device, dtype):
-    """``model`` on ``device`` in ``dtype``, in eval mode."""
+def _placed(model, device, dtype, device_map=None):
+    """``model`` on ``device`` in ``dtype``, in eval mode (left where its device map put it)."""
+    if device_map is not None:
+        return model.eval()
     return model.to(device=device, dtype=dtype).eval()
 
 

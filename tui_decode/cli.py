@@ -41,7 +41,14 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--self-draft", metavar="KIND",
                    help="draft with a weight-only KIND (int4) copy of the main model, built at load time")
     g.add_argument("--device", default=None, choices=["auto", "cpu", "cuda", "mps"], help="default auto")
-    g.add_argument("--dtype", default=None, choices=["auto", "float32", "bfloat16", "float16"], help="default auto")
+    g.add_argument("--dtype", default=None, choices=["auto", "float32", "bfloat16", "float16"],
+                   help="default auto: bfloat16 on CUDA (float16 where bf16 is missing), float32 on CPU and MPS")
+    g.add_argument("--device-map", default=None, metavar="MAP",
+                   help="spread models larger than one GPU over every visible GPU, the CPU and disk with accelerate: "
+                        "auto, balanced, sequential, or a .json file of module name -> device; runs on the "
+                        "transformers backend")
+    g.add_argument("--cuda-graph", default=None, choices=["auto", "on", "off"],
+                   help="replay the fast backend's one-token step from a CUDA graph (default auto: on CUDA only)")
 
 
 def add_decode_args(p: argparse.ArgumentParser) -> None:
@@ -122,6 +129,10 @@ def family_spec(args: argparse.Namespace):
         changes["device"] = args.device
     if args.dtype:
         changes["dtype"] = args.dtype
+    if getattr(args, "device_map", None):
+        changes["device_map"] = args.device_map
+    if getattr(args, "cuda_graph", None):
+        changes["cuda_graph"] = args.cuda_graph
     if changes:
         from dataclasses import replace
 

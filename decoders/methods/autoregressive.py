@@ -8,6 +8,7 @@ from decoders.records import KIND_AR
 
 
 def autoregressive(ctx: DecodeContext, label: str | None = None) -> MethodGen:
+    from decoders.methods.common import HostValues
     from decoders.sampling import make_generator, pick, probs
 
     params, T = ctx.params, ctx.main
@@ -16,7 +17,7 @@ def autoregressive(ctx: DecodeContext, label: str | None = None) -> MethodGen:
     while not b.done:
         logits = T.run(b.seq)[0]
         p = None if params.greedy else probs(logits, params.temperature, greedy=False)
-        token = int(pick(logits, p, params.greedy, gen))
+        token = HostValues.transfer([pick(logits, p, params.greedy, gen).view(1)]).ints(1)[0]
         it = b.commit([token], KIND_AR, [], t_verify_ms=ms(T.log[-1].seconds))
         yield from b.yielding(it)
     return b.finish_run({"main": T})

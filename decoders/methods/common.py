@@ -182,10 +182,11 @@ class HostValues:
 
     @classmethod
     def transfer(cls, parts) -> HostValues:
-        """One device-to-host copy of every tensor in ``parts`` (flattened, in order)."""
-        import torch
+        """One device-to-host copy of every tensor in ``parts`` (flattened, in order), packed in
+        float32 (MPS has no float64; see `decoders.host.to_host`)."""
+        from decoders.host import to_host
 
-        return cls(torch.cat([x.to(torch.float64).flatten() for x in parts]).tolist())
+        return cls(to_host(parts))
 
     def take(self, count: int) -> list[float]:
         out = self.flat[self.pos:self.pos + count]

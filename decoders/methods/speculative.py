@@ -43,7 +43,7 @@ def speculative(ctx: DecodeContext) -> MethodGen:
         if budget == 0:  # one token left: a plain step
             logits = T.run(b.seq)
             p = None if greedy else probs(logits[0], temp, greedy=False)
-            token = int(logits[0].argmax() if greedy else sample(p, gen))
+            token = HostValues.transfer([(logits[0].argmax() if greedy else sample(p, gen)).view(1)]).ints(1)[0]
             it = b.commit([token], KIND_AR, [], t_verify_ms=ms(T.log[-1].seconds))
             yield from b.yielding(it)
             continue
@@ -62,7 +62,6 @@ def speculative(ctx: DecodeContext) -> MethodGen:
             q = probs(logits[0], temp, greedy) if need_probs else None
             drafts.append(logits[0].argmax().view(1) if greedy else sample(q, gen).view(1))
             q_rows.append(q)
-        t_draft = sum(f.seconds for f in D.log[n_log:])
         draft_t = torch.cat(drafts)
 
         # Verify: one target forward over the prefix's new part and every draft.
@@ -83,6 +82,7 @@ def speculative(ctx: DecodeContext) -> MethodGen:
         n, nxt = got.ints(1)[0], got.ints(1)[0]
         d_ids = got.ints(budget)
         acc, beta = got.take(budget), got.take(budget)
+        t_draft = sum(f.seconds for f in D.log[n_log:])  # read after the transfer: no wait on CUDA events
         D.name_tail(d_ids[: budget - 1])  # the helper cached every draft but the last
         T.name_tail(d_ids)
 

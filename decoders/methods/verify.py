@@ -36,7 +36,7 @@ def accept_prefix(best: torch.Tensor, drafts: torch.Tensor) -> Verdict:
     g = drafts.numel()
     match = (best[:g] == drafts).to(torch.float32)
     n = match.cumprod(0).sum().long() if g else torch.zeros((), dtype=torch.long, device=best.device)
-    return Verdict(n, best[n], match, match)
+    return Verdict(n, _at(best, n), match, match)
 
 
 def accept_tree(best: Sequence[int], tokens: Sequence[int], parents: Sequence[int]) -> tuple[list[int], int]:
@@ -89,4 +89,10 @@ def verify_sampling(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, gen:
     residual = torch.where(mass > 1e-12, residual / mass.clamp_min(1e-30), p[:g])
     candidates = sample(torch.cat([residual, p[g:]]), gen)  # [g+1]: a fix per position, then a bonus
     beta = torch.minimum(p[:g], q).sum(-1)
-    return Verdict(n, candidates[n], acc_prob, beta)
+    return Verdict(n, _at(candidates, n), acc_prob, beta)
+
+
+def _at(values: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``values[index]`` for a 0-d device index, as a kernel: indexing with a 0-d tensor may read
+    it on the host (a sync on CUDA)."""
+    return values.index_select(0, index.reshape(1)).reshape(())
