@@ -60,3 +60,15 @@ async def test_ctrl_o_on_a_corrupt_saved_run_keeps_the_session(tiny_spec, loader
         assert app.is_running and app.main_screen.result is first
         second = await run_and_wait(pilot, app)
         assert second is not first
+
+
+async def test_the_status_line_gives_the_speedup_with_its_spread_in_words(tiny_spec, loader, tmp_path):
+    """Never "0.32x vs autoregressive" bare: the decode speedup in words, with its spread."""
+    app = make_app(tiny_spec, loader, tmp_path, method="ar", max_new_tokens=6)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+        result = await run_and_wait(pilot, app)
+        message = app.main_screen.status.message
+        assert "vs autoregressive: " in message and "+/-" in message, message
+        assert ("faster" in message or "slower" in message or "no measurable difference" in message)
+        assert result.summary.speedup_spread is not None

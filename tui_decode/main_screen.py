@@ -38,6 +38,7 @@ from tui_decode.messages import (
     WorkerMessage,
 )
 from tui_decode.run_files import RunFiles
+from tui_decode.widgets.stats_pane import headline_speed, speed_text as speed_words
 from tui_decode.run_history import RunHistory
 from tui_decode.settings import KNOB_BY_KEY, Settings, draft_length_key, knobs_for
 from tui_decode.token_text import run_tokens
@@ -391,8 +392,9 @@ class MainScreen(ResponsiveLayout, RunFiles, FamilyLoadWorker, DecodeWorker, Scr
         seconds = self.live.elapsed() if self.live is not None else 0.0
         self.show_result(result, streamed=True)
         summary = result.summary
-        speed = summary.speedup_wall
-        speed_text = f"{speed:.2f}x vs autoregressive" if speed is not None else "no timing"
+        speed = headline_speed(summary)
+        speed_text = ("vs autoregressive: " + speed_words(speed, summary.speedup_spread)[0]
+                      if speed is not None else "no timing")
         if result.method.finish == "cancelled":
             self.status.set(f"cancelled after {summary.tokens} tokens ({seconds:.1f} s); the partial run stays: "
                             f"{speed_text}", "cancelled")
