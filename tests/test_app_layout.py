@@ -120,7 +120,7 @@ async def test_resizing_switches_the_layout_and_keeps_the_panes():
         assert main.table.cursor_row == 5 and main.detail.iteration.k == 5
 
 
-@pytest.mark.parametrize("width", [80, 140, 200])
+@pytest.mark.parametrize("width", [80, 120, 140, 159, 200])
 async def test_footer_labels_never_run_into_the_next_key(width):
     app = opened()
     async with app.run_test(size=(width, 40)) as pilot:
@@ -128,8 +128,10 @@ async def test_footer_labels_never_run_into_the_next_key(width):
         footer = screen_lines(app)[-1]
         assert "←→ Change ⏎ Type ^q Quit" in footer, footer
         assert "Change^" not in footer and "lengtht" not in footer
-        if width >= 120:
-            assert "Draft length t Template" in footer
+        assert len(footer.rstrip()) <= width and footer.rstrip().endswith("^p palette"), footer  # nothing cut
+        assert "f1 Help" in footer
+        if width >= 160:
+            assert "Draft length t Template" in footer and "f1 Help" in footer
 
 
 async def test_fixed_tokens_have_their_own_colour():
