@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from decoders.errors import DecodeError
 from decoders.stats import DecodeStats
-from decoders.timing import Drift, baseline_tail, decode_rate, ratio_text, time_to
+from decoders.timing import Drift, baseline_tail, decode_rate, one_token_steps, ratio_text, rse, time_to
 
 if TYPE_CHECKING:
     from decoders.params import DecodeParams
@@ -211,7 +211,12 @@ def _speedups(s: Summary, method: Run, baseline: Run, probe_ms: list[float]) -> 
     if m_rate and b_rate:
         s.speedup_decode = round(b_rate * drift.factor / m_rate, 3)
     if probe_ms:
-        s.speedup_spread = round(2 * drift.rel_error * (s.speedup_decode or s.speedup_wall or 1.0), 3)
+        # Two standard errors of the ratio: the drift's, and the step-time noise of each rate. The
+        # baseline's one-token steps give that noise; the method's steps are taken as equally noisy
+        # (its own per-iteration times vary with acceptance by design, not by timing noise).
+        steps = rse(one_token_steps(baseline))
+        rel = (drift.rel_error ** 2 + 2 * steps ** 2) ** 0.5
+        s.speedup_spread = round(2 * rel * (s.speedup_decode or s.speedup_wall or 1.0), 3)
 
 
 def explain(s: Summary, method_def) -> str:

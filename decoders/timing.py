@@ -42,6 +42,11 @@ class Drift:
         return cls(now / then, (_rse(then_ms) ** 2 + _rse(now_ms) ** 2) ** 0.5)
 
 
+def rse(samples: Sequence[float]) -> float:
+    """Relative standard error of the mean of ``samples`` (0 for fewer than two)."""
+    return _rse(samples)
+
+
 def _rse(samples: Sequence[float]) -> float:
     """Relative standard error of the mean of ``samples`` (0 for fewer than two)."""
     if len(samples) < 2:
