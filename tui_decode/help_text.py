@@ -86,8 +86,10 @@ FIGURES: tuple[FigureHelp, ...] = (
                "The same for the steady state after the first iteration (the prefill is reported as ttft).",
                "S_decode = baseline decode ms/token · drift / method decode ms/token"),
     FigureHelp("speedup_spread", ("±", "spread", "speedup ±"),
-               "The timing noise of a speedup: two standard errors (about 95%); a speedup within its spread of "
-               "1.0 reads 'no measurable difference'.", "± = 2 · rel. error(drift) · speedup"),
+               "The timing noise of a speedup: two standard errors (about 95%) of the drift and of both rates' "
+               "step times (err(step): the relative standard error of the baseline's one-token steps); a speedup "
+               "within its spread of 1.0 reads 'no measurable difference'.",
+               "± = 2 · √(err(drift)² + 2 · err(step)²) · speedup"),
     FigureHelp("drift", ("drift",),
                "How much slower (> 1) the machine steps now than when the baseline was decoded (it is reused).",
                "drift = median probe step now / median of the baseline's last 8 one-token steps"),

@@ -165,6 +165,21 @@ class RunBuilder:
         )
 
 
+def draft_chain(D, seq: Sequence[int], budget: int, step: Callable) -> tuple[list, list]:
+    """``budget`` helper forwards after ``seq``, each drafting from the one before, tokens kept on
+    the device. ``step(logits_row) -> (token [1], q or None)`` picks each draft; returns the draft
+    tokens and the q rows. The helper caches every draft but the last (name them afterwards)."""
+    logits = D.run(seq)
+    drafts, q_rows = [], []
+    for i in range(budget):
+        if i:
+            logits = D.extend(drafts[-1])
+        token, q = step(logits[0])
+        drafts.append(token)
+        q_rows.append(q)
+    return drafts, q_rows
+
+
 def mode_text(params: DecodeParams) -> str:
     """How a run samples, for its label: "greedy" or "sampling, T=0.7"."""
     return "greedy" if params.greedy else f"sampling, T={params.temperature:g}"

@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from decoders.methods.base import ParamSpec
-from decoders.methods.common import HostValues, ms, r
+from decoders.methods.common import HostValues, draft_chain, ms, r
 from decoders.methods.tree_step import commit_tree, verify_tree
 
 if TYPE_CHECKING:
@@ -49,13 +49,7 @@ def tree_step(b: RunBuilder, T: KVRunner, D: KVRunner, budget: int, width: int, 
     import torch
 
     n_log = len(D.log)
-    logits = D.run(b.seq)
-    drafts, q_rows = [], []
-    for i in range(budget):
-        if i:
-            logits = D.extend(drafts[-1])
-        drafts.append(logits[0].argmax().view(1))
-        q_rows.append(torch.softmax(logits[0], -1))
+    drafts, q_rows = draft_chain(D, b.seq, budget, lambda row: (row.argmax().view(1), torch.softmax(row, -1)))
     t_draft = sum(f.seconds for f in D.log[n_log:])
     chain_t, q = torch.cat(drafts), torch.stack(q_rows)
     depth = min(depth, budget)

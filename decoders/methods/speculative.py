@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from decoders.errors import DecodeError
 from decoders.methods.base import Figure, Method, ParamSpec, register
-from decoders.methods.common import DecodeContext, HostValues, MethodGen, RunBuilder, mode_text, ms, r
+from decoders.methods.common import (DecodeContext, HostValues, MethodGen, RunBuilder, draft_chain, mode_text, ms,
+                                     r)
 from decoders.methods.spec_tree import TREE_DEPTH, TREE_WIDTH, tree_step
 from decoders.methods.verify import accept_prefix, verify_sampling
 from decoders.records import KIND_AR, TopK
@@ -38,6 +39,10 @@ def speculative(ctx: DecodeContext) -> MethodGen:
     disp = ctx.family.display
     tree = greedy and params.tree_width > 1  # sampling stays linear (see decoders/methods/spec_tree.py)
 
+    def pick_draft(row):
+        q = probs(row, temp, greedy) if need_probs else None
+        return (row.argmax().view(1) if greedy else sample(q, gen).view(1)), q
+
     while not b.done:
         budget = min(gamma, b.remaining - 1)
         if budget == 0:  # one token left: a plain step
@@ -54,14 +59,7 @@ def speculative(ctx: DecodeContext) -> MethodGen:
 
         # Draft: `budget` helper forwards, tokens kept on the device.
         n_log = len(D.log)
-        logits = D.run(b.seq)
-        drafts, q_rows = [], []
-        for i in range(budget):
-            if i:
-                logits = D.extend(drafts[-1])
-            q = probs(logits[0], temp, greedy) if need_probs else None
-            drafts.append(logits[0].argmax().view(1) if greedy else sample(q, gen).view(1))
-            q_rows.append(q)
+        drafts, q_rows = draft_chain(D, b.seq, budget, pick_draft)
         draft_t = torch.cat(drafts)
 
         # Verify: one target forward over the prefix's new part and every draft.

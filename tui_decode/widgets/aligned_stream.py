@@ -14,7 +14,6 @@ from rich.style import Style
 from textual.geometry import Size
 from textual.strip import Strip
 
-from decoders.records import EMIT_KINDS
 from tui_decode.widgets.styles import component_style
 from tui_decode.widgets.token_stream import Piece, TokenStream
 
@@ -130,9 +129,8 @@ class AlignedStream(TokenStream):
         line_no = scroll_y + y
         if line_no >= len(self._lines):
             return Strip.blank(width, base)
-        styles = {kind: component_style(self, f"token-stream--{kind}") for kind in EMIT_KINDS}
-        space = component_style(self, "token-stream--space")
-        cursor = component_style(self, "token-stream--cursor")
+        styles = self.kind_styles()
+        space, cursor = styles["space"], styles["cursor"]
         diverge = component_style(self, "aligned-stream--diverge")
         gutter = component_style(self, "aligned-stream--gutter")
         start, _ = self._spans[line_no]

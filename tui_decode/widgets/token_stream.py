@@ -195,6 +195,11 @@ class TokenStream(ScrollView, can_focus=True):
             self._relayout()
 
     # -- drawing ---------------------------------------------------------------------------------
+    def kind_styles(self) -> dict[str, Style]:
+        """The style of each token kind, and of "space", "current" and "cursor" (the theme's now)."""
+        names = (*EMIT_KINDS, "space", "current", "cursor")
+        return {name: component_style(self, f"token-stream--{name}") for name in names}
+
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
         width = self.scrollable_content_region.width
@@ -202,10 +207,8 @@ class TokenStream(ScrollView, can_focus=True):
         line_no = scroll_y + y
         if line_no >= len(self._lines):
             return Strip.blank(width, base)
-        styles = {kind: component_style(self, f"token-stream--{kind}") for kind in EMIT_KINDS}
-        space = component_style(self, "token-stream--space")
-        current = component_style(self, "token-stream--current")
-        cursor = component_style(self, "token-stream--cursor")
+        styles = self.kind_styles()
+        space, current, cursor = styles["space"], styles["current"], styles["cursor"]
         segments = []
         for piece in self._lines[line_no]:
             kind = self.kinds[piece.token]
