@@ -169,6 +169,7 @@ class Iteration:
     t_end_ms: float | None = None  # when its tokens were out, from the run's start (consumer time excluded)
     beta: list[float] = field(default_factory=list)  # sum(min(p, q)) at each verified position
     detail: Detail | None = None  # the method's own record of the iteration (see `Detail`)
+    draft_stop: str = ""  # why the draft ended where it did, under an adaptive policy (see draft_policy.STOP_TEXT)
 
     @property
     def n_accepted(self) -> int:
@@ -195,6 +196,8 @@ class Iteration:
             out["beta"] = self.beta
         if self.detail is not None:
             out["detail"] = self.detail.to_json()
+        if self.draft_stop:
+            out["draft_stop"] = self.draft_stop
         return out
 
     @classmethod
@@ -209,6 +212,7 @@ class Iteration:
             t_end_ms=d.get("t_end_ms"),
             beta=d.get("beta", []),
             detail=detail_from_json(d["detail"]) if "detail" in d else _schema1_detail(d),
+            draft_stop=str(d.get("draft_stop", "")),
         )
 
 

@@ -376,3 +376,35 @@ async def test_the_screen_stays_usable_while_a_family_loads(tiny_spec, tiny_fami
         assert app.main_screen.settings.params.method == "spec"
         release.set()
         await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+
+
+async def test_the_iteration_detail_says_why_an_adaptive_draft_stopped():
+    from textual.app import App
+
+    from decoders.records import Emitted, Iteration
+    from tui_decode.widgets.details import DetailContext
+
+    class Holder(App):
+        def compose(self):
+            yield IterationDetail()
+
+    def text(detail) -> str:
+        import io
+
+        from rich.console import Console
+
+        console = Console(width=200, record=True, file=io.StringIO())
+        console.print(detail.body.content)
+        return console.export_text()
+
+    app = Holder()
+    async with app.run_test(size=(100, 20)) as pilot:
+        detail = app.query_one(IterationDetail)
+        plain = Iteration(k=3, pos=10, draft=[], emit=[Emitted(5, "w5", "ar")], draft_stop="skip")
+        detail.show(plain, DetailContext(method="spec"))
+        await pilot.pause()
+        assert "draft length: no draft: at this run's acceptance and helper cost a plain step is cheaper" \
+            in text(detail)
+        detail.show(Iteration(k=4, pos=11, draft=[], emit=[Emitted(6, "w6", "ar")]), DetailContext(method="ar"))
+        await pilot.pause()
+        assert "draft length" not in text(detail) and "A plain step" in text(detail)

@@ -28,8 +28,8 @@ from tests.test_methods import PROMPT, tiny_family  # noqa: E402
 METHOD_CASES = [
     DecodeParams(method="ar"),
     DecodeParams(method="ar", mode="sampling", temperature=0.9, seed=3),
-    DecodeParams(method="spec", gamma=3),
-    DecodeParams(method="spec", gamma=3, mode="sampling", temperature=0.9, seed=3),
+    DecodeParams(method="spec", gamma=3, draft_policy="fixed"),
+    DecodeParams(method="spec", gamma=3, mode="sampling", temperature=0.9, seed=3, draft_policy="fixed"),
     DecodeParams(method="pld", num_pred=5),
     DecodeParams(method="pld", num_pred=5, branches=3),
     DecodeParams(method="jacobi", block=4),

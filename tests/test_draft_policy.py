@@ -51,3 +51,69 @@ def test_a_policy_that_stopped_drafting_measures_again_now_and_then():
         feed(policy, 1, 3, 0, slope=0.4)
     choices = [policy.choose(1, 10) for _ in range(16)]
     assert choices.count(0) == 14 and choices[7] == 2 and choices[15] == 2
+
+
+# --- speculative decoding's adaptive draft length
+
+from decoders.methods.draft_policy import (STOP_EXPLORE, STOP_GAMMA, STOP_PAY, STOP_SKIP,  # noqa: E402
+                                           SpecDraftPolicy)
+
+
+def spec_feed(policy, confs, accepted, c=0.3, step=0.05, slope=0.1):
+    policy.observe([], 0, [], 1, step)
+    policy.observe(confs, accepted, [c * step] * len(confs), len(confs) + 1, step * (1 + slope * len(confs)))
+
+
+def test_a_helper_that_is_rarely_accepted_and_costly_drafts_nothing():
+    """Early exit on the bundled model: accepted 16% at c = 0.73. A plain step is cheaper."""
+    policy = SpecDraftPolicy(4)
+    for _ in range(30):
+        spec_feed(policy, [0.4, 0.4], 0, c=0.73)
+    assert policy.alpha() < 0.1 and 0.7 < policy.c < 0.76
+    plans = [policy.plan(4) for _ in range(40)]
+    assert plans[0] == (0, STOP_SKIP)
+    explored = [i for i, (k, why) in enumerate(plans) if why == STOP_EXPLORE]
+    # it still re-measures now and then, less often while drafting keeps not paying
+    assert len(explored) >= 2 and all(k == 2 for k, why in plans if why == STOP_EXPLORE)
+    assert explored[1] - explored[0] > explored[0] + 1
+
+
+def test_a_cheap_faithful_helper_drafts_the_full_gamma_and_stops_on_low_confidence():
+    policy = SpecDraftPolicy(6, cost_curve=[1.0 + 0.05 * k for k in range(16)])
+    for _ in range(30):
+        spec_feed(policy, [0.99] * 6, 6, c=0.2)  # confident drafts always pass
+        spec_feed(policy, [0.99, 0.2], 1, c=0.2)  # unsure drafts fail
+    assert policy.plan(6) == (6, None)
+    assert policy.keep_drafting([0.99, 0.99, 0.99], 6)
+    assert not policy.keep_drafting([0.99, 0.2], 6)  # the next token would follow a likely rejection
+    assert not policy.keep_drafting([0.99] * 6, 6)  # gamma reached
+    assert policy.plan(2) == (2, None)  # never more than the tokens left
+
+
+def test_sampling_policies_decide_from_fixed_costs_only():
+    """A seed must give the same tokens: timings (which differ run to run) are never read."""
+    a, b = SpecDraftPolicy(4, fixed_costs=(0.3, 0.15)), SpecDraftPolicy(4, fixed_costs=(0.3, 0.15))
+    for i in range(20):
+        spec_feed(a, [0.9, 0.8], 1, step=0.05)
+        spec_feed(b, [0.9, 0.8], 1, step=0.05 * (1 + i))  # a machine slowing down
+    assert a.c == b.c == 0.3 and a.verify.cost(5) == b.verify.cost(5) == 1.6
+    assert [a.keep_drafting([0.9] * k, 4) for k in range(1, 4)] == [b.keep_drafting([0.9] * k, 4) for k in range(1, 4)]
+
+
+def test_adaptive_speculative_runs_record_why_each_draft_stopped(monkeypatch):
+    """Tiny helpers cost as much as their target; a helper ten times cheaper is what pays."""
+    monkeypatch.setattr(SpecDraftPolicy, "c", property(lambda self: 0.1))
+    from decoders.engine import Engine
+    from decoders.params import DecodeParams
+    from tests.test_methods import PROMPT, tiny_family
+
+    good = Engine(tiny_family(fast=True, helper_noise=0.0))  # the helper is the target: always accepted
+    run = good.run(PROMPT, DecodeParams(method="spec", gamma=4, max_new_tokens=90)).method
+    stops = [it.draft_stop for it in run.iters]
+    # unsure drafts stop early until the run has seen that they pass; then the full gamma
+    assert STOP_PAY in stops[:5] and set(stops[-10:]) == {STOP_GAMMA}
+    bad = Engine(tiny_family(fast=True, helper_noise=3.0))  # a helper that is never right
+    result = bad.run(PROMPT, DecodeParams(method="spec", gamma=4, max_new_tokens=40))
+    stops = [it.draft_stop for it in result.method.iters]
+    assert stops.count(STOP_SKIP) >= len(stops) // 2 and result.summary.identical
+    assert result.to_json()["runs"]["method"]["iters"][-2]["draft_stop"] in (STOP_SKIP, STOP_EXPLORE, STOP_PAY)

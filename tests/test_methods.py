@@ -48,9 +48,10 @@ def engine(request):
 
 
 GREEDY_CASES = [
-    DecodeParams(method="spec", gamma=1),
-    DecodeParams(method="spec", gamma=4),
-    DecodeParams(method="spec", gamma=7, record=False),
+    DecodeParams(method="spec", gamma=1, draft_policy="fixed"),
+    DecodeParams(method="spec", gamma=4, draft_policy="fixed"),
+    DecodeParams(method="spec", gamma=7, record=False, draft_policy="fixed"),
+    DecodeParams(method="spec", gamma=4),  # adaptive draft length: never changes the output
     DecodeParams(method="pld", num_pred=5, draft_policy="fixed"),
     DecodeParams(method="pld", num_pred=10, ngram_min=2, ngram_max=4),
     DecodeParams(method="jacobi", block=4),
@@ -68,7 +69,7 @@ def test_greedy_methods_emit_exactly_the_baseline(engine, params):
 
 
 def test_speculative_drafts_are_both_accepted_and_rejected(engine):
-    result = engine.run(PROMPT, DecodeParams(method="spec", gamma=4, max_new_tokens=40))
+    result = engine.run(PROMPT, DecodeParams(method="spec", gamma=4, max_new_tokens=40, draft_policy="fixed"))
     statuses = {row.status for it in result.method.iters for row in it.draft}
     assert {"acc", "rej"} <= statuses
     s = result.summary
@@ -156,7 +157,7 @@ def test_cancel_keeps_the_partial_run():
 
 
 def test_run_record_round_trips_through_json(engine, tmp_path):
-    result = engine.run(PROMPT, DecodeParams(method="spec", gamma=3, max_new_tokens=12))
+    result = engine.run(PROMPT, DecodeParams(method="spec", gamma=3, max_new_tokens=12, draft_policy="fixed"))
     path = result.save(tmp_path / "run.json")
     again = RunResult.load(path)
     assert again.to_json() == result.to_json()

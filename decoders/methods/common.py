@@ -165,10 +165,13 @@ class RunBuilder:
         )
 
 
-def draft_chain(D, seq: Sequence[int], budget: int, step: Callable) -> tuple[list, list]:
-    """``budget`` helper forwards after ``seq``, each drafting from the one before, tokens kept on
-    the device. ``step(logits_row) -> (token [1], q or None)`` picks each draft; returns the draft
-    tokens and the q rows. The helper caches every draft but the last (name them afterwards)."""
+def draft_chain(D, seq: Sequence[int], budget: int, step: Callable,
+                keep_going: Callable | None = None) -> tuple[list, list]:
+    """Up to ``budget`` helper forwards after ``seq``, each drafting from the one before, tokens
+    kept on the device. ``step(logits_row) -> (token [1], q or None)`` picks each draft;
+    ``keep_going(logits_row, token, q) -> bool``, when given, may end the draft early (an
+    adaptive draft length). Returns the draft tokens and the q rows. The helper caches every
+    draft but the last (name them afterwards)."""
     logits = D.run(seq)
     drafts, q_rows = [], []
     for i in range(budget):
@@ -177,6 +180,8 @@ def draft_chain(D, seq: Sequence[int], budget: int, step: Callable) -> tuple[lis
         token, q = step(logits[0])
         drafts.append(token)
         q_rows.append(q)
+        if keep_going is not None and not keep_going(logits[0], token, q):  # called for the last one too
+            break
     return drafts, q_rows
 
 

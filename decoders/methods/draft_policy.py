@@ -20,6 +20,7 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict, deque
 
+from decoders.methods.base import ParamSpec
 from decoders.theory import expected_tokens
 
 PRIOR_SLOPE = 0.15  # extra cost per extra position, before the run has measured any
@@ -28,22 +29,21 @@ SLOPE_WINDOW = 15  # recent slope measurements the median is taken over
 EXPLORE_EVERY = 8  # after this many matches in a row left undrafted, draft a short one to re-measure
 
 
-class AdaptiveDraftLength:
-    """Chooses the draft length for each iteration from acceptance and cost seen so far."""
+DRAFT_POLICY = ParamSpec("draft_policy", "draft policy",
+                         "adaptive drafts only what its expected acceptance pays for (never changing the "
+                         "output); fixed drafts the full length (γ, or K for prompt lookup) whenever it can",
+                         "adaptive", kind="choice", choices=("adaptive", "fixed"))
 
-    def __init__(self, max_len: int, cost_curve: list[float] | None = None):
-        """``cost_curve``: T(k) measured at this context (k = 1..), used as the cost of a forward
-        over k positions where it reaches; beyond it, and without it, the run's own slope."""
-        self.max_len = max_len
+
+class VerifyCost:
+    """The cost of a target forward over n positions, in one-position forwards: T(n) from the
+    curve measured at this context where it reaches, beyond it and without it 1 + slope (n - 1),
+    the slope being the median of the run's own recent measurements."""
+
+    def __init__(self, cost_curve: list[float] | None = None):
         self.cost_curve = cost_curve or []
-        self._acc = defaultdict(lambda: list(PRIOR_ACCEPT))  # match length -> [accepted, rejected]
-        self._one = None  # EMA of one-position forward seconds
+        self.one: float | None = None  # EMA of one-position forward seconds
         self._slopes = deque([PRIOR_SLOPE], maxlen=SLOPE_WINDOW)
-        self._undrafted = 0  # matches in a row the policy chose not to draft
-
-    def acceptance(self, match_len: int) -> float:
-        acc, rej = self._acc[match_len]
-        return acc / (acc + rej)
 
     @property
     def slope(self) -> float:
@@ -53,6 +53,35 @@ class AdaptiveDraftLength:
         if positions <= len(self.cost_curve):
             return self.cost_curve[positions - 1]
         return 1.0 + self.slope * (positions - 1)
+
+    def observe(self, positions: int, seconds: float) -> None:
+        if positions == 1:
+            self.one = seconds if self.one is None else 0.8 * self.one + 0.2 * seconds
+        elif self.one and positions > 1:
+            self._slopes.append((seconds / self.one - 1.0) / (positions - 1))
+
+
+class AdaptiveDraftLength:
+    """Chooses the draft length for each iteration from acceptance and cost seen so far."""
+
+    def __init__(self, max_len: int, cost_curve: list[float] | None = None):
+        """``cost_curve``: T(k) measured at this context (k = 1..), used as the cost of a forward
+        over k positions where it reaches; beyond it, and without it, the run's own slope."""
+        self.max_len = max_len
+        self.verify = VerifyCost(cost_curve)
+        self._acc = defaultdict(lambda: list(PRIOR_ACCEPT))  # match length -> [accepted, rejected]
+        self._undrafted = 0  # matches in a row the policy chose not to draft
+
+    def acceptance(self, match_len: int) -> float:
+        acc, rej = self._acc[match_len]
+        return acc / (acc + rej)
+
+    @property
+    def slope(self) -> float:
+        return self.verify.slope
+
+    def cost(self, positions: int) -> float:
+        return self.verify.cost(positions)
 
     def choose(self, match_len: int, available: int) -> int:
         """Draft length in 0..min(available, max_len) with the best expected tokens per cost."""
@@ -79,7 +108,134 @@ class AdaptiveDraftLength:
             counts = self._acc[match_len]
             counts[0] += accepted
             counts[1] += 1 if accepted < drafted else 0
-        if positions == 1:
-            self._one = seconds if self._one is None else 0.8 * self._one + 0.2 * seconds
-        elif self._one and positions > 1:
-            self._slopes.append((seconds / self._one - 1.0) / (positions - 1))
+        self.verify.observe(positions, seconds)
+
+
+# --- speculative decoding: a helper model drafts, so each draft token has a cost and a confidence
+
+CONF_BINS = (0.3, 0.5, 0.7, 0.85, 0.95)  # helper-confidence bins the acceptance is learned in
+PRIOR_WEIGHT = 2.0  # pseudo-observations behind each bin's prior (the bin's own confidence)
+PRIOR_C = 0.5  # helper forward over target forward, before the run has measured both
+STOP_GAMMA, STOP_BUDGET, STOP_PAY, STOP_SKIP, STOP_EXPLORE = "gamma", "budget", "confidence", "skip", "explore"
+#: Why a draft ended, in words (the iteration detail and the record's ``draft_stop``).
+STOP_TEXT = {
+    STOP_GAMMA: "drafted the full γ",
+    STOP_BUDGET: "drafted up to the tokens left",
+    STOP_PAY: "stopped early: the helper's confidence said a longer draft would not pay for its cost",
+    STOP_SKIP: "no draft: at this run's acceptance and helper cost a plain step is cheaper",
+    STOP_EXPLORE: "a short draft to re-measure acceptance after plain steps",
+}
+
+
+class SpecDraftPolicy:
+    """Adaptive draft length for speculative decoding.
+
+    Before an iteration it drafts nothing when no draft length pays at the run's acceptance
+    (a plain step is then cheaper), re-measuring now and then with a short draft. While drafting
+    it stops as soon as the draft so far yields more tokens per unit of cost than any longer one
+    is expected to: each drafted token's acceptance is estimated from the helper's confidence in
+    it (its probability), calibrated on the run's own verdicts, one Beta posterior per confidence
+    bin with the bin's confidence as prior. Costs are in target one-token forwards: ``c`` from the
+    run's own helper and target forwards, the verify forward's T(k) from the measured curve or
+    the run's own slope (`VerifyCost`). The policy reads only the helper's side, before
+    verification, so greedy output stays identical and sampling stays exact.
+
+    Sampling with a seed must give the same tokens every time, and timings differ between runs, so
+    there the costs are fixed up front and never measured (``fixed_costs=(c, slope)``: c from the
+    weight bytes each model reads per step, the slope from the device) and every decision follows
+    from the seeded verdicts alone.
+    """
+
+    def __init__(self, gamma: int, cost_curve: list[float] | None = None,
+                 fixed_costs: tuple[float, float] | None = None):
+        self.gamma = gamma
+        self.fixed_costs = fixed_costs
+        self.verify = VerifyCost(None if fixed_costs else cost_curve)
+        if fixed_costs:
+            self.verify._slopes.clear()
+            self.verify._slopes.append(fixed_costs[1])
+        self._bins = [[PRIOR_WEIGHT * m, PRIOR_WEIGHT * (1 - m)] for m in _bin_means()]
+        self._all = list(PRIOR_ACCEPT)
+        self._helper_one: float | None = None
+        self._explore_every = EXPLORE_EVERY
+        self._undrafted = 0
+
+    # estimates
+    @property
+    def c(self) -> float:
+        if self.fixed_costs:
+            return self.fixed_costs[0]
+        one = self.verify.one
+        return PRIOR_C if not (one and self._helper_one) else self._helper_one / one
+
+    def alpha(self) -> float:
+        """Mean acceptance of a draft token, before its confidence is known."""
+        acc, rej = self._all
+        return acc / (acc + rej)
+
+    def acceptance(self, confidence: float) -> float:
+        acc, rej = self._bins[_bin(confidence)]
+        return acc / (acc + rej)
+
+    def _rate(self, tokens: float, drafted: int) -> float:
+        return tokens / (drafted * self.c + self.verify.cost(drafted + 1))
+
+    def _best_more(self, tokens: float, survive: float, drafted: int, limit: int) -> float:
+        """The best tokens-per-cost of drafting 1..(limit - drafted) more tokens at the mean acceptance."""
+        a, best, gain = self.alpha(), 0.0, 0.0
+        for m in range(1, limit - drafted + 1):
+            survive *= a
+            gain += survive
+            best = max(best, self._rate(tokens + gain, drafted + m))
+        return best
+
+    # decisions
+    def plan(self, budget: int) -> tuple[int, str | None]:
+        """How many tokens this iteration may draft (0: a plain step) and, when none, why."""
+        limit = min(self.gamma, budget)
+        if limit <= 0:
+            return 0, STOP_BUDGET
+        if self._best_more(1.0, 1.0, 0, limit) > self._rate(1.0, 0):
+            self._undrafted = 0
+            return limit, None
+        self._undrafted += 1
+        if self._undrafted >= self._explore_every:  # estimates that stop drafting must be re-measured
+            self._undrafted = 0
+            self._explore_every = min(4 * EXPLORE_EVERY, 2 * self._explore_every)  # back off while it still does not pay
+            return min(2, limit), STOP_EXPLORE
+        return 0, STOP_SKIP
+
+    def keep_drafting(self, confidences: list[float], limit: int) -> bool:
+        """After drafting ``confidences`` (the helper's probability of each draft so far): does
+        drafting on promise more tokens per cost than verifying now?"""
+        survive, tokens = 1.0, 1.0
+        for conf in confidences:
+            survive *= self.acceptance(conf)
+            tokens += survive
+        drafted = len(confidences)
+        return drafted < limit and self._best_more(tokens, survive, drafted, limit) > self._rate(tokens, drafted)
+
+    # learning
+    def observe(self, confidences: list[float], accepted: int, helper_seconds: list[float], positions: int,
+                seconds: float) -> None:
+        """One iteration's verdict (drafts judged up to the first rejection) and its forwards."""
+        for i, conf in enumerate(confidences[: accepted + 1]):
+            ok = i < accepted
+            self._bins[_bin(conf)][0 if ok else 1] += 1
+            self._all[0 if ok else 1] += 1
+        if accepted == len(confidences) and confidences:
+            self._explore_every = EXPLORE_EVERY
+        if self.fixed_costs:
+            return
+        for s in helper_seconds:
+            self._helper_one = s if self._helper_one is None else 0.8 * self._helper_one + 0.2 * s
+        self.verify.observe(positions, seconds)
+
+
+def _bin(confidence: float) -> int:
+    return sum(confidence >= edge for edge in CONF_BINS)
+
+
+def _bin_means() -> list[float]:
+    edges = (0.0, *CONF_BINS, 1.0)
+    return [(lo + hi) / 2 for lo, hi in zip(edges, edges[1:])]

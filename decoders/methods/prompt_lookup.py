@@ -14,7 +14,7 @@ from typing import ClassVar
 from decoders.errors import DecodeError
 from decoders.methods.base import Figure, Method, ParamSpec, register
 from decoders.methods.common import DecodeContext, HostValues, MethodGen, RunBuilder, ms
-from decoders.methods.draft_policy import AdaptiveDraftLength
+from decoders.methods.draft_policy import DRAFT_POLICY, AdaptiveDraftLength
 from decoders.methods.ngram import NgramIndex
 from decoders.methods.verify import accept_prefix
 from decoders.records import Detail, register_detail
@@ -23,10 +23,6 @@ NUM_PRED = ParamSpec("num_pred", "k copy length", "prompt lookup: at most K toke
                      low=1, high=64, metavar="K")
 NGRAM_MAX = ParamSpec("ngram_max", "n-gram max", "prompt lookup: longest n-gram looked up", 3, low=1, high=16)
 NGRAM_MIN = ParamSpec("ngram_min", "n-gram min", "prompt lookup: shortest n-gram looked up", 1, low=1, high=16)
-DRAFT_POLICY = ParamSpec("draft_policy", "draft policy",
-                         "adaptive cuts each draft to what its expected acceptance pays for; "
-                         "fixed drafts up to K tokens whenever an n-gram matches", "adaptive",
-                         kind="choice", choices=("adaptive", "fixed"))
 BRANCHES = ParamSpec("branches", "B branches",
                      "prompt lookup: distinct continuations of the tail n-gram verified together as a tree "
                      "(1: one draft, a chain)", 1, low=1, high=16, metavar="B")

@@ -11,6 +11,8 @@ from decoders.errors import DecodeError
 from decoders.methods.base import Figure, Method, ParamSpec, register
 from decoders.methods.common import (DecodeContext, HostValues, MethodGen, RunBuilder, draft_chain, mode_text, ms,
                                      r)
+from decoders.methods.draft_policy import (DRAFT_POLICY, PRIOR_SLOPE, STOP_BUDGET, STOP_EXPLORE, STOP_GAMMA,
+                                           STOP_PAY, SpecDraftPolicy)
 from decoders.methods.spec_tree import TREE_DEPTH, TREE_WIDTH, tree_step
 from decoders.methods.verify import accept_prefix, verify_sampling
 from decoders.records import KIND_AR, TopK
@@ -38,18 +40,41 @@ def speculative(ctx: DecodeContext) -> MethodGen:
     need_probs = params.record or not greedy
     disp = ctx.family.display
     tree = greedy and params.tree_width > 1  # sampling stays linear (see decoders/methods/spec_tree.py)
+    # Adaptive draft length: reads the helper's confidence in each draft (one scalar per draft,
+    # the only host reads beyond the iteration's transfer), never the target's verdict early.
+    policy = None
+    if params.draft_policy == "adaptive" and not tree:
+        # sampling: costs fixed up front (weight bytes, a device prior), so a seed gives the same tokens
+        fixed = None if greedy else (D.backend.weight_bytes / max(1, T.backend.weight_bytes),
+                                     PRIOR_SLOPE if device.type == "cpu" else 0.0)
+        policy = SpecDraftPolicy(gamma, ctx.cost_curve, fixed)
+    confs: list[float] = []
+    limit = gamma
 
     def pick_draft(row):
         q = probs(row, temp, greedy) if need_probs else None
         return (row.argmax().view(1) if greedy else sample(q, gen).view(1)), q
 
+    def keep_going(row, token, q):
+        from decoders.host import to_host
+
+        conf = (q if q is not None else torch.softmax(row, -1))[token]
+        confs.append(to_host([conf])[0])
+        return policy.keep_drafting(confs, limit)
+
     while not b.done:
         budget = min(gamma, b.remaining - 1)
-        if budget == 0:  # one token left: a plain step
+        why = ""
+        if policy is not None:
+            limit, why = policy.plan(budget)
+            why = why or ""
+        if budget == 0 or (policy is not None and limit == 0):  # a plain step
             logits = T.run(b.seq)
             p = None if greedy else probs(logits[0], temp, greedy=False)
             token = HostValues.transfer([(logits[0].argmax() if greedy else sample(p, gen)).view(1)]).ints(1)[0]
-            it = b.commit([token], KIND_AR, [], t_verify_ms=ms(T.log[-1].seconds))
+            it = b.commit([token], KIND_AR, [], t_verify_ms=ms(T.log[-1].seconds), draft_stop=why)
+            if policy is not None:
+                policy.observe([], 0, [], T.log[-1].positions, T.log[-1].seconds)
             yield from b.yielding(it)
             continue
         if tree:
@@ -57,9 +82,13 @@ def speculative(ctx: DecodeContext) -> MethodGen:
             yield from b.yielding(it)
             continue
 
-        # Draft: `budget` helper forwards, tokens kept on the device.
+        # Draft: up to `limit` helper forwards, tokens kept on the device.
         n_log = len(D.log)
-        drafts, q_rows = draft_chain(D, b.seq, budget, pick_draft)
+        confs.clear()
+        drafts, q_rows = draft_chain(D, b.seq, limit, pick_draft, keep_going if policy is not None else None)
+        budget = len(drafts)
+        if policy is not None and why != STOP_EXPLORE:
+            why = STOP_PAY if budget < limit else STOP_GAMMA if budget == gamma else STOP_BUDGET
         draft_t = torch.cat(drafts)
 
         # Verify: one target forward over the prefix's new part and every draft.
@@ -84,7 +113,10 @@ def speculative(ctx: DecodeContext) -> MethodGen:
         D.name_tail(d_ids[: budget - 1])  # the helper cached every draft but the last
         T.name_tail(d_ids)
 
-        fields = {"t_draft_ms": ms(t_draft), "t_verify_ms": ms(T.log[-1].seconds),
+        if policy is not None:
+            policy.observe(confs, n, [f.seconds for f in D.log[n_log:] if f.positions == 1],
+                           T.log[-1].positions, T.log[-1].seconds)
+        fields = {"t_draft_ms": ms(t_draft), "t_verify_ms": ms(T.log[-1].seconds), "draft_stop": why,
                   "beta": [r(x) for x in beta[: min(n + 1, budget)]]}
         q_d = p_d = None
         if params.record:
@@ -137,7 +169,8 @@ def _describe(params) -> str:
     if params.tree_width > 1:
         tree = (f", tree {params.tree_width}x{min(params.tree_depth, params.gamma)}" if params.greedy
                 else ", linear: a draft tree needs greedy mode")
-    return f"Speculative ({mode_text(params)}, γ={params.gamma}{tree})"
+    policy = ", adaptive" if params.draft_policy == "adaptive" and not (params.tree_width > 1 and params.greedy) else ""
+    return f"Speculative ({mode_text(params)}, γ{'≤' if policy else '='}{params.gamma}{policy}{tree})"
 
 
 METHOD = register(Method(
@@ -145,7 +178,7 @@ METHOD = register(Method(
     name="spec",
     label="Speculative",
     run=speculative,
-    params=(GAMMA, TREE_WIDTH, TREE_DEPTH),
+    params=(GAMMA, DRAFT_POLICY, TREE_WIDTH, TREE_DEPTH),
     needs_helper=True,
     detail="topk",
     figures=(

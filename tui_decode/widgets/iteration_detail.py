@@ -16,6 +16,7 @@ from textual.widgets import Static
 
 from decoders.errors import DecodeError
 from decoders.methods.base import get_method
+from decoders.methods.draft_policy import STOP_TEXT
 from decoders.params import METHOD_NAMES
 from decoders.records import Iteration
 from tui_decode.widgets.details import PLAIN, DetailContext, view_for
@@ -82,6 +83,8 @@ class IterationDetail(VerticalScroll, can_focus=True):
         self.border_title = f"Iteration {it.k} · {METHOD_NAMES.get(self.context.method, self.context.method)}"
         kind, detail = detail_of(it, self.context.method)
         parts: list[RenderableType] = [self._summary_line(it)]
+        if it.draft_stop:  # the adaptive draft policy's reason, in words
+            parts.append(Text(f"draft length: {STOP_TEXT.get(it.draft_stop, it.draft_stop)}", style="dim"))
         parts.extend(view_for(kind)(it, detail, self.context, self._style))
         body.update(Group(*parts))
         self.scroll_home(animate=False)
