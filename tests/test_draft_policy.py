@@ -110,8 +110,8 @@ def test_adaptive_speculative_runs_record_why_each_draft_stopped(monkeypatch):
     good = Engine(tiny_family(fast=True, helper_noise=0.0))  # the helper is the target: always accepted
     run = good.run(PROMPT, DecodeParams(method="spec", gamma=4, max_new_tokens=90)).method
     stops = [it.draft_stop for it in run.iters]
-    # unsure drafts stop early until the run has seen that they pass; then the full gamma
-    assert STOP_PAY in stops[:5] and set(stops[-10:]) == {STOP_GAMMA}
+    # every draft passes, whatever the helper's confidence: the full gamma throughout
+    assert set(stops[:-1]) == {STOP_GAMMA} and len(stops) <= 20
     bad = Engine(tiny_family(fast=True, helper_noise=3.0))  # a helper that is never right
     result = bad.run(PROMPT, DecodeParams(method="spec", gamma=4, max_new_tokens=40))
     stops = [it.draft_stop for it in result.method.iters]

@@ -47,8 +47,8 @@ def tables():
     return target, helper
 
 
-def position_counts(runs: int = RUNS, policy: str = "fixed") -> np.ndarray:
-    """Histogram [TOKENS, V] of the token emitted at each position over ``runs`` seeded runs."""
+def position_counts(runs: int = RUNS, policy: str = "fixed", tokens: int = TOKENS) -> np.ndarray:
+    """Histogram [tokens, V] of the token emitted at each position over ``runs`` seeded runs."""
     target, helper = tables()
     family = bigram_family(target, helper)
     # A helper a tenth of the target's size: the adaptive policy then drafts 1, 2 or 3 tokens,
@@ -56,10 +56,10 @@ def position_counts(runs: int = RUNS, policy: str = "fixed") -> np.ndarray:
     family.helper.weight_bytes = family.main.weight_bytes // 10
     main, draft = KVRunner(family.main), KVRunner(family.helper)
     method = get_method("spec")
-    counts = np.zeros((TOKENS, V))
+    counts = np.zeros((tokens, V))
     for seed in range(runs):
         params = DecodeParams(method="spec", mode="sampling", temperature=TEMPERATURE, seed=seed, gamma=GAMMA,
-                              max_new_tokens=TOKENS, record=False, draft_policy=policy)
+                              max_new_tokens=tokens, record=False, draft_policy=policy)
         main.reset()
         draft.reset()
         gen = method.run(DecodeContext(family, PROMPT_IDS, params, main, draft, time.perf_counter))
@@ -69,12 +69,12 @@ def position_counts(runs: int = RUNS, policy: str = "fixed") -> np.ndarray:
             except StopIteration as stop:
                 ids = stop.value.ids
                 break
-        counts[np.arange(TOKENS), ids] += 1
+        counts[np.arange(tokens), ids] += 1
     return counts
 
 
 def worst_pvalue(counts: np.ndarray) -> float:
-    expected = marginals(tables()[0], PROMPT_IDS[-1], TOKENS, TEMPERATURE).numpy()
+    expected = marginals(tables()[0], PROMPT_IDS[-1], len(counts), TEMPERATURE).numpy()
     return min(chisquare(row, row.sum() * exp).pvalue for row, exp in zip(counts, expected))
 
 
@@ -105,10 +105,11 @@ def residual_from_p(p, q, drafts, gen):
                    v.acc_prob, v.beta)
 
 
-@pytest.mark.parametrize("policy", ["fixed", "adaptive"])
-def test_every_emitted_position_follows_the_tempered_target(policy):
-    """The adaptive draft length stops drafts on the helper's confidence alone: still exact."""
-    counts = position_counts(policy=policy)
+@pytest.mark.parametrize("policy,tokens", [("fixed", TOKENS), ("adaptive", 8)])
+def test_every_emitted_position_follows_the_tempered_target(policy, tokens):
+    """The adaptive draft length stops drafts on the helper's confidence alone: still exact. Its
+    first draft is always full, so it runs longer, where the policy's decisions start to vary."""
+    counts = position_counts(policy=policy, tokens=tokens)
     assert worst_pvalue(counts) > 1e-3
 
 

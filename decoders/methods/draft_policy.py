@@ -114,7 +114,7 @@ class AdaptiveDraftLength:
 # --- speculative decoding: a helper model drafts, so each draft token has a cost and a confidence
 
 CONF_BINS = (0.3, 0.5, 0.7, 0.85, 0.95)  # helper-confidence bins the acceptance is learned in
-PRIOR_WEIGHT = 2.0  # pseudo-observations behind each bin's prior (the bin's own confidence)
+PRIOR_WEIGHT = 4.0  # pseudo-observations behind each bin's prior (the run's overall acceptance)
 PRIOR_C = 0.5  # helper forward over target forward, before the run has measured both
 STOP_GAMMA, STOP_BUDGET, STOP_PAY, STOP_SKIP, STOP_EXPLORE = "gamma", "budget", "confidence", "skip", "explore"
 #: Why a draft ended, in words (the iteration detail and the record's ``draft_stop``).
@@ -134,8 +134,8 @@ class SpecDraftPolicy:
     (a plain step is then cheaper), re-measuring now and then with a short draft. While drafting
     it stops as soon as the draft so far yields more tokens per unit of cost than any longer one
     is expected to: each drafted token's acceptance is estimated from the helper's confidence in
-    it (its probability), calibrated on the run's own verdicts, one Beta posterior per confidence
-    bin with the bin's confidence as prior. Costs are in target one-token forwards: ``c`` from the
+    it (its probability), calibrated on the run's own verdicts, per confidence bin, shrunk toward
+    the run's overall acceptance. Costs are in target one-token forwards: ``c`` from the
     run's own helper and target forwards, the verify forward's T(k) from the measured curve or
     the run's own slope (`VerifyCost`). The policy reads only the helper's side, before
     verification, so greedy output stays identical and sampling stays exact.
@@ -154,7 +154,7 @@ class SpecDraftPolicy:
         if fixed_costs:
             self.verify._slopes.clear()
             self.verify._slopes.append(fixed_costs[1])
-        self._bins = [[PRIOR_WEIGHT * m, PRIOR_WEIGHT * (1 - m)] for m in _bin_means()]
+        self._bins = [[0, 0] for _ in range(len(CONF_BINS) + 1)]  # [accepted, rejected] per confidence bin
         self._all = list(PRIOR_ACCEPT)
         self._helper_one: float | None = None
         self._explore_every = EXPLORE_EVERY
@@ -174,8 +174,11 @@ class SpecDraftPolicy:
         return acc / (acc + rej)
 
     def acceptance(self, confidence: float) -> float:
+        """A draft's acceptance given the helper's confidence in it: its bin's record, shrunk
+        toward the run's overall acceptance (a quantized copy of the target is accepted at any
+        confidence; a small helper model is not when unsure, and the bins learn which)."""
         acc, rej = self._bins[_bin(confidence)]
-        return acc / (acc + rej)
+        return (acc + PRIOR_WEIGHT * self.alpha()) / (acc + rej + PRIOR_WEIGHT)
 
     def _rate(self, tokens: float, drafted: int) -> float:
         return tokens / (drafted * self.c + self.verify.cost(drafted + 1))
@@ -195,7 +198,9 @@ class SpecDraftPolicy:
         limit = min(self.gamma, budget)
         if limit <= 0:
             return 0, STOP_BUDGET
-        if self._best_more(1.0, 1.0, 0, limit) > self._rate(1.0, 0):
+        # The first iteration drafts in full: it pays the helper's prefill and measures what the
+        # estimates start from (a helper joining later would pay that prefill at a worse time).
+        if self._all == list(PRIOR_ACCEPT) or self._best_more(1.0, 1.0, 0, limit) > self._rate(1.0, 0):
             self._undrafted = 0
             return limit, None
         self._undrafted += 1
@@ -208,6 +213,8 @@ class SpecDraftPolicy:
     def keep_drafting(self, confidences: list[float], limit: int) -> bool:
         """After drafting ``confidences`` (the helper's probability of each draft so far): does
         drafting on promise more tokens per cost than verifying now?"""
+        if self._all == list(PRIOR_ACCEPT):  # the first draft: nothing learned yet, measure the full length
+            return len(confidences) < limit
         survive, tokens = 1.0, 1.0
         for conf in confidences:
             survive *= self.acceptance(conf)
@@ -235,7 +242,3 @@ class SpecDraftPolicy:
 def _bin(confidence: float) -> int:
     return sum(confidence >= edge for edge in CONF_BINS)
 
-
-def _bin_means() -> list[float]:
-    edges = (0.0, *CONF_BINS, 1.0)
-    return [(lo + hi) / 2 for lo, hi in zip(edges, edges[1:])]
