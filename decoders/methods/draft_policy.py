@@ -115,6 +115,7 @@ class AdaptiveDraftLength:
 
 CONF_BINS = (0.3, 0.5, 0.7, 0.85, 0.95)  # helper-confidence bins the acceptance is learned in
 PRIOR_WEIGHT = 4.0  # pseudo-observations behind each bin's prior (the run's overall acceptance)
+SPEC_PRIOR_ACCEPT = (0.5, 0.5)  # Beta pseudo-counts of a draft's acceptance: light, so one full draft teaches it
 PRIOR_C = 0.5  # helper forward over target forward, before the run has measured both
 STOP_GAMMA, STOP_BUDGET, STOP_PAY, STOP_SKIP, STOP_EXPLORE = "gamma", "budget", "confidence", "skip", "explore"
 #: Why a draft ended, in words (the iteration detail and the record's ``draft_stop``).
@@ -155,8 +156,9 @@ class SpecDraftPolicy:
             self.verify._slopes.clear()
             self.verify._slopes.append(fixed_costs[1])
         self._bins = [[0, 0] for _ in range(len(CONF_BINS) + 1)]  # [accepted, rejected] per confidence bin
-        self._all = list(PRIOR_ACCEPT)
+        self._all = list(SPEC_PRIOR_ACCEPT)
         self._helper_one: float | None = None
+        self._target_one: float | None = None  # one-token target step, estimated from verifies until a plain step runs
         self._explore_every = EXPLORE_EVERY
         self._undrafted = 0
 
@@ -165,7 +167,7 @@ class SpecDraftPolicy:
     def c(self) -> float:
         if self.fixed_costs:
             return self.fixed_costs[0]
-        one = self.verify.one
+        one = self.verify.one or self._target_one
         return PRIOR_C if not (one and self._helper_one) else self._helper_one / one
 
     def alpha(self) -> float:
@@ -200,7 +202,7 @@ class SpecDraftPolicy:
             return 0, STOP_BUDGET
         # The first iteration drafts in full: it pays the helper's prefill and measures what the
         # estimates start from (a helper joining later would pay that prefill at a worse time).
-        if self._all == list(PRIOR_ACCEPT) or self._best_more(1.0, 1.0, 0, limit) > self._rate(1.0, 0):
+        if self._all == list(SPEC_PRIOR_ACCEPT) or self._best_more(1.0, 1.0, 0, limit) > self._rate(1.0, 0):
             self._undrafted = 0
             return limit, None
         self._undrafted += 1
@@ -213,7 +215,7 @@ class SpecDraftPolicy:
     def keep_drafting(self, confidences: list[float], limit: int) -> bool:
         """After drafting ``confidences`` (the helper's probability of each draft so far): does
         drafting on promise more tokens per cost than verifying now?"""
-        if self._all == list(PRIOR_ACCEPT):  # the first draft: nothing learned yet, measure the full length
+        if self._all == list(SPEC_PRIOR_ACCEPT):  # the first draft: nothing learned yet, measure the full length
             return len(confidences) < limit
         survive, tokens = 1.0, 1.0
         for conf in confidences:
@@ -236,7 +238,10 @@ class SpecDraftPolicy:
             return
         for s in helper_seconds:
             self._helper_one = s if self._helper_one is None else 0.8 * self._helper_one + 0.2 * s
-        self.verify.observe(positions, seconds)
+        if positions == len(confidences) + 1:  # a decode forward; not one that also prefilled
+            self.verify.observe(positions, seconds)
+            one = seconds / self.verify.cost(positions)
+            self._target_one = one if self._target_one is None else 0.8 * self._target_one + 0.2 * one
 
 
 def _bin(confidence: float) -> int:
