@@ -200,7 +200,11 @@ def _speedups(s: Summary, method: Run, baseline: Run, probe_ms: list[float]) -> 
     b_rate, _ = decode_rate(baseline)
     s.decode_ms_per_token = None if m_rate is None else round(m_rate, 3)
     s.baseline_decode_ms_per_token = None if b_rate is None else round(b_rate, 3)
-    drift = Drift.between(baseline_tail(baseline), probe_ms)
+    # The machine's speed now: the probe after the run and the run's own one-token target steps
+    # (every step of autoregressive decoding, the undrafted steps of the others), against the
+    # baseline's one-token steps then. Both sides span the run's contexts.
+    now_ms = list(probe_ms) + one_token_steps(method) if probe_ms else []
+    drift = Drift.between(one_token_steps(baseline) if len(now_ms) > len(probe_ms) else baseline_tail(baseline), now_ms)
     s.drift = round(drift.factor, 3)
     s.probe_ms = probe_ms or None
     n = min(len(method.ids), len(baseline.ids))

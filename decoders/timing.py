@@ -57,7 +57,7 @@ def _rse(samples: Sequence[float]) -> float:
 
 def one_token_steps(run: Run) -> list[float]:
     """Verify times of the run's one-token decode steps (the prefill left out)."""
-    return [it.t_verify_ms for it in run.iters[1:] if not it.draft and it.t_verify_ms > 0]
+    return [it.t_verify_ms for it in run.iters[1:] if not it.draft and len(it.emit) == 1 and it.t_verify_ms > 0]
 
 
 def baseline_tail(baseline: Run) -> list[float]:

@@ -76,3 +76,16 @@ def test_a_near_tie_reads_as_numerics():
     s = summarize(timed_run([100.0] + [40.0] * 9), baseline, DecodeParams(method="ar"))
     s.divergence = {"at": 3, "margin": 4e-5, "top2": ["a", "b"], "baseline": "a", "method": "b"}
     assert "numerical near-tie" in s.divergence_text() and "bug" not in s.divergence_text()
+
+
+def test_the_runs_own_one_token_steps_count_as_the_machine_now():
+    """A probe that caught a quiet moment after a busy run must not read as a slower method:
+    autoregressive decoding against its own baseline reads 1.00x from its own steps."""
+    baseline = timed_run([100.0] + [40.0] * 19)
+    method = timed_run([150.0] + [60.0] * 19)  # busier during the whole run...
+    s = summarize(method, baseline, DecodeParams(method="ar"), probe_ms=[40.0, 41.0, 40.0, 39.0, 40.0])  # ...not after
+    assert s.drift == pytest.approx(1.5, abs=1e-3)
+    assert s.speedup_decode == pytest.approx(1.0, abs=1e-3)
+    several = timed_run([150.0] + [60.0] * 5, per_iter=4)  # drafted iterations are no one-token steps
+    s = summarize(several, baseline, DecodeParams(method="ar"), probe_ms=[40.0] * 5)
+    assert s.drift == pytest.approx(1.0, abs=1e-3)
