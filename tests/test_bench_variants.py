@@ -186,6 +186,12 @@ def test_bad_variants_are_one_line_and_exit_2_before_the_model_loads(capsys, pro
     assert out == ""
 
 
+def test_variants_and_a_sweep_do_not_go_together(capsys, prompts):
+    code, out, err = run_cli(capsys, "bench", "--prompts", prompts, "--main", "/nonexistent/model",
+                             "--variants", "pld[branches 2]", "--sweep", "gamma=1..2")
+    assert code == 2 and "--sweep and --variants do not go together" in err and err.count("\n") == 1
+
+
 def test_an_early_exit_layer_past_the_model_is_skipped_with_a_note(tiny_family, prompts):
     report = run_bench(tiny_family, load_prompts(prompts), methods=(), limit=1,
                        variants=parse_variants("spec[early-exit 5],pld"), **QUICK).to_json()

@@ -154,8 +154,8 @@ def _record_target(label: str, method: str, stats: MethodStats) -> Target | None
         return None
     met = overhead <= RECORD_OVERHEAD_TARGET
     return Target(
-        f"record_overhead_{label}", f"recording overhead, " + (get_method(method).label.lower() if label == method
-                                                               else label),
+        f"record_overhead_{label}",
+        "recording overhead, " + (get_method(method).label.lower() if label == method else label),
         f"<= {RECORD_OVERHEAD_TARGET:.0%} of wall time", f"{overhead:+.1%}", met,
         f"{RECORD_OVERHEAD_TARGET - overhead:.1%} to spare" if met else
         f"missed by {overhead - RECORD_OVERHEAD_TARGET:.1%}",

@@ -72,9 +72,9 @@ class Variant:
         return cls(d["method"], tuple(d.get("params", {}).items()), d.get("draft"), d.get("layer"))
 
 
-def _hint() -> str:
-    return (f"write --variants as a comma-separated list of METHOD or METHOD[ITEM, ...], e.g. {EXAMPLE} "
-            f"(methods: {', '.join(method_names())})")
+def _hint(methods: bool = False) -> str:
+    return (f"write --variants as a comma-separated list of METHOD or METHOD[ITEM, ...], e.g. {EXAMPLE}"
+            + (f" (methods: {', '.join(method_names())})" if methods else ""))
 
 
 def _split(text: str) -> list[str]:
@@ -132,10 +132,10 @@ def parse_variant(piece: str) -> Variant:
     """One ``METHOD`` or ``METHOD[ITEM, ...]``; DecodeError naming what is wrong."""
     match = _PIECE.match(piece)
     if not match:
-        raise DecodeError(f"bad variant {piece!r}; {_hint()}")
+        raise DecodeError(f"bad variant {piece!r}; {_hint(methods=True)}")
     name, inner = match.group(1), match.group(2)
     if name not in method_names():
-        raise DecodeError(f"unknown method {name!r} in variant {piece!r}; {_hint()}")
+        raise DecodeError(f"unknown method {name!r} in variant {piece!r}; {_hint(methods=True)}")
     method = get_method(name)
     if inner is None:
         return Variant(name)
