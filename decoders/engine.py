@@ -28,6 +28,15 @@ if TYPE_CHECKING:
 Event = Union[PhaseStarted, Progress, Iteration, RunResult]
 
 
+def _early_exit_layer(family: Family) -> int | None:
+    """The early-exit layer the family's helper drafts with (None: a helper model of its own, a
+    quantized self-draft, or no helper)."""
+    if (family.helper is not None and getattr(family, "helper_model", None) is None
+            and not getattr(family, "self_draft", None)):
+        return getattr(family.helper, "n_layers", None)
+    return None
+
+
 class Engine:
     """Runs methods on one loaded family; models stay loaded and baselines are measured once."""
 
@@ -40,10 +49,7 @@ class Engine:
         self._cost_curves: dict[int, list[float]] = {}  # T(k) by context bucket, measured once each
         self._exits: dict[int, object] = {}  # early-exit helper backends by layer, built once each
         # the early-exit layer the helper drafts with (None: a helper model of its own, or none)
-        self.draft_layer: int | None = None
-        if (family.helper is not None and getattr(family, "helper_model", None) is None
-                and not getattr(family, "self_draft", None)):
-            self.draft_layer = getattr(family.helper, "n_layers", None)
+        self.draft_layer = _early_exit_layer(family)
 
     @property
     def has_helper(self) -> bool:
@@ -78,6 +84,18 @@ class Engine:
                                           self_draft=None)
         self.helper = KVRunner(backend, self.clock)
         self.draft_layer = layer
+
+    def draft_with(self, family: Family) -> None:
+        """Draft with ``family``'s helper from now on: a family of the same main model whose helper
+        is another draft (the bench's int4 or early-exit rows). The measured baselines stay.
+        Call it between runs, never while a run uses the engine."""
+        if family.main is not self.family.main:
+            raise ValueError("draft_with takes a family of the same main model")
+        if family is self.family:
+            return
+        self.family = family
+        self.helper = KVRunner(family.helper, self.clock) if family.helper is not None else None
+        self.draft_layer = _early_exit_layer(family)
 
     @property
     def baselines_measured(self) -> int:

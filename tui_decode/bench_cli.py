@@ -23,6 +23,7 @@ def add_bench_parser(sub) -> None:
     from tui_decode.cli import add_model_args
 
     from decoders.bench.sweep import sweep_names
+    from decoders.bench.variants import EXAMPLE, MAX_VARIANTS
 
     d = DecodeParams()
     default_methods = ",".join(method_names())  # every registered method
@@ -32,8 +33,15 @@ def add_bench_parser(sub) -> None:
                                    "write report.md and report.json.")
     p.add_argument("--prompts", required=True, metavar="FILE.jsonl",
                    help="Spec-Bench prompts (question_id, category, turns), e.g. bench/spec_bench_dev.jsonl")
-    p.add_argument("--methods", default=default_methods, metavar="LIST",
-                   help=f"comma-separated methods (default {default_methods}); ar is always run, it is the baseline")
+    p.add_argument("--methods", default=None, metavar="LIST",
+                   help=f"comma-separated methods, each a row as the flags below set it ({default_methods}); ar is "
+                        "always run, it is the baseline")
+    p.add_argument("--variants", default=None, metavar="LIST",
+                   help="more rows, each a method with its own parameters or draft, labelled as written: e.g. "
+                        f"'{EXAMPLE}' (items: int4 or early-exit [L] drafts, tree WxD, or NAME VALUE for a "
+                        f"method's parameter; at most {MAX_VARIANTS}). With neither --methods nor --variants: "
+                        "every method plus spec with each self-draft the family offers and with a 2x3 draft tree, "
+                        "and pld[branches 3]")
     p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, metavar="N")
     p.add_argument("--limit", type=int, default=None, metavar="N",
                    help="use N prompts, taken round-robin over the task groups (default all)")
@@ -79,7 +87,9 @@ def _check_counts(args: argparse.Namespace) -> None:
 def cmd_bench(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from decoders.bench import load_prompts, parse_methods, parse_sweep, run_bench, run_sweep
+    from decoders.bench import load_prompts, parse_methods, parse_sweep, parse_variants, run_bench, run_sweep
+    from decoders.bench.drafts import check_variants
+    from decoders.errors import DecodeError
     from decoders.bench.report import group_table, overall_table, sweep_table, targets_table, write_report
     from tui_decode.cli import family_spec, load_with_progress
 
@@ -87,11 +97,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     prompts = load_prompts(args.prompts)
     check_folder_destination(args.out, "--out", "the report")  # before the benchmark, not after
-    methods = parse_methods(args.methods)
+    methods = parse_methods(args.methods) if args.methods is not None else None
+    variants = parse_variants(args.variants) if args.variants is not None else None
     sweep = parse_sweep(args.sweep) if args.sweep else None
+    if sweep is not None and variants is not None:
+        raise DecodeError("--sweep and --variants do not go together: a sweep varies one parameter of one method; "
+                          "drop one of the two")
     _check_counts(args)
     chosen = {name: getattr(args, name) for name in method_param_specs()}
     params = DecodeParams(method="ar", max_new_tokens=args.max_new_tokens, record=False, **chosen).validated()
+    check_variants(variants or (), params)  # each with the other parameters (e.g. ngram_min <= ngram_max)
     if sweep is not None:  # every swept value with the other parameters (e.g. ngram_min <= ngram_max)
         for value in sweep.values:
             params.replace(method=sweep.method, **{sweep.name: value}).validated()
@@ -111,7 +126,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     else:
         report = run_bench(family, prompts, methods, args.max_new_tokens, args.limit, args.repeats, progress,
                            params=params, record_overhead_every=args.record_overhead_every,
-                           bandwidth_bytes=args.bandwidth_mb << 20)
+                           bandwidth_bytes=args.bandwidth_mb << 20, variants=variants)
     from decoders.errors import DecodeError
 
     failed: DecodeError | None = None

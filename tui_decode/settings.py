@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from decoders.family import default_draft_layer  # noqa: F401 (re-exported: loaded_family, tests)
 from decoders.methods.base import ParamSpec, get_method, method_names
 from decoders.params import COMMON_PARAMS, METHOD_NAMES, DecodeParams, all_param_specs
 
@@ -138,9 +139,3 @@ class _KnobsByKey(Mapping[str, Knob]):
 
 
 KNOB_BY_KEY: Mapping[str, Knob] = _KnobsByKey()
-
-
-def default_draft_layer(n_layers: int) -> int:
-    """Two thirds of the way up the stack (layer 20 of SmolLM2-135M's 30): early enough to be
-    cheap, late enough that its guesses sometimes agree with the full model."""
-    return min(max((2 * n_layers) // 3, 1), n_layers - 1)

@@ -21,6 +21,8 @@ Modules, one per concern:
 * `measure`   - one prompt, ours beside transformers', into typed entries;
 * `aggregate` - entries pooled per method, overall and per task group;
 * `targets`   - the benchmark's targets judged from those figures;
+* `variants`  - rows that vary a method ("spec[int4]", "pld[branches 3]"): their syntax and labels;
+* `drafts`    - each row resolved against the family: its draft (built once per run), its counterpart;
 * `suite`     - the whole benchmark into a `BenchReport`;
 * `sweep`     - one parameter swept against Theorem 3.8 into a `SweepReport`;
 * `report`    - report.md and report.json (`to_json()` of either report; `load_report` reads one back).
@@ -31,9 +33,10 @@ Importing this package does not import torch or transformers; running a benchmar
 from decoders.bench.prompts import GROUP_LABELS, TASK_GROUPS, BenchPrompt, load_prompts, select_prompts, task_group
 from decoders.bench.suite import REPORT_SCHEMA, BenchReport, parse_methods, run_bench
 from decoders.bench.sweep import Sweep, SweepReport, parse_sweep, run_sweep, sweepable
+from decoders.bench.variants import Variant, parse_variants
 
 __all__ = [
     "GROUP_LABELS", "TASK_GROUPS", "BenchPrompt", "load_prompts", "select_prompts", "task_group",
     "REPORT_SCHEMA", "BenchReport", "parse_methods", "run_bench",
-    "Sweep", "SweepReport", "parse_sweep", "run_sweep", "sweepable",
+    "Sweep", "SweepReport", "parse_sweep", "run_sweep", "sweepable", "Variant", "parse_variants",
 ]

@@ -20,6 +20,7 @@ from decoders.summary import Summary, first_divergence
 from decoders.timing import Drift, baseline_tail
 
 if TYPE_CHECKING:
+    from decoders.bench.drafts import Row
     from decoders.family import Family
 
 
@@ -107,10 +108,11 @@ class OursEntry:
 
     @classmethod
     def from_json(cls, d: dict[str, Any], method: str) -> OursEntry:
-        """An entry back from report.json (``method``: the method it is an entry of)."""
+        """An entry back from report.json (``method``: the row it is an entry of, for a report
+        that does not name the entry's method)."""
         plain = ("label", "tokens", "wall_ms", "ms_per_token", "target_forwards", "tau", "finish", "identical",
                  "first_divergence", "decode_step_ms", "ids")
-        return cls(method=method, **{key: d[key] for key in plain},
+        return cls(method=d.get("method", method), **{key: d[key] for key in plain},
                    drafting=Drafting.from_json(d) if "verified" in d else None, gamma=d.get("gamma"),
                    theorem=Theorem.from_json(d) if "alpha_hat" in d else None, speedup=d.get("speedup"),
                    matches_transformers=d.get("matches_transformers"),
@@ -133,7 +135,7 @@ class OursEntry:
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {
-            "label": self.label, "tokens": self.tokens, "wall_ms": self.wall_ms, "ms_per_token": self.ms_per_token,
+            "method": self.method, "label": self.label, "tokens": self.tokens, "wall_ms": self.wall_ms, "ms_per_token": self.ms_per_token,
             "target_forwards": self.target_forwards, "tau": self.tau, "finish": self.finish,
             "identical": self.identical, "first_divergence": self.first_divergence,
             "decode_step_ms": self.decode_step_ms, "ids": self.ids,
@@ -245,18 +247,20 @@ class Sample:
 
 
 class PromptMeasurer:
-    """Runs every method on one prompt, ours and transformers' alternately.
+    """Runs every row (a method or a variant of one) on one prompt, ours and transformers' alternately.
 
-    Order per prompt: our AR (the engine's baseline), transformers' AR, our first method (the
+    Order per prompt: our AR (the engine's baseline), transformers' AR, our first row (the
     engine is paused between its baseline and its method run while transformers runs), then
-    per method: ours, transformers', and where measured the record=True twin, which goes before
-    or after the record=False run on alternate prompts so that drift cancels.
+    per row: ours, transformers' counterpart, and where measured the record=True twin, which goes
+    before or after the record=False run on alternate prompts so that drift cancels. Rows whose
+    counterpart is the same ``generate()`` call (a tree beside its linear draft) share one
+    transformers run. Every row of ours is compared with the prompt's AR output on its own.
     """
 
-    def __init__(self, family: Family, reference: HFReference, methods: Sequence[str], base: DecodeParams,
-                 record_methods: Sequence[str], tick: Callable[[str], None]):
-        self.family, self.reference, self.methods = family, reference, methods
-        self.base, self.record_methods, self.tick = base, record_methods, tick
+    def __init__(self, family: Family, rows: Sequence[Row], base: DecodeParams, record_labels: Sequence[str],
+                 tick: Callable[[str], None], reference: HFReference):
+        self.family, self.rows, self.base = family, rows, base
+        self.record_labels, self.tick, self.reference = record_labels, tick, reference
 
     def _first_run(self, engine, prompt: BenchPrompt, ids: list[int], params: DecodeParams,
                    label: str) -> tuple[RunResult, HFRun]:
@@ -276,33 +280,41 @@ class PromptMeasurer:
 
     def measure(self, prompt: BenchPrompt, ids: list[int], repeat: int, flip: bool,
                 record_twins: bool = True) -> Sample:
+        from decoders.bench.drafts import Row
+        from decoders.bench.variants import Variant
         from decoders.engine import Engine
 
         engine = Engine(self.family)  # a fresh engine: the baseline is decoded, not taken from a cache
         sample = Sample(prompt.question_id, prompt.category, prompt.group, repeat, len(ids))
         theirs_ar_run = None
-        for method in [m for m in self.methods if m != "ar"] or ["ar"]:
-            params = self.base.replace(method=method)
-            twin = record_twins and method in self.record_methods
+        shared: dict[str, HFRun] = {}  # transformers runs by their generate() call
+        rows = list(self.rows) or [Row(Variant("ar"), self.base.replace(method="ar"), self.family, self.reference)]
+        for row in rows:
+            engine.draft_with(row.family)
+            label, params = row.label, row.params
+            twin = record_twins and label in self.record_labels
             first_on = twin and flip  # which of the record pair runs first alternates by prompt
-            label = f"ours {method}" + (" (recording on)" if first_on else "")
+            say = f"ours {label}" + (" (recording on)" if first_on else "")
             if theirs_ar_run is None:
-                result, theirs_ar_run = self._first_run(engine, prompt, ids, params.replace(record=first_on), label)
+                result, theirs_ar_run = self._first_run(engine, prompt, ids, params.replace(record=first_on), say)
                 sample.ours["ar"] = OursEntry.of_baseline(result)
                 sample.text = result.baseline.text
             else:
-                self.tick(label)
+                self.tick(say)
                 result = engine.run(prompt.text, params.replace(record=first_on))
-            if method == "ar":  # an AR-only run keeps the baseline as its AR figures
+            if row.method == "ar":  # an AR-only run keeps the baseline as its AR figures
                 continue
-            (sample.record_on if first_on else sample.ours)[method] = OursEntry.of_run(result)
-            if self.reference.available(method):
-                self.tick(f"transformers {method}")
-                sample.theirs[method] = TheirsEntry.of(self.reference.run(method, ids, params), theirs_ar_run.ids)
+            (sample.record_on if first_on else sample.ours)[label] = OursEntry.of_run(result)
+            call = row.counterpart
+            if call is not None:
+                if call not in shared:
+                    self.tick(f"transformers {label}")
+                    shared[call] = row.reference.run(row.method, ids, params)
+                sample.theirs[label] = TheirsEntry.of(shared[call], theirs_ar_run.ids)
             if twin:
-                self.tick(f"ours {method}" + ("" if first_on else " (recording on)"))
+                self.tick(f"ours {label}" + ("" if first_on else " (recording on)"))
                 second = OursEntry.of_run(engine.run(prompt.text, params.replace(record=not first_on)))
-                (sample.ours if first_on else sample.record_on)[method] = second
+                (sample.ours if first_on else sample.record_on)[label] = second
         sample.theirs["ar"] = TheirsEntry.of(theirs_ar_run, None)
         sample.compare()
         return sample

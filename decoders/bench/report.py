@@ -14,11 +14,13 @@ from decoders.bench.aggregate import MethodStats
 from decoders.bench.prompts import group_label
 from decoders.bench.suite import REPORT_SCHEMA, BenchReport
 from decoders.bench.sweep import SweepReport
+from decoders.bench.targets import is_tree
 from decoders.errors import DecodeError
 from decoders.methods.base import get_method
 from decoders.summary import first_divergence
 
 DASH = "–"
+NO_COUNTERPART = "no counterpart"
 
 Report = BenchReport | SweepReport
 
@@ -46,11 +48,23 @@ def _off(error: float | None) -> str:
 
 
 def _method(name: str) -> str:
-    """A method's label; its name when it is not registered (a report saved by another version)."""
+    """A row's label for a table: the method's label ("Speculative"), then what the variant
+    changes ("Speculative [int4]"); the key itself when its method is not registered (a report
+    saved by another version)."""
+    method, bracket, rest = name.partition("[")
     try:
-        return get_method(name).label
+        label = get_method(method).label
     except DecodeError:
         return name
+    return label + (f" [{rest}" if bracket else "")
+
+
+def row_methods(report: BenchReport) -> dict[str, str]:
+    """Each row's label and the method it runs (from the settings' variants; a report without
+    them has one row per method, keyed by its name)."""
+    rows = {label: label for label in report.settings["methods"]}
+    rows.update({v["label"]: v["method"] for v in report.settings.get("variants") or []})
+    return rows
 
 
 def _spread(speedup: float | None, spread: float | None) -> str:
@@ -90,7 +104,7 @@ def _figure_cells(method: str, stats: MethodStats) -> list[str]:
         _count(ours.identical, ours.n),
         _num(ours.ms_per_token, 1),
         _num(theirs and theirs.tau),
-        _num(theirs and theirs.speedup, suffix="x"),
+        _num(theirs and theirs.speedup, suffix="x") if theirs or method == "ar" else NO_COUNTERPART,
         _num(theirs and theirs.ms_per_token, 1),
         _count(ours.matches_transformers, ours.n) if theirs else DASH,
         _num(stats.ratio_ms_per_token),
@@ -135,20 +149,40 @@ def floor_section(report: BenchReport) -> str:
 
 
 def spec_section(report: BenchReport) -> str | None:
-    """Speculative decoding against Theorem 3.8, overall and per group."""
-    if "spec" not in report.overall:
+    """Every speculative row against Theorem 3.8, overall and per group, with the draft it used
+    and transformers' counterpart where one exists."""
+    labels = [label for label, method in row_methods(report).items() if method == "spec" and label in report.overall]
+    if not labels:
         return None
     rows = []
-    for label, stats in [("overall", report.overall["spec"])] + [
-            (group_label(g), per["spec"]) for g, per in report.groups.items() if "spec" in per]:
-        s = stats.ours
-        measured, predicted, aware = s.speedup, s.predicted_speedup, s.predicted_speedup_cost_aware
-        rows.append([label, _num(measured, suffix="x"), _num(predicted, suffix="x"),
-                     DASH if not (measured and predicted) else f"{measured / predicted - 1:+.0%}",
-                     _num(aware, suffix="x"), DASH if not (measured and aware) else f"{measured / aware - 1:+.0%}",
-                     _num(s.alpha_hat), _num(s.c_hat), _num(s.verify_cost), _num(s.tau)])
-    return _table(("", "measured", "Thm 3.8", "off by", "cost-aware", "off by", "alpha_hat", "c_hat",
-                   "verify cost", "tau"), rows)
+    for label in labels:
+        scopes = [("overall", report.overall[label])] + [
+            (group_label(g), per[label]) for g, per in report.groups.items() if label in per]
+        for scope, stats in scopes:
+            s, theirs = stats.ours, stats.theirs
+            measured, predicted, aware = s.speedup, s.predicted_speedup, s.predicted_speedup_cost_aware
+            if is_tree(label):  # the theorem's E[tokens] is a linear draft's
+                predicted = aware = None
+            rows.append([_method(label), scope, _num(measured, suffix="x"), _num(predicted, suffix="x"),
+                         DASH if not (measured and predicted) else f"{measured / predicted - 1:+.0%}",
+                         _num(aware, suffix="x"), DASH if not (measured and aware) else f"{measured / aware - 1:+.0%}",
+                         _num(s.acceptance), _num(s.alpha_hat), _num(s.c_hat), _num(s.verify_cost), _num(s.tau),
+                         _count(s.identical, s.n),
+                         _num(theirs.speedup, suffix="x") if theirs else NO_COUNTERPART])
+    return _table(("row", "", "measured", "Thm 3.8", "off by", "cost-aware", "off by", "acceptance", "alpha_hat",
+                   "c_hat", "verify cost", "tau", "identical to AR", "tf speedup"), rows)
+
+
+def variants_section(report: BenchReport) -> str | None:
+    """What each row that is a variant runs: its parameters, its draft and transformers' counterpart."""
+    variants = [v for v in report.settings.get("variants") or [] if v.get("params") or v.get("draft")]
+    if not variants:
+        return None
+    rows = [[v["label"], v["method"], ", ".join(f"{k}={x}" for k, x in v["params"].items()) or DASH,
+             v.get("draft_source") or DASH,
+             (f"`{v['transformers_counterpart']}`" + (" (closest)" if v.get("counterpart_is_closest") else ""))
+             if v.get("transformers_counterpart") else NO_COUNTERPART] for v in variants]
+    return _table(("variant", "method", "parameters", "draft", "transformers counterpart"), rows)
 
 
 def record_section(report: BenchReport) -> str | None:
@@ -260,12 +294,18 @@ def render_markdown(report: Report | dict[str, Any]) -> str:
              "## Per task group", "", group_table(report), "",
              "## Targets", "", targets_table(report), "",
              "## Memory-bandwidth floor", "", floor_section(report), ""]
+    variants = variants_section(report)
+    if variants:
+        parts += ["## Variants", "", "Rows that run a method with other parameters or another draft than the flags "
+                  "set; each is checked against AR on every prompt on its own.", "", variants, ""]
     spec = spec_section(report)
     if spec:
         parts += ["## Speculative decoding against Theorem 3.8", "",
                   "Theorem 3.8 (Leviathan et al. 2023) predicts E[tokens per iteration] / (gamma * c + 1) from the "
                   "run's own alpha_hat and c_hat; it assumes a (gamma+1)-token verify costs one one-token forward. "
-                  "The cost-aware form puts the measured verify cost in place of that 1.", "", spec, ""]
+                  "The cost-aware form puts the measured verify cost in place of that 1. A draft tree is not one "
+                  "linear draft, so tree rows show no prediction; compare their tau with the linear rows'.",
+                  "", spec, ""]
     record = record_section(report)
     if record:
         parts += ["## Recording overhead", "",

@@ -16,12 +16,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from decoders.bench.aggregate import Figures, MethodStats, aggregate
+from decoders.bench.drafts import Drafts, Row, default_variants, resolve_rows
 from decoders.bench.machine import Floor, bandwidth_floor, busy_note, family_info, load_average, machine_info, \
     measure_read_bandwidth
 from decoders.bench.measure import PromptMeasurer, Sample
 from decoders.bench.prompts import BenchPrompt, select_prompts
 from decoders.bench.reference import HFReference, reference_for
 from decoders.bench.targets import Target, evaluate_targets
+from decoders.bench.variants import Variant
 from decoders.errors import DecodeError
 from decoders.methods.base import get_method, method_names
 from decoders.params import DecodeParams
@@ -155,70 +157,87 @@ class BenchReport:
 
 
 def _warm_up(family: Family, reference: HFReference, prompt: BenchPrompt, ids: list[int], base: DecodeParams,
-             methods: Sequence[str]) -> None:
+             rows: Sequence[Row]) -> None:
     """One short untimed pass of every decoder (Spec-Bench warms up too): first calls pay for
     allocator growth and lazy initialisation that no later run pays."""
     from decoders.engine import Engine
 
     engine = Engine(family)
     short = base.replace(max_new_tokens=min(8, base.max_new_tokens))
-    for method in methods:
-        params = short.replace(method=method)
+    engine.run(prompt.text, short)
+    calls = {reference.counterpart("ar", short)}
+    reference.run("ar", ids, short)
+    for row in rows:
+        engine.draft_with(row.family)
+        params = row.params.replace(max_new_tokens=short.max_new_tokens)
         engine.run(prompt.text, params)
-        if reference.available(method):
-            reference.run(method, ids, params)
+        if row.counterpart is not None and row.counterpart not in calls:
+            calls.add(row.counterpart)
+            row.reference.run(row.method, ids, params)
 
 
-def _available_methods(family: Family, methods: Sequence[str], reference: HFReference,
-                       notes: list[str]) -> list[str]:
-    kept = []
-    for name in methods:
-        method = get_method(name)
-        if method.needs_helper and family.helper is None:
-            notes.append(f"{method.label.lower()} decoding skipped: {family.label} has no helper model "
-                         "(give --helper SRC or --self-draft-layer L to include it)")
-            continue
-        kept.append(name)
-    notes += [f"{get_method(m).label} has no transformers counterpart; only our figures are shown"
-              for m in kept if m != BASELINE and not reference.available(m)]
-    return kept
+def _rows(family: Family, methods, variants, base: DecodeParams, reference: HFReference,
+          early_exit_layer: int | None, notes: list[str]) -> list[Row]:
+    """The rows to measure: the methods named (each as the flags set it) then the variants named;
+    neither named: the default rows (`drafts.default_variants`)."""
+    drafts = Drafts(family, reference, early_exit_layer)
+    if methods is None and variants is None:
+        chosen = list(default_variants(family, drafts, notes))
+    else:
+        chosen = [Variant(m) for m in (parse_methods(methods) if methods else ()) if m != BASELINE]
+        chosen += [v for v in variants or () if v.method != BASELINE and v not in chosen]
+    rows = resolve_rows(drafts, chosen, base, notes)
+    for row in rows:
+        if row.counterpart is None:
+            what = (f"{row.label} has no transformers counterpart" if not row.variant.plain else
+                    f"{get_method(row.method).label} has no transformers counterpart")
+            notes.append(what + "; only our figures are shown")
+        elif row.closest_only:
+            notes.append(f"{row.label}: transformers verifies one linear draft, so its counterpart is the closest "
+                         f"one, `{row.counterpart}`")
+    return rows
 
 
-def _settings(base: DecodeParams, methods: Sequence[str], limit, repeats: int, reference: HFReference,
+def _settings(base: DecodeParams, rows: Sequence[Row], limit, repeats: int, reference: HFReference,
               record_overhead_every: int) -> dict[str, Any]:
     return {
-        "methods": list(methods), "max_new_tokens": base.max_new_tokens, "limit": limit, "repeats": repeats,
-        **params_settings(base), "chat_template": base.chat_template, "mode": "greedy",
+        "methods": [BASELINE] + [row.label for row in rows], "max_new_tokens": base.max_new_tokens, "limit": limit,
+        "repeats": repeats, **params_settings(base), "chat_template": base.chat_template, "mode": "greedy",
         "decode_params": base.to_json(), "early_exit_layer": reference.early_exit_layer,
         "record_overhead_every": record_overhead_every,
-        "transformers_counterparts": {m: reference.counterpart(m, base) for m in methods},
+        "variants": [row.to_json() for row in rows],
+        "transformers_counterparts": {BASELINE: reference.counterpart(BASELINE, base),
+                                      **{row.label: row.counterpart for row in rows}},
     }
 
 
-def run_bench(family: Family, prompts: Sequence[BenchPrompt], methods: Sequence[str] | None = None,
+def run_bench(family: Family, prompts: Sequence[BenchPrompt], methods: Sequence[str] | str | None = None,
               max_new_tokens: int = 64, limit: int | None = None, repeats: int = 1,
               progress: ProgressFn | None = None, *, params: DecodeParams | None = None,
               reference: HFReference | None = None, record_overhead_every: int = 3,
-              bandwidth_bytes: int = 1 << 30, warm_up: bool = True) -> BenchReport:
-    """Run every method on every prompt, ours and transformers' interleaved; the report.
+              bandwidth_bytes: int = 1 << 30, warm_up: bool = True,
+              variants: Sequence[Variant] | None = None, early_exit_layer: int | None = None) -> BenchReport:
+    """Run every row on every prompt, ours and transformers' interleaved; the report.
 
-    ``methods``: names of registered methods (None: all of them); ``params`` supplies their
-    parameters (greedy is forced).
-    On every ``record_overhead_every``-th prompt (0: never) each drafting method also runs with
+    ``methods``: names of registered methods, each a row as ``params`` sets it; ``variants``:
+    more rows, each a method with its own overrides and draft (`decoders.bench.variants`);
+    neither: the default rows (every method, plus the variants the open targets ask about).
+    Greedy is forced. ``early_exit_layer``: the layer an early-exit row drafts with when
+    neither it nor the family names one.
+    On every ``record_overhead_every``-th prompt (0: never) each drafting row also runs with
     ``record=True`` beside ``record=False``, to measure what recording costs; every prompt
     would double the time of the slowest methods for a figure that needs fewer samples.
     """
     started = time.perf_counter()
     say = progress or (lambda message: None)
     base = base_params(params, max_new_tokens, repeats)
-    methods = parse_methods(methods)
     notes: list[str] = []
     reference = reference or reference_for(family)
-    methods = _available_methods(family, methods, reference, notes)
-    runnable = prepare(family, prompts, limit, base, notes)
     if not isinstance(record_overhead_every, int) or record_overhead_every < 0:
         raise DecodeError(f"record_overhead_every must be an integer >= 0, got {record_overhead_every!r}")
-    record_methods = [m for m in methods if m != BASELINE] if record_overhead_every else []
+    rows = _rows(family, methods, variants, base, reference, early_exit_layer, notes)
+    runnable = prepare(family, prompts, limit, base, notes)
+    record_labels = [row.label for row in rows] if record_overhead_every else []
 
     load_at_start = load_average()
     notes += filter(None, [busy_note(load_at_start)])
@@ -227,7 +246,7 @@ def run_bench(family: Family, prompts: Sequence[BenchPrompt], methods: Sequence[
     if warm_up:
         prompt, ids = shortest(runnable)
         say(f"warm-up on {prompt.name}")
-        _warm_up(family, reference, prompt, ids, base, methods)
+        _warm_up(family, reference, prompt, ids, base, rows)
 
     samples = []
     total = len(runnable) * repeats
@@ -236,23 +255,25 @@ def run_bench(family: Family, prompts: Sequence[BenchPrompt], methods: Sequence[
         for index, (prompt, ids) in enumerate(runnable):
             number = repeat * len(runnable) + index + 1
             where = head(number, total, prompt) + (f" (repeat {repeat + 1}/{repeats})" if repeats > 1 else "")
-            measurer = PromptMeasurer(family, reference, methods, base, record_methods,
-                                      lambda what, where=where: say(f"{where}: {what}"))
-            with_twins = bool(record_methods) and (number - 1) % record_overhead_every == 0
+            measurer = PromptMeasurer(family, rows, base, record_labels,
+                                      lambda what, where=where: say(f"{where}: {what}"), reference)
+            with_twins = bool(record_labels) and (number - 1) % record_overhead_every == 0
             samples.append(measurer.measure(prompt, ids, repeat, flip=twins % 2 == 1, record_twins=with_twins))
             twins += with_twins
     bandwidth.append(measure_read_bandwidth(bandwidth_bytes))
     best = max(bandwidth, key=lambda b: b["gb_per_s"])
 
-    figures = aggregate(samples, methods)
+    labels = [BASELINE] + [row.label for row in rows]
+    figures = aggregate(samples, labels)
     info = family_info(family)
     ar = figures.overall[BASELINE]
     floor = bandwidth_floor(best, info["weight_bytes"], ar.ours.ms_per_token, ar.ours.decode_step_ms,
                             ar.theirs.ms_per_token if ar.theirs else None)
     return BenchReport(
         family=info, machine={**machine_info(), "load_average_at_start": load_at_start},
-        settings=_settings(base, methods, limit, repeats, reference, record_overhead_every),
+        settings=_settings(base, rows, limit, repeats, reference, record_overhead_every),
         prompts=prompt_records(runnable), bandwidth={"runs": bandwidth, "best_gb_per_s": best["gb_per_s"]},
         floor=floor, figures=figures, samples=samples, notes=notes,
-        targets=evaluate_targets(figures, methods, samples, floor.floor_ms),
+        targets=evaluate_targets(figures, {BASELINE: BASELINE, **{row.label: row.method for row in rows}}, samples,
+                                 floor.floor_ms),
         elapsed_s=round(time.perf_counter() - started, 1))

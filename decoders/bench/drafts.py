@@ -1,0 +1,220 @@
+"""The bench's rows: each variant resolved against the loaded family, with the draft it uses and
+transformers' counterpart it is measured beside.
+
+Drafts are built once per bench run and only when a row needs them: an early exit shares the
+main model's weights (it costs nothing); an int4 self-draft (`decoders.quantized`) packs a copy
+of them (about 1/8 of the float32 bytes, seconds to build), so it is built the first time a row
+asks for it and every int4 row then drafts with that one copy.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
+
+from decoders.bench.reference import HFReference
+from decoders.bench.variants import DRAFT_KINDS, Variant
+from decoders.errors import DecodeError
+from decoders.family import default_draft_layer
+from decoders.methods.base import get_method, method_names
+from decoders.params import DecodeParams
+
+if TYPE_CHECKING:
+    from decoders.family import Family
+
+#: The draft tree and the prompt-lookup branches of the default rows.
+DEFAULT_TREE = (2, 3)
+DEFAULT_BRANCHES = 3
+
+
+def own_draft(family: Family) -> str | None:
+    """What the family's own helper is: "helper" (a model of its own), "early-exit", "int4", or None."""
+    if family.helper is None:
+        return None
+    if getattr(family, "helper_model", None) is not None:
+        return "helper"
+    return "int4" if getattr(family, "self_draft", None) == "int4" else "early-exit"
+
+
+@dataclass
+class Row:
+    """One row of the bench: a variant with its full parameters, the family whose helper it
+    drafts with, and the transformers reference for its counterpart."""
+
+    variant: Variant
+    params: DecodeParams
+    family: Family
+    reference: HFReference
+
+    label = property(lambda self: self.variant.label)
+    method = property(lambda self: self.variant.method)
+
+    @property
+    def counterpart(self) -> str | None:
+        """transformers' ``generate()`` call measured beside this row; None: none exists."""
+        return self.reference.counterpart(self.method, self.params)
+
+    @property
+    def closest_only(self) -> bool:
+        """Whether the counterpart is only the closest one: transformers verifies one linear draft,
+        never a tree or several prompt-lookup branches."""
+        return self.counterpart is not None and (self.params.tree_width > 1 or self.params.branches > 1)
+
+    def to_json(self) -> dict[str, Any]:
+        uses_helper = get_method(self.method).needs_helper
+        return {**self.variant.to_json(), "draft_source": self.family.helper_source if uses_helper else None,
+                "transformers_counterpart": self.counterpart, "counterpart_is_closest": self.closest_only}
+
+
+class Drafts:
+    """The family's drafts, each built at most once per bench run."""
+
+    def __init__(self, family: Family, reference: HFReference, early_exit_layer: int | None = None):
+        self.family, self.reference = family, reference
+        self.own = own_draft(family)
+        self.early_exit_layer = early_exit_layer
+        self._families: dict[tuple[str, int | None], Family] = {}
+        self._reasons: dict[tuple[str, int | None], str] = {}
+
+    @property
+    def n_layers(self) -> int:
+        return int(getattr(self.family.main, "n_layers", 0) or 0)
+
+    def layer(self, variant: Variant) -> int:
+        """The early-exit layer of ``variant``: its own, the family's, the bench's, else two thirds up."""
+        if variant.layer is not None:
+            return variant.layer
+        if self.own == "early-exit":
+            return int(self.family.helper.n_layers)
+        return self.early_exit_layer or default_draft_layer(self.n_layers)
+
+    def reason(self, kind: str) -> str | None:
+        """Why the family offers no ``kind`` self-draft, or None when it does (nothing is built)."""
+        if kind == self.own:
+            return None
+        if kind == "early-exit":
+            if self.own == "helper":
+                return f"{self.family.label} drafts with a helper model of its own; an early exit applies without one"
+            return None if self.n_layers > 1 else "the main model has a single layer, so it has no early exit"
+        if getattr(self.family, "main_model", None) is None:
+            return "the family does not expose its transformers model to quantize"
+        from decoders.quantized import unsupported_reason
+
+        return unsupported_reason(self.family.main_model, kind, device=self.family.main.device)
+
+    def family_for(self, variant: Variant) -> Family:
+        """The family whose helper ``variant`` drafts with; DecodeError saying why it has none."""
+        kind = variant.draft
+        if kind is None:
+            if self.family.helper is None:
+                raise DecodeError(f"{self.family.label} has no helper model (give --helper SRC, --self-draft int4 "
+                                  "or --self-draft-layer L, or pick a variant with a self-draft, e.g. spec[int4])")
+            return self.family
+        layer = self.layer(variant) if kind == "early-exit" else None
+        key = (kind, layer)
+        if key in self._reasons:
+            raise DecodeError(self._reasons[key])
+        if key not in self._families:
+            try:
+                self._families[key] = self._build(kind, layer)
+            except DecodeError as exc:
+                self._reasons[key] = str(exc)
+                raise
+        return self._families[key]
+
+    def _build(self, kind: str, layer: int | None) -> Family:
+        family = self.family
+        if kind == "early-exit":
+            if self.own == "early-exit" and layer == family.helper.n_layers:
+                return family
+            why = self.reason(kind)
+            if why is not None:
+                raise DecodeError(why)
+            if not 1 <= layer < self.n_layers:
+                raise DecodeError(f"the early-exit layer must be in 1..{self.n_layers - 1} (the main model has "
+                                  f"{self.n_layers} layers), got {layer}")
+            backend = family.main.early_exit(layer)
+            return dataclasses.replace(family, helper=backend, helper_source=f"early exit @ layer {layer}",
+                                       helper_model=None, self_draft=None)
+        if self.own == kind:
+            return family
+        from decoders.family import quantized_draft, warm_up
+
+        backend = quantized_draft(family.main, family.main_model, kind)  # DecodeError naming what it cannot take
+        warm_up(backend)
+        return dataclasses.replace(family, helper=backend, helper_source=f"{kind} self-draft", helper_model=None,
+                                   self_draft=kind)
+
+    def reference_for(self, variant: Variant) -> HFReference:
+        """transformers configured for ``variant``'s draft: assistant_early_exit at its layer for an
+        early exit, none for an int4 self-draft (transformers has no such assistant)."""
+        if variant.draft is None or variant.draft == self.own:
+            if variant.draft != "early-exit" or self.layer(variant) == self.reference.early_exit_layer:
+                return self.reference
+        ref = copy.copy(self.reference)
+        ref.helper_model = None
+        ref.early_exit_layer = self.layer(variant) if variant.draft == "early-exit" else None
+        return ref
+
+
+def default_variants(family: Family, drafts: Drafts, notes: list[str]) -> tuple[Variant, ...]:
+    """The rows of a run that names neither methods nor variants: every registered method as the
+    flags set it, plus the variants the open targets ask about: speculative decoding with each
+    self-draft the family offers (early exit, int4) and with a draft tree, and prompt lookup
+    with branches."""
+    rows: list[Variant] = []
+    tree = (("tree_width", DEFAULT_TREE[0]), ("tree_depth", DEFAULT_TREE[1]))
+    for name in method_names():
+        if name == "ar":
+            continue
+        if name == "spec":
+            if drafts.own is not None:
+                rows.append(Variant("spec"))
+            offered = []
+            for kind in DRAFT_KINDS:
+                why = drafts.reason(kind)
+                if why is None:
+                    offered.append(kind)
+                    if kind != drafts.own:
+                        rows.append(Variant("spec", draft=kind))
+                elif drafts.own != "helper" or kind != "early-exit":
+                    notes.append(f"spec[{kind}] is not in the default rows: {why}")
+            best = "int4" if "int4" in offered else drafts.own or next(iter(offered), None)
+            if best is not None:
+                rows.append(Variant("spec", tree, draft=None if best == drafts.own else best))
+        elif name == "pld":
+            rows += [Variant("pld"), Variant("pld", (("branches", DEFAULT_BRANCHES),))]
+        else:
+            rows.append(Variant(name))
+    return tuple(rows)
+
+
+def check_variants(variants: Sequence[Variant], base: DecodeParams) -> list[DecodeParams]:
+    """Each variant's parameters on ``base``, validated together (e.g. ngram_min <= ngram_max)."""
+    checked = []
+    for variant in variants:
+        try:
+            checked.append(base.replace(method=variant.method, **dict(variant.overrides)).validated())
+        except DecodeError as exc:
+            raise DecodeError(f"variant {variant.label}: {exc}") from None
+    return checked
+
+
+def resolve_rows(drafts: Drafts, variants: Sequence[Variant], base: DecodeParams, notes: list[str]) -> list[Row]:
+    """The runnable rows; a row whose draft the family cannot offer is skipped with a note."""
+    rows = []
+    for variant, params in zip(variants, check_variants(variants, base)):
+        family = drafts.family
+        if get_method(variant.method).needs_helper:
+            try:
+                family = drafts.family_for(variant)
+            except DecodeError as exc:
+                if variant.plain:
+                    notes.append(f"{get_method(variant.method).label.lower()} decoding skipped: {exc}")
+                else:
+                    notes.append(f"{variant.label} skipped: {exc}")
+                continue
+        rows.append(Row(variant, params, family, drafts.reference_for(variant)))
+    return rows
