@@ -402,7 +402,7 @@ def quantized_draft(main_backend, main_model, kind: str) -> Backend:
     if reason is not None:
         raise DecodeError(f"Cannot build an {kind} self-draft of this model: {reason}.")
     device = main_backend.device
-    check_memory(sum(draft_bytes(main_model)), f"an {kind} self-draft of this model (its packed weights and scales)",
+    check_memory(sum(draft_bytes(main_model)), f"an {kind} self-draft of this model (its packed weights, scales and room to pack them)",
                  available_memory(device), "in main memory" if device.type != "cuda" else f"on {device}",
                  "close other programs, or draft with an early-exit layer or a helper model instead")
     target = main_backend if isinstance(main_backend, LlamaBackend) else LlamaBackend.from_hf(main_model)
