@@ -40,8 +40,11 @@ def families(tmp_path_factory):
     root = tmp_path_factory.mktemp("selfdraft")
     good = save_tiny_model(root / "good", vocab=64, layers=3)
     odd = save_tiny_model(root / "odd", model=odd_model())
+    helper = save_tiny_model(root / "helper", vocab=64, layers=2, seed=1)
     specs = {name: FamilySpec(name=name, main=str(folder), device="cpu", dtype="float32", label=f"tiny {name}")
              for name, folder in (("good", good), ("odd", odd))}
+    specs["pair"] = FamilySpec(name="pair", main=str(good), helper=str(helper), device="cpu", dtype="float32",
+                               label="tiny pair")
     return specs, {name: load_family(spec) for name, spec in specs.items()}
 
 
@@ -137,3 +140,20 @@ async def test_too_little_memory_for_int4_is_one_line_and_the_models_stay(famili
         assert "only 10 KB is free in main memory" in message and "--" not in message
         assert screen.settings.self_draft is None and not screen.loaded.engine.has_self_draft("int4")
         assert calls == ["good"]
+
+
+async def test_a_family_with_a_helper_model_offers_int4_beside_it_and_goes_back(families, tmp_path):
+    app, calls = make_app(families, "pair", tmp_path)
+    helper = families[0]["pair"].helper
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        screen = await to_draft_row(pilot, app)
+        assert re.search(r"draft model +/", pane_text(screen.params_pane))  # the helper model's folder
+        await pilot.press("right")  # the helper model -> int4 self-draft
+        assert screen.settings.self_draft == "int4"
+        await wait_for(pilot, lambda: screen.building_draft is None)
+        assert (await run_and_wait(pilot, app)).family["helper"] == "int4 self-draft"
+        await pilot.press("left")  # back to the helper model
+        assert screen.settings.self_draft is None and screen.settings.draft_layer is None
+        assert re.search(r"draft model +/", pane_text(screen.params_pane))
+        assert (await run_and_wait(pilot, app)).family["helper"] == helper
+        assert calls == ["pair"] and errors(app) == []

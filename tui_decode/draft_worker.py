@@ -31,15 +31,18 @@ class DraftBuildWorker:
 
     _decode_lock: threading.Lock
     building_draft: str | None = None  # the kind being built, if any
+    _building_for: LoadedFamily | None = None  # and for which loaded family
     draft_thread: threading.Thread | None = None
 
     def ensure_draft(self, settings: Settings) -> None:
         """Start building the self-draft ``settings`` ask for, unless it is built or building."""
         loaded: LoadedFamily | None = self.loaded
         kind = settings.self_draft
-        if loaded is None or not kind or kind == self.building_draft or loaded.engine.has_self_draft(kind):
+        if loaded is None or not kind or loaded.engine.has_self_draft(kind):
             return
-        self.building_draft = kind
+        if kind == self.building_draft and loaded is self._building_for:
+            return
+        self.building_draft, self._building_for = kind, loaded
         if not self.running:
             self.status.set(f"building the {kind} self-draft of {loaded.label} (the main model stays loaded) …", "busy")
         self.build_draft_in_background(loaded, kind)
@@ -74,8 +77,12 @@ class DraftBuildWorker:
         else:
             self.post_message(DraftFailed(loaded, kind, outcome.get("error", "the build ended without a draft")))
 
+    def _build_ended(self, event: DraftBuilt | DraftFailed) -> None:
+        if event.loaded is self._building_for and event.kind == self.building_draft:
+            self.building_draft = self._building_for = None
+
     def on_draft_built(self, event: DraftBuilt) -> None:
-        self.building_draft = None
+        self._build_ended(event)
         if event.loaded is not self.loaded or self.running:
             return
         method = METHOD_NAMES[self.settings.params.method]
@@ -83,7 +90,7 @@ class DraftBuildWorker:
                         f"in {event.seconds:.1f} s; ctrl+r runs {method}", "done")
 
     def on_draft_failed(self, event: DraftFailed) -> None:
-        self.building_draft = None
+        self._build_ended(event)
         if event.loaded is not self.loaded:
             return
         self.report_error(event.error)
