@@ -6,15 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from decoders.family import SELF_DRAFT_KINDS
 from tui_decode.settings import DraftOptions, Settings, default_draft_layer
 
 if TYPE_CHECKING:
     from decoders.engine import Engine
     from decoders.family import FamilySpec
-
-#: Quantized self-drafts the app offers (`decoders.family.SELF_DRAFT_KINDS`, without importing torch).
-SELF_DRAFT_KINDS = ("int4",)
-
 
 @dataclass
 class LoadedFamily:
