@@ -50,6 +50,11 @@ class Engine:
         self._exits: dict[int, object] = {}  # early-exit helper backends by layer, built once each
         # the early-exit layer the helper drafts with (None: a helper model of its own, or none)
         self.draft_layer = _early_exit_layer(family)
+        # quantized self-drafts by kind, built once each; the family's own helper model to go back to
+        self._self_drafts: dict[str, object] = {}
+        if getattr(family, "self_draft", None) and family.helper is not None:
+            self._self_drafts[family.self_draft] = family.helper
+        self._own_helper = family if getattr(family, "helper_model", None) is not None else None
 
     @property
     def has_helper(self) -> bool:
@@ -96,6 +101,54 @@ class Engine:
         self.family = family
         self.helper = KVRunner(family.helper, self.clock) if family.helper is not None else None
         self.draft_layer = _early_exit_layer(family)
+
+    @property
+    def helper_model_source(self) -> str | None:
+        """Where the family's own helper model came from, when it has one."""
+        own = self._own_helper
+        return (own.helper_source or "helper model") if own is not None else None
+
+    def has_self_draft(self, kind: str) -> bool:
+        """Whether the ``kind`` self-draft is built (switching to it then costs nothing)."""
+        return kind in self._self_drafts
+
+    def build_self_draft(self, kind: str):
+        """The ``kind`` self-draft of the main model (`decoders.family.quantized_draft`), built
+        and warmed up once; the main model and the baselines stay. DecodeError says why not
+        (unknown kind, a shape the kernel cannot take, too little memory)."""
+        backend = self._self_drafts.get(kind)
+        if backend is None:
+            from decoders.family import SELF_DRAFT_KINDS, quantized_draft, warm_up
+
+            if kind not in SELF_DRAFT_KINDS:
+                raise DecodeError(f"Unknown self-draft kind {kind!r}; choose one of {', '.join(SELF_DRAFT_KINDS)}.")
+            if getattr(self.family, "device_map", None):
+                raise DecodeError(f"An {kind} self-draft needs the whole main model on one device, and a device "
+                                  "map spreads this one; draft another way.")
+            backend = quantized_draft(self.family.main, getattr(self.family, "main_model", None), kind)
+            warm_up(backend)
+            self._self_drafts[kind] = backend
+        return backend
+
+    def set_self_draft(self, kind: str) -> None:
+        """Draft with the ``kind`` self-draft (built first if need be). Between runs only."""
+        backend = self.build_self_draft(kind)
+        if self.family.helper is backend:
+            return
+        self.family = dataclasses.replace(self.family, helper=backend, helper_source=f"{kind} self-draft",
+                                          self_draft=kind)
+        self.helper = KVRunner(backend, self.clock)
+        self.draft_layer = None
+
+    def use_helper_model(self) -> None:
+        """Draft with the family's own helper model again (after a self-draft). Between runs only."""
+        own = self._own_helper
+        if own is None or self.family.helper is own.helper:
+            return
+        self.family = dataclasses.replace(self.family, helper=own.helper, helper_source=own.helper_source,
+                                          self_draft=None)
+        self.helper = KVRunner(own.helper, self.clock)
+        self.draft_layer = None
 
     @property
     def baselines_measured(self) -> int:

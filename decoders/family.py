@@ -396,14 +396,22 @@ def quantized_draft(main_backend, main_model, kind: str) -> Backend:
     """A weight-only ``kind`` copy of the main model as its draft (see `decoders.quantized`).
 
     A main model the packed kernels cannot take (shape, device, architecture) is a DecodeError
-    that says which matrix or what is missing.
+    that says which matrix or what is missing; so is a draft larger than the free memory
+    (`decoders.memory.available_memory`), checked before anything is built.
     """
     from decoders.llama_fast import LlamaBackend
-    from decoders.quantized import QuantizedLlamaBackend, unsupported_reason
+    from decoders.memory import available_memory, check_memory
+    from decoders.quantized import QuantizedLlamaBackend, draft_bytes, unsupported_reason
 
+    if main_model is None:
+        raise DecodeError(f"Cannot build an {kind} self-draft: this family keeps no model module to quantize.")
     reason = unsupported_reason(main_model, kind, device=main_backend.device)
     if reason is not None:
         raise DecodeError(f"Cannot build an {kind} self-draft of this model: {reason}.")
+    device = main_backend.device
+    check_memory(sum(draft_bytes(main_model)), f"an {kind} self-draft of this model (its packed weights, scales and room to pack them)",
+                 available_memory(device), "in main memory" if device.type != "cuda" else f"on {device}",
+                 "close other programs, or draft with an early-exit layer or a helper model instead")
     target = main_backend if isinstance(main_backend, LlamaBackend) else LlamaBackend.from_hf(main_model)
     try:
         return QuantizedLlamaBackend.from_target(target, main_model, kind)

@@ -56,7 +56,12 @@ def _kernel_ops(device: torch.device):
 
 def _matrix_shapes(model) -> list[tuple[str, int, int]]:
     """(name, out, in) of every matrix the draft quantizes: fused q/k/v, o, fused gate/up, down."""
-    config = _text_config(model.config)
+    return config_matrix_shapes(model.config)
+
+
+def config_matrix_shapes(config) -> list[tuple[str, int, int]]:
+    """`_matrix_shapes` from a model config alone (no weights loaded)."""
+    config = _text_config(config)
     heads = config.num_attention_heads
     kv_heads = getattr(config, "num_key_value_heads", None) or heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
@@ -80,10 +85,14 @@ def unsupported_reason(model, kind: str = "int4", group: int = DEFAULT_GROUP, de
         _kernel_ops(device)
     except RuntimeError as err:
         return str(err)
-    multiple = _n_multiple(device)
     shapes = _matrix_shapes(model)
     if head == "int4":
         shapes.append(("lm_head", int(model.get_output_embeddings().weight.shape[0]), _text_config(model.config).hidden_size))
+    return shapes_reason(shapes, group, _n_multiple(device))
+
+
+def shapes_reason(shapes: list[tuple[str, int, int]], group: int = DEFAULT_GROUP, multiple: int = 16) -> str | None:
+    """Which of ``shapes`` (name, out, in) the packed int4 kernel cannot take, and why; None: all."""
     for name, out, inp in shapes:
         if inp % group:
             return (f"{name} reads {inp} inputs, not a multiple of the int4 group size {group} "
@@ -91,6 +100,37 @@ def unsupported_reason(model, kind: str = "int4", group: int = DEFAULT_GROUP, de
         if out % multiple:
             return f"{name} has {out} outputs, not a multiple of {multiple} (the packed int4 kernel's tile)"
     return None
+
+
+def int4_matrix_bytes(out: int, inp: int, group: int) -> int:
+    """Bytes one ``[out, in]`` matrix takes as packed int4: two codes a byte, and a bfloat16
+    scale and zero per group of ``group`` inputs (as `Int4Linear` holds them)."""
+    return out * inp // 2 + (inp // group) * out * 2 * 2
+
+
+def draft_bytes(model, group: int = DEFAULT_GROUP, head: str = DEFAULT_HEAD) -> tuple[int, int]:
+    """(kept, working): the bytes an int4 draft of ``model`` adds beside it (packed layer
+    matrices and scales, its LM head unless shared, one chunk of its KV cache), and the most it
+    needs at once on top while packing (float32 and int32 copies of the largest matrix and its
+    concatenated source). The embedding, norms and a shared head are the model's: nothing more."""
+    config = _text_config(model.config)
+    layers = int(config.num_hidden_layers)
+    shapes = _matrix_shapes(model)
+    kept = layers * sum(int4_matrix_bytes(out, inp, group) for _, out, inp in shapes)
+    vocab, hidden = int(model.get_output_embeddings().weight.shape[0]), int(config.hidden_size)
+    if head == "int4":
+        kept += int4_matrix_bytes(vocab, hidden, group)
+        shapes = shapes + [("lm_head", vocab, hidden)]
+    elif head == "bfloat16":
+        kept += vocab * hidden * 2
+    heads = config.num_attention_heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    head_dim = getattr(config, "head_dim", None) or hidden // heads
+    positions = min(CACHE_CHUNK, int(getattr(config, "max_position_embeddings", 0) or CACHE_CHUNK))
+    element = next(model.parameters()).element_size()
+    kept += layers * 2 * kv_heads * positions * head_dim * element
+    working = max(out * inp for _, out, inp in shapes) * (4 + 4 + element)
+    return kept, working
 
 
 def quantize_int4(weight: torch.Tensor, group: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -217,6 +257,8 @@ class QuantizedLlamaBackend(LlamaBackend):
         layer_bytes = sum(m.nbytes for layer in matmuls.layers[: self.n_layers] for m in (layer[0], layer[2], layer[3], layer[4]))
         norm_bytes = sum(t.numel() * t.element_size() for layer in self._layers for t in (layer.attn_norm, layer.mlp_norm))
         self.weight_bytes = layer_bytes + norm_bytes + matmuls.head_matmul.nbytes
+        # what the draft holds beside the target: its int4 matrices, and its head unless shared
+        self.own_bytes = layer_bytes + (matmuls.head_matmul.nbytes if head != "model" else 0)
         self.cache = KVCache(self.n_layers, w.kv_heads, w.head_dim, self.max_positions, self.dtype, self.device,
                              w.inv_freq, w.rope_scale, chunk=CACHE_CHUNK)
 

@@ -101,6 +101,57 @@ def test_numbers_out_of_bounds(capsys, isolated, tiny_folder, argv, message):
     hostile(capsys, isolated, ["run", "--main", str(tiny_folder), *PROMPT, *argv], 2, message)
 
 
+# -- the int4 self-draft (issue 9): conflicts, unknown kinds, shapes and memory ----------------------
+@pytest.mark.parametrize("argv,message", [
+    (["--self-draft", "int4", "--helper", "x/y"], "give either --self-draft int4 or --helper SRC, not both"),
+    (["--self-draft", "int4", "--self-draft-layer", "1"], "give either --self-draft int4 or --self-draft-layer L, not both"),
+    (["--self-draft", "int3"], "unknown --self-draft kind 'int3'; choose one of int4"),
+    (["--self-draft", ""], "unknown --self-draft kind ''; choose one of int4"),
+])
+def test_self_draft_conflicts_and_unknown_kinds(capsys, isolated, tiny_folder, argv, message):
+    hostile(capsys, isolated, ["run", "--main", str(tiny_folder), "--method", "spec", *PROMPT, *argv], 2, message)
+
+
+def test_self_draft_of_a_shape_the_int4_kernel_cannot_take(capsys, isolated, tmp_path):
+    from transformers import LlamaForCausalLM
+
+    from tests.tiny import tiny_llama_config
+
+    config = tiny_llama_config()
+    config.intermediate_size = 40  # down_proj reads 40 inputs: not whole groups of 32
+    folder = save_tiny_model(tmp_path / "odd", model=LlamaForCausalLM(config).eval())
+    capsys.readouterr()  # the writer's progress bar
+    hostile(capsys, isolated, ["run", "--main", str(folder), "--self-draft", "int4", "--method", "spec", *PROMPT], 2,
+            "Cannot build an int4 self-draft of this model: down_proj reads 40 inputs, not a multiple of the int4 "
+            "group size 32")
+
+
+def test_self_draft_with_too_little_memory(monkeypatch, capsys, isolated, tiny_folder):
+    import decoders.memory
+
+    monkeypatch.setattr(decoders.memory, "available_memory", lambda device=None: 50_000)
+    hostile(capsys, isolated, ["run", "--main", str(tiny_folder), "--self-draft", "int4", "--method", "spec", *PROMPT],
+            2, "Not enough memory for an int4 self-draft of this model (its packed weights, scales and room to pack them): it needs "
+               "about 93 KB and only 50 KB is free in main memory; close other programs, or draft with an "
+               "early-exit layer or a helper model instead.")
+
+
+def test_the_int4_draft_estimate_is_what_the_built_draft_holds():
+    """The memory check's estimate (`draft_bytes`) against the bytes the built draft holds."""
+    from decoders.family import make_backend, quantized_draft
+    from decoders.memory import available_memory
+    from decoders.quantized import draft_bytes
+
+    model = tiny_model()
+    kept, working = draft_bytes(model)
+    draft = quantized_draft(make_backend(model), model, "int4")
+    cache = kept - draft.own_bytes  # one chunk of its KV cache: 2 layers x K and V x 2 heads x 128 x 8 x 4 bytes
+    assert draft.own_bytes == 2 * (64 * 32 // 2 + 32 * 32 // 2 + 128 * 32 // 2 + 32 * 64 // 2) + 2 * (
+        64 + 32 + 128 + 2 * 32) * 2 * 2 == 11520
+    assert cache == 2 * 2 * 2 * 128 * 8 * 4 and working == 128 * 32 * 12
+    assert available_memory() is None or available_memory() > 0
+
+
 def test_tiny_temperature_is_rejected_before_any_model_time(monkeypatch, capsys, isolated, tiny_folder):
     import decoders.family
 

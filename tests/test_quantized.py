@@ -151,3 +151,62 @@ def test_bundled_int4_draft_is_accepted_almost_always_and_the_output_is_the_targ
         drafted += result.summary.drafted
         accepted += result.summary.accepted
     assert accepted / drafted >= 0.9
+
+
+# -- switching drafts on a loaded engine, and what the families table offers ------------------------
+
+def test_an_engine_switches_between_its_helper_model_int4_and_back(tmp_path):
+    main = peaked_model()
+    folders = {name: save_tiny_model(tmp_path / name, model=model)
+               for name, model in (("main", main), ("helper", peaked_model(seed=1)))}
+    family = load_family(FamilySpec(name="t", main=str(folders["main"]), helper=str(folders["helper"]), device="cpu"))
+    engine = Engine(family)
+    own = family.helper
+    assert engine.helper_model_source == str(folders["helper"]) and not engine.has_self_draft("int4")
+    engine.set_self_draft("int4")
+    assert isinstance(engine.family.helper, QuantizedLlamaBackend) and engine.family.main is family.main
+    assert engine.run(PROMPT, DecodeParams(method="spec", max_new_tokens=12)).family["helper"] == "int4 self-draft"
+    draft = engine.family.helper
+    engine.use_helper_model()
+    assert engine.family.helper is own and engine.family.helper_source == str(folders["helper"])
+    assert engine.family.self_draft is None
+    engine.set_self_draft("int4")
+    assert engine.family.helper is draft  # built once
+    assert engine.baselines_measured == 1
+    with pytest.raises(DecodeError, match="Unknown self-draft kind 'int8'"):
+        engine.set_self_draft("int8")
+
+
+def test_draft_options_step_through_helper_layers_and_int4():
+    from tui_decode.settings import DraftOptions, Settings
+
+    exits = DraftOptions(layers=3, kinds=("int4",))
+    assert exits.step(Settings(draft_layer=None), 1).draft_layer == 2  # the default layer first
+    at_top = exits.step(Settings(draft_layer=2), 1)
+    assert at_top.self_draft == "int4" and at_top.draft_layer == 2
+    assert exits.step(at_top, 1) == at_top  # the last choice
+    assert exits.step(at_top, -1) == Settings(draft_layer=2)
+    helper = DraftOptions(helper="x/small", kinds=("int4",))
+    assert helper.step(Settings(), 1) == Settings(self_draft="int4")
+    assert helper.step(Settings(self_draft="int4"), -1) == Settings()
+    assert DraftOptions(layers=30).step(Settings(draft_layer=29), 1) == Settings(draft_layer=29)  # no int4 offered
+
+
+def test_the_families_table_offers_int4_where_it_can_draft(tmp_path, monkeypatch, capsys):
+    odd = save_tiny_model(tmp_path / "odd", model=peaked_model(intermediate_size=40))
+    (tmp_path / "families.toml").write_text(
+        f'[families.q]\nmain = "bundled"\nself_draft = "int4"\n'
+        f'[families.odd]\nmain = "{odd}"\n'
+        f'[families.exit]\nmain = "bundled"\nself_draft_layer = 20\n')
+    monkeypatch.setenv("TUI_DECODE_CONFIG_DIR", str(tmp_path))
+    monkeypatch.setenv("COLUMNS", "300")
+    capsys.readouterr()
+    assert cli_main(["families"]) == 0
+    rows = {line.split("│")[1].strip(): [cell.strip() for cell in line.split("│")[2:-1]]
+            for line in capsys.readouterr().out.splitlines() if line.startswith("│")}
+    assert rows["smollm2-135m"][1:3] == ["-", "early exit (--self-draft-layer L); int4 (--self-draft int4)"]
+    assert rows["smollm2-360m"][1:3] == ["HuggingFaceTB/SmolLM2-135M-Instruct",
+                                         "early exit (--self-draft-layer L); int4 (--self-draft int4)"]
+    assert rows["q"][1:3] == ["int4 self-draft", "early exit (--self-draft-layer L)"]
+    assert rows["exit"][1:3] == ["early exit @ layer 20", "int4 (--self-draft int4)"]
+    assert rows["odd"][2].startswith("early exit (--self-draft-layer L); not int4: down_proj reads 40 inputs")

@@ -211,18 +211,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_families(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.table import Table
 
     from decoders.families import all_families, config_path
+    from tui_decode.families_table import families_table
 
-    table = Table(title=f"model families (config: {config_path()})")
-    for col in ("name", "main", "helper", "device", "dtype"):
-        table.add_column(col)
-    for name, spec in all_families().items():
-        helper = spec.helper or (f"early exit @ layer {spec.self_draft_layer}" if spec.self_draft_layer else
-                                 f"{spec.self_draft} self-draft" if spec.self_draft else "-")
-        table.add_row(name, spec.main, helper, spec.device, spec.dtype)
-    Console().print(table)
+    Console().print(families_table(all_families(), config_path()))
     return 0
 
 

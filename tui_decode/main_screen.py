@@ -23,6 +23,7 @@ from textual.widgets import DataTable
 from decoders.errors import DecodeError
 from decoders.params import METHOD_NAMES, DecodeParams
 from decoders.records import RunResult
+from tui_decode.draft_worker import DraftBuildWorker
 from tui_decode.layout import ResponsiveLayout, page_tabs
 from tui_decode.live_run import LiveRun
 from tui_decode.loaded_family import LoadedFamily, helper_description
@@ -40,6 +41,7 @@ from tui_decode.messages import (
 from tui_decode.run_files import RunFiles
 from tui_decode.widgets.stats_pane import headline_speed, speed_text as speed_words
 from tui_decode.run_history import RunHistory
+from tui_decode.summary_table import run_title
 from tui_decode.settings import KNOB_BY_KEY, Settings, draft_length_key, knobs_for
 from tui_decode.token_text import run_tokens
 from tui_decode.widgets import (
@@ -61,7 +63,7 @@ if TYPE_CHECKING:
     from decoders.family import FamilySpec
 
 
-class MainScreen(ResponsiveLayout, RunFiles, FamilyLoadWorker, DecodeWorker, Screen[None]):
+class MainScreen(ResponsiveLayout, RunFiles, FamilyLoadWorker, DraftBuildWorker, DecodeWorker, Screen[None]):
     """The workbench: one run shown (finished, cancelled, opened or streaming) and the next one's
     prompt and parameters."""
 
@@ -172,6 +174,7 @@ class MainScreen(ResponsiveLayout, RunFiles, FamilyLoadWorker, DecodeWorker, Scr
         self.settings = settings
         self.params_pane.settings = settings
         self.prompt_pane.show_chat_template(settings.params.chat_template)
+        self.ensure_draft(settings)  # a self-draft chosen for the first time is built in a worker
 
     @on(ParamsPane.Changed)
     def params_changed(self, event: ParamsPane.Changed) -> None:
@@ -184,7 +187,8 @@ class MainScreen(ResponsiveLayout, RunFiles, FamilyLoadWorker, DecodeWorker, Scr
     @on(ValueEditor.Done)
     def value_typed(self, event: ValueEditor.Done) -> None:
         if event.value is not None:
-            self._apply_settings(self.settings.replace(draft_layer=event.value) if event.key == "draft_layer"
+            self._apply_settings(self.settings.replace(draft_layer=event.value, self_draft=None)
+                                 if event.key == "draft_layer"
                                  else self.settings.with_params(**{event.key: event.value}))
         self.params_pane.focus()
 
@@ -254,9 +258,9 @@ class MainScreen(ResponsiveLayout, RunFiles, FamilyLoadWorker, DecodeWorker, Scr
         described = loaded.engine.family.describe()
         self.prompt_pane.show_family(described, threads=loaded.threads)
         self.prompt_pane.set_counter(lambda text, template: len(loaded.engine.family.encode_prompt(text, template)))
-        self.params_pane.draft_layers = loaded.draft_layers
+        self.params_pane.draft_options = loaded.draft_options()
         self.params_pane.helper_label = helper_description(described)
-        self._apply_settings(self.settings.replace(draft_layer=loaded.start_layer()))
+        self._apply_settings(self.settings.replace(**loaded.start_draft()))
         method = METHOD_NAMES[self.settings.params.method]
         self.status.set(f"ready: {loaded.label} on {described.get('device')} · {described.get('dtype')}; "
                         f"ctrl+r runs {method}", "idle")
@@ -425,7 +429,7 @@ class MainScreen(ResponsiveLayout, RunFiles, FamilyLoadWorker, DecodeWorker, Scr
         if streamed and self.table.cursor_row == 0:  # not moved during the run: show the newest iteration
             self.table.select_last()
         state = " (cancelled)" if run.finish == "cancelled" else ""
-        self.stream.border_title = f"Output · {run.label}{state}"
+        self.stream.border_title = f"Output · {run_title(result)}{state}"
         self.stream.marked_iteration = self.table.cursor_row if self.table.row_count else None
         self.stream.refresh()
         self.stats.show_result(result)

@@ -1,4 +1,4 @@
-"""What the two thread workers (loading a family, decoding a run) tell the main screen.
+"""What the thread workers (loading a family, building a self-draft, decoding a run) tell the main screen.
 
 Each is a dataclass message posted from the worker thread with `post_message`, which is safe
 across threads; the main screen handles them with ``@on(...)``.
@@ -55,6 +55,26 @@ class FamilyFailed(WorkerMessage):
     """A family did not load; the one loaded before stays in use."""
 
     spec: FamilySpec
+    error: str
+
+
+# -- building a self-draft ------------------------------------------------------------------------
+@dataclass
+class DraftBuilt(WorkerMessage):
+    """A quantized self-draft of the loaded main model is built and ready to draft."""
+
+    loaded: LoadedFamily
+    kind: str
+    nbytes: int  # what it holds beside the main model
+    seconds: float
+
+
+@dataclass
+class DraftFailed(WorkerMessage):
+    """A quantized self-draft could not be built; the loaded models and their draft stay."""
+
+    loaded: LoadedFamily
+    kind: str
     error: str
 
 

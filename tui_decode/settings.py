@@ -1,5 +1,6 @@
-"""What the next run uses and how the keys change it: the decoding parameters, the early-exit layer
-a family without a helper model drafts with, and the parameters pane's rows (knobs).
+"""What the next run uses and how the keys change it: the decoding parameters, what drafts for
+speculative decoding (the family's helper model, an early-exit layer, a quantized self-draft),
+and the parameters pane's rows (knobs).
 
 A knob is a declared parameter (`decoders.methods.base.ParamSpec`): its label, help, step and
 display come from the declaration, so a method's new parameter shows up here with no change.
@@ -32,17 +33,61 @@ DRAFT_LAYER_KEY = "draft_layer"
 
 @dataclass(frozen=True)
 class Settings:
-    """What the next run uses: the decoding parameters and, for a family without a helper model,
-    the early-exit layer that drafts for speculative decoding."""
+    """What the next run uses: the decoding parameters and what drafts for speculative decoding:
+    a quantized self-draft (``self_draft``), else the early-exit layer (``draft_layer``) of a
+    family without a helper model, else the family's own helper model."""
 
     params: DecodeParams = START_PARAMS
     draft_layer: int | None = None
+    self_draft: str | None = None  # "int4": a quantized copy of the main model drafts (wins over the layer)
 
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)
 
     def with_params(self, **changes: Any) -> Settings:
         return self.replace(params=self.params.replace(**changes))
+
+
+@dataclass(frozen=True)
+class DraftOptions:
+    """What may draft for the loaded family, in the order the draft row steps through them: its
+    own helper model, the early-exit layers 1..layers-1, the quantized self-drafts."""
+
+    layers: int = 0  # the main model's layer count when it may draft by early exit, else 0
+    helper: str | None = None  # the family's own helper model, when it has one
+    kinds: tuple[str, ...] = ()  # quantized self-drafts it may build ("int4")
+
+    def choices(self) -> list[tuple[str, Any]]:
+        return ([("helper", None)] if self.helper else []) + [("layer", n) for n in range(1, self.layers)] + \
+            [("kind", kind) for kind in self.kinds]
+
+    def current(self, settings: Settings) -> tuple[str, Any] | None:
+        if settings.self_draft:
+            return ("kind", settings.self_draft)
+        if settings.draft_layer is not None and self.layers:
+            return ("layer", settings.draft_layer)
+        return ("helper", None) if self.helper else None
+
+    def step(self, settings: Settings, direction: int) -> Settings:
+        """The next choice in ``direction`` (+1, -1), stopping at either end."""
+        choices = self.choices()
+        if len(choices) < 2:
+            return settings
+        now = self.current(settings)
+        if now is None or now not in choices:  # nothing chosen yet: the default layer
+            layer = default_draft_layer(self.layers) if self.layers >= 2 else None
+            index = choices.index(("layer", layer)) if layer else 0
+        else:
+            index = min(max(choices.index(now) + direction, 0), len(choices) - 1)
+        kind, value = choices[index]
+        if kind == "kind":
+            return settings.replace(self_draft=value)
+        return settings.replace(draft_layer=value, self_draft=None)
+
+
+def draft_options(value: int | DraftOptions) -> DraftOptions:
+    """Draft options from a plain layer count (early exit only) or as given."""
+    return value if isinstance(value, DraftOptions) else DraftOptions(layers=int(value or 0))
 
 
 @dataclass(frozen=True)
@@ -65,13 +110,16 @@ class Knob:
         if self.key == METHOD_KEY:
             return METHOD_NAMES.get(value, value)
         if self.key == DRAFT_LAYER_KEY:
+            if settings.self_draft:
+                return f"{settings.self_draft} self-draft"
             return "none" if value is None else f"early exit @ layer {value}"
         return self.spec.shown(value) if self.spec is not None else str(value)
 
-    def step(self, settings: Settings, direction: int, draft_layers: int = 0) -> Settings:
+    def step(self, settings: Settings, direction: int, draft_layers: int | DraftOptions = 0) -> Settings:
         """The settings with this value moved one step (``direction`` +1 or -1), within its range.
 
-        ``draft_layers`` is the main model's layer count when it may draft for itself (0: not).
+        ``draft_layers`` is what may draft (`DraftOptions`), or the main model's layer count when
+        it may draft for itself by early exit (0: not).
         Pairs that only conflict together (n-gram min above max) are left for the parameters'
         check to report, so that a person learns the rule rather than meeting a silent clamp.
         """
@@ -81,15 +129,12 @@ class Knob:
             index = names.index(value) if value in names else -direction
             return settings.with_params(method=names[(index + direction) % len(names)])
         if self.key == DRAFT_LAYER_KEY:
-            if draft_layers < 2:
-                return settings
-            layer = default_draft_layer(draft_layers) if value is None else value + direction
-            return settings.replace(draft_layer=min(max(layer, 1), draft_layers - 1))
+            return draft_options(draft_layers).step(settings, direction)
         return settings.with_params(**{self.key: self.spec.step_value(value, direction)})
 
 
 METHOD_KNOB = Knob(METHOD_KEY, "method", "measured against the autoregressive baseline")
-DRAFT_LAYER_KNOB = Knob(DRAFT_LAYER_KEY, "draft model", "early exit: the main model's first layers")
+DRAFT_LAYER_KNOB = Knob(DRAFT_LAYER_KEY, "draft model", "the main model's first layers (early exit) or its int4 copy")
 
 
 def spec_knob(spec: ParamSpec, method_label: str = "") -> Knob:

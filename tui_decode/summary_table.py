@@ -43,9 +43,20 @@ def summary_rows(summary: Summary) -> list[tuple[str, str]]:
     return rows
 
 
+def run_title(result: RunResult) -> str:
+    """The run's label and, for a method that drafts with a helper, what drafted:
+    "Speculative (greedy, γ=4) · int4 self-draft"."""
+    helper = (result.family or {}).get("helper")
+    try:
+        drafts = get_method(result.method.method).needs_helper
+    except Exception:  # a saved run of a method this version does not have
+        drafts = False
+    return f"{result.method.label} · {helper}" if drafts and helper else result.method.label
+
+
 def summary_table(result: RunResult) -> Table:
     s = result.summary
-    table = Table(title=result.method.label, caption=s.explanation, caption_justify="left", show_header=False)
+    table = Table(title=run_title(result), caption=s.explanation, caption_justify="left", show_header=False)
     table.add_column("figure", style="bold")
     table.add_column("value", justify="right")
     for label, value in summary_rows(s):

@@ -16,7 +16,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from tui_decode.settings import Knob, Settings, knobs_for
+from tui_decode.settings import DraftOptions, Knob, Settings, knobs_for
 from tui_decode.widgets.styles import component_style
 from tui_decode.widgets.value_editor import typeable
 
@@ -38,7 +38,7 @@ class ParamsPane(Widget, can_focus=True):
     ]
 
     settings: reactive[Settings] = reactive(Settings, always_update=True, layout=True)  # rows vary by method
-    draft_layers: reactive[int] = reactive(0)
+    draft_options: reactive[DraftOptions] = reactive(DraftOptions)  # what may draft: helper, layers, int4
     helper_label: reactive[str] = reactive("none")
     selected: reactive[int] = reactive(0)
 
@@ -66,6 +66,11 @@ class ParamsPane(Widget, can_focus=True):
         @property
         def control(self) -> ParamsPane:
             return self.pane
+
+    @property
+    def draft_layers(self) -> int:
+        """The main model's layer count when it may draft by early exit, else 0."""
+        return self.draft_options.layers
 
     @property
     def rows(self) -> list[Knob]:
@@ -101,11 +106,11 @@ class ParamsPane(Widget, can_focus=True):
 
     def action_change(self, direction: int) -> None:
         knob = self.selected_knob
-        if knob.key == "draft_layer" and not self.draft_layers:
+        if knob.key == "draft_layer" and len(self.draft_options.choices()) < 2:
             self.notify("This family drafts with its own helper model; pick another family (f) to change it.",
                         severity="warning")
             return
-        changed = knob.step(self.settings, direction, self.draft_layers)
+        changed = knob.step(self.settings, direction, self.draft_options)
         if changed != self.settings:
             key = knob.key
             self.settings = changed
@@ -126,8 +131,9 @@ class ParamsPane(Widget, can_focus=True):
         for n, knob in enumerate(rows):
             shown = knob.shown(settings)
             style = value_style
-            if knob.key == "draft_layer" and not self.draft_layers:
-                shown, style = self.helper_label, unused_style
+            if knob.key == "draft_layer" and not settings.self_draft and not self.draft_layers:
+                choices = len(self.draft_options.choices()) > 1
+                shown, style = self.helper_label, value_style if choices else unused_style
             elif knob.key == "temperature" and greedy:
                 style = unused_style
             elif knob.key == "seed" and greedy and not (settings.params.method == "jacobi"

@@ -45,7 +45,8 @@ def family_picker(families: dict, current: str | None, config_file: Path) -> Pic
     """Pick a model family: the built-in ones and those of the user's config file."""
     options = []
     for name, spec in families.items():
-        helper = spec.helper or (f"early exit @ layer {spec.self_draft_layer}" if spec.self_draft_layer else None)
+        helper = spec.helper or (f"early exit @ layer {spec.self_draft_layer}" if spec.self_draft_layer else
+                                 f"{spec.self_draft} self-draft" if spec.self_draft else None)
         line = Text()
         line.append(("● " if name == current else "  ") + name, style="bold")
         line.append(f"  {spec.label or spec.main}")
