@@ -36,7 +36,9 @@ CONFIG_FILE = "families.toml"
 BUILTIN_FAMILIES: dict[str, FamilySpec] = {
     spec.name: spec
     for spec in (
-        FamilySpec(name=DEFAULT_FAMILY, main="bundled", label=BUNDLED_LABEL),
+        # The int4 self-draft pays best on the bundled model (README, "Adaptive draft length"):
+        # early exit at layer 20 is accepted 4-26% at c 0.5-1.2 and runs at 0.22x (0.90x adaptive).
+        FamilySpec(name=DEFAULT_FAMILY, main="bundled", label=BUNDLED_LABEL, self_draft="int4"),
         FamilySpec(
             name="smollm2-360m",
             main="HuggingFaceTB/SmolLM2-360M-Instruct",

@@ -48,7 +48,7 @@ def test_version(capsys):
 
 
 def test_speculative_without_helper_says_how_to_get_one(capsys, smollm2):
-    code, _, err = run_cli(capsys, "run", "--method", "spec", *PROMPT)
+    code, _, err = run_cli(capsys, "run", "--main", "bundled", "--method", "spec", *PROMPT)  # no family: no helper
     assert code == 2
     assert "has no helper model" in err and "--self-draft-layer" in err
 

@@ -76,12 +76,14 @@ def test_bundled_family_facts(smollm2):
     assert 2 in smollm2.stop_ids  # <|im_end|>
     assert smollm2.tokenizer.convert_ids_to_tokens(2) == "<|im_end|>"
     assert smollm2.main.n_layers == 30
-    assert smollm2.helper is None and smollm2.helper_source is None
+    # the int4 self-draft is the bundled family's helper: it pays best (README, "Adaptive draft length")
+    assert smollm2.self_draft == "int4" and smollm2.helper_source == "int4 self-draft"
+    assert smollm2.helper.n_layers == 30 and smollm2.helper.weight_bytes < smollm2.main.weight_bytes / 2
     assert smollm2.has_chat_template
     assert smollm2.describe() == {
         "label": "SmolLM2-135M-Instruct (Q4_1 GGUF, bundled)",
         "main": "bundled",
-        "helper": None,
+        "helper": "int4 self-draft",
         "device": "cpu",
         "dtype": "float32",
     }
