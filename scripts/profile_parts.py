@@ -121,6 +121,12 @@ def timed_forward(backend, ids: torch.Tensor, mm, clock: dict[str, float]) -> to
     scale = hd**-0.5
     group = heads // kvh
     parts = dict.fromkeys(PARTS, 0.0)
+    prenorm = backend._prenorm
+    if not isinstance(mm, llama_fast._PlainMatmuls):  # packed matmuls take normalised rows, never ``alpha``
+        def prenorm(x, weight):
+            if weight is None:
+                return F.rms_norm(x, (x.shape[-1],), None, w.eps), 1.0
+            return backend._prenorm(x, weight)
     with torch.inference_mode():
         rope = cache.rope_rows(start, end)
         mask = None
@@ -131,7 +137,7 @@ def timed_forward(backend, ids: torch.Tensor, mm, clock: dict[str, float]) -> to
         x = F.embedding(ids, w.embed)
         for i, (layer, kv) in enumerate(zip(backend._layers, cache.layers)):
             t0 = now()
-            h, alpha = backend._prenorm(x, layer.attn_norm)
+            h, alpha = prenorm(x, layer.attn_norm)
             t1 = now()
             qkv = mm.qkv(i, h, alpha)
             t2 = now()
@@ -155,7 +161,7 @@ def timed_forward(backend, ids: torch.Tensor, mm, clock: dict[str, float]) -> to
             t4 = now()
             x = mm.out(i, x, attn)
             t5 = now()
-            h, alpha = backend._prenorm(x, layer.mlp_norm)
+            h, alpha = prenorm(x, layer.mlp_norm)
             t6 = now()
             gate, up = mm.gate_up(i, h, alpha).chunk(2, dim=-1)
             t7 = now()
