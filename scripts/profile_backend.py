@@ -43,7 +43,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from profile_parts import (  # noqa: E402
     PARTS,
+    VARIANTS,
     Floor,
+    add_variants,
     breakdown_ms,
     check_timed_forward,
     chosen_layout,
@@ -163,14 +165,14 @@ def print_report(med, counts, fast, nbytes: int, prompt_len: int, hf: bool) -> N
         print(f"\n== breakdown, threads {c} (ms per forward; * = the layout LlamaBackend uses at that M; "
               "proj = qkv + o + gate_up + down; attn = cache write + SDPA; other = wall - parts)")
         cols = ("proj",) + PARTS + ("total",)
-        print("  M layout " + "".join(f"{name:>8}" for name in cols) + "   x M=1")
+        print("  M layout    " + "".join(f"{name:>8}" for name in cols) + "   x M=1")
         base = med[(c, "plain1:total")]
         for m in BREAKDOWN_ROWS:
             for layout in layouts(fast):
                 get = lambda part: med[(c, f"{layout}{m}:{part}")]  # noqa: E731
                 proj = sum(get(p) for p in ("qkv", "o", "gate_up", "down"))
                 mark = "*" if layout == chosen_layout(fast, m) else " "
-                print(f"{m:3d} {layout:6}{mark}" + f"{proj:8.2f}" + "".join(f"{get(p):8.2f}" for p in PARTS + ("total",))
+                print(f"{m:3d} {layout[:9]:9}{mark}" + f"{proj:8.2f}" + "".join(f"{get(p):8.2f}" for p in PARTS + ("total",))
                       + f"   {get('total') / base:5.2f}")
 
     if hf:
@@ -188,11 +190,16 @@ def main() -> None:
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts, measured side by side (default 1,2)")
     parser.add_argument("--new", type=int, default=64, help="tokens of the greedy identity check (and --hf generate runs)")
     parser.add_argument("--plain", action="store_true", help="no oneDNN-packed weights for multi-token steps")
+    parser.add_argument("--variants", default="", help=f"candidate layouts to break down beside the backend's, "
+                        f"comma-separated: {', '.join(VARIANTS)} (each packs one more weight copy)")
     parser.add_argument("--hf", action="store_true", help="also time transformers' forward and generate()")
     parser.add_argument("--wait-idle", type=float, default=0.0, metavar="FRACTION",
                         help="before each measurement wait until this share of the CPUs is idle (shared machines), e.g. 0.9")
     args = parser.parse_args()
     counts = parse_threads(args.threads)
+    variants = [v for v in args.variants.split(",") if v]
+    if any(v not in VARIANTS for v in variants):
+        raise SystemExit(f"--variants takes names from {', '.join(VARIANTS)}")
     if not 1 <= args.rounds <= 50:
         raise SystemExit("--rounds takes 1..50")
 
@@ -208,6 +215,7 @@ def main() -> None:
     check_identity(model, fast, prompt, args.new)
     check_timed_forward(fast, prompt, BREAKDOWN_ROWS)
     print("timed forward gives the backend's logits bit for bit at M = " + ", ".join(map(str, BREAKDOWN_ROWS)))
+    add_variants(fast, variants)
     args.floor = Floor(fast.weight_bytes)
     hf = (model, HFBackend(model)) if args.hf else None
 

@@ -201,7 +201,7 @@ def layouts(backend) -> dict[str, object]:
     packed = llama_fast._packed(backend.weights)
     if isinstance(packed, llama_fast._PackedMatmuls):
         found["packed"] = packed
-    return found
+    return {**found, **_EXTRA}
 
 
 def chosen_layout(backend, n: int) -> str:
@@ -238,3 +238,32 @@ def breakdown_ms(backend, prompt: torch.Tensor, n: int, layout: str, reps: int =
     backend.crop(len(prompt))
     best = sorted(runs, key=lambda c: c["total"])[len(runs) // 2]
     return {key: seconds * 1e3 for key, seconds in best.items()}
+
+
+# -- candidate layouts, measured beside the backend's own (``--variants``) ----------------------
+
+class _FusedAdd(llama_fast._PackedMatmuls):
+    """Packed weights with the residual add fused into the o and down projections (oneDNN's
+    binary post-op: the same sum, one op less per projection)."""
+
+    def out(self, i, x, a):
+        return torch.ops.mkldnn._linear_pointwise.binary(a, x, self.layers[i][2], None, "add")
+
+    def down(self, i, x, a):
+        return torch.ops.mkldnn._linear_pointwise.binary(a, x, self.layers[i][4], None, "add")
+
+
+def _hinted(hint):
+    return type(f"_Hint{hint}", (llama_fast._PackedMatmuls,), {"BATCH_HINT": hint})
+
+
+#: name -> class; a variant is packed from the backend's weights when asked for.
+VARIANTS = {"fused_add": _FusedAdd, "hint5": _hinted(5), "hint8": _hinted(8), "hint_none": _hinted(None)}
+_EXTRA: dict[str, object] = {}
+
+
+def add_variants(backend, names) -> None:
+    """Pack the named `VARIANTS` so that `layouts` offers them too (one weight copy each)."""
+    with torch.inference_mode():
+        for name in names:
+            _EXTRA[name] = VARIANTS[name](backend.weights)
