@@ -28,6 +28,7 @@ the differences.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -116,7 +117,10 @@ def check_identity(model, fast, prompt: torch.Tensor, new: int) -> list[int]:
 
 
 def parse_threads(text: str) -> list[int]:
-    counts = [int(t) for t in text.split(",") if t.strip()]
+    try:
+        counts = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        counts = []
     if not counts or any(c < 1 or c > 256 for c in counts):
         raise SystemExit("--threads takes thread counts in 1..256, e.g. 1,2")
     return counts
@@ -205,6 +209,7 @@ def main() -> None:
 
     started = time.perf_counter()
     print(f"load average at start: {load_average()}")
+    load_at_start = os.getloadavg()[0]
     model, tokenizer = load()
     print(f"model loaded in {time.perf_counter() - started:.1f} s")
     t0 = time.perf_counter()
@@ -225,6 +230,10 @@ def main() -> None:
     med = {key: statistics.median(v) for key, v in samples.items()}
     print_report(med, counts, fast, args.floor.nbytes, len(prompt), hf is not None)
     print(f"\nload average at end: {load_average()}; {time.perf_counter() - started:.0f} s in all")
+    busy = max(os.getloadavg()[0], load_at_start) > (os.cpu_count() or 1)
+    if busy:
+        print("the load average passed the CPU count: other processes competed for the CPUs, and torch's threads "
+              "spin against them (the figures with more threads than idle CPUs are contention, not the backend)")
 
 
 if __name__ == "__main__":
