@@ -121,12 +121,12 @@ def timed_forward(backend, ids: torch.Tensor, mm, clock: dict[str, float]) -> to
     scale = hd**-0.5
     group = heads // kvh
     parts = dict.fromkeys(PARTS, 0.0)
-    prenorm = backend._prenorm
-    if not isinstance(mm, llama_fast._PlainMatmuls):  # packed matmuls take normalised rows, never ``alpha``
-        def prenorm(x, weight):
-            if weight is None:
-                return F.rms_norm(x, (x.shape[-1],), None, w.eps), 1.0
-            return backend._prenorm(x, weight)
+    plain = isinstance(mm, llama_fast._PlainMatmuls)
+
+    def prenorm(x, weight):
+        if weight is None and not plain:  # packed matmuls take normalised rows, never ``alpha``
+            return F.rms_norm(x, (x.shape[-1],), None, w.eps), 1.0
+        return backend._prenorm(x, weight)
     with torch.inference_mode():
         rope = cache.rope_rows(start, end)
         mask = None
