@@ -106,6 +106,25 @@ def test_report_has_every_figure(bench_run):
     assert any("Jacobi has no transformers counterpart" in note for note in report["notes"])
 
 
+def test_the_floor_and_the_verify_cost_curve_are_printed_and_saved(bench_run, tmp_path):
+    """T(k) for k = 1..16, measured once at the median prompt's context, sits beside the floor
+    on stdout and in report.md; a saved report from before the curve says it was not measured."""
+    curve = bench_run["report"]["machine"]["verify_cost_curve"]
+    assert len(curve["t"]) == 16 and curve["t"][0] == 1.0 and all(t > 0 for t in curve["t"])
+    assert curve["context"] == max(p["prompt_tokens"] for p in bench_run["report"]["prompts"])  # median of two
+    values = " ".join(f"{t:.2f}" for t in curve["t"])
+    md = (bench_run["dir"] / "report.md").read_text()
+    for text in (bench_run["out"], md):
+        assert "- floor for one decode step: **" in text
+        assert f"- verify-cost curve T(k), k = 1..16 (a k-token forward over a one-token forward, after " \
+               f"{curve['context']} tokens): {values}" in text
+    old = json.loads(json.dumps(bench_run["report"]))
+    del old["machine"]["verify_cost_curve"]
+    from decoders.bench.report import render_markdown
+
+    assert "- verify-cost curve T(k): not measured" in render_markdown(old)
+
+
 def test_ratios_come_from_the_runs_timings(bench_run):
     report = bench_run["report"]
     samples = report["samples"]

@@ -90,7 +90,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from decoders.bench import load_prompts, parse_methods, parse_sweep, parse_variants, run_bench, run_sweep
     from decoders.bench.drafts import check_variants
     from decoders.errors import DecodeError
-    from decoders.bench.report import group_table, overall_table, sweep_table, targets_table, write_report
+    from decoders.bench.report import floor_section, group_table, overall_table, sweep_table, targets_table, \
+        write_report
     from tui_decode.cli import family_spec, load_with_progress
 
     from decoders.atomic import check_folder_destination
@@ -144,6 +145,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(group_table(report))
         print("\nTargets\n")
         print(targets_table(report))
+        print("\nMachine: memory-bandwidth floor and verify-cost curve\n")
+        print(floor_section(report))
     for note in report.notes:
         print(f"note: {note}", file=sys.stderr)
     if failed is not None:

@@ -120,3 +120,21 @@ def bandwidth_floor(bandwidth: dict[str, float], weight_bytes: int, ours_ms_per_
         transformers_ms_per_token=theirs_ms_per_token,
         transformers_ms_per_token_x_floor=rounded(ratio(theirs_ms_per_token, floor_ms), 2),
     )
+
+
+def verify_cost_curve(family: Family, ids: list[int], repeats: int = 3) -> dict[str, Any]:
+    """T(k) for k = 1..16 of the family's main backend after ``ids`` (a prompt's context): a
+    k-token forward, every row of logits kept as a verify keeps them, over a one-token forward
+    (`decoders.timing.measure_cost_curve`, medians of ``repeats`` interleaved passes).
+    ``{"context": tokens, "t": [1.0, ...]}``; ``t`` is empty when the context has no room."""
+    from decoders.runner import KVRunner
+    from decoders.timing import CURVE_WIDTHS, measure_cost_curve
+
+    seq = list(ids)
+    if not seq or len(seq) + CURVE_WIDTHS > family.context_length:
+        return {"context": len(seq), "t": []}
+    runner = KVRunner(family.main)
+    runner.run(seq)  # the context in the cache: every forward of the curve starts at its end
+    curve = measure_cost_curve(runner, seq, repeats=repeats)
+    runner.reset()
+    return {"context": len(seq), "t": curve}

@@ -145,7 +145,17 @@ def floor_section(report: BenchReport) -> str:
         "ms/token also carries the prefill)",
         f"- transformers generate(): {_ms(f.transformers_ms_per_token)} ms/token = "
         f"{_num(f.transformers_ms_per_token_x_floor)}x the floor",
+        curve_line(report.machine.get("verify_cost_curve")),
     ])
+
+
+def curve_line(curve: dict[str, Any] | None) -> str:
+    """The verify-cost curve T(k), k = 1..16, measured in the run (a saved report from before it: said so)."""
+    if not curve or not curve.get("t"):
+        return "- verify-cost curve T(k): not measured"
+    values = " ".join(f"{t:.2f}" for t in curve["t"])
+    return (f"- verify-cost curve T(k), k = 1..{len(curve['t'])} (a k-token forward over a one-token forward, "
+            f"after {curve['context']} tokens): {values}")
 
 
 def spec_section(report: BenchReport) -> str | None:

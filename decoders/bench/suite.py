@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 from decoders.bench.aggregate import Figures, MethodStats, aggregate
 from decoders.bench.drafts import Drafts, Row, default_variants, resolve_rows
 from decoders.bench.machine import Floor, bandwidth_floor, busy_note, family_info, load_average, machine_info, \
-    measure_read_bandwidth
+    measure_read_bandwidth, verify_cost_curve
 from decoders.bench.measure import PromptMeasurer, Sample
 from decoders.bench.prompts import BenchPrompt, select_prompts
 from decoders.bench.reference import HFReference, reference_for
@@ -260,6 +260,8 @@ def run_bench(family: Family, prompts: Sequence[BenchPrompt], methods: Sequence[
             with_twins = bool(record_labels) and (number - 1) % record_overhead_every == 0
             samples.append(measurer.measure(prompt, ids, repeat, flip=twins % 2 == 1, record_twins=with_twins))
             twins += with_twins
+    say("measuring the verify-cost curve T(k), k = 1..16")
+    curve = verify_cost_curve(family, sorted((ids for _, ids in runnable), key=len)[len(runnable) // 2])
     bandwidth.append(measure_read_bandwidth(bandwidth_bytes))
     best = max(bandwidth, key=lambda b: b["gb_per_s"])
 
@@ -270,7 +272,7 @@ def run_bench(family: Family, prompts: Sequence[BenchPrompt], methods: Sequence[
     floor = bandwidth_floor(best, info["weight_bytes"], ar.ours.ms_per_token, ar.ours.decode_step_ms,
                             ar.theirs.ms_per_token if ar.theirs else None)
     return BenchReport(
-        family=info, machine={**machine_info(), "load_average_at_start": load_at_start},
+        family=info, machine={**machine_info(), "load_average_at_start": load_at_start, "verify_cost_curve": curve},
         settings=_settings(base, rows, limit, repeats, reference, record_overhead_every),
         prompts=prompt_records(runnable), bandwidth={"runs": bandwidth, "best_gb_per_s": best["gb_per_s"]},
         floor=floor, figures=figures, samples=samples, notes=notes,
