@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from decoders.errors import DecodeError
 from decoders.stats import DecodeStats
-from decoders.timing import Drift, baseline_tail, decode_rate, one_token_steps, ratio_text, rse, time_to
+from decoders.timing import Drift, decode_rate, one_token_steps, paired_drift, ratio_text, rse, time_to
 
 if TYPE_CHECKING:
     from decoders.params import DecodeParams
@@ -200,11 +200,9 @@ def _speedups(s: Summary, method: Run, baseline: Run, probe_ms: list[float]) -> 
     b_rate, _ = decode_rate(baseline)
     s.decode_ms_per_token = None if m_rate is None else round(m_rate, 3)
     s.baseline_decode_ms_per_token = None if b_rate is None else round(b_rate, 3)
-    # The machine's speed now: the probe after the run and the run's own one-token target steps
-    # (every step of autoregressive decoding, the undrafted steps of the others), against the
-    # baseline's one-token steps then. Both sides span the run's contexts.
-    now_ms = list(probe_ms) + one_token_steps(method) if probe_ms else []
-    drift = Drift.between(one_token_steps(baseline) if len(now_ms) > len(probe_ms) else baseline_tail(baseline), now_ms)
+    # The machine's speed now against then: the run's own one-token target steps and the probe
+    # after it, each paired with the baseline's step at the same context.
+    drift, own = paired_drift(baseline, method, probe_ms) if probe_ms else (Drift(1.0, 0.0), 0)
     s.drift = round(drift.factor, 3)
     s.probe_ms = probe_ms or None
     n = min(len(method.ids), len(baseline.ids))
@@ -217,9 +215,11 @@ def _speedups(s: Summary, method: Run, baseline: Run, probe_ms: list[float]) -> 
     if probe_ms:
         # Two standard errors of the ratio: the drift's, and the step-time noise of each rate. The
         # baseline's one-token steps give that noise; the method's steps are taken as equally noisy
-        # (its own per-iteration times vary with acceptance by design, not by timing noise).
+        # (its own per-iteration times vary with acceptance by design, not by timing noise). Where
+        # the drift already holds the method's own one-token steps (autoregressive decoding, the
+        # undrafted steps of the others), their noise is in it and is not counted twice.
         steps = rse(one_token_steps(baseline))
-        rel = (drift.rel_error ** 2 + 2 * steps ** 2) ** 0.5
+        rel = (drift.rel_error ** 2 + (1 if own >= len(probe_ms) else 2) * steps ** 2) ** 0.5
         s.speedup_spread = round(2 * rel * (s.speedup_decode or s.speedup_wall or 1.0), 3)
 
 

@@ -39,7 +39,38 @@ class Drift:
         then, now = statistics.median(then_ms), statistics.median(now_ms)
         if then <= 0 or now <= 0:
             return cls(1.0, 0.0)
-        return cls(now / then, (_rse(then_ms) ** 2 + _rse(now_ms) ** 2) ** 0.5)
+        return cls(now / then, (median_rse(then_ms) ** 2 + median_rse(now_ms) ** 2) ** 0.5)
+
+
+def paired_drift(baseline: Run, method: Run, probe_ms: Sequence[float]) -> tuple[Drift, int]:
+    """The drift from paired steps: each one-token target step of the method run (autoregressive
+    decoding's every step, the undrafted steps of the others) over the baseline's step at the same
+    output position, that is at the same context, and each probe step over one of the baseline's
+    last steps. Pairing takes out what both runs share (the step time growing with the context),
+    leaving the machine's change between then and now. Returns the drift and how many of its
+    pairs are the method's own steps."""
+    base = {it.pos: it.t_verify_ms for it in baseline.iters[1:]
+            if not it.draft and len(it.emit) == 1 and it.t_verify_ms > 0}
+    ratios = [it.t_verify_ms / base[it.pos] for it in method.iters[1:]
+              if not it.draft and len(it.emit) == 1 and it.t_verify_ms > 0 and it.pos in base]
+    own = len(ratios)
+    tail = baseline_tail(baseline)
+    if tail:
+        ratios += [now / tail[-1 - i % len(tail)] for i, now in enumerate(probe_ms) if now > 0]
+    if not ratios:
+        return Drift(1.0, 0.0), 0
+    return Drift(statistics.median(ratios), median_rse(ratios)), own
+
+
+def median_rse(samples: Sequence[float]) -> float:
+    """Relative standard error of the median of ``samples``: 1.2533 sigma / sqrt(n), sigma from the
+    median absolute deviation (1.4826 MAD), so that one stalled step (a page fault, another
+    process) neither moves the median nor inflates its error; 0 for fewer than two."""
+    if len(samples) < 2:
+        return 0.0
+    med = statistics.median(samples)
+    mad = statistics.median(abs(x - med) for x in samples)
+    return 1.2533 * 1.4826 * mad / med / len(samples) ** 0.5 if med > 0 else 0.0
 
 
 def rse(samples: Sequence[float]) -> float:

@@ -89,3 +89,19 @@ def test_the_runs_own_one_token_steps_count_as_the_machine_now():
     several = timed_run([150.0] + [60.0] * 5, per_iter=4)  # drafted iterations are no one-token steps
     s = summarize(several, baseline, DecodeParams(method="ar"), probe_ms=[40.0] * 5)
     assert s.drift == pytest.approx(1.0, abs=1e-3)
+
+
+def test_steps_are_paired_by_context_so_a_shared_trend_is_no_noise():
+    """Both runs step slower as the context grows (40 -> 59 ms); the machine is 1.2x slower now.
+    Paired at equal positions the drift is exact and its error nil; unpaired medians would carry
+    the trend as noise (about 4%)."""
+    from decoders.timing import median_rse, paired_drift
+
+    base_steps = [40.0 + i for i in range(20)]
+    baseline = timed_run([100.0] + base_steps)
+    method = timed_run([120.0] + [1.2 * x for x in base_steps])
+    drift, own = paired_drift(baseline, method, [1.2 * 59.0] * 4)
+    assert own == 20 and drift.factor == pytest.approx(1.2) and drift.rel_error < 1e-9
+    assert median_rse(base_steps) > 0.02  # what an unpaired comparison would have called noise
+    s = summarize(method, baseline, DecodeParams(method="ar"), probe_ms=[1.2 * 59.0] * 4)
+    assert s.speedup_decode == pytest.approx(1.0, abs=1e-3)

@@ -17,7 +17,7 @@ from decoders.params import DecodeParams
 from decoders.records import Run, RunResult
 from decoders.stats import DecodeStats
 from decoders.summary import Summary, first_divergence
-from decoders.timing import Drift, baseline_tail
+from decoders.timing import paired_drift
 
 if TYPE_CHECKING:
     from decoders.bench.drafts import Row
@@ -163,7 +163,7 @@ def timing_noise(result: RunResult) -> float | None:
     s = result.summary
     if not s.probe_ms:
         return None
-    drift = Drift.between(baseline_tail(result.baseline), s.probe_ms)
+    drift, _ = paired_drift(result.baseline, result.method, s.probe_ms)
     return round(((drift.factor - 1.0) ** 2 + drift.rel_error ** 2) ** 0.5, 4)
 
 
