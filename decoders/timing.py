@@ -2,11 +2,12 @@
 with the timing noise measured in the same run.
 
 The baseline is decoded once per prompt and settings and reused, so by the time a method runs
-the machine may be busier or quieter than when the baseline ran. Right after each method run
-the engine times a short burst of one-token steps at the run's context (the probe) and compares
-it with the baseline's own last one-token steps, measured at about the same context: their
-ratio (the drift) rescales the baseline to now, and the spread of both samples gives every
-speedup its noise (two standard errors, about 95%). A speedup inside its spread reads
+the machine may be busier or quieter than when the baseline ran. The machine's speed now is
+read from one-token target steps timed in the run itself: the method's own undrafted steps
+(every step of autoregressive decoding) and a short burst of steps right after it (the probe).
+Each is paired with the baseline's step at the same context (`paired_drift`): the median ratio
+(the drift) rescales the baseline to now, and its error with the baseline's step noise gives
+every speedup its spread (two standard errors, about 95%). A speedup inside its spread reads
 "no measurable difference".
 """
 
