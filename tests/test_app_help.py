@@ -56,7 +56,7 @@ async def test_f1_opens_the_help_with_every_formula_and_escape_closes_it():
                      "1 + accepted / drafts",
                      "a_i = drafts with token i accepted / drafts",
                      "S_wall = t_baseline(N) · drift / t_method(N)",
-                     "± = 2 · √(err(drift)² + 2 · err(step)²) · speedup",
+                     "± = 2 · √(err(drift)² + k · err(step)²) · speedup",
                      "ttft = end of iteration 0 − start",
                      "(t_end(last) − t_end(first)) / tokens after the first iteration",
                      "red struck through", "a draft token the target rejected",

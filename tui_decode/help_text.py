@@ -89,10 +89,13 @@ FIGURES: tuple[FigureHelp, ...] = (
                "The timing noise of a speedup: two standard errors (about 95%) of the drift and of both rates' "
                "step times (err(step): the relative standard error of the baseline's one-token steps); a speedup "
                "within its spread of 1.0 reads 'no measurable difference'.",
-               "± = 2 · √(err(drift)² + 2 · err(step)²) · speedup"),
+               "± = 2 · √(err(drift)² + k · err(step)²) · speedup, k = 1 when the drift holds the run's own "
+               "steps (autoregressive), else 2"),
     FigureHelp("drift", ("drift",),
-               "How much slower (> 1) the machine steps now than when the baseline was decoded (it is reused).",
-               "drift = median probe step now / median of the baseline's last 8 one-token steps"),
+               "How much slower (> 1) the machine steps now than when the baseline was decoded (it is reused): "
+               "the run's own one-token steps and a short probe after it, each over the baseline's step at the "
+               "same context.",
+               "drift = median over pairs of (one-token step now / the baseline's step at that context)"),
     FigureHelp("ttft_ms", ("ttft",), "Time to the first token: the prompt's prefill and the first iteration.",
                "ttft = end of iteration 0 − start"),
     FigureHelp("decode_ms_per_token", ("decode ms / token", "decode ms/token"),
