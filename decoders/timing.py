@@ -50,10 +50,8 @@ def paired_drift(baseline: Run, method: Run, probe_ms: Sequence[float]) -> tuple
     last steps. Pairing takes out what both runs share (the step time growing with the context),
     leaving the machine's change between then and now. Returns the drift and how many of its
     pairs are the method's own steps."""
-    base = {it.pos: it.t_verify_ms for it in baseline.iters[1:]
-            if not it.draft and len(it.emit) == 1 and it.t_verify_ms > 0}
-    ratios = [it.t_verify_ms / base[it.pos] for it in method.iters[1:]
-              if not it.draft and len(it.emit) == 1 and it.t_verify_ms > 0 and it.pos in base]
+    base = {it.pos: it.t_verify_ms for it in baseline.iters[1:] if _plain(it)}
+    ratios = [it.t_verify_ms / base[it.pos] for it in method.iters[1:] if _plain(it) and it.pos in base]
     own = len(ratios)
     tail = baseline_tail(baseline)
     if tail:
@@ -89,7 +87,13 @@ def _rse(samples: Sequence[float]) -> float:
 
 def one_token_steps(run: Run) -> list[float]:
     """Verify times of the run's one-token decode steps (the prefill left out)."""
-    return [it.t_verify_ms for it in run.iters[1:] if not it.draft and len(it.emit) == 1 and it.t_verify_ms > 0]
+    return [it.t_verify_ms for it in run.iters[1:] if _plain(it)]
+
+
+def _plain(it) -> bool:
+    """A one-token target step: nothing drafted, one token out, no method record (a lookahead
+    iteration that verified no n-gram still ran its wide lookahead forward)."""
+    return not it.draft and len(it.emit) == 1 and it.detail is None and it.t_verify_ms > 0
 
 
 def baseline_tail(baseline: Run) -> list[float]:

@@ -105,3 +105,16 @@ def test_steps_are_paired_by_context_so_a_shared_trend_is_no_noise():
     assert median_rse(base_steps) > 0.02  # what an unpaired comparison would have called noise
     s = summarize(method, baseline, DecodeParams(method="ar"), probe_ms=[1.2 * 59.0] * 4)
     assert s.speedup_decode == pytest.approx(1.0, abs=1e-3)
+
+
+def test_a_wide_forward_that_verified_nothing_is_no_one_token_step():
+    """Lookahead's iteration with no n-gram hit emits one token after a wide forward: not a probe
+    of the machine's one-token speed."""
+    from decoders.methods.lookahead import LookaheadStep
+    from decoders.timing import one_token_steps
+
+    run = timed_run([100.0] + [120.0] * 5)
+    for it in run.iters[1:]:
+        it.detail = LookaheadStep.__new__(LookaheadStep)
+    assert one_token_steps(run) == []
+    assert one_token_steps(timed_run([100.0] + [40.0] * 5)) == [40.0] * 5
