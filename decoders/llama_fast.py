@@ -56,6 +56,29 @@ PACKED_MAX_TOKENS = 32
 _SDPA_GQA = tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 5)
 
 
+def attend(qkv: torch.Tensor, kv: torch.Tensor, start: int, end: int, heads: int, kv_heads: int, head_dim: int,
+           scale: float, mask: torch.Tensor | None, causal: bool) -> torch.Tensor:
+    """One layer's attention: write the new rows' k and v (``qkv[:, q_width:]``) into the layer's
+    cache ``kv`` at ``start:end``, and attend the new rows' (rotated) queries to positions ``:end``.
+    Returns ``[n, heads * head_dim]``."""
+    n, q_width, group = qkv.shape[0], heads * head_dim, heads // kv_heads
+    kv[:, :, start:end] = qkv[:, q_width:].view(n, 2, kv_heads, head_dim).permute(1, 2, 0, 3)
+    keys, values = kv[None, 0, :, :end], kv[None, 1, :, :end]
+    if n == 1:  # no mask needed: the query heads of each kv head act as its query rows
+        q = qkv[:, :q_width].view(1, kv_heads, group, head_dim)
+        # reshape, not view: CUDA's memory-efficient kernel returns its output with heads
+        # and rows transposed in memory (not contiguous)
+        return F.scaled_dot_product_attention(q, keys, values, scale=scale).reshape(1, q_width)
+    q = qkv[:, :q_width].view(n, heads, head_dim).transpose(0, 1)[None]
+    if _SDPA_GQA:
+        attn = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, is_causal=causal, scale=scale,
+                                              enable_gqa=True)
+    else:
+        keys, values = keys.repeat_interleave(group, 1), values.repeat_interleave(group, 1)
+        attn = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, is_causal=causal, scale=scale)
+    return attn[0].transpose(0, 1).reshape(n, q_width)
+
+
 @dataclass(frozen=True)
 class _Layer:
     """One decoder layer's prepared weights (matrices ``[in, out]`` contiguous).
@@ -414,10 +437,8 @@ class LlamaBackend:
         cache = self.cache
         end = start + n
         heads, kvh, hd = w.heads, w.kv_heads, w.head_dim
-        q_width = heads * hd
-        rope_width = q_width + kvh * hd
+        rope_width = (heads + kvh) * hd
         scale = hd**-0.5
-        group = heads // kvh
         rope = cache.rope_rows(start, end, positions)
         rotate = cache.rotate
         # new token t sees every cached position and the new ones up to itself (or as masked).
@@ -437,23 +458,7 @@ class LlamaBackend:
             h, alpha = self._prenorm(x, layer.attn_norm)
             qkv = mm.qkv(i, h, alpha)  # [n, (heads + 2 kv_heads) * head_dim]
             rotate(qkv[:, :rope_width].view(n, heads + kvh, hd), rope)
-            kv[:, :, start:end] = qkv[:, q_width:].view(n, 2, kvh, hd).permute(1, 2, 0, 3)
-            keys, values = kv[None, 0, :, :end], kv[None, 1, :, :end]
-            if n == 1:  # no mask needed: the query heads of each kv head act as its query rows
-                q = qkv[:, :q_width].view(1, kvh, group, hd)
-                # reshape, not view: CUDA's memory-efficient kernel returns its output with heads
-                # and rows transposed in memory (not contiguous)
-                attn = F.scaled_dot_product_attention(q, keys, values, scale=scale).reshape(1, q_width)
-            else:
-                q = qkv[:, :q_width].view(n, heads, hd).transpose(0, 1)[None]
-                if _SDPA_GQA:
-                    attn = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, is_causal=causal,
-                                                          scale=scale, enable_gqa=True)
-                else:
-                    keys, values = keys.repeat_interleave(group, 1), values.repeat_interleave(group, 1)
-                    attn = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, is_causal=causal,
-                                                          scale=scale)
-                attn = attn[0].transpose(0, 1).reshape(n, q_width)
+            attn = attend(qkv, kv, start, end, heads, kvh, hd, scale, mask, causal)
             x = mm.out(i, x, attn)
             h, alpha = self._prenorm(x, layer.mlp_norm)
             gate, up = mm.gate_up(i, h, alpha).chunk(2, dim=-1)

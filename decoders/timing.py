@@ -33,15 +33,6 @@ class Drift:
     factor: float
     rel_error: float  # one standard error of the factor, relative
 
-    @classmethod
-    def between(cls, then_ms: Sequence[float], now_ms: Sequence[float]) -> Drift:
-        if not then_ms or not now_ms:
-            return cls(1.0, 0.0)
-        then, now = statistics.median(then_ms), statistics.median(now_ms)
-        if then <= 0 or now <= 0:
-            return cls(1.0, 0.0)
-        return cls(now / then, (median_rse(then_ms) ** 2 + median_rse(now_ms) ** 2) ** 0.5)
-
 
 def paired_drift(baseline: Run, method: Run, probe_ms: Sequence[float]) -> tuple[Drift, int]:
     """The drift from paired steps: each one-token target step of the method run (autoregressive

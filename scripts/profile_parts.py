@@ -116,10 +116,8 @@ def timed_forward(backend, ids: torch.Tensor, mm, clock: dict[str, float]) -> to
     if end > cache.capacity:
         cache.reserve(end)
     heads, kvh, hd = w.heads, w.kv_heads, w.head_dim
-    q_width = heads * hd
-    rope_width = q_width + kvh * hd
+    rope_width = (heads + kvh) * hd
     scale = hd**-0.5
-    group = heads // kvh
     parts = dict.fromkeys(PARTS, 0.0)
     plain = isinstance(mm, llama_fast._PlainMatmuls)
 
@@ -143,21 +141,7 @@ def timed_forward(backend, ids: torch.Tensor, mm, clock: dict[str, float]) -> to
             t2 = now()
             cache.rotate(qkv[:, :rope_width].view(n, heads + kvh, hd), rope)
             t3 = now()
-            kv[:, :, start:end] = qkv[:, q_width:].view(n, 2, kvh, hd).permute(1, 2, 0, 3)
-            keys, values = kv[None, 0, :, :end], kv[None, 1, :, :end]
-            if n == 1:
-                q = qkv[:, :q_width].view(1, kvh, group, hd)
-                attn = F.scaled_dot_product_attention(q, keys, values, scale=scale).reshape(1, q_width)
-            else:
-                q = qkv[:, :q_width].view(n, heads, hd).transpose(0, 1)[None]
-                if llama_fast._SDPA_GQA:
-                    attn = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, is_causal=causal,
-                                                          scale=scale, enable_gqa=True)
-                else:
-                    keys, values = keys.repeat_interleave(group, 1), values.repeat_interleave(group, 1)
-                    attn = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, is_causal=causal,
-                                                          scale=scale)
-                attn = attn[0].transpose(0, 1).reshape(n, q_width)
+            attn = llama_fast.attend(qkv, kv, start, end, heads, kvh, hd, scale, mask, causal)
             t4 = now()
             x = mm.out(i, x, attn)
             t5 = now()

@@ -8,7 +8,7 @@ import pytest
 from decoders.params import DecodeParams
 from decoders.records import Emitted, Iteration, Run
 from decoders.summary import summarize
-from decoders.timing import Drift, ratio_text, time_to
+from decoders.timing import paired_drift, ratio_text, time_to
 
 
 def timed_run(step_ms: list[float], method: str = "ar", per_iter: int = 1, finish: str = "length") -> Run:
@@ -52,8 +52,9 @@ def test_a_slower_machine_now_rescales_the_cached_baseline():
 
 
 def test_spread_grows_with_the_noise_of_the_probe():
-    quiet = Drift.between([40.0, 40.5, 39.5, 40.0], [40.0, 40.2, 39.8, 40.0])
-    noisy = Drift.between([40.0, 40.5, 39.5, 40.0], [30.0, 55.0, 38.0, 49.0])
+    baseline, method = timed_run([100.0, 40.0, 40.5, 39.5, 40.0]), timed_run([100.0])
+    quiet, _ = paired_drift(baseline, method, [40.0, 40.2, 39.8, 40.0])
+    noisy, _ = paired_drift(baseline, method, [30.0, 55.0, 38.0, 49.0])
     assert quiet.rel_error < 0.01 < noisy.rel_error
 
 
@@ -95,7 +96,7 @@ def test_steps_are_paired_by_context_so_a_shared_trend_is_no_noise():
     """Both runs step slower as the context grows (40 -> 59 ms); the machine is 1.2x slower now.
     Paired at equal positions the drift is exact and its error nil; unpaired medians would carry
     the trend as noise (about 4%)."""
-    from decoders.timing import median_rse, paired_drift
+    from decoders.timing import median_rse
 
     base_steps = [40.0 + i for i in range(20)]
     baseline = timed_run([100.0] + base_steps)

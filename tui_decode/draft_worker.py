@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from textual import work
-from textual.worker import get_current_worker
 
-from decoders.errors import DecodeError
 from decoders.memory import format_bytes
 from decoders.params import METHOD_NAMES
-from tui_decode.messages import DraftBuilt, DraftFailed, failure_message
+from tui_decode.messages import DraftBuilt, DraftFailed
+from tui_decode.workers import in_daemon_thread
 
 if TYPE_CHECKING:
     from tui_decode.loaded_family import LoadedFamily
@@ -50,32 +49,18 @@ class DraftBuildWorker:
     @work(thread=True, exclusive=True, group="draft", exit_on_error=False)
     def build_draft_in_background(self, loaded: LoadedFamily, kind: str) -> None:
         """Build in a daemon thread and wait for it here, so that quitting never waits for a build."""
-        worker = get_current_worker()
-        outcome: dict[str, Any] = {}
-
-        def build() -> None:
+        def build() -> tuple[int, float]:
             start = time.perf_counter()
-            try:
-                with self._decode_lock:
-                    backend = loaded.engine.build_self_draft(kind)
-                nbytes = int(getattr(backend, "own_bytes", 0) or getattr(backend, "weight_bytes", 0) or 0)
-                outcome["built"] = (nbytes, time.perf_counter() - start)
-            except DecodeError as error:
-                outcome["error"] = str(error)
-            except Exception as error:  # noqa: BLE001 - out of memory and bugs alike: report, keep running
-                outcome["error"] = failure_message(error)
+            with self._decode_lock:
+                backend = loaded.engine.build_self_draft(kind)
+            nbytes = int(getattr(backend, "own_bytes", 0) or getattr(backend, "weight_bytes", 0) or 0)
+            return nbytes, time.perf_counter() - start
 
-        thread = threading.Thread(target=build, name="tui-decode-draft", daemon=True)
-        self.draft_thread = thread
-        thread.start()
-        while thread.is_alive():
-            if worker.is_cancelled:
-                return
-            thread.join(0.05)
-        if "built" in outcome:
-            self.post_message(DraftBuilt(loaded, kind, *outcome["built"]))
-        else:
-            self.post_message(DraftFailed(loaded, kind, outcome.get("error", "the build ended without a draft")))
+        outcome = in_daemon_thread(build, "tui-decode-draft", lambda thread: setattr(self, "draft_thread", thread))
+        if "value" in outcome:
+            self.post_message(DraftBuilt(loaded, kind, *outcome["value"]))
+        elif "error" in outcome:
+            self.post_message(DraftFailed(loaded, kind, outcome["error"]))
 
     def _build_ended(self, event: DraftBuilt | DraftFailed) -> None:
         if event.loaded is self._building_for and event.kind == self.building_draft:

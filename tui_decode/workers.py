@@ -57,6 +57,32 @@ def default_engine_factory(family: Family) -> Engine:
     return Engine(family)
 
 
+def in_daemon_thread(job: Callable[[], Any], name: str, started: Callable[[threading.Thread], None]) -> dict[str, Any]:
+    """Run ``job`` in a daemon thread and wait for it from the calling thread worker, polling the
+    worker's cancellation, so that quitting never waits for the job (a load, a draft build).
+    ``started`` is handed the thread. Returns ``{"value": ...}``, ``{"error": one line}`` (a
+    DecodeError's own words, anything else through `failure_message`), or ``{}`` if cancelled."""
+    worker = get_current_worker()
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = job()
+        except DecodeError as error:
+            outcome["error"] = str(error)
+        except Exception as error:  # noqa: BLE001 - any failure must leave the app running
+            outcome["error"] = failure_message(error)
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    started(thread)
+    thread.start()
+    while thread.is_alive():
+        if worker.is_cancelled:
+            return {}
+        thread.join(0.05)
+    return outcome
+
+
 class FamilyLoadWorker:
     """Hosts the worker that loads a family and wraps it in an engine (`LoadedFamily`)."""
 
@@ -71,32 +97,19 @@ class FamilyLoadWorker:
     @work(thread=True, exclusive=True, group="load", exit_on_error=False)
     def load_in_background(self, spec: FamilySpec) -> None:
         """Load in a daemon thread and wait for it here, so that quitting never waits for a load."""
-        worker = get_current_worker()
-        outcome: dict[str, Any] = {}
         progress = Batcher(lambda items: self.post_message(FamilyProgress(*items[-1])))
 
-        def load() -> None:
-            try:
-                family = self.load_family(spec, lambda text, fraction=None: progress.add((text, fraction)))
-                torch = sys.modules.get("torch")
-                threads = torch.get_num_threads() if torch is not None else None
-                outcome["loaded"] = LoadedFamily.wrap(self.engine_factory(family), spec, threads)
-            except DecodeError as error:
-                outcome["error"] = str(error)
-            except Exception as error:  # noqa: BLE001 - any failure must leave the app running
-                outcome["error"] = failure_message(error)
+        def load() -> LoadedFamily:
+            family = self.load_family(spec, lambda text, fraction=None: progress.add((text, fraction)))
+            torch = sys.modules.get("torch")
+            threads = torch.get_num_threads() if torch is not None else None
+            return LoadedFamily.wrap(self.engine_factory(family), spec, threads)
 
-        thread = threading.Thread(target=load, name="tui-decode-load", daemon=True)
-        self.loader_thread = thread
-        thread.start()
-        while thread.is_alive():
-            if worker.is_cancelled:
-                return
-            thread.join(0.05)
-        if "loaded" in outcome:
-            self.post_message(FamilyLoaded(outcome["loaded"]))
-        else:
-            self.post_message(FamilyFailed(spec, outcome.get("error", "the load ended without a family")))
+        outcome = in_daemon_thread(load, "tui-decode-load", lambda thread: setattr(self, "loader_thread", thread))
+        if "value" in outcome:
+            self.post_message(FamilyLoaded(outcome["value"]))
+        elif "error" in outcome:
+            self.post_message(FamilyFailed(spec, outcome["error"]))
 
 
 class DecodeWorker:

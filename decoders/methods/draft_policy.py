@@ -40,10 +40,10 @@ class VerifyCost:
     curve measured at this context where it reaches, beyond it and without it 1 + slope (n - 1),
     the slope being the median of the run's own recent measurements."""
 
-    def __init__(self, cost_curve: list[float] | None = None):
+    def __init__(self, cost_curve: list[float] | None = None, slope: float = PRIOR_SLOPE):
         self.cost_curve = cost_curve or []
         self.one: float | None = None  # EMA of one-position forward seconds
-        self._slopes = deque([PRIOR_SLOPE], maxlen=SLOPE_WINDOW)
+        self._slopes = deque([slope], maxlen=SLOPE_WINDOW)
 
     @property
     def slope(self) -> float:
@@ -151,10 +151,7 @@ class SpecDraftPolicy:
                  fixed_costs: tuple[float, float] | None = None):
         self.gamma = gamma
         self.fixed_costs = fixed_costs
-        self.verify = VerifyCost(None if fixed_costs else cost_curve)
-        if fixed_costs:
-            self.verify._slopes.clear()
-            self.verify._slopes.append(fixed_costs[1])
+        self.verify = VerifyCost(None, fixed_costs[1]) if fixed_costs else VerifyCost(cost_curve)
         self._bins = [[0, 0] for _ in range(len(CONF_BINS) + 1)]  # [accepted, rejected] per confidence bin
         self._all = list(SPEC_PRIOR_ACCEPT)
         self._helper_one: float | None = None
@@ -169,6 +166,11 @@ class SpecDraftPolicy:
             return self.fixed_costs[0]
         one = self.verify.one or self._target_one
         return PRIOR_C if not (one and self._helper_one) else self._helper_one / one
+
+    @property
+    def fresh(self) -> bool:
+        """No draft judged yet in this run."""
+        return self._all == list(SPEC_PRIOR_ACCEPT)
 
     def alpha(self) -> float:
         """Mean acceptance of a draft token, before its confidence is known."""
@@ -202,7 +204,7 @@ class SpecDraftPolicy:
             return 0, STOP_BUDGET
         # The first iteration drafts in full: it pays the helper's prefill and measures what the
         # estimates start from (a helper joining later would pay that prefill at a worse time).
-        if self._all == list(SPEC_PRIOR_ACCEPT) or self._best_more(1.0, 1.0, 0, limit) > self._rate(1.0, 0):
+        if self.fresh or self._best_more(1.0, 1.0, 0, limit) > self._rate(1.0, 0):
             self._undrafted = 0
             return limit, None
         self._undrafted += 1
@@ -215,7 +217,7 @@ class SpecDraftPolicy:
     def keep_drafting(self, confidences: list[float], limit: int) -> bool:
         """After drafting ``confidences`` (the helper's probability of each draft so far): does
         drafting on promise more tokens per cost than verifying now?"""
-        if self._all == list(SPEC_PRIOR_ACCEPT):  # the first draft: nothing learned yet, measure the full length
+        if self.fresh:  # the first draft: nothing learned yet, measure the full length
             return len(confidences) < limit
         survive, tokens = 1.0, 1.0
         for conf in confidences:

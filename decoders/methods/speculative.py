@@ -28,6 +28,7 @@ NO_HELPER = ("has no helper model, so speculative decoding is unavailable; "
 def speculative(ctx: DecodeContext) -> MethodGen:
     import torch
 
+    from decoders.host import to_host
     from decoders.sampling import make_generator, probs, sample
 
     params, T, D = ctx.params, ctx.main, ctx.helper
@@ -56,8 +57,6 @@ def speculative(ctx: DecodeContext) -> MethodGen:
         return (row.argmax().view(1) if greedy else sample(q, gen).view(1)), q
 
     def keep_going(row, token, q):
-        from decoders.host import to_host
-
         conf = (q if q is not None else torch.softmax(row, -1))[token]
         confs.append(to_host([conf])[0])
         return policy.keep_drafting(confs, limit)
