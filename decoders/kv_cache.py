@@ -96,6 +96,35 @@ class KVCache:
                     kv[:, :, start : start + count] = kv[:, :, index]
         self.length = start + count
 
+    def layout_mismatch(self, other: KVCache) -> str | None:
+        """Why this cache cannot take positions from ``other`` (`copy_from`), or None when it can:
+        the same heads, head size, dtype and device, and no more layers than ``other``."""
+        for name in ("kv_heads", "head_dim", "dtype", "device"):
+            mine, theirs = getattr(self, name), getattr(other, name)
+            if mine != theirs:
+                return f"{name} differs ({mine} here, {theirs} there)"
+        if self.n_layers > other.n_layers:
+            return f"{self.n_layers} layers here, {other.n_layers} there"
+        return None
+
+    def copy_from(self, other: KVCache, start: int, end: int) -> None:
+        """Take positions ``start .. end - 1`` of ``other``'s first ``n_layers`` layers (its own
+        values replace this cache's there); ``length`` becomes ``end``. Positions before ``start``
+        must already be valid here."""
+        start, end = int(start), int(end)
+        if not 0 <= start <= min(self.length, end) or end > other.length:
+            raise ValueError(f"cannot copy positions {start}..{end - 1}: this cache holds {self.length}, "
+                             f"the source {other.length}")
+        reason = self.layout_mismatch(other)
+        if reason is not None:
+            raise ValueError(f"the caches differ in layout: {reason}")
+        self.reserve(end)
+        if end > start:
+            with torch.inference_mode():
+                for mine, theirs in zip(self.layers, other.layers):
+                    mine[:, :, start:end] = theirs[:, :, start:end]
+        self.length = end
+
     def _grow(self, needed: int) -> None:
         """Enlarge the storage and RoPE table to hold ``needed`` positions (whole chunks)."""
         if needed > self.max_positions:

@@ -315,6 +315,8 @@ class LlamaBackend:
     def _set_shape(self, w: _Weights, n_layers: int | None, max_positions: int | None) -> None:
         """The weights, the first ``n_layers`` layers (all when None), device, dtype and sizes."""
         self.weights = w
+        # the backend this one is a draft of (early exit, quantized copy): its cache can be adopted
+        self.draft_of: LlamaBackend | None = None
         self.n_layers = len(w.layers) if n_layers is None else int(n_layers)
         if not 0 <= self.n_layers <= len(w.layers):
             raise ValueError(f"n_layers must be in 0..{len(w.layers)}, got {n_layers}")
@@ -357,7 +359,26 @@ class LlamaBackend:
 
     def early_exit(self, layers: int) -> LlamaBackend:
         """The first ``layers`` layers + final norm + head, on the same weight tensors."""
-        return LlamaBackend(self.weights, layers, self.max_positions, self.packed_multi_token, self.step_mode)
+        exit_ = LlamaBackend(self.weights, layers, self.max_positions, self.packed_multi_token, self.step_mode)
+        exit_.draft_of = self.draft_of or self
+        return exit_
+
+    def adopt_reason(self, source) -> str | None:
+        """Why this backend cannot take cache positions from ``source`` (`adopt_cache`), or None.
+
+        Only a draft of ``source`` may (an early exit, whose layers are the target's first ones, or
+        a quantized copy of it): another model's keys and values would mean nothing here."""
+        if source is None or self.draft_of is not source:
+            return "it is not a draft built from that model"
+        return self.cache.layout_mismatch(source.cache)
+
+    def adopt_cache(self, source, start: int, end: int) -> None:
+        """Take ``source``'s cached positions ``start .. end - 1`` (keys and values of the layers
+        this backend runs) in place of computing them; positions before ``start`` stay."""
+        reason = self.adopt_reason(source)
+        if reason is not None:
+            raise ValueError(f"cannot adopt that cache: {reason}")
+        self.cache.copy_from(source.cache, start, end)
 
     def forward(self, ids: torch.Tensor, keep: int, positions: torch.Tensor | None = None,
                 mask: torch.Tensor | None = None) -> torch.Tensor:

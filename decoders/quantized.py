@@ -286,8 +286,10 @@ class QuantizedLlamaBackend(LlamaBackend):
                               wgate_up=placeholder, bgate_up=placeholder, wdown=placeholder)
                        for (a, m), b in zip(norms, layers))
         weights = replace(tw, layers=shells, packed={})
-        return cls(weights, _QuantizedMatmuls(layers, head_matmul, tw.embed.dtype), max_positions=target.max_positions,
-                   kind=kind, group=group, head=head)
+        draft = cls(weights, _QuantizedMatmuls(layers, head_matmul, tw.embed.dtype), max_positions=target.max_positions,
+                    kind=kind, group=group, head=head)
+        draft.draft_of = target
+        return draft
 
     def _prenorm(self, x: torch.Tensor, weight: torch.Tensor | None) -> tuple[torch.Tensor, float]:
         """RMSNorm with its weight in one op, cast to the kernel's bfloat16 (the final norm, folded
@@ -299,5 +301,7 @@ class QuantizedLlamaBackend(LlamaBackend):
         return super()._prenorm(x, weight)[0].to(torch.bfloat16), 1.0
 
     def early_exit(self, layers: int) -> QuantizedLlamaBackend:
-        return QuantizedLlamaBackend(self.weights, self._matmuls, layers, self.max_positions, self.kind,
-                                     self.group, self.head)
+        exit_ = QuantizedLlamaBackend(self.weights, self._matmuls, layers, self.max_positions, self.kind,
+                                      self.group, self.head)
+        exit_.draft_of = self.draft_of
+        return exit_

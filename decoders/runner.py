@@ -120,6 +120,10 @@ class KVRunner:
         self.log: list[ForwardLog] = []
         self._torch = torch
         self._tree = None  # (tree, prefix length) of the last run_tree, until keep_path or a crop
+        # `follow`: the runner whose cache this one copies before each run, and how many leading
+        # positions here are such copies
+        self.source: KVRunner | None = None
+        self.adopted = 0
 
     # -- bookkeeping -------------------------------------------------------------------------
     @property
@@ -136,6 +140,22 @@ class KVRunner:
         self.held = []
         self.log = []
         self._tree = None
+        self.adopted = 0
+
+    def follow(self, source: KVRunner | None) -> str | None:
+        """Copy ``source``'s cache, where it holds this run's prefix, before each ``run`` (None:
+        stop). For a self-draft (an early exit or a quantized copy of ``source``'s model) the
+        target's keys and values stand in for the draft's own: no draft prefill, no catch-up
+        forward over the tokens the target verified. Returns why it cannot (and does not follow),
+        or None."""
+        reason = None
+        if source is not None:
+            adopt_reason = getattr(self.backend, "adopt_reason", None)
+            reason = "its backend cannot take another's cache" if adopt_reason is None else adopt_reason(source.backend)
+        if self.source is not (None if reason else source):
+            self.crop(0)  # what was copied from the old source is not this runner's to reuse
+        self.source = None if reason else source
+        return reason
 
     def mean_seconds(self, positions: int | None = 1) -> float | None:
         """Mean time of forwards that ran ``positions`` positions (None: all forwards)."""
@@ -153,6 +173,9 @@ class KVRunner:
         total = len(seq) + n_tail
         if keep < 1 or keep > total:
             raise ValueError(f"keep must be in 1..{total}, got {keep}")
+        started = self.timer.start()
+        if self.source is not None:
+            self._adopt(seq, min(total - keep, len(seq)))
         # kept positions are always recomputed
         self.crop(self._common_prefix(seq, min(len(self.held), total - keep, len(seq))))
         common = len(self.held)
@@ -160,7 +183,19 @@ class KVRunner:
         new = to_device(fresh, self.backend.device)
         if n_tail:
             new = self._torch.cat([new, tail.reshape(-1).to(self._torch.long)])
-        return self._forward(new, keep, fresh + [None] * n_tail)
+        return self._forward(new, keep, fresh + [None] * n_tail, started=started)
+
+    def _adopt(self, seq: Sequence[int], limit: int) -> None:
+        """Copy the source's cached positions that hold ``seq[:limit]`` and are not copies here yet
+        (the copy's time counts toward the forward that follows)."""
+        source = self.source
+        end = common_prefix(source.held, seq, min(limit, len(source.held), source.backend.cached_length))
+        start = min(self.adopted, common_prefix(self.held, source.held, min(end, len(self.held))))
+        if end > start:
+            self.crop(start)
+            self.backend.adopt_cache(source.backend, start, end)
+            self.held[start:] = source.held[start:end]
+            self.adopted = end
 
     def extend(self, ids, keep: int = 1):
         """Append device tokens ``ids`` (1-D) after what the cache holds; ids are named later."""
@@ -221,25 +256,32 @@ class KVRunner:
             # a backend that could not crop so far (a sliding-window cache) starts over shorter
             del self.held[min(length, self.backend.cached_length):]
             self._tree = None
+        self.adopted = min(self.adopted, len(self.held))
 
     def _common_prefix(self, seq: Sequence[int], limit: int) -> int:
         """How many leading positions (at most ``limit``) ``held`` shares with ``seq``."""
-        if self.held[:limit] == list(seq[:limit]):  # the usual case, compared in C
-            return limit
-        common = 0
-        while self.held[common] == seq[common]:
-            common += 1
-        return common
+        return common_prefix(self.held, seq, limit)
 
-    def _forward(self, ids, keep: int, names: list[int | None], **options):
+    def _forward(self, ids, keep: int, names: list[int | None], started=None, **options):
         if len(self.held) + len(names) > self.backend.max_positions:
             from decoders.errors import DecodeError
 
             raise DecodeError(f"the sequence reached {len(self.held) + len(names)} positions, beyond the model's "
                               f"context of {self.backend.max_positions}; lower max_new_tokens or shorten the prompt")
         self._tree = None  # any forward ends the use of the last tree's slots
-        started = self.timer.start()
+        if started is None:
+            started = self.timer.start()
         logits = self.backend.forward(ids, keep, **options)
         self.held.extend(names)
         self.log.append(self.timer.stop(started, len(names), keep))
         return logits
+
+
+def common_prefix(held: Sequence, seq: Sequence[int], limit: int) -> int:
+    """How many leading positions (at most ``limit``, which both must reach) ``held`` shares with ``seq``."""
+    if list(held[:limit]) == list(seq[:limit]):  # the usual case, compared in C
+        return limit
+    common = 0
+    while held[common] == seq[common]:
+        common += 1
+    return common

@@ -118,6 +118,7 @@ PRIOR_WEIGHT = 4.0  # pseudo-observations behind each bin's prior (the run's ove
 SPEC_PRIOR_ACCEPT = (0.5, 0.5)  # Beta pseudo-counts of a draft's acceptance: light, so one full draft teaches it
 PRIOR_C = 0.5  # helper forward over target forward, before the run has measured both
 STOP_GAMMA, STOP_BUDGET, STOP_PAY, STOP_SKIP, STOP_EXPLORE = "gamma", "budget", "confidence", "skip", "explore"
+STOP_PREFILL = "prefill"
 #: Why a draft ended, in words (the iteration detail and the record's ``draft_stop``).
 STOP_TEXT = {
     STOP_GAMMA: "drafted the full γ",
@@ -125,6 +126,7 @@ STOP_TEXT = {
     STOP_PAY: "stopped early: the helper's confidence said a longer draft would not pay for its cost",
     STOP_SKIP: "no draft: at this run's acceptance and helper cost a plain step is cheaper",
     STOP_EXPLORE: "a short draft to re-measure acceptance after plain steps",
+    STOP_PREFILL: "no draft: the target's prefill gives the first token, and the self-draft then reads its cache",
 }
 
 

@@ -12,7 +12,7 @@ from decoders.methods.base import Figure, Method, ParamSpec, register
 from decoders.methods.common import (DecodeContext, HostValues, MethodGen, RunBuilder, draft_chain, mode_text, ms,
                                      r)
 from decoders.methods.draft_policy import (DRAFT_POLICY, PRIOR_SLOPE, STOP_BUDGET, STOP_EXPLORE, STOP_GAMMA,
-                                           STOP_PAY, SpecDraftPolicy)
+                                           STOP_PAY, STOP_PREFILL, SpecDraftPolicy)
 from decoders.methods.spec_tree import TREE_DEPTH, TREE_WIDTH, tree_step
 from decoders.methods.verify import accept_prefix, verify_sampling
 from decoders.records import KIND_AR, TopK
@@ -35,6 +35,9 @@ def speculative(ctx: DecodeContext) -> MethodGen:
     if D is None:
         raise DecodeError(f"{ctx.family.label} {NO_HELPER}")
     greedy, temp, gamma = params.greedy, params.temperature, params.gamma
+    # a self-draft reads the target's keys and values for every verified position (LayerSkip's
+    # shared cache): no draft prefill, no catch-up forwards; a helper model keeps its own cache
+    D.follow(T)
     b = RunBuilder(ctx, "spec")
     device = T.backend.device
     gen = None if greedy else make_generator(params.seed, device)
@@ -64,15 +67,19 @@ def speculative(ctx: DecodeContext) -> MethodGen:
     while not b.done:
         budget = min(gamma, b.remaining - 1)
         why = ""
-        if policy is not None:
+        # a following self-draft has no cache until the target's first forward: that one is a plain step
+        prefill = D.source is not None and not T.held
+        if prefill:
+            why = STOP_PREFILL
+        elif policy is not None:
             limit, why = policy.plan(budget)
             why = why or ""
-        if budget == 0 or (policy is not None and limit == 0):  # a plain step
+        if prefill or budget == 0 or (policy is not None and limit == 0):  # a plain step
             logits = T.run(b.seq)
             p = None if greedy else probs(logits[0], temp, greedy=False)
             token = HostValues.transfer([(logits[0].argmax() if greedy else sample(p, gen)).view(1)]).ints(1)[0]
             it = b.commit([token], KIND_AR, [], t_verify_ms=ms(T.log[-1].seconds), draft_stop=why)
-            if policy is not None:
+            if policy is not None and not prefill:
                 policy.observe([], 0, [], T.log[-1].positions, T.log[-1].seconds)
             yield from b.yielding(it)
             continue
