@@ -38,6 +38,9 @@ class BigramBackend:
     def reset(self) -> None:
         self._length = 0
 
+    def compact(self, start: int, rows) -> None:  # a tree verify keeps its accepted path
+        self._length = int(start) + len(rows)
+
     def early_exit(self, layers: int) -> BigramBackend:
         return BigramBackend(self.table, self.max_positions)
 

@@ -78,7 +78,7 @@ def test_tree_records_accept_one_path(params):
 
 def test_lookahead_detail_counts_the_pool_and_round_trips(tmp_path):
     engine = Engine(tiny_family(fast=False))
-    result = engine.run(PROMPT, DecodeParams(method="lookahead", max_new_tokens=30))
+    result = engine.run(PROMPT, DecodeParams(method="lookahead", pool="window", max_new_tokens=30))
     steps = [it.detail for it in result.method.iters]
     assert all(s.kind == "lookahead" for s in steps)
     assert steps[0].pool == 0 and steps[0].hits == 0  # nothing collected before the first window ran
@@ -98,6 +98,30 @@ def test_lookahead_detail_counts_the_pool_and_round_trips(tmp_path):
     loaded = RunResult.load(pld.save(tmp_path / "pld.json"))
     assert [it.detail for it in loaded.method.iters if it.detail] == trees
     assert [it.draft for it in loaded.method.iters] == [it.draft for it in pld.method.iters]
+
+
+def test_lookahead_pool_from_the_text_verifies_the_prompts_ngrams_from_the_first_step():
+    """A target that walks a cycle of ten tokens, and a prompt that holds the cycle once: every
+    n-gram the output needs is in the prompt. The text pool verifies one from the first step;
+    the window pool starts empty."""
+    from tests.bigram import bigram_family
+
+    cycle = list(range(4, 14))
+    table = torch.full((20, 20), -5.0)
+    for a, b in zip(cycle, cycle[1:] + cycle[:1]):
+        table[a, b] = 5.0
+    engine = Engine(bigram_family(table, table))
+    prompt_text = " ".join(f"w{t}" for t in cycle + [4])
+    params = DecodeParams(method="lookahead", chat_template=False, max_new_tokens=21)
+    text = engine.run(prompt_text, params)
+    window = engine.run(prompt_text, params.replace(pool="window"))
+    assert text.method.ids == text.baseline.ids == window.method.ids == (cycle[1:] + cycle[:1]) * 2 + [5]
+    steps = [it.detail for it in text.method.iters]
+    assert steps[0].pool == 9 and steps[0].hits == 1  # the prompt's 11 tokens hold 9 distinct 3-grams
+    assert [it.n_accepted for it in text.method.iters] == [2] * 7  # N - 1 = 2 of the pool's n-gram, every step
+    assert window.method.iters[0].detail.hits == 0 and window.method.iters[0].n_accepted == 0
+    assert text.summary.tau == 3.0 > window.summary.tau
+    assert "pool from the window only" in window.method.label and "pool" not in text.method.label
 
 
 def test_one_branch_is_linear_prompt_lookup():

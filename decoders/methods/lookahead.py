@@ -34,6 +34,9 @@ NGRAM_SIZE = ParamSpec("ngram_size", "N n-gram size", "lookahead: n-gram length 
                        low=2, high=8, metavar="N")
 VERIFY_BRANCHES = ParamSpec("verify_branches", "G branches", "lookahead: pool n-grams verified per step", 4,
                             low=0, high=32, metavar="G")
+POOL = ParamSpec("pool", "n-gram pool", "lookahead: 'text' also fills the n-gram pool with the prompt's and the "
+                 "output's own n-grams (LookaheadDecoding's POOL_FROM_PROMPT); 'window' only with the Jacobi "
+                 "window's", "text", kind="choice", choices=("text", "window"))
 
 
 @register_detail
@@ -135,7 +138,21 @@ def lookahead(ctx: DecodeContext) -> MethodGen:
 
     window = Window([[fill() for _ in range(W)] for _ in range(N - 1)])
     pool = NgramPool(max(G, 1))
+    from_text = params.pool == "text"
+    scanned = 0  # n-grams of the text (prompt, then output) starting before this are in the pool
+
+    def scan_text() -> None:
+        """Add the text's n-grams that have become complete: the prompt's at the start, then
+        those the emitted tokens close (the key and the N-1 tokens after it)."""
+        nonlocal scanned
+        seq = b.seq
+        for start in range(scanned, len(seq) - N + 1):
+            pool.add(seq[start], tuple(seq[start + 1:start + N]))
+        scanned = max(scanned, len(seq) - N + 1)
+
     while not b.done:
+        if from_text:
+            scan_text()
         candidates = [c[: b.remaining - 1] for c in pool.get(b.seq[-1], G)]
         verify = TokenTree.from_paths([c for c in candidates if c])
         window.levels[0][0] = b.seq[-1]
@@ -171,7 +188,7 @@ METHOD = register(Method(
     name="lookahead",
     label="Lookahead",
     run=lookahead,
-    params=(WINDOW, NGRAM_SIZE, VERIFY_BRANCHES),
+    params=(WINDOW, NGRAM_SIZE, VERIFY_BRANCHES, POOL),
     greedy_only=True,
     detail="lookahead",
     figures=(
@@ -182,7 +199,8 @@ METHOD = register(Method(
         Figure("tree_nodes", "candidates / step", "candidate tokens verified per step (the window not counted)"),
     ),
     draft_length="window",
-    describe=lambda p: f"Lookahead (W={p.window}, N={p.ngram_size}, G={p.verify_branches})",
+    describe=lambda p: f"Lookahead (W={p.window}, N={p.ngram_size}, G={p.verify_branches}"
+                       f"{', pool from the window only' if p.pool == 'window' else ''})",
     extras=_extras,
     noun="lookahead decoding",
     aliases={"W": "window", "N": "ngram_size", "G": "verify_branches"},
