@@ -173,8 +173,9 @@ class KVRunner:
         total = len(seq) + n_tail
         if keep < 1 or keep > total:
             raise ValueError(f"keep must be in 1..{total}, got {keep}")
-        started = self.timer.start()
-        if self.source is not None:
+        started = None
+        if self.source is not None:  # the copy's time counts toward this forward
+            started = self.timer.start()
             self._adopt(seq, min(total - keep, len(seq)))
         # kept positions are always recomputed
         self.crop(self._common_prefix(seq, min(len(self.held), total - keep, len(seq))))
@@ -186,8 +187,7 @@ class KVRunner:
         return self._forward(new, keep, fresh + [None] * n_tail, started=started)
 
     def _adopt(self, seq: Sequence[int], limit: int) -> None:
-        """Copy the source's cached positions that hold ``seq[:limit]`` and are not copies here yet
-        (the copy's time counts toward the forward that follows)."""
+        """Copy the source's cached positions that hold ``seq[:limit]`` and are not copies here yet."""
         source = self.source
         end = common_prefix(source.held, seq, min(limit, len(source.held), source.backend.cached_length))
         start = min(self.adopted, common_prefix(self.held, source.held, min(end, len(self.held))))
