@@ -375,9 +375,8 @@ class LlamaBackend:
     def adopt_cache(self, source, start: int, end: int) -> None:
         """Take ``source``'s cached positions ``start .. end - 1`` (keys and values of the layers
         this backend runs) in place of computing them; positions before ``start`` stay."""
-        reason = self.adopt_reason(source)
-        if reason is not None:
-            raise ValueError(f"cannot adopt that cache: {reason}")
+        if self.draft_of is not source:  # the layout is checked by the copy
+            raise ValueError("cannot adopt that cache: it is not a draft built from that model")
         self.cache.copy_from(source.cache, start, end)
 
     def forward(self, ids: torch.Tensor, keep: int, positions: torch.Tensor | None = None,
