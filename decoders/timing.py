@@ -5,10 +5,12 @@ The baseline is decoded once per prompt and settings and reused, so by the time 
 the machine may be busier or quieter than when the baseline ran. The machine's speed now is
 read from one-token target steps timed in the run itself: the method's own undrafted steps
 (every step of autoregressive decoding) and a short burst of steps right after it (the probe).
-Each is paired with the baseline's step at the same context (`paired_drift`): the median ratio
+Each is paired with the baseline's step at the same context (`paired_drift`): the mean ratio
 (the drift) rescales the baseline to now, and its error with the baseline's step noise gives
 every speedup its spread (two standard errors, about 95%). A speedup inside its spread reads
-"no measurable difference".
+"no measurable difference". The mean, not the median: a rate is a sum of steps, so a machine
+that turned busy for half of a run slows that run by the mean of its steps, and the spread of
+the ratios says how far the machine moved while the run was being timed.
 """
 
 from __future__ import annotations
@@ -39,28 +41,21 @@ def paired_drift(baseline: Run, method: Run, probe_ms: Sequence[float]) -> tuple
     decoding's every step, the undrafted steps of the others) over the baseline's step at the same
     output position, that is at the same context, and each probe step over one of the baseline's
     last steps. Pairing takes out what both runs share (the step time growing with the context),
-    leaving the machine's change between then and now. Returns the drift and how many of its
-    pairs are the method's own steps."""
+    leaving the machine's change between then and now. A run with at least as many steps of its
+    own as the probe has is read from those alone (they are the machine while the run was timed);
+    otherwise from the probe alone (a few steps of its own, paired with the baseline's step where
+    a method had just spent its draft, say little of the machine). Returns the drift and how many of its pairs
+    are the method's own steps."""
     base = {it.pos: it.t_verify_ms for it in baseline.iters[1:] if _plain(it)}
     ratios = [it.t_verify_ms / base[it.pos] for it in method.iters[1:] if _plain(it) and it.pos in base]
     own = len(ratios)
     tail = baseline_tail(baseline)
-    if tail:
-        ratios += [now / tail[-1 - i % len(tail)] for i, now in enumerate(probe_ms) if now > 0]
+    probe = [now / tail[-1 - i % len(tail)] for i, now in enumerate(probe_ms) if now > 0] if tail else []
+    if own < max(len(probe), 1):
+        ratios = probe
     if not ratios:
         return Drift(1.0, 0.0), 0
-    return Drift(statistics.median(ratios), median_rse(ratios)), own
-
-
-def median_rse(samples: Sequence[float]) -> float:
-    """Relative standard error of the median of ``samples``: 1.2533 sigma / sqrt(n), sigma from the
-    median absolute deviation (1.4826 MAD), so that one stalled step (a page fault, another
-    process) neither moves the median nor inflates its error; 0 for fewer than two."""
-    if len(samples) < 2:
-        return 0.0
-    med = statistics.median(samples)
-    mad = statistics.median(abs(x - med) for x in samples)
-    return 1.2533 * 1.4826 * mad / med / len(samples) ** 0.5 if med > 0 else 0.0
+    return Drift(statistics.fmean(ratios), _rse(ratios)), own
 
 
 def rse(samples: Sequence[float]) -> float:

@@ -92,18 +92,34 @@ def test_the_runs_own_one_token_steps_count_as_the_machine_now():
     assert s.drift == pytest.approx(1.0, abs=1e-3)
 
 
+def test_a_machine_that_turned_busy_mid_run_widens_the_spread():
+    """The last 16 of 40 steps on a machine 3x busier (another process started): the rate is a
+    sum of steps, so the drift is the mean ratio (1.8), autoregressive decoding still reads 1.00x,
+    and the spread says the machine moved during the run (a median would have read 1.0 from the
+    quiet steps and called the run 0.56x)."""
+    baseline = timed_run([100.0] + [40.0] * 40)
+    method = timed_run([100.0] + [40.0] * 24 + [120.0] * 16)
+    s = summarize(method, baseline, DecodeParams(method="ar"), probe_ms=[120.0] * 5)
+    assert s.drift == pytest.approx(1.8, abs=1e-3)
+    assert abs(s.speedup_decode - 1.0) <= s.speedup_spread
+    assert s.speedup_spread > 0.1
+    quiet = summarize(timed_run([100.0] + [40.0, 40.4, 39.6] * 13 + [40.0]), baseline, DecodeParams(method="ar"),
+                      probe_ms=[40.0] * 5)
+    assert quiet.speedup_spread < 0.03
+
+
 def test_steps_are_paired_by_context_so_a_shared_trend_is_no_noise():
     """Both runs step slower as the context grows (40 -> 59 ms); the machine is 1.2x slower now.
     Paired at equal positions the drift is exact and its error nil; unpaired medians would carry
     the trend as noise (about 4%)."""
-    from decoders.timing import median_rse
+    from decoders.timing import rse
 
     base_steps = [40.0 + i for i in range(20)]
     baseline = timed_run([100.0] + base_steps)
     method = timed_run([120.0] + [1.2 * x for x in base_steps])
     drift, own = paired_drift(baseline, method, [1.2 * 59.0] * 4)
     assert own == 20 and drift.factor == pytest.approx(1.2) and drift.rel_error < 1e-9
-    assert median_rse(base_steps) > 0.02  # what an unpaired comparison would have called noise
+    assert rse(base_steps) > 0.02  # what an unpaired comparison would have called noise
     s = summarize(method, baseline, DecodeParams(method="ar"), probe_ms=[1.2 * 59.0] * 4)
     assert s.speedup_decode == pytest.approx(1.0, abs=1e-3)
 

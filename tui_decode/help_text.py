@@ -93,9 +93,9 @@ FIGURES: tuple[FigureHelp, ...] = (
                "steps (autoregressive), else 2"),
     FigureHelp("drift", ("drift",),
                "How much slower (> 1) the machine steps now than when the baseline was decoded (it is reused): "
-               "the run's own one-token steps and a short probe after it, each over the baseline's step at the "
-               "same context.",
-               "drift = median over pairs of (one-token step now / the baseline's step at that context)"),
+               "the run's own one-token steps (when it has as many as the probe) or a short probe after it, "
+               "each over the baseline's step at the same context.",
+               "drift = mean over pairs of (one-token step now / the baseline's step at that context)"),
     FigureHelp("ttft_ms", ("ttft",), "Time to the first token: the prompt's prefill and the first iteration.",
                "ttft = end of iteration 0 − start"),
     FigureHelp("decode_ms_per_token", ("decode ms / token", "decode ms/token"),

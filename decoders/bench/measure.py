@@ -246,6 +246,9 @@ class Sample:
                 "text": self.text}
 
 
+AGAIN = "ar[again]"  # autoregressive decoding timed once more against the prompt's own baseline
+
+
 class PromptMeasurer:
     """Runs every row (a method or a variant of one) on one prompt, ours and transformers' alternately.
 
@@ -255,6 +258,8 @@ class PromptMeasurer:
     before or after the record=False run on alternate prompts so that drift cancels. Rows whose
     counterpart is the same ``generate()`` call (a tree beside its linear draft) share one
     transformers run. Every row of ours is compared with the prompt's AR output on its own.
+    Last, autoregressive decoding runs once more (`AGAIN`): the same decode timed twice, first and
+    last on the prompt, is how far any row's speedup can move by timing noise alone.
     """
 
     def __init__(self, family: Family, rows: Sequence[Row], base: DecodeParams, record_labels: Sequence[str],
@@ -315,6 +320,8 @@ class PromptMeasurer:
                 self.tick(f"ours {label}" + ("" if first_on else " (recording on)"))
                 second = OursEntry.of_run(engine.run(prompt.text, params.replace(record=not first_on)))
                 (sample.ours if first_on else sample.record_on)[label] = second
+        self.tick("ours ar again")
+        sample.ours[AGAIN] = OursEntry.of_run(engine.run(prompt.text, self.base.replace(method="ar")))
         sample.theirs["ar"] = TheirsEntry.of(theirs_ar_run, None)
         sample.compare()
         return sample

@@ -19,7 +19,7 @@ from decoders.bench.aggregate import Figures, MethodStats, aggregate
 from decoders.bench.drafts import Drafts, Row, default_variants, resolve_rows
 from decoders.bench.machine import Floor, bandwidth_floor, busy_note, family_info, load_average, machine_info, \
     measure_read_bandwidth, verify_cost_curve
-from decoders.bench.measure import PromptMeasurer, Sample
+from decoders.bench.measure import AGAIN, PromptMeasurer, Sample
 from decoders.bench.prompts import BenchPrompt, select_prompts
 from decoders.bench.reference import HFReference, reference_for
 from decoders.bench.targets import Target, evaluate_targets
@@ -265,7 +265,7 @@ def run_bench(family: Family, prompts: Sequence[BenchPrompt], methods: Sequence[
     bandwidth.append(measure_read_bandwidth(bandwidth_bytes))
     best = max(bandwidth, key=lambda b: b["gb_per_s"])
 
-    labels = [BASELINE] + [row.label for row in rows]
+    labels = [BASELINE, AGAIN] + [row.label for row in rows]
     figures = aggregate(samples, labels)
     info = family_info(family)
     ar = figures.overall[BASELINE]
