@@ -75,3 +75,26 @@ def test_a_draft_tree_is_drawn_indented_depth_first():
     console = Console(width=100, record=True)
     console.print(draft_table(linear, lambda name: Style()))
     assert "┬" not in console.export_text() and "tree" not in console.export_text()
+
+
+def test_lookahead_steps_show_the_pool_the_window_and_the_chosen_shape():
+    """Every lookahead iteration reaches the lookahead view: the pool before the step, its hits
+    and what was accepted, the window that ran, and on the first step the shape and why."""
+    from decoders.engine import Engine
+    from decoders.params import DecodeParams
+    from tests.test_methods import PROMPT, tiny_family
+
+    result = Engine(tiny_family(fast=True)).run(PROMPT, DecodeParams(method="lookahead", max_new_tokens=24))
+    context = DetailContext(method="lookahead", prompt=result.prompt, prompt_tokens=len(result.prompt_ids),
+                            output_tokens=list(result.method.tokens))
+    texts = []
+    for it in result.method.iters:
+        kind, detail = detail_of(it, "lookahead")
+        assert kind == "lookahead"
+        texts.append(drawn(view_for(kind)(it, detail, context, lambda name: Style())))
+    first = result.method.iters[0].detail
+    assert f"pool {first.pool} n-grams before this step; {first.hits} began with the last token" in texts[0]
+    assert "shape W=1, G=1: narrowed from W=4, G=4" in texts[0] and "shape W=" not in texts[1]
+    assert all("level 0" in t and "level 1" in t for t in texts)
+    hit = next(i for i, it in enumerate(result.method.iters) if it.detail.hits)
+    assert f"{result.method.iters[hit].detail.accepted} token" in texts[hit] and "token tree" not in texts[hit]

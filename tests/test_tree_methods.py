@@ -19,9 +19,9 @@ from tests.test_methods import PROMPT, engine, tiny_family  # noqa: F401 (engine
 
 TREE_CASES = [
     DecodeParams(method="lookahead"),
-    DecodeParams(method="lookahead", window=1, ngram_size=2, verify_branches=1),
-    DecodeParams(method="lookahead", window=6, ngram_size=5, verify_branches=8, record=False),
-    DecodeParams(method="lookahead", verify_branches=0),
+    DecodeParams(method="lookahead", window=1, ngram_size=2, verify_branches=1, draft_policy="fixed"),
+    DecodeParams(method="lookahead", window=6, ngram_size=5, verify_branches=8, record=False, draft_policy="fixed"),
+    DecodeParams(method="lookahead", verify_branches=0, draft_policy="fixed"),
     DecodeParams(method="pld", branches=3),
     DecodeParams(method="pld", branches=4, num_pred=5, draft_policy="fixed"),
     DecodeParams(method="pld", branches=8, num_pred=3, ngram_min=2, ngram_max=4, draft_policy="fixed"),
@@ -30,7 +30,7 @@ TREE_CASES = [
 
 def _id(p: DecodeParams) -> str:
     if p.method == "lookahead":
-        return f"lookahead-W{p.window}-N{p.ngram_size}-G{p.verify_branches}"
+        return f"lookahead-W{p.window}-N{p.ngram_size}-G{p.verify_branches}-{p.draft_policy}"
     return f"pld-B{p.branches}-{p.draft_policy}"
 
 
@@ -63,7 +63,8 @@ def check_tree_record(it) -> tuple[bool, int]:
     return branches, len(path)
 
 
-@pytest.mark.parametrize("params", [DecodeParams(method="lookahead", window=5, ngram_size=3, verify_branches=5),
+@pytest.mark.parametrize("params", [DecodeParams(method="lookahead", window=5, ngram_size=3, verify_branches=5,
+                                                 draft_policy="fixed"),
                                     DecodeParams(method="pld", branches=4, num_pred=4, draft_policy="fixed")],
                          ids=["lookahead", "pld-branches"])
 def test_tree_records_accept_one_path(params):
@@ -78,7 +79,7 @@ def test_tree_records_accept_one_path(params):
 
 def test_lookahead_detail_counts_the_pool_and_round_trips(tmp_path):
     engine = Engine(tiny_family(fast=False))
-    result = engine.run(PROMPT, DecodeParams(method="lookahead", pool="window", max_new_tokens=30))
+    result = engine.run(PROMPT, DecodeParams(method="lookahead", pool="window", draft_policy="fixed", max_new_tokens=30))
     steps = [it.detail for it in result.method.iters]
     assert all(s.kind == "lookahead" for s in steps)
     assert steps[0].pool == 0 and steps[0].hits == 0  # nothing collected before the first window ran
@@ -122,6 +123,40 @@ def test_lookahead_pool_from_the_text_verifies_the_prompts_ngrams_from_the_first
     assert window.method.iters[0].detail.hits == 0 and window.method.iters[0].n_accepted == 0
     assert text.summary.tau == 3.0 > window.summary.tau
     assert "pool from the window only" in window.method.label and "pool" not in text.method.label
+
+
+def test_lookahead_narrows_its_shape_where_wide_forwards_cost_and_keeps_it_where_they_do_not():
+    """Adaptive: W and G are caps. A CPU-like curve (T(16) about 3) narrows to one window column
+    and one candidate; a GPU-like flat curve keeps the caps; fixed keeps them whatever the cost."""
+    from decoders.methods.lookahead_shape import choose
+
+    cpu = [1.0, 1.48, 1.57, 1.76, 1.87, 2.03, 2.16, 2.17, 2.25, 2.43, 2.7, 2.78, 2.95, 2.96, 3.07, 3.3]
+    gpu = [1.0 + 0.003 * k for k in range(16)]
+    narrow = choose(4, 4, 3, cpu)
+    assert (narrow.window, narrow.branches, narrow.positions) == (1, 1, 4) and narrow.cost == 1.76
+    assert narrow.reason == "narrowed from W=4, G=4: T(16) = 3.30 against T(4) = 1.76 from the measured verify-cost curve"
+    wide = choose(4, 4, 3, gpu)
+    assert (wide.window, wide.branches) == (4, 4) and wide.reason.startswith("the caps pay: T(16) = 1.04")
+    flat = [1.0] * 16
+    assert (choose(8, 6, 3, flat).window, choose(8, 6, 3, flat).branches) == (8, 6)  # caps beyond the ladder
+    assert (choose(4, 4, 3, cpu, adaptive=False).window, choose(4, 4, 3, cpu, adaptive=False).branches) == (4, 4)
+    assert (choose(1, 0, 3, cpu).window, choose(1, 0, 3, cpu).branches) == (1, 0)  # never above the caps
+    assert (choose(4, 4, 3, None, device="cuda").window, choose(4, 4, 3, None, device="cuda").branches) == (4, 4)
+    assert "a prior cost slope" in choose(4, 4, 3, None).reason
+
+
+def test_adaptive_lookahead_says_which_shape_it_ran_and_stays_exact():
+    engine = Engine(tiny_family(fast=True))
+    result = engine.run(PROMPT, DecodeParams(method="lookahead", max_new_tokens=30))  # no curve yet: the prior slope
+    assert result.method.ids == result.baseline.ids
+    steps = [it.detail for it in result.method.iters]
+    assert steps[0].shape.startswith("W=1, G=1: narrowed from W=4, G=4") and all(not s.shape for s in steps[1:])
+    assert all(len(s.window[0]) == 1 for s in steps) and all(s.hits <= 1 for s in steps)
+    assert result.method.label == "Lookahead (W=1, N=3, G=1)"
+    assert result.summary.extras["shape"] == steps[0].shape
+    fixed = engine.run(PROMPT, DecodeParams(method="lookahead", draft_policy="fixed", max_new_tokens=30))
+    assert fixed.method.ids == result.method.ids and fixed.method.label == "Lookahead (W=4, N=3, G=4, fixed shape)"
+    assert fixed.method.iters[0].detail.shape.startswith("W=4, G=4: fixed")
 
 
 def test_one_branch_is_linear_prompt_lookup():

@@ -31,7 +31,8 @@ EXPLORE_EVERY = 8  # after this many matches in a row left undrafted, draft a sh
 
 DRAFT_POLICY = ParamSpec("draft_policy", "draft policy",
                          "adaptive drafts only what its expected acceptance pays for (never changing the "
-                         "output); fixed drafts the full length (γ, or K for prompt lookup) whenever it can",
+                         "output; for lookahead, W and G become caps narrowed to what a wide forward pays for); fixed "
+                         "drafts the full length (γ, K for prompt lookup, W and G for lookahead) whenever it can",
                          "adaptive", kind="choice", choices=("adaptive", "fixed"))
 
 

@@ -25,6 +25,8 @@ from typing import ClassVar
 
 from decoders.methods.base import Figure, Method, ParamSpec, register
 from decoders.methods.common import DecodeContext, MethodGen, RunBuilder, ms
+from decoders.methods.draft_policy import DRAFT_POLICY
+from decoders.methods.lookahead_shape import choose
 from decoders.methods.tree_step import commit_tree, verify_tree, with_extra
 from decoders.records import Detail, register_detail
 
@@ -51,6 +53,7 @@ class LookaheadStep(Detail):
     accepted: int  # tokens of the verification branch accepted
     window: list[list[str]]  # level by level, the guesses that ran (level 0's column 0 is the last token)
     added: int  # n-grams this step's window added to the pool that it did not hold
+    shape: str = ""  # the run's W and G and why (`lookahead_shape.choose`); the first step only
 
 
 class NgramPool:
@@ -127,8 +130,11 @@ def lookahead(ctx: DecodeContext) -> MethodGen:
     from decoders.tree import TokenTree
 
     params, T = ctx.params, ctx.main
-    W, N, G = params.window, params.ngram_size, params.verify_branches
-    b = RunBuilder(ctx, "lookahead")
+    N = params.ngram_size
+    shape = choose(params.window, params.verify_branches, N, ctx.cost_curve, ctx.family.device.type,
+                   adaptive=params.draft_policy == "adaptive")
+    W, G = shape.window, shape.branches
+    b = RunBuilder(ctx, "lookahead", ctx.params.method_def.run_label(params.replace(window=W, verify_branches=G)))
     disp = ctx.family.display
     gen = torch.Generator().manual_seed(params.seed)
     source = list(ctx.prompt_ids)
@@ -163,7 +169,8 @@ def lookahead(ctx: DecodeContext) -> MethodGen:
         new_level = [outcome.best[0 if node < 0 else 1 + first_extra + node] for node in w_last]
         added = sum(pool.add(key, cont) for key, cont in window.ngrams(new_level))
         detail = LookaheadStep(pool=pool_before, hits=len(candidates), accepted=len(outcome.path),
-                               window=[[disp(t) for t in level] for level in window.levels], added=added)
+                               window=[[disp(t) for t in level] for level in window.levels], added=added,
+                               shape="" if b.iters else f"{shape.text()}: {shape.reason}")
         it = commit_tree(b, tree, outcome, t_verify_ms=ms(T.log[-1].seconds), detail=detail)
         window.advance(new_level, len(it.emit), fill)
         yield from b.yielding(it)
@@ -180,6 +187,7 @@ def _extras(run, stats, params, summary) -> dict:
         "pool_hit_rate": round(len(hit) / len(steps), 3),
         "hit_accepted": round(sum(s.accepted for s in hit) / len(hit), 3) if hit else None,
         "tree_nodes": round(sum(len(it.draft) for it in run.iters) / len(run.iters), 2),
+        "shape": steps[0].shape or None,
     }
 
 
@@ -188,7 +196,7 @@ METHOD = register(Method(
     name="lookahead",
     label="Lookahead",
     run=lookahead,
-    params=(WINDOW, NGRAM_SIZE, VERIFY_BRANCHES, POOL),
+    params=(WINDOW, NGRAM_SIZE, VERIFY_BRANCHES, POOL, DRAFT_POLICY),
     greedy_only=True,
     detail="lookahead",
     figures=(
@@ -197,10 +205,13 @@ METHOD = register(Method(
                "{:.0%}"),
         Figure("hit_accepted", "accepted per hit", "tokens accepted from the pool per step that had candidates"),
         Figure("tree_nodes", "candidates / step", "candidate tokens verified per step (the window not counted)"),
+        Figure("shape", "shape", "the window W and branches G this run used, and why: with the adaptive draft "
+               "policy W and G are caps, narrowed where a wide forward costs more than it brings", "{}"),
     ),
     draft_length="window",
     describe=lambda p: f"Lookahead (W={p.window}, N={p.ngram_size}, G={p.verify_branches}"
-                       f"{', pool from the window only' if p.pool == 'window' else ''})",
+                       f"{', pool from the window only' if p.pool == 'window' else ''}"
+                       f"{', fixed shape' if p.draft_policy == 'fixed' else ''})",
     extras=_extras,
     noun="lookahead decoding",
     aliases={"W": "window", "N": "ngram_size", "G": "verify_branches"},
