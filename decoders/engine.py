@@ -202,7 +202,7 @@ class Engine:
             summary.divergence = self._divergence(ids, baseline.ids, run.ids, summary.first_divergence)
             summary.explanation += " " + summary.divergence_text()
         yield RunResult(method=run, baseline=baseline, summary=summary, params=params.to_json(), prompt=prompt,
-                        prompt_ids=ids, family=self.family.describe())
+                        prompt_ids=ids, family={**self.family.describe(), "threads": _threads()})
 
     def run(self, prompt: str, params: DecodeParams) -> RunResult:
         """The whole run at once (command line, tests, benchmarks)."""
@@ -271,3 +271,10 @@ class Engine:
                     yield Progress(phase, it.pos + len(it.emit), params.max_new_tokens)
         except StopIteration as stop:
             return stop.value
+
+
+def _threads() -> int:
+    """The torch CPU threads the run was timed with (its timings depend on them)."""
+    import torch
+
+    return torch.get_num_threads()

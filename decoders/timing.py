@@ -116,14 +116,15 @@ def verdict(speedup: float, spread: float | None) -> str:
 
 
 def ratio_text(speedup: float, spread: float | None, than: str = "autoregressive") -> str:
-    """"1.35x faster than autoregressive (+/- 0.04)", "3.10x slower than ...", or "no measurable
-    difference from ... (0.98x +/- 0.03)" when the speedup is inside its spread."""
+    """"1.35x faster than autoregressive (+/- 0.04)", "3.12x slower than ... (0.32x +/- 0.01)" (the
+    spread belongs to the speedup, so a slowdown shows both), or "no measurable difference from ...
+    (0.98x +/- 0.03)" when the speedup is inside its spread."""
     if spread is not None and abs(speedup - 1.0) <= spread:
         return f"no measurable difference from {than} ({speedup:.2f}x +/- {spread:.2f})"
-    noise = f" (+/- {spread:.2f})" if spread else ""
     if speedup >= 1.0:
-        return f"{speedup:.2f}x faster than {than}{noise}"
-    return f"{1.0 / speedup:.2f}x slower than {than}{noise}"
+        return f"{speedup:.2f}x faster than {than}" + (f" (+/- {spread:.2f})" if spread else "")
+    # the spread is of the speedup itself: shown beside it, not beside its inverse
+    return f"{1.0 / speedup:.2f}x slower than {than}" + (f" ({speedup:.2f}x +/- {spread:.2f})" if spread else "")
 
 
 def context_bucket(length: int) -> int:

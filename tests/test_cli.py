@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -31,6 +32,8 @@ def run_cli(capsys, *argv):
     (["run", "--prompt-file", "/nonexistent/prompt.txt"], "cannot read the prompt file /nonexistent/prompt.txt"),
     (["run", "--method", "pld"], "no prompt given; pass --prompt TEXT or --prompt-file PATH"),
     (["run", "--prompt", "   "], "the prompt is empty"),
+    (["run", "--threads", "0", *PROMPT], "--threads must be 1..1024, got 0"),
+    (["run", "--threads", "100000", *PROMPT], "--threads must be 1..1024, got 100000"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
     code, out, err = run_cli(capsys, *argv)
@@ -81,6 +84,35 @@ def test_json_to_stdout_has_summary_and_both_runs(capsys, smollm2):
     assert set(data["runs"]) == {"baseline", "method"}
     assert data["summary"]["tokens"] == len(data["runs"]["method"]["ids"]) <= 8
     assert data["summary"]["identical"] is True
+
+
+def test_run_prints_the_output_and_figures_that_agree_with_the_sentence(capsys, smollm2):
+    """The decoded text first; then the decode speedup with its spread (the figure the sentence
+    reads), the end-to-end one, ttft and decode ms/token each beside the baseline's, and the drift;
+    the run records the threads it was timed with."""
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        code, out, _ = run_cli(capsys, "run", "--method", "pld", "--max-new-tokens", "8", "--threads", "1", "--raw",
+                               "--json", "-", *PROMPT)
+        data = json.loads(out)
+        assert code == 0 and data["family"]["threads"] == 1
+        code, out, _ = run_cli(capsys, "run", "--method", "pld", "--max-new-tokens", "8", "--threads", "1", "--raw",
+                               *PROMPT)
+    finally:
+        torch.set_num_threads(before)
+    assert code == 0
+    text = data["runs"]["method"]["text"]
+    flat = " ".join(out.split())
+    assert "output" in out and " ".join(text.split()) in flat
+    s = data["summary"]
+    assert s["speedup_decode"] is not None and s["speedup_spread"] is not None
+    assert re.search(r"decode speedup vs autoregressive\s*│\s*\d+\.\d\dx \+/- \d+\.\d\d", out)
+    for label in ("end-to-end speedup (prefill included)", "time to first token, ms", "decode ms / token",
+                  "drift (machine now / at the baseline)", "prompt tokens"):
+        assert label in flat
+    assert "(baseline " in flat and "wall speedup" not in flat
 
 
 def test_the_app_takes_decoding_flags_at_launch():

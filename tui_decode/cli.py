@@ -30,6 +30,9 @@ class OneLineParser(argparse.ArgumentParser):
         raise DecodeError(f"{message} (see `{self.prog} --help`)")
 
 
+MAX_THREADS = 1024  # torch threads a user can ask for
+
+
 def add_model_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model")
     g.add_argument("--family", help=f"a named family (default {DEFAULT_FAMILY}, the bundled offline SmolLM2-135M); "
@@ -84,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--prompt", help="the prompt text")
     src.add_argument("--prompt-file", metavar="PATH", help="read the prompt from a file")
     run.add_argument("--json", metavar="PATH", help="write the whole run as JSON to PATH (- for stdout)")
+    run.add_argument("--threads", type=int, default=None, metavar="N",
+                     help=f"torch CPU threads (1..{MAX_THREADS}; default: torch's own choice); on a machine shared "
+                          "with other busy processes, 1 avoids threads spinning against each other")
     add_model_args(run)
     add_decode_args(run)
 
@@ -175,6 +181,8 @@ def load_with_progress(spec, console):
 
 def cmd_run(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.panel import Panel
+    from rich.text import Text
 
     from decoders.engine import Engine
     from tui_decode.summary_table import summary_table
@@ -182,12 +190,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     from decoders.atomic import check_destination
 
     err = Console(stderr=True)
+    if args.threads is not None and not 1 <= args.threads <= MAX_THREADS:
+        raise DecodeError(f"--threads must be 1..{MAX_THREADS}, got {args.threads}; give 1 on a busy machine, or leave "
+                          "it out for torch's own choice")
     params = decode_params(args, args.method)
     prompt = read_prompt(args)
     if not prompt.strip():
         raise DecodeError("the prompt is empty; give some text with --prompt or --prompt-file")
     if args.json and args.json != "-":
         check_destination(args.json, "--json", "the run")  # before any model time is spent
+    if args.threads is not None:
+        import torch
+
+        torch.set_num_threads(args.threads)
     family = load_with_progress(family_spec(args), err)
     engine = Engine(family)
     params, _ = engine.check(prompt, params)  # fail on bad input before spending model time
@@ -203,7 +218,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             err.print(f"run written to {args.json}")
         except DecodeError as exc:  # keep the result: show it, then say what was not written
             failed = exc
-    Console().print(summary_table(result))
+    out = Console()
+    out.print(Panel(Text(result.method.text), title="output", title_align="left", expand=False))
+    out.print(summary_table(result))
     if failed is not None:
         raise failed
     return 0
