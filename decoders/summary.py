@@ -241,7 +241,7 @@ def explain(s: Summary, method_def) -> str:
                 "is timing noise.")
     tau = s.tau or 0.0
     cost = s.verify_cost
-    cost_txt = f"a verify forward cost {cost:.2f}x a one-token step" if cost else "verify forwards were cheap"
+    cost_txt = f"a verify forward cost {cost:.2f}x a one-token step" if cost else "no forward verified a draft"
     if method_def.explain is not None:
         return f"{headline[0].upper()}{headline[1:]}: {method_def.explain(s, cost_txt)}."
     return (f"{headline[0].upper()}{headline[1:]}: {method_def.noun or method_def.label.lower()} emitted "

@@ -134,9 +134,10 @@ def test_lookahead_narrows_its_shape_where_wide_forwards_cost_and_keeps_it_where
     gpu = [1.0 + 0.003 * k for k in range(16)]
     narrow = choose(4, 4, 3, cpu)
     assert (narrow.window, narrow.branches, narrow.positions) == (1, 1, 4) and narrow.cost == 1.76
-    assert narrow.reason == "narrowed from W=4, G=4: T(16) = 3.30 against T(4) = 1.76 from the measured verify-cost curve"
+    assert narrow.reason == ("narrowed from W=4, G=4: a 16-token forward costs T(16) = 3.30 one-token steps, a "
+                             "4-token one T(4) = 1.76 (the measured verify-cost curve)")
     wide = choose(4, 4, 3, gpu)
-    assert (wide.window, wide.branches) == (4, 4) and wide.reason.startswith("the caps pay: T(16) = 1.04")
+    assert (wide.window, wide.branches) == (4, 4) and wide.reason.startswith("as given, the most tokens per cost: its 16-token forward costs T(16) = 1.04")
     flat = [1.0] * 16
     assert (choose(8, 6, 3, flat).window, choose(8, 6, 3, flat).branches) == (8, 6)  # caps beyond the ladder
     assert (choose(4, 4, 3, cpu, adaptive=False).window, choose(4, 4, 3, cpu, adaptive=False).branches) == (4, 4)
@@ -154,6 +155,8 @@ def test_adaptive_lookahead_says_which_shape_it_ran_and_stays_exact():
     assert all(len(s.window[0]) == 1 for s in steps) and all(s.hits <= 1 for s in steps)
     assert result.method.label == "Lookahead (W=1, N=3, G=1)"
     assert result.summary.extras["shape"] == steps[0].shape
+    assert "lookahead decoding emitted" in result.summary.explanation and "pool held n-grams" in result.summary.explanation
+    assert f"shape {steps[0].shape}" in result.summary.explanation
     fixed = engine.run(PROMPT, DecodeParams(method="lookahead", draft_policy="fixed", max_new_tokens=30))
     assert fixed.method.ids == result.method.ids and fixed.method.label == "Lookahead (W=4, N=3, G=4, fixed shape)"
     assert fixed.method.iters[0].detail.shape.startswith("W=4, G=4: fixed")
@@ -258,3 +261,22 @@ def test_spec_draft_tree_in_sampling_mode_stays_linear():
     assert asked.method.ids == linear.method.ids
     assert all(row.parent == -1 or row.parent == i - 1 for it in asked.method.iters for i, row in enumerate(it.draft))
     assert "linear: a draft tree needs greedy mode" in asked.method.label
+
+
+def test_a_draft_tree_makes_no_linear_prediction_and_an_adaptive_run_predicts_at_what_it_drafted():
+    """Theorem 3.8 assumes one linear draft of gamma tokens every iteration: a tree gets no
+    prediction (not alpha 0 and 0.2x), and an adaptive run is predicted at its mean drafted length,
+    its plain steps counted in the sentence."""
+    engine = Engine(tiny_family(fast=True, helper_noise=0.15))
+    tree = engine.run(PROMPT, DecodeParams(method="spec", gamma=4, tree_width=2, tree_depth=2, max_new_tokens=30))
+    x = tree.summary.extras
+    assert x["tree"] == "2x2" and "predicted_speedup" not in x and "alpha_hat" not in x and "curve" not in x
+    assert "no prediction is made for a tree" in tree.summary.explanation
+    result = engine.run(PROMPT, DecodeParams(method="spec", gamma=6, max_new_tokens=40))
+    run = result.summary
+    lengths = [len(it.draft) for it in result.method.iters if it.draft]
+    assert run.extras["mean_drafted"] == round(sum(lengths) / len(lengths), 2)
+    assert run.extras["gamma_used"] == max(1, min(6, round(sum(lengths) / len(lengths))))
+    assert f"{len(lengths)} iterations drafted {run.extras['mean_drafted']:.1f} tokens on average" in run.explanation
+    fixed = engine.run(PROMPT, DecodeParams(method="spec", gamma=6, draft_policy="fixed", max_new_tokens=40)).summary
+    assert fixed.extras["gamma_used"] == 6

@@ -191,6 +191,16 @@ def _extras(run, stats, params, summary) -> dict:
     }
 
 
+def _explain(s, cost_txt: str) -> str:
+    x = s.extras
+    pool = (f"the pool held n-grams for the last token on {x['pool_hit_rate']:.0%} of steps"
+            + (f", {x['hit_accepted']:.2f} tokens accepted per such step" if x.get("hit_accepted") is not None else "")
+            if "pool_hit_rate" in x else "the pool offered nothing")
+    shape = f"; shape {x['shape']}" if x.get("shape") else ""
+    return (f"lookahead decoding emitted {s.tau or 0.0:.2f} tokens per target forward: {pool}, and every step's "
+            f"forward ran the Jacobi window beside the candidates{shape}")
+
+
 METHOD = register(Method(
     order=110,  # after the methods that predate it (a method registered with the default 100 comes first)
     name="lookahead",
@@ -213,6 +223,7 @@ METHOD = register(Method(
                        f"{', pool from the window only' if p.pool == 'window' else ''}"
                        f"{', fixed shape' if p.draft_policy == 'fixed' else ''})",
     extras=_extras,
+    explain=_explain,
     noun="lookahead decoding",
     aliases={"W": "window", "N": "ngram_size", "G": "verify_branches"},
     summary="Jacobi iterations fill an n-gram pool; up to G pool n-grams verified as a tree in one forward",

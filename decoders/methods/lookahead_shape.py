@@ -72,9 +72,11 @@ def choose(window: int, branches: int, ngram: int, cost_curve: list[float] | Non
     best = max(candidates, key=lambda s: (_tau(*s) / verify.cost(positions(*s, ngram)), positions(*s, ngram)))
     chosen = shape(*best, "")
     if best == (window, branches):
-        why = f"the caps pay: T({chosen.positions}) = {chosen.cost:.2f} from {where}"
+        why = (f"as given, the most tokens per cost: its {chosen.positions}-token forward costs "
+               f"T({chosen.positions}) = {chosen.cost:.2f} one-token steps ({where})")
     else:
         full = positions(window, branches, ngram)
-        why = (f"narrowed from W={window}, G={branches}: T({full}) = {verify.cost(full):.2f} against "
-               f"T({chosen.positions}) = {chosen.cost:.2f} from {where}")
+        why = (f"narrowed from W={window}, G={branches}: a {full}-token forward costs T({full}) = "
+               f"{verify.cost(full):.2f} one-token steps, a {chosen.positions}-token one T({chosen.positions}) = "
+               f"{chosen.cost:.2f} ({where})")
     return Shape(chosen.window, chosen.branches, chosen.positions, chosen.cost, why)

@@ -134,37 +134,61 @@ def speculative(ctx: DecodeContext) -> MethodGen:
     return b.finish_run({"main": T, "helper": D})
 
 
+def _drafted(run) -> tuple[list[int], int]:
+    """Draft lengths of the iterations that drafted, and how many decode iterations drafted
+    nothing (the first, the target's prefill, left out)."""
+    lengths = [len(it.draft) for it in run.iters if it.draft]
+    return lengths, sum(1 for it in run.iters[1:] if not it.draft)
+
+
 def _extras(run, stats, params, summary) -> dict:
-    """Theorem 3.8 of Leviathan et al. from the run's own alpha and c, and the gamma curve."""
+    """Theorem 3.8 of Leviathan et al. from the run's own alpha and c, and the gamma curve, at
+    the draft length the run used: gamma itself when fixed, the mean drafted length when the
+    adaptive policy cut drafts. A draft tree is not one linear draft: no prediction."""
     alpha = stats.alpha_hat or 0.0
     base_fwd = summary.target_fwd_ms
     helper_fwd = run.time_ms.get("helper_fwd_mean") or 0.0
     c = helper_fwd / base_fwd if base_fwd else 0.0
+    lengths, plain = _drafted(run)
+    out = {"gamma": params.gamma, "c_hat": round(c, 3), "drafting_iterations": len(lengths), "plain_steps": plain,
+           "mean_drafted": round(sum(lengths) / len(lengths), 2) if lengths else 0.0}
+    if params.tree_width > 1 and params.greedy:
+        out["tree"] = f"{params.tree_width}x{min(params.tree_depth, params.gamma)}"
+        return out
+    gamma = params.gamma
+    if params.draft_policy == "adaptive" and lengths:
+        gamma = max(1, min(params.gamma, round(out["mean_drafted"])))
     curve = speedup_curve(alpha, c)
-    out = {
-        "gamma": params.gamma,
+    out.update({
+        "gamma_used": gamma,
         "alpha_hat": round(alpha, 3),
-        "c_hat": round(c, 3),
-        "predicted_speedup": round(predicted_speedup(alpha, params.gamma, c), 3),
-        "expected_tokens": round(expected_tokens(alpha, params.gamma), 3),
+        "predicted_speedup": round(predicted_speedup(alpha, gamma, c), 3),
+        "expected_tokens": round(expected_tokens(alpha, gamma), 3),
         "curve": curve,
         "gamma_star": best_gamma(curve),
-    }
+    })
     T = summary.verify_cost_curve
-    if T and len(T) > params.gamma:  # the measured cost of a (gamma + 1)-token verify
+    if T and len(T) > gamma:  # the measured cost of a (gamma + 1)-token verify
         cost_curve = [[g, round(cost_aware_speedup(alpha, g, c, T[g]), 3)] for g, _ in curve if g < len(T)]
         out["cost_curve"] = cost_curve
         out["gamma_star_cost_aware"] = best_gamma(cost_curve)
-        out["predicted_speedup_cost_aware"] = round(cost_aware_speedup(alpha, params.gamma, c, T[params.gamma]), 3)
+        out["predicted_speedup_cost_aware"] = round(cost_aware_speedup(alpha, gamma, c, T[gamma]), 3)
     elif summary.verify_cost is not None:
-        out["predicted_speedup_cost_aware"] = round(cost_aware_speedup(alpha, params.gamma, c, summary.verify_cost), 3)
+        out["predicted_speedup_cost_aware"] = round(cost_aware_speedup(alpha, gamma, c, summary.verify_cost), 3)
     return out
 
 
 def _explain(s, cost_txt: str) -> str:
-    c = s.extras["c_hat"]
-    why = (f"{s.tau or 0.0:.2f} tokens per target forward (alpha≈{s.extras['alpha_hat']:.2f}) against a draft cost "
-           f"of {s.extras['gamma']} x {c:.2f} target forwards per iteration and {cost_txt}")
+    x = s.extras
+    c = x["c_hat"]
+    drafted = (f"{x['drafting_iterations']} iterations drafted {x['mean_drafted']:.1f} tokens on average"
+               + (f" and {x['plain_steps']} were plain steps" if x.get("plain_steps") else ""))
+    if "tree" in x:
+        return (f"{s.tau or 0.0:.2f} tokens per target forward with a {x['tree']} draft tree ({drafted}, a helper "
+                f"forward costing {c:.2f} target forwards, and {cost_txt}); Theorem 3.8 assumes one linear draft, "
+                "so no prediction is made for a tree")
+    why = (f"{s.tau or 0.0:.2f} tokens per target forward (alpha≈{x['alpha_hat']:.2f}): {drafted}, each helper "
+           f"forward costing {c:.2f} target forwards, and {cost_txt}")
     if c >= 0.5:
         why += "; a helper this expensive relative to the target cannot pay for itself"
     return why
@@ -188,6 +212,12 @@ METHOD = register(Method(
     needs_helper=True,
     detail="topk",
     figures=(
+        Figure("mean_drafted", "mean drafted", "tokens drafted per iteration that drafted (the adaptive policy "
+               "drafts fewer than γ, or none, where a draft would not pay)"),
+        Figure("plain_steps", "plain steps", "decode iterations that drafted nothing (one target step each)", "{}"),
+        Figure("gamma_used", "γ for the theorem", "the draft length the predictions below assume: γ when fixed, "
+               "the mean drafted length when the adaptive policy cut drafts", "{}"),
+        Figure("tree", "draft tree", "width x depth of the draft tree (no Theorem 3.8 prediction for a tree)", "{}"),
         Figure("alpha_hat", "alpha_hat", "mean sum(min(p, q)) over verified positions: the acceptance theory expects"),
         Figure("c_hat", "c_hat", "one helper forward in target forwards (its relative cost)"),
         Figure("predicted_speedup", "predicted", "Theorem 3.8's speedup from alpha_hat, gamma and c_hat",

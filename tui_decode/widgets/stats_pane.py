@@ -81,7 +81,7 @@ def gamma_plot_data(s: Summary) -> PlotData:
     if not cost_curve and s.verify_cost:
         cost_curve = [[g, round(cost_aware_speedup(extras["alpha_hat"], int(g), extras["c_hat"], s.verify_cost), 3)]
                       for g, _ in extras["curve"]]
-    gamma = int(extras.get("gamma") or 1)
+    gamma = int(extras.get("gamma_used") or extras.get("gamma") or 1)  # where the run drafted
     speed = headline_speed(s)
     points = [Point(gamma, speed, s.speedup_spread)] if speed is not None else []
     return PlotData(extras["curve"], cost_curve, gamma, points)
