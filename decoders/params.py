@@ -111,7 +111,11 @@ class DecodeParams:
         ``ui`` words the fix for the app's parameters pane rather than for command-line flags.
         """
         method = get_method(self.method)
+        sampling_t = self.mode == "sampling" and isinstance(self.temperature, (int, float)) \
+            and not isinstance(self.temperature, bool) and self.temperature == self.temperature
         for name, spec in all_param_specs().items():
+            if name == "temperature" and sampling_t and self.temperature < MIN_SAMPLING_TEMPERATURE:
+                continue  # said below with the sampling bound (0 would be refused there too)
             spec.validate(getattr(self, name), ui=ui)
         for name in SWITCHES:
             if not isinstance(getattr(self, name), bool):

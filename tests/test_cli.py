@@ -33,6 +33,9 @@ def run_cli(capsys, *argv):
     (["run", "--method", "pld"], "no prompt given; pass --prompt TEXT or --prompt-file PATH"),
     (["run", "--prompt", "   "], "the prompt is empty"),
     (["run", "--threads", "0", *PROMPT], "--threads must be 1..1024, got 0"),
+    (["run", "--mode", "sampling", "--temperature", "-1", *PROMPT],
+     "temperature must be > 0 in sampling mode (at least 0.01), got -1.0; set --temperature to a positive value"),
+    (["run", "--self-draft-layer", "0", *PROMPT], "--self-draft-layer must be 1 or more"),
     (["run", "--threads", "100000", *PROMPT], "--threads must be 1..1024, got 100000"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):

@@ -110,6 +110,9 @@ def family_spec(args: argparse.Namespace):
         raise DecodeError("give either --family NAME or --main SRC, not both")
     if args.helper and args.self_draft_layer is not None:
         raise DecodeError("give either --helper SRC or --self-draft-layer L, not both")
+    if args.self_draft_layer is not None and args.self_draft_layer < 1:  # the upper bound needs the model
+        raise DecodeError(f"--self-draft-layer must be 1 or more (the draft runs the main model's first L layers), "
+                          f"got {args.self_draft_layer}")
     self_draft = getattr(args, "self_draft", None)
     if self_draft is not None:
         from decoders.family import SELF_DRAFT_KINDS
