@@ -38,11 +38,16 @@ def fbgemm_reason() -> str | None:
     if "fbgemm" not in torch.backends.quantized.supported_engines:
         return "this torch build has no fbgemm quantized engine (float16 weights on CPU run through its kernels)"
     try:
-        packed = torch.ops.quantized.linear_prepack_fp16(torch.ones(16, 16), None)
-        torch.ops.quantized.linear_dynamic_fp16(torch.ones(1, 16), packed)
+        _probe()
     except (RuntimeError, AttributeError, NotImplementedError) as err:
         return f"fbgemm's float16 linear kernel does not run here ({str(err).splitlines()[0] if str(err) else type(err).__name__})"
     return None
+
+
+def _probe() -> None:
+    """One tiny float16-weight product: raises where the kernels are missing."""
+    packed = torch.ops.quantized.linear_prepack_fp16(torch.ones(16, 16), None)
+    torch.ops.quantized.linear_dynamic_fp16(torch.ones(1, 16), packed)
 
 
 def refuse(why: str) -> DecodeError:
