@@ -42,7 +42,7 @@ def load(dtype: str):
 
 
 def context_ids(family, prompts) -> torch.Tensor:
-    """~CONTEXT tokens of real text (the prompts' chat-formatted ids, concatenated)."""
+    """CONTEXT tokens of real text (the prompts' chat-formatted ids, concatenated)."""
     ids: list[int] = []
     for row in prompts:
         ids += family.encode_prompt(row["turns"][0], chat_template=True)
@@ -111,8 +111,14 @@ def identity(families: dict, prompts, tokens: int) -> list[dict]:
         record = {"category": row["category"], "tokens": len(b), "fp16_ar_equals_fp32_ar": first is None,
                   "first_divergence": first}
         for method in ("pld", "spec"):
-            out = engines["float16"].run(text, DecodeParams(method=method, max_new_tokens=tokens)).method.ids
-            record[f"fp16_{method}_equals_fp16_ar"] = out == b
+            for name in ("float16", "float32"):  # spec: the int4 draft's speedup over each target
+                result = engines[name].run(text, DecodeParams(method=method, max_new_tokens=tokens))
+                s = result.summary
+                record[f"{name}_{method}_speedup_decode"] = round(s.speedup_decode, 3) if s.speedup_decode else None
+                if method == "spec":
+                    record[f"{name}_spec_c_hat"] = s.extras.get("c_hat")
+                if name == "float16":
+                    record[f"fp16_{method}_equals_fp16_ar"] = result.method.ids == b
         rows.append(record)
         print(json.dumps(record), flush=True)
     return rows
@@ -143,7 +149,7 @@ def main() -> None:
         main = family.main
         print(f"{name}: {type(main).__name__}, {family.describe()['dtype']}, weights read per forward "
               f"{main.weight_bytes / 1e6:.1f} MB, draft {type(family.helper).__name__} {family.helper.weight_bytes / 1e6:.1f} MB")
-    ids = context_ids(families["float32"], prompts)
+    ids = context_ids(families["float32"], rows)
     ids = torch.cat([ids, ids[: max(WIDTHS)]])
     print(f"load average at start: {os.getloadavg()}", flush=True)
 
@@ -166,6 +172,10 @@ def main() -> None:
         print(f"fp16 AR == fp32 AR: {sum(r['fp16_ar_equals_fp32_ar'] for r in records)}/{n}; "
               f"fp16 PLD == fp16 AR: {sum(r['fp16_pld_equals_fp16_ar'] for r in records)}/{n}; "
               f"fp16 spec (int4 draft) == fp16 AR: {sum(r['fp16_spec_equals_fp16_ar'] for r in records)}/{n}")
+        for method in ("pld", "spec"):
+            print(f"{method} decode speedup over its own AR, median over prompts: " + ", ".join(
+                f"{name} {statistics.median(r[f'{name}_{method}_speedup_decode'] or 0 for r in records):.2f}x"
+                for name in ("float32", "float16")))
     print(f"load average at end: {os.getloadavg()}")
 
 
