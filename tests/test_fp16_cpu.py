@@ -203,3 +203,29 @@ def test_float16_elsewhere_stays_a_model_dtype(monkeypatch):
     assert fp16_cpu.load_dtype_for(torch.device("cpu"), torch.float16, True, None) == torch.float32
     assert fp16_cpu.load_dtype_for(torch.device("cpu"), torch.bfloat16, True, None) == torch.bfloat16
     assert fp16_cpu.load_dtype_for(torch.device("cuda"), torch.float16, True, None) == torch.float16
+
+
+# -- the bundled model ------------------------------------------------------------------------------
+
+def test_bundled_float16_weights_read_half_and_every_method_gives_float16_ar(smollm2):
+    from dataclasses import replace
+
+    from decoders.family import quantized_draft
+
+    fp16 = Fp16LlamaBackend.from_hf(smollm2.main_model)  # the fixture's float32 transformers module
+    assert fp16.weight_bytes * 2 == smollm2.main.weight_bytes
+    draft = quantized_draft(fp16, smollm2.main_model, "int4")
+    assert draft.draft_of is fp16 and draft._matmuls.head_matmul is fp16.shared_head
+    family = replace(smollm2, main=fp16, helper=draft, helper_source="int4 self-draft", self_draft="int4",
+                     dtype=torch.float16)
+    assert family.describe()["dtype"] == "float16 weights, float32 activations"
+    engine = Engine(family)
+    drafted = accepted = 0
+    for prompt in ("Explain why the sky is blue in two sentences.",):
+        for params in (DecodeParams(method="spec", gamma=4, max_new_tokens=32),
+                       DecodeParams(method="pld", max_new_tokens=32)):
+            result = engine.run(prompt, params)
+            assert result.method.ids == result.baseline.ids and result.summary.identical
+            if params.method == "spec":
+                drafted, accepted = drafted + result.summary.drafted, accepted + result.summary.accepted
+    assert accepted / drafted >= 0.9  # the int4 draft agrees with float16 weights as with float32
