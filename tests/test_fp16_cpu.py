@@ -145,6 +145,16 @@ def test_the_int4_self_draft_of_a_float16_target_shares_its_head_and_reads_its_c
         assert logits.shape == (1, family.vocab_size) and torch.isfinite(logits).all()
 
 
+def test_a_helper_model_gets_float16_weights_too(tiny_folder, tmp_path):
+    from tests.tiny import perturbed_copy
+
+    helper = save_tiny_model(tmp_path / "helper", model=perturbed_copy(peaked_model(layers=3), 0.05, seed=1))
+    family = load_family(FamilySpec(name="t", main=str(tiny_folder), helper=str(helper), device="cpu", dtype="float16"))
+    assert isinstance(family.helper, Fp16LlamaBackend) and next(family.helper_model.parameters()).dtype == torch.float32
+    result = Engine(family).run(PROMPT, DecodeParams(method="spec", gamma=4, max_new_tokens=40))
+    assert result.method.ids == result.baseline.ids and result.summary.accepted > 0
+
+
 def test_the_cli_runs_float16_on_cpu(capsys, monkeypatch, tmp_path, tiny_folder):
     from tui_decode.cli import main
 
