@@ -133,6 +133,7 @@ def main() -> None:
     ap.add_argument("--file", default=str(Path(__file__).resolve().parents[1] / "bench" / "spec_bench_dev.jsonl"))
     ap.add_argument("--pause-file", default=None)
     ap.add_argument("--no-identity", action="store_true")
+    ap.add_argument("--no-timing", action="store_true", help="only the greedy outputs")
     args = ap.parse_args()
 
     rows = [json.loads(line) for line in open(args.file)]
@@ -153,7 +154,7 @@ def main() -> None:
     ids = torch.cat([ids, ids[: max(WIDTHS)]])
     print(f"load average at start: {os.getloadavg()}", flush=True)
 
-    for threads in (int(t) for t in args.threads.split(",")):
+    for threads in () if args.no_timing else (int(t) for t in args.threads.split(",")):
         result = timings(families, ids, threads, args.rounds, args.pause_file)
         print(f"\n{threads} thread(s), {args.rounds} rounds, context {CONTEXT} tokens; median [quartiles] over rounds")
         for name in families:
