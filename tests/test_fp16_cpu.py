@@ -155,6 +155,22 @@ def test_a_helper_model_gets_float16_weights_too(tiny_folder, tmp_path):
     assert result.method.ids == result.baseline.ids and result.summary.accepted > 0
 
 
+def test_the_bench_reads_half_the_bytes_and_says_its_reference_is_float32(fp16_family, tmp_path):
+    import json
+
+    from decoders.bench import run_bench
+    from decoders.bench.prompts import load_prompts
+
+    path = tmp_path / "one.jsonl"
+    path.write_text(json.dumps({"question_id": 81, "category": "writing", "turns": ["w5 w6 w7 w8 w5 w6 w7"]}) + "\n")
+    report = run_bench(fp16_family, load_prompts(path), ["pld"], max_new_tokens=8, limit=1, record_overhead_every=0,
+                       bandwidth_bytes=1 << 22).to_json()
+    assert report["family"]["dtype"] == "float16 weights, float32 activations"
+    assert report["family"]["weight_bytes"] == fp16_family.main.weight_bytes
+    assert fp16_family.main.weight_bytes * 2 == LlamaBackend.from_hf(fp16_family.main_model).weight_bytes
+    assert any(note.startswith("float16 weights on CPU: transformers runs the float32 model") for note in report["notes"])
+
+
 def test_the_cli_runs_float16_on_cpu(capsys, monkeypatch, tmp_path, tiny_folder):
     from tui_decode.cli import main
 
