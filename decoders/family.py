@@ -112,12 +112,15 @@ class Family:
 
     def describe(self) -> dict[str, str | None]:
         """What a run record needs to say which models produced it."""
+        dtype = str(self.dtype).removeprefix("torch.")
+        if dtype == "float16" and str(self.device) == "cpu":
+            from decoders.fp16_cpu import DESCRIPTION as dtype
         return {
             "label": self.label,
             "main": self.main_source,
             "helper": self.helper_source,
             "device": str(self.device),
-            "dtype": str(self.dtype).removeprefix("torch."),
+            "dtype": dtype,
         } | ({"device_map": self.device_map} if self.device_map else {})
 
     def _prepare_display(self) -> None:
@@ -211,13 +214,20 @@ def default_draft_layer(n_layers: int) -> int:
     return min(max((2 * n_layers) // 3, 1), n_layers - 1)
 
 
-def make_backend(model, fast: bool = True, max_positions: int | None = None, cuda_graph: str = "auto") -> Backend:
+def make_backend(model, fast: bool = True, max_positions: int | None = None, cuda_graph: str = "auto",
+                 fp16_weights: bool = False) -> Backend:
     """The fastest backend that can run ``model``: `LlamaBackend` for Llama/Qwen2 shapes, else `HFBackend`.
 
     ``max_positions`` defaults to the model config's ``max_position_embeddings``. ``cuda_graph``
     ("auto": on CUDA only, "on", "off") replays the fast backend's one-token step from a CUDA graph.
+    ``fp16_weights``: a float32 CPU model with float16 weights (`decoders.fp16_cpu`), or DecodeError.
     """
     from decoders.backend import HFBackend
+
+    if fp16_weights:
+        from decoders.fp16_cpu import backend_for
+
+        return backend_for(model, max_positions)
 
     if fast:
         try:
@@ -253,7 +263,8 @@ def resolve_device(name: str) -> torch.device:
 
 
 def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
-    """auto: float32 on CPU/MPS; bfloat16 on CUDA where supported, else float16."""
+    """auto: float32 on CPU/MPS; bfloat16 on CUDA where supported, else float16. float16 on CPU
+    means float16 weights on a float32 model (`load_family`, `decoders.fp16_cpu`)."""
     import torch
 
     if name not in DTYPES:
@@ -262,9 +273,6 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
         if device.type == "cuda":
             return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         return torch.float32
-    if name == "float16" and device.type == "cpu":
-        raise DecodeError("float16 is not a CPU dtype (CPU kernels for it are missing or far slower than float32); "
-                          "use --dtype float32 or bfloat16 on CPU, or float16 on a GPU")
     return getattr(torch, name)
 
 
@@ -279,6 +287,10 @@ def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bo
     device = resolve_device(spec.device)
     dtype = resolve_dtype(spec.dtype, device)
     device_map = check_device_map(spec, device)
+    from decoders.fp16_cpu import load_dtype_for
+
+    load_dtype = load_dtype_for(device, dtype, fast, device_map)  # float32 for float16 weights on CPU
+    fp16_weights = load_dtype is not dtype
     if spec.cuda_graph == "on" and device.type != "cuda":
         raise DecodeError(f"CUDA graphs need a CUDA device, and this family runs on {device.type}; "
                           "use --cuda-graph auto or off.")
@@ -288,10 +300,11 @@ def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bo
     main_share = 0.75 if spec.helper else 1.0
 
     main_model, tokenizer, main_source = load_source(
-        spec.main, device, dtype, "main", scaled_progress(report, 0.0, main_share), device_map
+        spec.main, device, load_dtype, "main", scaled_progress(report, 0.0, main_share), device_map
     )
     positions = context_length(main_model, tokenizer)
-    main_backend = make_backend(main_model, fast=fast, max_positions=positions, cuda_graph=spec.cuda_graph)
+    main_backend = make_backend(main_model, fast=fast, max_positions=positions, cuda_graph=spec.cuda_graph,
+                                fp16_weights=fp16_weights)
     if device_map is not None:
         device = main_backend.device  # where the inputs go: the embedding's device
         from decoders.llama_fast import LlamaBackend, unsupported_reason
@@ -306,12 +319,13 @@ def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bo
     helper_source = None
     if spec.helper:
         helper_model, helper_tokenizer, helper_source = load_source(
-            spec.helper, device, dtype, "helper", scaled_progress(report, main_share, 1.0), device_map
+            spec.helper, device, load_dtype, "helper", scaled_progress(report, main_share, 1.0), device_map
         )
         _check_shared_vocabulary(spec, tokenizer, main_model, helper_tokenizer, helper_model)
         # a helper with a shorter context bounds the pair: checked up front, not midway
         positions = min(positions, context_length(helper_model, helper_tokenizer))
-        helper_backend = make_backend(helper_model, fast=fast, max_positions=positions, cuda_graph=spec.cuda_graph)
+        helper_backend = make_backend(helper_model, fast=fast, max_positions=positions, cuda_graph=spec.cuda_graph,
+                                      fp16_weights=fp16_weights)
     elif spec.self_draft_layer is not None:
         layer = spec.self_draft_layer
         n_layers = int(main_backend.n_layers)

@@ -273,14 +273,17 @@ class QuantizedLlamaBackend(LlamaBackend):
         if reason is not None:
             raise ValueError(reason)
         tw = target.weights
+        # a float16-weight target (`decoders.fp16_cpu`) holds its head packed: shared as it is
+        shared_head = getattr(target, "shared_head", None)
         with torch.no_grad():
             norms, layers = _quantized_layers(model, group, target.device)
+            dense_head = target.dense_head() if shared_head is not None and head != "model" else tw.head
             if head == "int4":
-                head_matmul = Int4Linear(tw.head.t().contiguous(), group)
+                head_matmul = Int4Linear(dense_head.t().contiguous(), group)
             elif head == "bfloat16":
-                head_matmul = _DenseHead(tw.head, torch.bfloat16)
+                head_matmul = _DenseHead(dense_head, torch.bfloat16)
             else:
-                head_matmul = _DenseHead(tw.head, tw.head.dtype)
+                head_matmul = shared_head or _DenseHead(tw.head, tw.head.dtype)
         placeholder = tw.head.new_empty(0)
         shells = tuple(_Layer(attn_norm=a, wqkv=placeholder, bqkv=placeholder, wo=placeholder, mlp_norm=m,
                               wgate_up=placeholder, bgate_up=placeholder, wdown=placeholder)

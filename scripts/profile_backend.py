@@ -194,6 +194,9 @@ def main() -> None:
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts, measured side by side (default 1,2)")
     parser.add_argument("--new", type=int, default=64, help="tokens of the greedy identity check (and --hf generate runs)")
     parser.add_argument("--plain", action="store_true", help="no oneDNN-packed weights for multi-token steps")
+    parser.add_argument("--dtype", choices=("float32", "float16"), default="float32",
+                        help="float16: float16 weights through fbgemm (decoders.fp16_cpu; its layout shows as plain, "
+                             "the floor reads its half-size weight bytes, transformers stays float32)")
     parser.add_argument("--variants", default="", help=f"candidate layouts to break down beside the backend's, "
                         f"comma-separated: {', '.join(VARIANTS)} (each packs one more weight copy)")
     parser.add_argument("--hf", action="store_true", help="also time transformers' forward and generate()")
@@ -204,6 +207,8 @@ def main() -> None:
     variants = [v for v in args.variants.split(",") if v]
     if any(v not in VARIANTS for v in variants):
         raise SystemExit(f"--variants takes names from {', '.join(VARIANTS)}")
+    if variants and args.dtype == "float16":
+        raise SystemExit("--variants repack the float32 matrices, which a float16 backend no longer holds; drop one")
     if not 1 <= args.rounds <= 50:
         raise SystemExit("--rounds takes 1..50")
 
@@ -213,8 +218,13 @@ def main() -> None:
     model, tokenizer = load()
     print(f"model loaded in {time.perf_counter() - started:.1f} s")
     t0 = time.perf_counter()
-    fast = LlamaBackend.from_hf(model, packed_multi_token=not args.plain)
-    print(f"LlamaBackend built in {time.perf_counter() - t0:.2f} s, {fast.weight_bytes / 1e6:.0f} MB of weights per step")
+    if args.dtype == "float16":
+        from decoders.fp16_cpu import Fp16LlamaBackend
+
+        fast = Fp16LlamaBackend.from_hf(model)
+    else:
+        fast = LlamaBackend.from_hf(model, packed_multi_token=not args.plain)
+    print(f"{type(fast).__name__} built in {time.perf_counter() - t0:.2f} s, {fast.weight_bytes / 1e6:.0f} MB of weights per step")
     prompt = prompt_ids(tokenizer)
     print(f"prompt {len(prompt)} tokens; threads {counts}; {args.rounds} rounds")
     check_identity(model, fast, prompt, args.new)

@@ -181,8 +181,8 @@ def timed_forward(backend, ids: torch.Tensor, mm, clock: dict[str, float]) -> to
 
 def layouts(backend) -> dict[str, object]:
     """The matmul objects a breakdown compares: plain addmm and (where available) oneDNN-packed."""
-    found = {"plain": backend._plain}
-    packed = llama_fast._packed(backend.weights)
+    found = {"plain": backend._plain}  # float16 weights (`decoders.fp16_cpu`): their one layout, no packed copy
+    packed = llama_fast._packed(backend.weights) if isinstance(backend._plain, llama_fast._PlainMatmuls) else None
     if isinstance(packed, llama_fast._PackedMatmuls):
         found["packed"] = packed
     return {**found, **_EXTRA}

@@ -387,7 +387,9 @@ def _cli(capsys, argv, code, message):
 @pytest.mark.parametrize("flags,message", [
     (["--device", "cuda"], "Device cuda was requested but torch sees no CUDA GPU; use --device cpu or auto."),
     (["--device", "mps"], "Device mps was requested but torch sees no Apple MPS device"),
-    (["--device", "cpu", "--dtype", "float16"], "float16 is not a CPU dtype"),
+    (["--device", "cpu", "--dtype", "float16", "--device-map", "auto"],  # float16 weights run in the fast backend
+     "float16 on CPU needs the whole model in the fast backend on the CPU, not spread by a device map; "
+     "use --dtype float32."),
     (["--device-map", "everywhere"], "unknown device map 'everywhere'; choose one of auto, balanced, sequential"),
     (["--device-map", "auto", "--self-draft", "int4"],
      "An int4 self-draft needs the whole main model on one device, so it cannot be split by a device map"),

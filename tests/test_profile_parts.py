@@ -16,8 +16,16 @@ from decoders.llama_fast import LlamaBackend  # noqa: E402
 from tiny import tiny_model  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def backend():
+@pytest.fixture(scope="module", params=["float32", "float16"])
+def backend(request):
+    if request.param == "float16":  # float16 weights through fbgemm: one layout, no packed copy
+        from decoders.fp16_cpu import Fp16LlamaBackend, fbgemm_reason
+
+        if fbgemm_reason() is not None:
+            pytest.skip(fbgemm_reason())
+        fp16 = Fp16LlamaBackend.from_hf(tiny_model(layers=3))
+        assert list(profile_parts.layouts(fp16)) == ["plain"]
+        return fp16
     return LlamaBackend.from_hf(tiny_model(layers=3))
 
 

@@ -45,7 +45,8 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                    help="draft with a weight-only KIND (int4) copy of the main model, built at load time")
     g.add_argument("--device", default=None, choices=["auto", "cpu", "cuda", "mps"], help="default auto")
     g.add_argument("--dtype", default=None, choices=["auto", "float32", "bfloat16", "float16"],
-                   help="default auto: bfloat16 on CUDA (float16 where bf16 is missing), float32 on CPU and MPS")
+                   help="default auto: bfloat16 on CUDA (float16 where bf16 is missing), float32 on CPU and MPS; "
+                        "float16 on CPU: float16 weights through fbgemm, float32 activations (fast Llama backend)")
     g.add_argument("--device-map", default=None, metavar="MAP",
                    help="spread models larger than one GPU over every visible GPU, the CPU and disk with accelerate: "
                         "auto, balanced, sequential, or a .json file of module name -> device; runs on the "
