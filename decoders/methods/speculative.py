@@ -134,6 +134,12 @@ def speculative(ctx: DecodeContext) -> MethodGen:
     return b.finish_run({"main": T, "helper": D})
 
 
+def _best(curve: list[list[float]]) -> int | str:
+    """The fastest gamma of ``curve``; at the curve's last gamma it may lie beyond: "N or more"."""
+    best = best_gamma(curve)
+    return f"{best} or more" if best == curve[-1][0] and len(curve) > 1 else best
+
+
 def _drafted(run) -> tuple[list[int], int]:
     """Draft lengths of the iterations that drafted, and how many decode iterations drafted
     nothing (the first, the target's prefill, left out)."""
@@ -165,13 +171,13 @@ def _extras(run, stats, params, summary) -> dict:
         "predicted_speedup": round(predicted_speedup(alpha, gamma, c), 3),
         "expected_tokens": round(expected_tokens(alpha, gamma), 3),
         "curve": curve,
-        "gamma_star": best_gamma(curve),
+        "gamma_star": _best(speedup_curve(alpha, c, range(1, int(GAMMA.high) + 1))),
     })
     T = summary.verify_cost_curve
     if T and len(T) > gamma:  # the measured cost of a (gamma + 1)-token verify
         cost_curve = [[g, round(cost_aware_speedup(alpha, g, c, T[g]), 3)] for g, _ in curve if g < len(T)]
         out["cost_curve"] = cost_curve
-        out["gamma_star_cost_aware"] = best_gamma(cost_curve)
+        out["gamma_star_cost_aware"] = _best(cost_curve)
         out["predicted_speedup_cost_aware"] = round(cost_aware_speedup(alpha, gamma, c, T[gamma]), 3)
     elif summary.verify_cost is not None:
         out["predicted_speedup_cost_aware"] = round(cost_aware_speedup(alpha, gamma, c, summary.verify_cost), 3)
