@@ -131,7 +131,7 @@ ITERATION_TABLE: tuple[Marking, ...] = (
     Marking("q p acc ▁▃█", "one bar per draft position: the helper's probability q, the target's p, and the "
             "probability of acceptance min(1, p/q); coloured like the draft; · where there is none"),
     Marking("emit", "tokens the iteration emitted"),
-    Marking("draft ms · verify ms", "time to draft, and the target's verify forward"),
+    Marking("draft · verify", "milliseconds to draft, and for the target's verify forward"),
 )
 
 ITERATION_DETAIL: tuple[Marking, ...] = (
