@@ -12,6 +12,7 @@ import pytest
 
 from decoders.engine import Engine
 from decoders.errors import DecodeError
+from decoders.events import PhaseStarted
 from decoders.family import FamilySpec, load_family
 from decoders.records import Iteration, RunResult
 from tests.tiny import save_tiny_model
@@ -403,8 +404,49 @@ async def test_the_iteration_detail_says_why_an_adaptive_draft_stopped():
         plain = Iteration(k=3, pos=10, draft=[], emit=[Emitted(5, "w5", "ar")], draft_stop="skip")
         detail.show(plain, DetailContext(method="spec"))
         await pilot.pause()
-        assert "draft length: no draft: at this run's acceptance and helper cost a plain step is cheaper" \
-            in text(detail)
+        assert "A plain step: one target forward, one token, nothing drafted: at this run's acceptance and " \
+            "helper cost a plain step is cheaper." in " ".join(text(detail).split())
+        assert "draft length" not in text(detail)  # no draft length beside "nothing drafted"
         detail.show(Iteration(k=4, pos=11, draft=[], emit=[Emitted(6, "w6", "ar")]), DetailContext(method="ar"))
         await pilot.pause()
         assert "draft length" not in text(detail) and "A plain step" in text(detail)
+
+
+class SlowBaselineEngine(Engine):
+    """A real engine whose baseline phase pauses at each token, so a test can cancel it there."""
+
+    pause = 0.03
+
+    def stream(self, prompt, params, cancelled=lambda: False):
+        for event in super().stream(prompt, params, cancelled):
+            if getattr(event, "phase", None) == "baseline" and not isinstance(event, PhaseStarted):
+                time.sleep(self.pause)
+            yield event
+
+
+async def test_cancelling_in_the_baseline_says_what_stays_shown(tiny_spec, loader, tmp_path):
+    """Escape during the baseline: with no run before there is nothing to keep, and the status line
+    says so; after a run it says that run stays (and it does)."""
+    app = make_app(tiny_spec, loader, tmp_path, engine_factory=SlowBaselineEngine, method="spec", max_new_tokens=48)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        main = app.main_screen
+        await wait_for(pilot, lambda: main.loaded is not None)
+
+        async def cancel_in_the_baseline():
+            await pilot.press("ctrl+r")
+            await wait_for(pilot, lambda: main.live is not None and main.live.phase == "baseline"
+                           and main.live.progress_tokens >= 2)
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: not main.running)
+            await pilot.pause()
+
+        await cancel_in_the_baseline()
+        assert main.result is None and main.status.state == "cancelled"
+        assert main.status.message == "cancelled during the baseline; no run is shown yet (ctrl+r runs)"
+
+        first = await run_and_wait(pilot, app)
+        await pilot.press("right_square_bracket")  # another draft length: the baseline is reused ...
+        main.prompt_pane.text = PROMPT + " w30"  # ... but not for another prompt
+        await cancel_in_the_baseline()
+        assert main.result is first
+        assert main.status.message == "cancelled during the baseline; the run shown before stays"

@@ -98,3 +98,37 @@ async def test_every_label_of_the_statistics_pane_has_its_help(method):
 def test_help_screen_snapshot(snap_compare):
     """F1 over a speculative run: the figures, each with its sentence and formula."""
     assert snap_compare(opened_app("spec"), press=["f1"], terminal_size=SIZE)
+
+
+def screen_lines(app) -> list[str]:
+    return [strip.text for strip in app.screen._compositor.render_strips()]
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_the_help_reads_at_80_columns_and_keeps_its_formula_column_when_wide(size):
+    """At 80x24 the sentences had 13 columns ("end-of-sequen / ce token") beside a mostly empty
+    formula column: there the formula goes under its sentence; at 120 it keeps a column of its own."""
+    app = opened_app("spec")
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("f1")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, HelpScreen)
+        meanings = screen.query(".help-figures .help-meaning")
+        formulas = screen.query(".help-figures .help-formula")
+        body = screen.query_one("#help-body").content_region
+        assert min(m.region.width for m in meanings) >= (45 if size[0] == 80 else 50)
+        tau = next(f for f in formulas if "τ = tokens / target forwards" in str(f.visual))
+        tau_meaning = next(m for m in meanings if str(m.visual).startswith("Tokens per target forward"))
+        if size[0] == 80:  # under its sentence, indented like it
+            assert tau.region.y >= tau_meaning.region.bottom and tau.content_region.x == tau_meaning.region.x
+        else:  # beside it
+            assert tau.region.y == tau_meaning.region.y and tau.region.x > tau_meaning.region.right
+        assert all(f.region.right <= body.right for f in formulas)
+        text = "\n".join(screen_lines(app))
+        assert "end-of-sequence" in text  # the first sentence, whole words on the screen
+
+
+def test_help_screen_snapshot_80x24(snap_compare):
+    """F1 at 80x24: each formula under its sentence, the sentences the width of the dialog."""
+    assert snap_compare(opened_app("spec"), press=["f1"], terminal_size=(80, 24))

@@ -243,3 +243,28 @@ def test_history_screen_snapshot(snap_compare):
     app = TuiDecodeApp(BUILTIN_FAMILIES["smollm2-135m"], opened=RunResult.load(DATA / "run_spec.json"),
                        opened_name="run_spec.json", runs_folder=Path("/nonexistent/runs"), cursor_blink=False)
     assert snap_compare(app, press=["h"], terminal_size=(120, 36))
+
+
+async def test_the_history_shows_the_speedup_the_status_line_gives_under_a_label_naming_it():
+    """The status line and the explanation judge a run by its decode speedup; the history's speedup
+    column is that figure with its spread (not the end-to-end one), and says so."""
+    from tui_decode.widgets.stats_pane import headline_speed, speed_text
+
+    result = RunResult.load(DATA / "run_spec.json")
+    s = result.summary
+    s.speedup_wall, s.speedup_decode, s.speedup_spread = 1.09, 1.0, 0.33  # the trial's spec run
+    app = TuiDecodeApp(BUILTIN_FAMILIES["smollm2-135m"], opened=result, opened_name="run_spec.json",
+                       runs_folder=Path("/nonexistent/runs"), cursor_blink=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause()
+        assert speed_text(headline_speed(s), s.speedup_spread)[0] == "no measurable difference (1.00x +/- 0.33)"
+        await pilot.press("h")
+        screen = app.screen
+        assert isinstance(screen, HistoryScreen)
+        labels = [str(c.label) for c in screen.table.columns.values()]
+        assert "decode speedup ±" in labels
+        column = labels.index("decode speedup ±")
+        assert str(screen.table.get_row_at(0)[column]) == "1.00x ±0.33"
+        assert str(screen.table.get_row_at(1)[column]) == "1.00x ref"  # its baseline
+    s.speedup_decode = None  # too few tokens for a decode rate: the end-to-end figure, marked
+    assert row_cells(Stream(RunHistory().record(result), "method"))[7] == "1.09x ±0.33 e2e"

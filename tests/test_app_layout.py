@@ -178,3 +178,35 @@ async def test_a_run_started_on_a_narrow_terminal_shows_the_output_page(tiny_spe
         await pilot.press("ctrl+r")
         await wait_for(pilot, lambda: main.result is not None and not main.running)
         assert main.page == "output" and shown(main.stream) and main.stream.token_count == 8, (main.layout_name, app.focused, main.status.message)
+
+
+@pytest.mark.parametrize("method", ["spec", "pld", "jacobi", "ar"])
+async def test_the_iterations_table_fits_at_120_columns_every_column_shown(method):
+    """The README says 120 columns fit: every column of the iterations table is in view, verify
+    time included, with a run's own drafts and with a live run's long ones (five SmolLM-sized
+    tokens, a hundred and more iterations, slow steps)."""
+    from decoders.records import DraftRow, Emitted, Iteration
+
+    app = opened(method)
+    async with app.run_test(size=(120, 40)) as pilot:
+        table = app.main_screen.table
+        await pilot.pause()
+
+        def fits() -> bool:
+            return table.virtual_size.width <= table.scrollable_content_region.width
+
+        assert fits(), (table.virtual_size.width, table.scrollable_content_region.width)
+        labels = [str(c.label) for c in table.columns.values()]
+        assert labels[-2:] == ["draft", "verify"] and "ms" in str(table.border_title)
+
+        words = [" transformer", " attention", " cache", " speculative", " verification"]
+        rows = [Iteration(k=k, pos=4 * k, emit=[Emitted(1, w, "acc") for w in words],
+                          draft=[DraftRow(1, w, 0.5, 0.6, 1.0, "acc", n - 1) for n, w in enumerate(words)],
+                          t_draft_ms=1234.5, t_verify_ms=987.6) for k in range(95, 130)]
+        table.show_iterations([])
+        for start in range(0, len(rows), 10):  # batches, as a live run brings them
+            table.add_iterations(rows[start:start + 10])
+            await pilot.pause()
+            assert fits(), (table.virtual_size.width, table.scrollable_content_region.width)
+        assert table.row_count == len(rows) and table.draft_width >= 8
+        assert str(table.get_row_at(len(rows) - 1)[-1]) == "987.6"

@@ -98,3 +98,45 @@ def test_lookahead_steps_show_the_pool_the_window_and_the_chosen_shape():
     assert all("level 0" in t and "level 1" in t for t in texts)
     hit = next(i for i, it in enumerate(result.method.iters) if it.detail.hits)
     assert f"{result.method.iters[hit].detail.accepted} token" in texts[hit] and "token tree" not in texts[hit]
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_a_final_iteration_that_drafted_nothing_says_so_once():
+    """The budget's last token: speculative decoding drafts nothing and Jacobi's block holds no
+    guesses. Each is a plain step and the detail says that once, not a draft length or "a block
+    of 0 guesses" above empty rows."""
+    from textual.app import App
+
+    from decoders.methods.jacobi import JacobiBlock
+    from decoders.records import Emitted, Iteration
+    from tui_decode.widgets import IterationDetail
+
+    class Holder(App):
+        def compose(self):
+            yield IterationDetail()
+
+    def text(detail) -> str:
+        return " ".join(drawn([detail.body.content]).split())
+
+    async with Holder().run_test(size=(100, 20)) as pilot:
+        detail = pilot.app.query_one(IterationDetail)
+        last = Iteration(k=28, pos=47, draft=[], emit=[Emitted(5, " computer", "ar")], draft_stop="budget")
+        detail.show(last, DetailContext(method="spec"))
+        await pilot.pause()
+        shown = text(detail)
+        assert "A plain step: one target forward, one token, nothing drafted: no tokens were left to draft" in shown
+        assert "draft length" not in shown and "drafted up to the tokens left" not in shown
+        assert shown.count("nothing drafted") == 1
+
+        block = Iteration(k=39, pos=39, draft=[], emit=[Emitted(7, " beta", "ar")],
+                          detail=JacobiBlock(before=[], after=[], fixed=1))
+        detail.show(block, DetailContext(method="jacobi"))
+        await pilot.pause()
+        shown = text(detail)
+        assert "A plain step: one target forward, one token, nothing drafted." in shown
+        assert "guesses" not in shown and "before" not in shown and "after" not in shown

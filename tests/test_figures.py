@@ -100,9 +100,11 @@ def test_acceptance_chart_draws_conditional_over_unconditional():
     s = summary(method="spec", per_position_acceptance=[0.8, 0.4, 0.1],
                 per_position_acceptance_conditional=[0.8, 0.5, 0.25], acceptance_length_histogram=[2, 4, 3, 1])
     lines = chart(s).plain.splitlines()
-    assert lines[1] == " 1 ████████████████      80% (80%)"
-    assert lines[2] == " 2 ████████░░            50% (40%)"  # solid to 40% of all drafts, light to 50% if reached
-    assert lines[3] == " 3 ██░░░                 25% (10%)"
+    assert lines[0] == "per position  █ of all drafts  ░ if reached"
+    assert lines[1] == " 1 ████████████████     █  80% ░  80%"
+    # solid to 40% of all drafts, light to 50% if reached: each number after its glyph, in the legend's order
+    assert lines[2] == " 2 ████████░░           █  40% ░  50%"
+    assert lines[3] == " 3 ██░░░                █  10% ░  25%"
     assert lines[4] == "accepted per draft ▅█▆▃  0..3: 2 4 3 1"
     assert chart(summary()) is None  # autoregressive: no drafts, no chart
 

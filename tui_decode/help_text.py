@@ -82,8 +82,10 @@ FIGURES: tuple[FigureHelp, ...] = (
     FigureHelp("speedup_wall", ("wall speedup", "speedup", "wall speedup vs autoregressive"),
                "End to end, the baseline's time over the method's for the tokens both produced, the baseline "
                "rescaled to the machine's speed now (drift).", "S_wall = t_baseline(N) · drift / t_method(N)"),
-    FigureHelp("speedup_decode", ("decode speedup",),
-               "The same for the steady state after the first iteration (the prefill is reported as ttft).",
+    FigureHelp("speedup_decode", ("decode speedup", "decode speedup ±"),
+               "The same for the steady state after the first iteration (the prefill is reported as ttft); the "
+               "figure a run is judged by (status line, explanation, history), the wall speedup where no decode "
+               "rate was measured (marked e2e in the history).",
                "S_decode = baseline decode ms/token · drift / method decode ms/token"),
     FigureHelp("speedup_spread", ("±", "spread", "speedup ±"),
                "The timing noise of a speedup: two standard errors (about 95%) of the drift and of both rates' "
@@ -129,7 +131,7 @@ ITERATION_TABLE: tuple[Marking, ...] = (
     Marking("q p acc ▁▃█", "one bar per draft position: the helper's probability q, the target's p, and the "
             "probability of acceptance min(1, p/q); coloured like the draft; · where there is none"),
     Marking("emit", "tokens the iteration emitted"),
-    Marking("draft ms · verify ms", "time to draft, and the target's verify forward"),
+    Marking("draft · verify", "milliseconds to draft, and for the target's verify forward"),
 )
 
 ITERATION_DETAIL: tuple[Marking, ...] = (

@@ -408,7 +408,8 @@ class MainScreen(ResponsiveLayout, RunFiles, FamilyLoadWorker, DraftBuildWorker,
     @on(RunStopped)
     def run_stopped(self, event: RunStopped) -> None:
         self._run_ended()
-        self.status.set("cancelled during the baseline; the run shown before stays", "cancelled")
+        kept = "the run shown before stays" if self.result is not None else "no run is shown yet (ctrl+r runs)"
+        self.status.set(f"cancelled during the baseline; {kept}", "cancelled")
 
     @on(RunFailed)
     def run_failed(self, event: RunFailed) -> None:

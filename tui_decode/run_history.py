@@ -14,7 +14,7 @@ from pathlib import Path
 from decoders.errors import DecodeError
 from decoders.methods.base import get_method
 from decoders.records import Run, RunResult
-from decoders.summary import first_divergence
+from decoders.summary import Summary, first_divergence
 from tui_decode.runs_folder import saved_runs
 from tui_decode.token_text import real_text, run_tokens
 
@@ -96,12 +96,21 @@ def clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[:width - 1] + "…"
 
 
+def headline_speed(s: Summary) -> float | None:
+    """The speedup a run is judged by: decode (the prefill apart) when measured, else end to end.
+    The status line, the explanation and the history all show this one."""
+    return s.speedup_decode if s.speedup_decode is not None else s.speedup_wall
+
+
 def speedup_text(result: RunResult) -> str:
+    """The history's speedup cell: the decode speedup with its spread, the figure the status line
+    gives; a run without a decode rate (too few tokens) shows its end-to-end one, marked "e2e"."""
     s = result.summary
-    if s.speedup_wall is None:
+    speed = headline_speed(s)
+    if speed is None:
         return "–"
     spread = f" ±{s.speedup_spread:.2f}" if s.speedup_spread else ""
-    return f"{s.speedup_wall:.2f}x{spread}"
+    return f"{speed:.2f}x{spread}" + (" e2e" if s.speedup_decode is None else "")
 
 
 def identical_text(result: RunResult) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Vertical, VerticalScroll
+from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
@@ -15,7 +15,13 @@ from tui_decode import help_text
 
 
 class HelpScreen(ModalScreen[None]):
-    """The help: scrolls with the arrows and page keys; escape, q, F1 or ? closes it."""
+    """The help: scrolls with the arrows and page keys; escape, q, F1 or ? closes it.
+
+    Below `WIDE_FROM` columns (80x24) each formula goes under its sentence, so the sentence keeps
+    the width (`-narrow`, app.tcss); from there on the formula has a column of its own."""
+
+    WIDE_FROM = 110
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (WIDE_FROM, "-wide")]
 
     BINDINGS = [
         Binding("escape", "close", "Close"),
@@ -32,8 +38,9 @@ class HelpScreen(ModalScreen[None]):
                 with Grid(classes="help-figures"):
                     for figure in (*help_text.FIGURES, *help_text.method_figures()):
                         yield Static(Content(figure.labels[0]), classes="help-label")
-                        yield Static(Content(figure.meaning), classes="help-meaning")
-                        yield Static(Content(figure.formula), classes="help-formula")
+                        with Horizontal(classes="help-entry"):  # vertical when narrow: the formula under
+                            yield Static(Content(figure.meaning), classes="help-meaning")
+                            yield Static(Content(figure.formula), classes="help-formula")
                 for title, markings in help_text.SECTIONS:
                     yield Label(title, classes="help-heading")
                     with Grid(classes="help-markings"):

@@ -18,7 +18,7 @@ from textual.widgets import DataTable, Label
 from tui_decode.run_history import Comparison, RunHistory, Stream, row_cells
 from tui_decode.screens.compare_screen import CompareScreen
 
-COLUMNS = ("#", "from", "method", "budget", "tokens", "tau", "accept", "speedup ±", "same?")
+COLUMNS = ("#", "from", "method", "budget", "tokens", "tau", "accept", "decode speedup ±", "same?")
 
 
 class HistoryScreen(ModalScreen[None]):

@@ -2,8 +2,8 @@
 
 Each bar is drawn to the conditional rate (accepted at position i over drafts whose position i
 was judged, i.e. every earlier position was accepted); its solid part is the unconditional rate
-(vLLM's: accepted at i over all drafts), which can only be lower. One Rich text, no widget per
-bar.
+(vLLM's: accepted at i over all drafts), which can only be lower. The two numbers follow in the
+legend's order, each after its glyph: "█ 40% ░ 50%". One Rich text, no widget per bar.
 """
 
 from __future__ import annotations
@@ -56,8 +56,11 @@ def chart(summary: Summary, styles: dict[str, object] | None = None) -> Text | N
         out.append(solid, style=styles.get("bar"))
         out.append(light, style=styles.get("conditional"))
         out.append(blank + " ")
-        cond_txt = "  –" if cond is None else f"{cond:>4.0%}"
-        out.append(f"{cond_txt} ({uncond or 0.0:.0%})\n")
+        # Each number after its own glyph, in the legend's order: of all drafts, then if reached.
+        out.append("█", style=styles.get("bar"))
+        out.append(f"{uncond or 0.0:>5.0%} ")
+        out.append("░", style=styles.get("conditional"))
+        out.append(("    –" if cond is None else f"{cond:>5.0%}") + "\n")
     if n > MAX_POSITIONS:
         out.append(f"   … {n - MAX_POSITIONS} more positions (the JSON has them all)\n", style=styles.get("key"))
     counts = summary.acceptance_length_histogram or []

@@ -20,6 +20,7 @@ from decoders.methods.draft_policy import STOP_TEXT
 from decoders.params import METHOD_NAMES
 from decoders.records import Iteration
 from tui_decode.widgets.details import PLAIN, DetailContext, view_for
+from tui_decode.widgets.details.plain import plain_step_text
 from tui_decode.widgets.styles import component_style
 
 
@@ -83,9 +84,12 @@ class IterationDetail(VerticalScroll, can_focus=True):
         self.border_title = f"Iteration {it.k} · {METHOD_NAMES.get(self.context.method, self.context.method)}"
         kind, detail = detail_of(it, self.context.method)
         parts: list[RenderableType] = [self._summary_line(it)]
-        if it.draft_stop:  # the adaptive draft policy's reason, in words
-            parts.append(Text(f"draft length: {STOP_TEXT.get(it.draft_stop, it.draft_stop)}", style="dim"))
-        parts.extend(view_for(kind)(it, detail, self.context, self._style))
+        if it.draft_stop and not it.draft:  # nothing drafted: one line, with the policy's reason
+            parts.append(Text(plain_step_text(it.draft_stop), style="dim"))
+        else:
+            if it.draft_stop:  # the adaptive draft policy's reason, in words
+                parts.append(Text(f"draft length: {STOP_TEXT.get(it.draft_stop, it.draft_stop)}", style="dim"))
+            parts.extend(view_for(kind)(it, detail, self.context, self._style))
         body.update(Group(*parts))
         self.scroll_home(animate=False)
 

@@ -23,6 +23,7 @@ from decoders.records import RunResult
 from decoders.summary import Summary
 from decoders.theory import cost_aware_speedup
 from decoders.timing import verdict
+from tui_decode.run_history import headline_speed
 from tui_decode.widgets.acceptance_chart import AcceptanceChart
 from tui_decode.widgets.gamma_plot import GammaPlot, PlotData, Point
 from tui_decode.widgets.iteration_table import BARS
@@ -65,11 +66,6 @@ def speed_text(speed: float, spread: float | None) -> tuple[str, str]:
     if speed >= 1.0:
         return f"{speed:.2f}x{noise} faster" if v != "unknown" else f"{speed:.2f}x faster{noise}", v
     return f"{1.0 / speed:.2f}x slower ({speed:.2f}x{noise})", v
-
-
-def headline_speed(s: Summary) -> float | None:
-    """The speedup a run is judged by: decode (the prefill apart) when measured, else end to end."""
-    return s.speedup_decode if s.speedup_decode is not None else s.speedup_wall
 
 
 def gamma_plot_data(s: Summary) -> PlotData:

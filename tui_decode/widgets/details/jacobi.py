@@ -16,7 +16,7 @@ from tui_decode.widgets.details.plain import plain_view
 
 @register_view("jacobi")
 def jacobi_view(it: Iteration, block: Any, context: DetailContext, style: StyleOf) -> list[RenderableType]:
-    if block is None:
+    if block is None or not block.before:  # a block of no guesses (the budget's last token): a plain step
         return plain_view(it, block, context, style)
     table = Table(box=None, padding=(0, 1), show_edge=False, pad_edge=False)
     table.add_column("", style="bold")
