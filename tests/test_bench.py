@@ -178,6 +178,19 @@ def test_spec_is_skipped_without_a_helper_and_sweep_prints_its_table(tiny_folder
     assert "| num_pred | measured speedup | Thm 3.8 |" in out
 
 
+def test_a_sweep_of_lookaheads_window_runs_each_window_as_given(tiny_folder, prompts_file, tmp_path, capsys):
+    """With the adaptive policy W is a cap the run may narrow; a sweep over W must run each value,
+    or its points would all be the same shape."""
+    code, out, err = run_cli(capsys, "bench", "--prompts", prompts_file, "--main", tiny_folder, "--sweep",
+                             "window=1..3", "--limit", "1", "--out", str(tmp_path / "w"), *TINY_BENCH)
+    assert code == 0, err
+    sweep = json.loads((tmp_path / "w" / "report.json").read_text())
+    labels = {int(value): [s["label"] for s in per] for value, per in sweep["samples"].items()}
+    assert sorted(labels) == [1, 2, 3]
+    for value, per in labels.items():
+        assert per and all(f"W={value}," in label and "fixed shape" in label for label in per), per
+
+
 def test_helper_model_runs_transformers_assisted_generation(tmp_path, prompts_file):
     """With a separate helper, transformers' counterpart is ``assistant_model=``; its draft
     forwards are counted apart from the target's, so both sides' tau mean the same thing."""

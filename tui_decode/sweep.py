@@ -28,6 +28,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 from decoders.errors import DecodeError
 from decoders.events import PhaseStarted
 from decoders.methods.base import ParamSpec
+from decoders.methods.lookahead_shape import swept
 from decoders.records import RunResult
 from decoders.summary import Summary
 from tui_decode.messages import failure_message
@@ -149,7 +150,8 @@ class SweepScreen(ModalScreen[None]):
                 for value in self.values:
                     if worker.is_cancelled:
                         break
-                    params = self.settings.params.replace(record=False, **{self.key: value})
+                    params = self.settings.params.replace(record=False, **{self.key: value},
+                                                          **swept(self.settings.params.method, self.key))
                     result = None
                     for event in engine.stream(self.prompt, params, cancelled=lambda: worker.is_cancelled):
                         if isinstance(event, RunResult):

@@ -14,6 +14,7 @@ from decoders.bench.prompts import BenchPrompt
 from decoders.bench.suite import REPORT_SCHEMA, ProgressFn, base_params, created, head, params_settings, prepare, \
     prompt_records, shortest
 from decoders.errors import DecodeError
+from decoders.methods.lookahead_shape import swept
 from decoders.methods.base import all_methods, get_method
 from decoders.params import DecodeParams
 from decoders.theory import cost_aware_speedup, predicted_speedup
@@ -237,7 +238,7 @@ def run_sweep(family: Family, prompts: Sequence[BenchPrompt], sweep: Sweep, max_
                           "give --helper SRC or --self-draft-layer L")
 
     def at(value: int, params: DecodeParams = base) -> DecodeParams:
-        return params.replace(method=sweep.method, **{sweep.name: value})
+        return params.replace(method=sweep.method, **{sweep.name: value}, **swept(sweep.method, sweep.name))
 
     for value in sweep.values:
         at(value).validated()

@@ -22,6 +22,9 @@ from dataclasses import dataclass
 
 from decoders.methods.draft_policy import VerifyCost
 
+#: The parameters the adaptive policy treats as caps: a sweep over one of them runs it fixed, so
+#: that each swept value is the shape that ran (`swept`).
+SHAPE_PARAMS = ("window", "verify_branches")
 #: (W, G) -> tokens per step measured for that shape (see the module docstring)
 TAU = {(1, 1): 1.31, (1, 2): 1.37, (2, 2): 1.44, (4, 4): 1.49}
 LADDER = tuple(TAU)
@@ -38,6 +41,11 @@ class Shape:
 
     def text(self) -> str:
         return f"W={self.window}, G={self.branches}"
+
+
+def swept(method: str, name: str) -> dict[str, str]:
+    """Overrides a sweep of ``method``'s parameter ``name`` needs: lookahead's shape fixed."""
+    return {"draft_policy": "fixed"} if method == "lookahead" and name in SHAPE_PARAMS else {}
 
 
 def positions(window: int, branches: int, ngram: int) -> int:
