@@ -187,8 +187,17 @@ def _extras(run, stats, params, summary) -> dict:
         "pool_hit_rate": round(len(hit) / len(steps), 3),
         "hit_accepted": round(sum(s.accepted for s in hit) / len(hit), 3) if hit else None,
         "tree_nodes": round(sum(len(it.draft) for it in run.iters) / len(run.iters), 2),
-        "shape": steps[0].shape or None,
+        "shape": _short_shape(steps[0].shape),
     }
+
+
+def _short_shape(shape: str) -> str | None:
+    """"W=1, G=1 (narrowed from W=4, G=4)" of the first step's "W=1, G=1: narrowed from ...: why"."""
+    head, _, why = shape.partition(": ")
+    if not head:
+        return None
+    kind = why.split(":")[0]
+    return head + (f" ({kind})" if kind.startswith(("narrowed", "fixed")) else "")
 
 
 def _explain(s, cost_txt: str) -> str:
