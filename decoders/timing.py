@@ -44,8 +44,8 @@ def paired_drift(baseline: Run, method: Run, probe_ms: Sequence[float]) -> tuple
     leaving the machine's change between then and now. A run with at least as many steps of its
     own as the probe has is read from those alone (they are the machine while the run was timed);
     otherwise from the probe alone (a few steps of its own, paired with the baseline's step where
-    a method had just spent its draft, say little of the machine). Returns the drift and how many of its pairs
-    are the method's own steps."""
+    a method had just spent its draft, say little of the machine). Returns the drift and how many
+    of its pairs are the method's own steps."""
     base = {it.pos: it.t_verify_ms for it in baseline.iters[1:] if _plain(it)}
     ratios = [it.t_verify_ms / base[it.pos] for it in method.iters[1:] if _plain(it) and it.pos in base]
     own = len(ratios)

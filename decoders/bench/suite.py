@@ -232,7 +232,9 @@ def run_bench(family: Family, prompts: Sequence[BenchPrompt], methods: Sequence[
     say = progress or (lambda message: None)
     base = base_params(params, max_new_tokens, repeats)
     notes: list[str] = []
-    if type(family.main).__name__ == "Fp16LlamaBackend":  # `decoders.fp16_cpu`
+    from decoders.fp16_cpu import Fp16LlamaBackend
+
+    if isinstance(family.main, Fp16LlamaBackend):
         notes.append("float16 weights on CPU: transformers runs the float32 model, so \"matches tf\" also counts "
                      "outputs that part at near-ties; \"identical to AR\" is the float16 check")
     reference = reference or reference_for(family)

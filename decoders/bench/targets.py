@@ -6,9 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from decoders.bench.aggregate import Figures, MethodStats
+from decoders.bench.aggregate import Figures, MethodStats, speedup_spread
 from decoders.bench.common import FlatRecord
-from decoders.bench.aggregate import speedup_spread
 from decoders.bench.measure import AGAIN, Sample
 from decoders.bench.prompts import group_label
 from decoders.bench.variants import variant_of

@@ -69,22 +69,18 @@ def choose(window: int, branches: int, ngram: int, cost_curve: list[float] | Non
         verify = VerifyCost(cost_curve, GPU_SLOPE) if device == "cuda" else VerifyCost(cost_curve)
     where = "the measured verify-cost curve" if cost_curve else "a prior cost slope (no curve measured yet)"
 
-    def shape(w: int, g: int, reason: str) -> Shape:
-        n = positions(w, g, ngram)
-        return Shape(w, g, n, round(verify.cost(n), 3), reason)
-
+    full = positions(window, branches, ngram)
     if not adaptive:
-        return shape(window, branches, "fixed: W and G as given")
+        return Shape(window, branches, full, round(verify.cost(full), 3), "fixed: W and G as given")
     candidates = {(w, g) for w, g in LADDER if w <= window and g <= branches} | {(window, branches)}
     # most tokens per cost; on a tie (a flat curve) the wider shape
     best = max(candidates, key=lambda s: (_tau(*s) / verify.cost(positions(*s, ngram)), positions(*s, ngram)))
-    chosen = shape(*best, "")
+    n = positions(*best, ngram)
+    cost = round(verify.cost(n), 3)
     if best == (window, branches):
-        why = (f"as given, the most tokens per cost: its {chosen.positions}-token forward costs "
-               f"T({chosen.positions}) = {chosen.cost:.2f} one-token steps ({where})")
+        why = (f"as given, the most tokens per cost: its {n}-token forward costs T({n}) = {cost:.2f} one-token "
+               f"steps ({where})")
     else:
-        full = positions(window, branches, ngram)
         why = (f"narrowed from W={window}, G={branches}: a {full}-token forward costs T({full}) = "
-               f"{verify.cost(full):.2f} one-token steps, a {chosen.positions}-token one T({chosen.positions}) = "
-               f"{chosen.cost:.2f} ({where})")
-    return Shape(chosen.window, chosen.branches, chosen.positions, chosen.cost, why)
+               f"{verify.cost(full):.2f} one-token steps, a {n}-token one T({n}) = {cost:.2f} ({where})")
+    return Shape(*best, n, cost, why)

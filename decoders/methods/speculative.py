@@ -134,6 +134,9 @@ def speculative(ctx: DecodeContext) -> MethodGen:
     return b.finish_run({"main": T, "helper": D})
 
 
+PLOT_GAMMAS = 10  # gammas 1..10 on the plot; the best gamma is searched over the whole range
+
+
 def _best(curve: list[list[float]]) -> int | str:
     """The fastest gamma of ``curve``; at the curve's last gamma it may lie beyond: "N or more"."""
     best = best_gamma(curve)
@@ -164,19 +167,20 @@ def _extras(run, stats, params, summary) -> dict:
     gamma = params.gamma
     if params.draft_policy == "adaptive" and lengths:
         gamma = max(1, min(params.gamma, round(out["mean_drafted"])))
-    curve = speedup_curve(alpha, c)
+    every = speedup_curve(alpha, c, range(1, int(GAMMA.high) + 1))
+    curve = every[:PLOT_GAMMAS]  # what the gamma plot draws
     out.update({
         "gamma_used": gamma,
         "alpha_hat": round(alpha, 3),
         "predicted_speedup": round(predicted_speedup(alpha, gamma, c), 3),
         "expected_tokens": round(expected_tokens(alpha, gamma), 3),
         "curve": curve,
-        "gamma_star": _best(speedup_curve(alpha, c, range(1, int(GAMMA.high) + 1))),
+        "gamma_star": _best(every),
     })
     T = summary.verify_cost_curve
     if T and len(T) > gamma:  # the measured cost of a (gamma + 1)-token verify
-        cost_curve = [[g, round(cost_aware_speedup(alpha, g, c, T[g]), 3)] for g, _ in curve if g < len(T)]
-        out["cost_curve"] = cost_curve
+        cost_curve = [[g, round(cost_aware_speedup(alpha, g, c, T[g]), 3)] for g, _ in every if g < len(T)]
+        out["cost_curve"] = cost_curve[:PLOT_GAMMAS]
         out["gamma_star_cost_aware"] = _best(cost_curve)
         out["predicted_speedup_cost_aware"] = round(cost_aware_speedup(alpha, gamma, c, T[gamma]), 3)
     elif summary.verify_cost is not None:
