@@ -2,9 +2,11 @@
 than once, the distinct continuations are verified together as a tree in one forward.
 
 The first branch is the draft linear prompt lookup would copy, so the tree holds the linear
-draft and a step never accepts less than it would. With the adaptive policy each branch is cut
-to the length its match's acceptance pays for, as the linear draft is; the policy learns from
-the branch the accepted path followed (or the first, when none was accepted).
+draft and a step never accepts less than it would. With the adaptive policy the tree is cut to
+the nodes that pay for their positions (`decoders.methods.tree_budget`): the first branch to the
+length linear prompt lookup would draft, the others only where the chance that an alternative is
+the one accepted, learned from this run, pays for its positions. The match-length acceptance is
+learned from the branch the accepted path followed (or the first, when none was accepted).
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ from typing import TYPE_CHECKING, ClassVar
 from decoders.methods.common import MethodGen, RunBuilder, ms
 from decoders.methods.draft_policy import AdaptiveDraftLength
 from decoders.methods.ngram import NgramIndex
+from decoders.methods.tree_budget import AlternativeRates, chances, path_nodes, prune, subtree
 from decoders.methods.tree_step import commit_tree, verify_tree
 from decoders.records import Detail, register_detail
 
 if TYPE_CHECKING:
     from decoders.methods.common import DecodeContext
+    from decoders.tree import TokenTree
 
 
 @register_detail
@@ -42,6 +46,32 @@ def branch_of(paths: list[list[int]], accepted: list[int]) -> int:
     return next((i for i, p in enumerate(paths) if p[:len(accepted)] == accepted), -1)
 
 
+def budget(tree: TokenTree, paths: list[list[int]], match_lens: list[int], policy: AdaptiveDraftLength,
+           alternatives: AlternativeRates) -> tuple[TokenTree, list[list[int]]]:
+    """The branches cut to the nodes that pay for their position (`decoders.methods.tree_budget`):
+    the first branch to the length linear prompt lookup would draft (none, or now and then a short
+    exploring draft, where that is none); then the other branches' nodes, a branch's own tokens at
+    its match's acceptance rate, an alternative at the rate learned for its rank, where they pay.
+    Returns the tree and each branch cut to its kept prefix (empty: dropped)."""
+    rates = [policy.acceptance(n) for n in match_lens]
+    n_first = match_lens[0]
+    nodes = path_nodes(paths)
+    owner = [0] * len(tree)
+    for i, branch in reversed(list(enumerate(nodes))):  # the first branch through a node owns it
+        for node in branch:
+            owner[node] = i
+    first = policy.choose(n_first, len(paths[0]))  # the linear draft's length (or an exploring one)
+    if first:
+        kept = prune(tree.parents, chances(tree.parents, [rates[o] for o in owner], alternatives), policy.cost,
+                     base=nodes[0][:first])
+    else:
+        kept = []  # the linear draft would not draft here: nor does the tree
+    keep = set(kept)
+    cut = [path[:next((k for k, node in enumerate(branch) if node not in keep), len(branch))]
+           for path, branch in zip(paths, nodes)]
+    return subtree(tree, kept), cut
+
+
 def prompt_lookup_tree(ctx: DecodeContext) -> MethodGen:
     from decoders.tree import TokenTree
 
@@ -51,19 +81,22 @@ def prompt_lookup_tree(ctx: DecodeContext) -> MethodGen:
     n_prompt = len(ctx.prompt_ids)
     disp = ctx.family.display
     policy = AdaptiveDraftLength(params.num_pred, ctx.cost_curve) if params.draft_policy == "adaptive" else None
+    alternatives = AlternativeRates()
     while not b.done:
         t0 = ctx.clock()
         found = index.lookup_many(min(params.num_pred, b.remaining - 1), params.branches)
-        if policy is not None:
-            found = [(d[: policy.choose(n, len(d))], s, n) for d, s, n in found]
-            found = [f for f in found if f[0]]
         paths = [d for d, _, _ in found]
         tree = TokenTree.from_paths(paths)
+        if policy is not None and found:
+            tree, paths = budget(tree, paths, [n for _, _, n in found], policy, alternatives)
+            found = [(d, s, n) for d, (_, s, n) in zip(paths, found) if d]
+            paths = [d for d in paths if d]
         t_lookup = ctx.clock() - t0
         outcome = verify_tree(b, T, tree, len(tree), record=params.record)
         accepted = [tree.tokens[i] for i in outcome.path]
         branch = branch_of(paths, accepted)
         if policy is not None and T.log[-1].positions == len(tree) + 1:  # a decode forward, not the prefill
+            alternatives.observe(tree.parents, outcome.path)
             i = max(branch, 0)
             n_gram = found[i][2] if found else None
             drafted = len(paths[i]) if paths else 0
