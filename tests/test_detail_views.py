@@ -93,11 +93,14 @@ def test_lookahead_steps_show_the_pool_the_window_and_the_chosen_shape():
         assert kind == "lookahead"
         texts.append(drawn(view_for(kind)(it, detail, context, lambda name: Style())))
     first = result.method.iters[0].detail
-    assert f"pool {first.pool} n-grams before this step; {first.hits} began with the last token" in texts[0]
+    assert f"pool {first.pool} window n-grams before this step; {first.hits} candidate" in texts[0]
     assert "shape W=1, G=1: narrowed from W=4, G=4" in texts[0] and "shape W=" not in texts[1]
     assert all("level 0" in t and "level 1" in t for t in texts)
-    hit = next(i for i, it in enumerate(result.method.iters) if it.detail.hits)
+    hit = next(i for i, it in enumerate(result.method.iters) if it.draft)
     assert f"{result.method.iters[hit].detail.accepted} token" in texts[hit] and "token tree" not in texts[hit]
+    for it, text in zip(result.method.iters, texts):  # offered but left out: the budget says why
+        if it.detail.hits and not it.draft:
+            assert "none paid for its positions" in text
 
 
 @pytest.fixture

@@ -103,8 +103,8 @@ def test_lookahead_detail_counts_the_pool_and_round_trips(tmp_path):
 
 def test_lookahead_pool_from_the_text_verifies_the_prompts_ngrams_from_the_first_step():
     """A target that walks a cycle of ten tokens, and a prompt that holds the cycle once: every
-    n-gram the output needs is in the prompt. The text pool verifies one from the first step;
-    the window pool starts empty."""
+    n-gram the output needs is in the prompt. The text's continuation is verified from the first
+    step; the window pool starts empty."""
     from tests.bigram import bigram_family
 
     cycle = list(range(4, 14))
@@ -118,11 +118,48 @@ def test_lookahead_pool_from_the_text_verifies_the_prompts_ngrams_from_the_first
     window = engine.run(prompt_text, params.replace(pool="window"))
     assert text.method.ids == text.baseline.ids == window.method.ids == (cycle[1:] + cycle[:1]) * 2 + [5]
     steps = [it.detail for it in text.method.iters]
-    assert steps[0].pool == 9 and steps[0].hits == 1  # the prompt's 11 tokens hold 9 distinct 3-grams
-    assert [it.n_accepted for it in text.method.iters] == [2] * 7  # N - 1 = 2 of the pool's n-gram, every step
+    # the window's pool starts empty; the text's continuation of its last 3-gram is verified
+    assert steps[0].pool == 0 and steps[0].hits == 1
+    assert [it.n_accepted for it in text.method.iters] == [2] * 7  # N - 1 = 2 of the text's continuation, every step
     assert window.method.iters[0].detail.hits == 0 and window.method.iters[0].n_accepted == 0
     assert text.summary.tau == 3.0 > window.summary.tau
+    # every accepted candidate was the text's own continuation; with --pool window, the window's
+    assert {it.detail.source for it in text.method.iters} == {"text"} and text.summary.extras["window_share"] == 0.0
+    assert window.summary.extras["window_share"] == 1.0
+    assert {it.detail.source for it in window.method.iters if it.n_accepted} == {"window"}
     assert "pool from the window only" in window.method.label and "pool" not in text.method.label
+
+
+def test_lookahead_candidates_put_the_texts_continuation_first_then_the_pools():
+    from decoders.methods.lookahead import WINDOW_KEY, candidates
+
+    seq = [1, 2, 3, 9, 8, 1, 2, 3]  # the tail 3-gram 1 2 3 occurred before, followed by 9 8
+    pool = NgramPool(4)
+    for continuation in ((9, 8), (4, 5), (9,), (6, 7)):
+        pool.add(3, continuation)
+    paths, keys = candidates(NgramIndex(1, 3, seq), pool, seq, 2, 3)
+    # (9,) and (9, 8) start as the text's continuation: nothing new; the most recent pool n-grams next
+    assert paths == [[9, 8], [6, 7], [4, 5]] and keys == [3, WINDOW_KEY, WINDOW_KEY]
+    assert candidates(None, pool, seq, 1, 2) == ([[6], [9]], [WINDOW_KEY, WINDOW_KEY])  # cut to k = 1 token
+    assert candidates(NgramIndex(1, 3, seq), pool, seq, 2, 0) == ([], [])  # G = 0: the window alone
+    assert candidates(NgramIndex(1, 3, seq), NgramPool(2), seq, 2, 1) == ([[9, 8]], [3])
+
+
+def test_adaptive_lookahead_stops_verifying_candidates_that_do_not_pay():
+    """Where a wide forward is dear and the tiny model's pool n-grams are mostly refused, the
+    adaptive budget leaves them out (a plain step beside the window) after it has learned so;
+    fixed verifies every candidate offered. The output is the same."""
+    steep = [1.0] + [2.0 + k for k in range(15)]  # each position past the window costs a step
+    engine = Engine(tiny_family(fast=True))
+    engine.known_cost_curve = lambda length: steep
+    params = DecodeParams(method="lookahead", window=1, verify_branches=2, max_new_tokens=40)
+    adaptive = engine.run(PROMPT, params)
+    fixed = engine.run(PROMPT, params.replace(draft_policy="fixed"))
+    assert adaptive.method.ids == fixed.method.ids == adaptive.baseline.ids
+    offered = [it for it in fixed.method.iters[1:] if it.detail.hits]
+    assert offered and all(it.draft for it in offered)
+    left_out = [it for it in adaptive.method.iters[1:] if it.detail.hits and not it.draft]
+    assert len(left_out) >= len([it for it in adaptive.method.iters[1:] if it.detail.hits]) // 2
 
 
 def test_lookahead_narrows_its_shape_where_wide_forwards_cost_and_keeps_it_where_they_do_not():
@@ -155,7 +192,7 @@ def test_adaptive_lookahead_says_which_shape_it_ran_and_stays_exact():
     assert all(len(s.window[0]) == 1 for s in steps) and all(s.hits <= 1 for s in steps)
     assert result.method.label == "Lookahead (W=1, N=3, G=1)"
     assert result.summary.extras["shape"] == "W=1, G=1 (narrowed from W=4, G=4)"
-    assert "lookahead decoding emitted" in result.summary.explanation and "pool held n-grams" in result.summary.explanation
+    assert "lookahead decoding emitted" in result.summary.explanation and "held a candidate for the last token" in result.summary.explanation
     assert "shape W=1, G=1 (narrowed from W=4, G=4)" in result.summary.explanation
     fixed = engine.run(PROMPT, DecodeParams(method="lookahead", draft_policy="fixed", max_new_tokens=30))
     assert fixed.method.ids == result.method.ids and fixed.method.label == "Lookahead (W=4, N=3, G=4, fixed shape)"

@@ -84,12 +84,13 @@ class AdaptiveDraftLength:
     def cost(self, positions: int) -> float:
         return self.verify.cost(positions)
 
-    def choose(self, match_len: int, available: int) -> int:
-        """Draft length in 0..min(available, max_len) with the best expected tokens per cost."""
+    def choose(self, match_len: int, available: int, extra: int = 0) -> int:
+        """Draft length in 0..min(available, max_len) with the best expected tokens per cost;
+        ``extra``: positions the forward runs whatever is drafted (lookahead's window)."""
         a = self.acceptance(match_len)
-        best_k, best_rate = 0, 1.0
+        best_k, best_rate = 0, 1.0 / self.cost(1 + extra)
         for k in range(1, min(available, self.max_len) + 1):
-            rate = expected_tokens(a, k) / self.cost(k + 1)
+            rate = expected_tokens(a, k) / self.cost(k + 1 + extra)
             if rate > best_rate:
                 best_k, best_rate = k, rate
         if best_k == 0 and available > 0:

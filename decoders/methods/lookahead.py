@@ -3,8 +3,12 @@ that start with the last token are verified, several at once, in the same forwar
 
 Each step runs one target forward over a token tree (`decoders.methods.tree_step`):
 
-- the verification branch: up to G n-grams of N-1 tokens from the pool whose key is the last
-  emitted token, merged into a trie (shared prefixes run once);
+- the verification branch: up to G candidates of N-1 tokens merged into a trie (shared prefixes
+  run once). With ``--pool text`` (the default) the first is the text's own continuation of its
+  longest matching n-gram, prompt and output, as prompt lookup matches; then the pool's n-grams
+  whose key is the last emitted token. With the adaptive policy the trie is cut to the nodes
+  that pay for their positions beside the window (`decoders.methods.tree_budget`), their
+  acceptance learned per kind (a text match of each length, a window n-gram);
 - the lookahead branch, a 2-D Jacobi window of N-1 levels x W columns. Level j, column i guesses
   the token at ``n_past + j + i`` (``n_past`` the position of the last emitted token). It is a
   tree too, the shape of llama.cpp's ``examples/lookahead`` sequences: level 0 is a chain (its
@@ -25,8 +29,11 @@ from typing import ClassVar
 
 from decoders.methods.base import Figure, Method, ParamSpec, register
 from decoders.methods.common import DecodeContext, MethodGen, RunBuilder, ms
-from decoders.methods.draft_policy import DRAFT_POLICY
+from decoders.methods.draft_policy import DRAFT_POLICY, AdaptiveDraftLength
 from decoders.methods.lookahead_shape import choose
+from decoders.methods.lookup_tree import branch_of
+from decoders.methods.ngram import NgramIndex
+from decoders.methods.tree_budget import AlternativeRates, budget
 from decoders.methods.tree_step import commit_tree, verify_tree, with_extra
 from decoders.records import Detail, register_detail
 
@@ -36,9 +43,12 @@ NGRAM_SIZE = ParamSpec("ngram_size", "N n-gram size", "lookahead: n-gram length 
                        low=2, high=8, metavar="N")
 VERIFY_BRANCHES = ParamSpec("verify_branches", "G branches", "lookahead: pool n-grams verified per step", 4,
                             low=0, high=32, metavar="G")
-POOL = ParamSpec("pool", "n-gram pool", "lookahead: 'text' also fills the n-gram pool with the prompt's and the "
-                 "output's own n-grams (LookaheadDecoding's POOL_FROM_PROMPT); 'window' only with the Jacobi "
-                 "window's", "text", kind="choice", choices=("text", "window"))
+POOL = ParamSpec("pool", "n-gram pool", "lookahead: 'text' also verifies the text's own continuation of its last "
+                 "n-gram, from the prompt and the output (LookaheadDecoding's POOL_FROM_PROMPT, matched as prompt "
+                 "lookup matches); 'window' only the Jacobi window's n-grams", "text", kind="choice",
+                 choices=("text", "window"))
+TEXT_NGRAM = 3  # the longest n-gram of the text matched against its tail (prompt lookup's default)
+WINDOW_KEY = 0  # the acceptance key of the window's n-grams (a text match's key is its length, 1..)
 
 
 @register_detail
@@ -48,12 +58,14 @@ class LookaheadStep(Detail):
     and the Jacobi window that ran (the tree of candidates is the iteration's draft rows)."""
 
     kind: ClassVar[str] = "lookahead"
-    pool: int  # n-grams in the pool before this step
-    hits: int  # pool n-grams keyed by the last token, verified this step
+    pool: int  # the window's n-grams in the pool before this step
+    hits: int  # candidates offered for the last token: the text's continuation, the pool's n-grams
+    # (the adaptive policy verifies those that pay for their positions: the iteration's draft rows)
     accepted: int  # tokens of the verification branch accepted
     window: list[list[str]]  # level by level, the guesses that ran (level 0's column 0 is the last token)
     added: int  # n-grams this step's window added to the pool that it did not hold
     shape: str = ""  # the run's W and G and why (`lookahead_shape.choose`); the first step only
+    source: str = ""  # where the accepted candidate came from: "text", "window", "" (none accepted)
 
 
 class NgramPool:
@@ -144,37 +156,66 @@ def lookahead(ctx: DecodeContext) -> MethodGen:
 
     window = Window([[fill() for _ in range(W)] for _ in range(N - 1)])
     pool = NgramPool(max(G, 1))
-    from_text = params.pool == "text"
-    scanned = 0  # n-grams of the text (prompt, then output) starting before this are in the pool
-
-    def scan_text() -> None:
-        """Add the text's n-grams that have become complete: the prompt's at the start, then
-        those the emitted tokens close (the key and the N-1 tokens after it)."""
-        nonlocal scanned
-        seq = b.seq
-        for start in range(scanned, len(seq) - N + 1):
-            pool.add(seq[start], tuple(seq[start + 1:start + N]))
-        scanned = max(scanned, len(seq) - N + 1)
+    # the text's own continuation of its last n-gram, matched as prompt lookup matches
+    index = NgramIndex(1, TEXT_NGRAM, b.seq) if params.pool == "text" else None
+    policy = AdaptiveDraftLength(N - 1, ctx.cost_curve) if params.draft_policy == "adaptive" else None
+    alternatives = AlternativeRates()
 
     while not b.done:
-        if from_text:
-            scan_text()
-        candidates = [c[: b.remaining - 1] for c in pool.get(b.seq[-1], G)]
-        verify = TokenTree.from_paths([c for c in candidates if c])
+        k = min(N - 1, b.remaining - 1)
+        paths, keys = candidates(index, pool, b.seq, k, G)
         window.levels[0][0] = b.seq[-1]
         w_tokens, w_parents, w_last = window.tree_nodes()
+        offered = len(paths)
+        if policy is not None and paths:
+            verify, paths = budget(TokenTree.from_paths(paths), paths, keys, policy, alternatives, len(w_tokens))
+            keys = [key for key, path in zip(keys, paths) if path]
+            paths = [path for path in paths if path]
+        else:
+            verify = TokenTree.from_paths(paths)
         tree, first_extra = with_extra(verify, w_tokens, w_parents)
         pool_before = pool.size
         outcome = verify_tree(b, T, tree, len(verify), record=params.record)
+        accepted = [verify.tokens[i] for i in outcome.path]
+        followed = branch_of(paths, accepted)
+        if policy is not None and T.log[-1].positions == len(tree) + 1:  # a decode forward, not the prefill
+            i = max(followed, 0)
+            policy.observe(keys[i] if paths else None, len(paths[i]) if paths else 0, len(accepted),
+                           len(tree) + 1, T.log[-1].seconds)
+            alternatives.observe(verify.parents, outcome.path)
         new_level = [outcome.best[0 if node < 0 else 1 + first_extra + node] for node in w_last]
         added = sum(pool.add(key, cont) for key, cont in window.ngrams(new_level))
-        detail = LookaheadStep(pool=pool_before, hits=len(candidates), accepted=len(outcome.path),
+        detail = LookaheadStep(pool=pool_before, hits=offered, accepted=len(outcome.path),
                                window=[[disp(t) for t in level] for level in window.levels], added=added,
-                               shape="" if b.iters else f"{shape.text()}: {shape.reason}")
+                               shape="" if b.iters else f"{shape.text()}: {shape.reason}",
+                               source="" if followed < 0 else "window" if keys[followed] == WINDOW_KEY else "text")
         it = commit_tree(b, tree, outcome, t_verify_ms=ms(T.log[-1].seconds), detail=detail)
         window.advance(new_level, len(it.emit), fill)
+        if index is not None:
+            index.extend(b.seq[len(index.seq):])
         yield from b.yielding(it)
     return b.finish_run({"main": T})
+
+
+def candidates(index: NgramIndex | None, pool: NgramPool, seq: list[int], k: int,
+               branches: int) -> tuple[list[list[int]], list[int]]:
+    """Up to ``branches`` candidate continuations of ``seq`` (``k`` tokens at most), and the key
+    each one's acceptance is learned under: first the text's continuation of its longest matching
+    n-gram (key: that n-gram's length), then the pool's n-grams for the last token (key
+    `WINDOW_KEY`), the most recent first; one that a candidate already taken starts with adds
+    nothing and is left out."""
+    paths: list[list[int]] = []
+    keys: list[int] = []
+    found = index.lookup(k) if index is not None and k > 0 and branches > 0 else None
+    if found:
+        paths.append(found[0])
+        keys.append(found[2])
+    for continuation in pool.get(seq[-1], branches):
+        path = list(continuation[:k])
+        if len(paths) < branches and path and not any(p[:len(path)] == path for p in paths):
+            paths.append(path)
+            keys.append(WINDOW_KEY)
+    return paths, keys
 
 
 def _extras(run, stats, params, summary) -> dict:
@@ -182,10 +223,13 @@ def _extras(run, stats, params, summary) -> dict:
     if not steps:
         return {}
     hit = [s for s in steps if s.hits]
+    accepted = sum(s.accepted for s in steps)
     return {
         "pool_size": steps[-1].pool + steps[-1].added,
         "pool_hit_rate": round(len(hit) / len(steps), 3),
         "hit_accepted": round(sum(s.accepted for s in hit) / len(hit), 3) if hit else None,
+        "window_share": round(sum(s.accepted for s in steps if s.source == "window") / accepted, 3)
+        if accepted else None,
         "tree_nodes": round(sum(len(it.draft) for it in run.iters) / len(run.iters), 2),
         "shape": _short_shape(steps[0].shape),
     }
@@ -202,8 +246,10 @@ def _short_shape(shape: str) -> str | None:
 
 def _explain(s, cost_txt: str) -> str:
     x = s.extras
-    pool = (f"the pool held n-grams for the last token on {x['pool_hit_rate']:.0%} of steps"
+    pool = (f"the text or the pool held a candidate for the last token on {x['pool_hit_rate']:.0%} of steps"
             + (f", {x['hit_accepted']:.2f} tokens accepted per such step" if x.get("hit_accepted") is not None else "")
+            + (f" ({x['window_share']:.0%} of them from the window's n-grams)" if x.get("window_share") is not None
+               else "")
             if "pool_hit_rate" in x else "the pool offered nothing")
     shape = f"; shape {x['shape']}" if x.get("shape") else ""
     return (f"lookahead decoding emitted {s.tau or 0.0:.2f} tokens per target forward: {pool}, and every step's "
@@ -220,9 +266,11 @@ METHOD = register(Method(
     detail="lookahead",
     figures=(
         Figure("pool_size", "pool n-grams", "n-grams the Jacobi window collected, at the end of the run", "{}"),
-        Figure("pool_hit_rate", "pool hit rate", "share of steps where the pool held n-grams for the last token",
-               "{:.0%}"),
-        Figure("hit_accepted", "accepted per hit", "tokens accepted from the pool per step that had candidates"),
+        Figure("pool_hit_rate", "pool hit rate", "share of steps with a candidate for the last token: the text's "
+               "continuation of its last n-gram (--pool text) or the window's n-grams", "{:.0%}"),
+        Figure("hit_accepted", "accepted per hit", "candidate tokens accepted per step that had candidates"),
+        Figure("window_share", "from the window", "share of the accepted candidate tokens that came from the Jacobi "
+               "window's n-grams (the rest: the text's own continuation)", "{:.0%}"),
         Figure("tree_nodes", "candidates / step", "candidate tokens verified per step (the window not counted)"),
         Figure("shape", "shape", "the window W and branches G this run used, and why: with the adaptive draft "
                "policy W and G are caps, narrowed where a wide forward costs more than it brings", "{}"),

@@ -17,13 +17,12 @@ from typing import TYPE_CHECKING, ClassVar
 from decoders.methods.common import MethodGen, RunBuilder, ms
 from decoders.methods.draft_policy import AdaptiveDraftLength
 from decoders.methods.ngram import NgramIndex
-from decoders.methods.tree_budget import AlternativeRates, chances, path_nodes, prune, subtree
+from decoders.methods.tree_budget import AlternativeRates, budget
 from decoders.methods.tree_step import commit_tree, verify_tree
 from decoders.records import Detail, register_detail
 
 if TYPE_CHECKING:
     from decoders.methods.common import DecodeContext
-    from decoders.tree import TokenTree
 
 
 @register_detail
@@ -44,32 +43,6 @@ def branch_of(paths: list[list[int]], accepted: list[int]) -> int:
     if not accepted:
         return -1
     return next((i for i, p in enumerate(paths) if p[:len(accepted)] == accepted), -1)
-
-
-def budget(tree: TokenTree, paths: list[list[int]], match_lens: list[int], policy: AdaptiveDraftLength,
-           alternatives: AlternativeRates) -> tuple[TokenTree, list[list[int]]]:
-    """The branches cut to the nodes that pay for their position (`decoders.methods.tree_budget`):
-    the first branch to the length linear prompt lookup would draft (none, or now and then a short
-    exploring draft, where that is none); then the other branches' nodes, a branch's own tokens at
-    its match's acceptance rate, an alternative at the rate learned for its rank, where they pay.
-    Returns the tree and each branch cut to its kept prefix (empty: dropped)."""
-    rates = [policy.acceptance(n) for n in match_lens]
-    n_first = match_lens[0]
-    nodes = path_nodes(paths)
-    owner = [0] * len(tree)
-    for i, branch in reversed(list(enumerate(nodes))):  # the first branch through a node owns it
-        for node in branch:
-            owner[node] = i
-    first = policy.choose(n_first, len(paths[0]))  # the linear draft's length (or an exploring one)
-    if first:
-        kept = prune(tree.parents, chances(tree.parents, [rates[o] for o in owner], alternatives), policy.cost,
-                     base=nodes[0][:first])
-    else:
-        kept = []  # the linear draft would not draft here: nor does the tree
-    keep = set(kept)
-    cut = [path[:next((k for k, node in enumerate(branch) if node not in keep), len(branch))]
-           for path, branch in zip(paths, nodes)]
-    return subtree(tree, kept), cut
 
 
 def prompt_lookup_tree(ctx: DecodeContext) -> MethodGen:

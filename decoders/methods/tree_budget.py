@@ -24,6 +24,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Callable, Sequence
 
 if TYPE_CHECKING:
+    from decoders.methods.draft_policy import AdaptiveDraftLength
     from decoders.tree import TokenTree
 
 ALT_PRIOR = (1.0, 3.0)  # Beta pseudo-counts (accepted, passed over) of an alternative, before any is seen
@@ -103,7 +104,6 @@ def subtree(tree: TokenTree, kept: Sequence[int]) -> TokenTree:
     return TokenTree(tuple(tree.tokens[i] for i in kept), tuple(parents))
 
 
-
 def path_nodes(paths: Sequence[Sequence[int]]) -> list[list[int]]:
     """For each path, its nodes in ``TokenTree.from_paths(paths)`` (numbered as it numbers them)."""
     out: list[list[int]] = []
@@ -115,3 +115,31 @@ def path_nodes(paths: Sequence[Sequence[int]]) -> list[list[int]]:
             nodes.append(node)
         out.append(nodes)
     return out
+
+
+def budget(tree: TokenTree, paths: list[list[int]], match_lens: list[int], policy: AdaptiveDraftLength,
+           alternatives: AlternativeRates, extra: int = 0) -> tuple[TokenTree, list[list[int]]]:
+    """The branches cut to the nodes that pay for their position (see the module docstring):
+    the first branch to the length a linear draft would take (none, or now and then a short
+    exploring draft, where that is none); then the other branches' nodes, a branch's own tokens at
+    its match's acceptance rate, an alternative at the rate learned for its rank, where they pay.
+    ``match_lens``: per branch, the key its acceptance is learned under (prompt lookup: the
+    matched n-gram's length); ``extra``: positions the forward runs beside the tree (lookahead's
+    window). Returns the tree and each branch cut to its kept prefix (empty: dropped)."""
+    rates = [policy.acceptance(n) for n in match_lens]
+    n_first = match_lens[0]
+    nodes = path_nodes(paths)
+    owner = [0] * len(tree)
+    for i, branch in reversed(list(enumerate(nodes))):  # the first branch through a node owns it
+        for node in branch:
+            owner[node] = i
+    first = policy.choose(n_first, len(paths[0]), extra)  # the linear draft's length (or an exploring one)
+    if first:
+        kept = prune(tree.parents, chances(tree.parents, [rates[o] for o in owner], alternatives),
+                     lambda n: policy.cost(n + extra), base=nodes[0][:first])
+    else:
+        kept = []  # the linear draft would not draft here: nor does the tree
+    keep = set(kept)
+    cut = [path[:next((k for k, node in enumerate(branch) if node not in keep), len(branch))]
+           for path, branch in zip(paths, nodes)]
+    return subtree(tree, kept), cut

@@ -19,9 +19,14 @@ def lookahead_view(it: Iteration, step: Any, context: DetailContext, style: Styl
     if step is None:
         return plain_view(it, step, context, style)
     head = Text("\npool ", style=style("heading"))
-    head.append(f"{step.pool} n-grams before this step; {step.hits} began with the last token and were verified")
-    head.append(f", {step.accepted} token{'s' if step.accepted != 1 else ''} accepted" if step.hits else
-                ": nothing to verify, a plain step beside the window")
+    head.append(f"{step.pool} window n-grams before this step; {step.hits} candidate{'s' if step.hits != 1 else ''} "
+                "for the last token (the text's continuation first, then the pool's)")
+    if it.draft:
+        head.append(f", {step.accepted} token{'s' if step.accepted != 1 else ''} accepted")
+    elif step.hits:
+        head.append(": none paid for its positions, a plain step beside the window")
+    else:
+        head.append(": nothing to verify, a plain step beside the window")
     head.append(f"; the window added {step.added} new n-gram{'s' if step.added != 1 else ''}.")
     parts: list[RenderableType] = [head]
     if step.shape:
