@@ -37,6 +37,9 @@ def run_cli(capsys, *argv):
      "temperature must be > 0 in sampling mode (at least 0.01), got -1.0; set --temperature to a positive value"),
     (["run", "--self-draft-layer", "0", *PROMPT], "--self-draft-layer must be 1 or more"),
     (["run", "--threads", "100000", *PROMPT], "--threads must be 1..1024, got 100000"),
+    (["run", "--bogus", "3", *PROMPT], "unrecognized arguments: --bogus 3 (see `tui-decode run --help`)"),
+    (["bench", "--prompts", "x.jsonl", "--nope"], "unrecognized arguments: --nope (see `tui-decode bench --help`)"),
+    (["--nope"], "unrecognized arguments: --nope (see `tui-decode --help`)"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
     code, out, err = run_cli(capsys, *argv)

@@ -29,6 +29,15 @@ class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str):  # type: ignore[override]
         raise DecodeError(f"{message} (see `{self.prog} --help`)")
 
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        """As argparse's, but arguments no parser took point at the help of the command given."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = getattr(parsed, "command", None)
+            where = f"{self.prog} {command}" if command else self.prog
+            raise DecodeError(f"unrecognized arguments: {' '.join(extras)} (see `{where} --help`)")
+        return parsed
+
 
 MAX_THREADS = 1024  # torch threads a user can ask for
 
