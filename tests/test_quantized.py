@@ -133,6 +133,19 @@ def test_families_toml_accepts_self_draft(tmp_path, monkeypatch, capsys):
     assert "int4 self-draft" in capsys.readouterr().out
 
 
+def test_families_piped_keeps_every_id_whole(capsys, monkeypatch, tmp_path):
+    """Piped output (not a terminal, 80 columns by default) is as wide as the table needs."""
+    from decoders.families import BUILTIN_FAMILIES
+
+    monkeypatch.setenv("TUI_DECODE_CONFIG_DIR", str(tmp_path))
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert cli_main(["families"]) == 0
+    out = capsys.readouterr().out
+    for spec in BUILTIN_FAMILIES.values():
+        assert spec.main in out and (spec.helper or "") in out
+    assert "…" not in out
+
+
 # -- the bundled model ------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -245,7 +245,12 @@ def cmd_families(args: argparse.Namespace) -> int:
     from decoders.families import all_families, config_path
     from tui_decode.families_table import families_table
 
-    Console().print(families_table(all_families(), config_path()))
+    table = families_table(all_families(), config_path())
+    console = Console()
+    if not console.is_terminal:  # piped: every id whole on its row, however wide, for grep and cut
+        wide = console.measure(table, options=console.options.update_width(1000)).maximum
+        console = Console(width=max(console.width, wide))
+    console.print(table)
     return 0
 
 

@@ -65,7 +65,7 @@ def families_table(families: dict, config_file: Path) -> Table:
                   caption="int4: a 4-bit copy of the main model drafts for it, built when the family loads "
                           '(self_draft = "int4" in the config file makes it the default)', caption_justify="left")
     for col in ("name", "main", "draft", "may also draft with", "device", "dtype"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")  # a narrow terminal breaks a long id, never cuts it
     for name, spec in families.items():
         table.add_row(name, spec.main, draft_text(spec), other_drafts(spec), spec.device, spec.dtype)
     return table
