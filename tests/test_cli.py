@@ -40,6 +40,7 @@ def run_cli(capsys, *argv):
     (["run", "--bogus", "3", *PROMPT], "unrecognized arguments: --bogus 3 (see `tui-decode run --help`)"),
     (["bench", "--prompts", "x.jsonl", "--nope"], "unrecognized arguments: --nope (see `tui-decode bench --help`)"),
     (["--nope"], "unrecognized arguments: --nope (see `tui-decode --help`)"),
+    (["--threads", "0"], "--threads must be 1..1024, got 0"),  # the app: refused before it opens
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
     code, out, err = run_cli(capsys, *argv)
@@ -119,6 +120,35 @@ def test_run_prints_the_output_and_figures_that_agree_with_the_sentence(capsys, 
                   "drift (machine now / at the baseline)", "prompt tokens"):
         assert label in flat
     assert "(baseline " in flat and "wall speedup" not in flat
+
+
+def test_the_app_sets_torch_threads_before_it_loads_a_family():
+    """`tui-decode --threads N`: the loader sets torch's threads, and a thread that decodes later
+    (the app decodes in threads of its own) runs with N."""
+    import threading
+
+    import torch
+
+    from tui_decode.app import _flags_given
+    from tui_decode.cli import build_parser
+    from tui_decode.workers import threads_loader
+
+    args = build_parser().parse_args(["--threads", "1"])
+    assert args.threads == 1 and not _flags_given(args)  # not a decoding flag: the app's own start applies
+    before = torch.get_num_threads()
+    seen = []
+
+    def in_thread(fn):
+        thread = threading.Thread(target=fn)
+        thread.start()
+        thread.join()
+
+    try:
+        in_thread(lambda: seen.append(threads_loader(1, lambda spec, progress: "family")("spec", None)))
+        in_thread(lambda: seen.append(torch.get_num_threads()))
+    finally:
+        in_thread(lambda: torch.set_num_threads(before))
+    assert seen == ["family", 1]
 
 
 def test_the_app_takes_decoding_flags_at_launch():

@@ -25,7 +25,8 @@ from tui_decode.screens.help_screen import HelpScreen
 from tui_decode.screens.history_screen import compare_with_baseline, open_history
 from tui_decode.settings import DEFAULT_PROMPT, START_PARAMS, Settings
 from tui_decode.sweep import start_sweep
-from tui_decode.workers import EngineFactory, FamilyLoader, default_engine_factory, default_family_loader
+from tui_decode.workers import (EngineFactory, FamilyLoader, default_engine_factory, default_family_loader,
+                                threads_loader)
 
 if TYPE_CHECKING:
     from decoders.family import FamilySpec
@@ -256,8 +257,9 @@ def run_app(args) -> int:
         settings = Settings(params=params if _flags_given(args) else START_PARAMS)
     given = getattr(args, "prompt", None) is not None or getattr(args, "prompt_file", None)
     prompt = read_prompt(args) if given else DEFAULT_PROMPT
+    threads = getattr(args, "threads", None)
     app = TuiDecodeApp(spec, opened=opened, opened_name=Path(args.open).name if opened else "", settings=settings,
-                       prompt=prompt)
+                       prompt=prompt, load_family=threads_loader(threads) if threads else None)
     app.run()
     code = app.return_code or 0  # a crash inside the app exits 1, never 0
     if app.crash is not None:

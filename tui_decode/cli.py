@@ -80,6 +80,26 @@ def add_decode_args(p: argparse.ArgumentParser) -> None:
         spec.add_argument(by_method)
 
 
+def add_threads_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help=f"torch CPU threads (1..{MAX_THREADS}; default: torch's own choice); on a machine shared "
+                        "with other busy processes, 1 avoids threads spinning against each other")
+
+
+def check_threads(args: argparse.Namespace) -> None:
+    """Refuse a thread count out of range, before any model time is spent."""
+    if args.threads is not None and not 1 <= args.threads <= MAX_THREADS:
+        raise DecodeError(f"--threads must be 1..{MAX_THREADS}, got {args.threads}; give 1 on a busy machine, or leave "
+                          "it out for torch's own choice")
+
+
+def set_threads(args: argparse.Namespace) -> None:
+    if args.threads is not None:
+        import torch
+
+        torch.set_num_threads(args.threads)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="tui-decode", description="Watch parallel LLM decoding happen, token by token, "
                                                           "and measure what it buys.")
@@ -89,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     first.add_argument("--prompt", help="the app's first prompt (default: a sample sentence)")
     first.add_argument("--prompt-file", metavar="PATH", help="read the app's first prompt from a file")
     add_model_args(parser)
+    add_threads_arg(parser)
     add_decode_args(parser)  # the app's starting parameters
     sub = parser.add_subparsers(dest="command", parser_class=OneLineParser)
 
@@ -97,9 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--prompt", help="the prompt text")
     src.add_argument("--prompt-file", metavar="PATH", help="read the prompt from a file")
     run.add_argument("--json", metavar="PATH", help="write the whole run as JSON to PATH (- for stdout)")
-    run.add_argument("--threads", type=int, default=None, metavar="N",
-                     help=f"torch CPU threads (1..{MAX_THREADS}; default: torch's own choice); on a machine shared "
-                          "with other busy processes, 1 avoids threads spinning against each other")
+    add_threads_arg(run)
     add_model_args(run)
     add_decode_args(run)
 
@@ -203,19 +222,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     from decoders.atomic import check_destination
 
     err = Console(stderr=True)
-    if args.threads is not None and not 1 <= args.threads <= MAX_THREADS:
-        raise DecodeError(f"--threads must be 1..{MAX_THREADS}, got {args.threads}; give 1 on a busy machine, or leave "
-                          "it out for torch's own choice")
+    check_threads(args)
     params = decode_params(args, args.method)
     prompt = read_prompt(args)
     if not prompt.strip():
         raise DecodeError("the prompt is empty; give some text with --prompt or --prompt-file")
     if args.json and args.json != "-":
         check_destination(args.json, "--json", "the run")  # before any model time is spent
-    if args.threads is not None:
-        import torch
-
-        torch.set_num_threads(args.threads)
+    set_threads(args)
     family = load_with_progress(family_spec(args), err)
     engine = Engine(family)
     params, _ = engine.check(prompt, params)  # fail on bad input before spending model time
@@ -257,6 +271,7 @@ def cmd_families(args: argparse.Namespace) -> int:
 def cmd_app(args: argparse.Namespace) -> int:
     from tui_decode.app import run_app
 
+    check_threads(args)
     return run_app(args)
 
 

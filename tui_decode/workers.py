@@ -51,6 +51,19 @@ def default_family_loader(spec: FamilySpec, progress) -> Family:
     return load_family(spec, progress=progress)
 
 
+def threads_loader(threads: int, load: FamilyLoader = default_family_loader) -> FamilyLoader:
+    """``load``, with torch's CPU threads set to ``threads`` first (``tui-decode --threads N``).
+    The setting is torch's global one: every thread that decodes later takes it."""
+
+    def loader(spec: FamilySpec, progress) -> Family:
+        import torch
+
+        torch.set_num_threads(threads)
+        return load(spec, progress)
+
+    return loader
+
+
 def default_engine_factory(family: Family) -> Engine:
     from decoders.engine import Engine
 
