@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from decoders.methods.draft_policy import AdaptiveDraftLength
-from decoders.methods.tree_budget import (AlternativeRates, budget, chances, child_ranks, path_nodes, prune,
+from decoders.methods.tree_budget import (ALT_PRIOR, AlternativeRates, budget, chances, child_ranks, path_nodes, prune,
                                           subtree)
 from decoders.tree import TokenTree
 
@@ -19,10 +19,11 @@ def test_child_ranks_count_siblings_in_order():
 
 
 def test_chances_multiply_along_the_path():
-    alternatives = AlternativeRates()  # the prior: an alternative is the accepted one 1 time in 4
+    alternatives = AlternativeRates()  # the prior: an alternative is the accepted one 1 time in 14
     parents = [-1, 0, 1, -1, 3]  # a chain of three, and a rank-1 alternative at the root with a child
     got = chances(parents, [0.9, 0.8, 0.7, 0.5, 0.6], alternatives)
-    assert got == pytest.approx([0.9, 0.72, 0.504, 0.25, 0.15])
+    assert ALT_PRIOR[0] / sum(ALT_PRIOR) == pytest.approx(1 / 14)
+    assert got == pytest.approx([0.9, 0.72, 0.504, 1 / 14, 0.6 / 14])
 
 
 @pytest.mark.parametrize("curve", [STEEP, FLAT, [1.0, 1.1, 1.9, 2.0, 2.1, 2.2, 2.3, 2.4, 2.5, 2.6, 2.7]])
@@ -39,11 +40,13 @@ def test_one_chain_is_pruned_to_the_linear_draft_length(curve, a):
 def test_alternatives_are_added_only_where_they_pay():
     parents = [-1, 0, -1]  # a two-token chain and one alternative at the root
     alternatives = AlternativeRates()
-    chance = chances(parents, [0.9, 0.9, 0.5], alternatives)  # the alternative: 0.25
+    chance = chances(parents, [0.9, 0.9, 0.5], alternatives)  # the alternative: 1 in 14
     # flat costs: everything pays
     assert prune(parents, chance, lambda n: 1.0, base=[0, 1]) == [0, 1, 2]
-    # a third position costing 0.5 of a step more: 2.06 tokens / 1.5 beats 2.31 / 2.0
+    # a fourth position costing a quarter step more: 2.71 tokens / 1.5 beats 2.78 / 1.75
     assert prune(parents, chance, lambda n: 1.0 + 0.25 * (n - 1), base=[0, 1]) == [0, 1]
+    # nearly free (0.01 of a step): 2.78 / 1.03 beats 2.71 / 1.02
+    assert prune(parents, chance, lambda n: 1.0 + 0.01 * (n - 1), base=[0, 1]) == [0, 1, 2]
     # the base is kept whatever it costs
     assert prune(parents, chance, lambda n: float(n) ** 3, base=[0]) == [0]
 
@@ -53,19 +56,20 @@ def test_alternative_rates_learn_from_the_accepted_path():
     parents = [-1, 0, -1, 0]  # chain 0 -> 1; node 2 a root alternative; node 3 an alternative under 0
     for _ in range(20):
         rates.observe(parents, [0, 3])  # the chain's first token, then the alternative under it
-    # node 3 accepted 20 times, node 2 passed over 20 times, on the prior's 1 and 3
-    assert rates.rate(1) == pytest.approx(21 / 44)
+    # node 3 accepted 20 times, node 2 passed over 20 times, on the prior's pseudo-counts
+    accepted, passed = ALT_PRIOR
+    assert rates.rate(1) == pytest.approx((accepted + 20) / (accepted + passed + 40))
     before = rates.rate(1)
     for _ in range(20):
         rates.observe(parents, [])  # nothing accepted: only the root's alternative was judged
     assert rates.rate(1) < before
-    assert rates.rate(2) == pytest.approx(0.25)  # no rank-2 alternative seen: the prior
+    assert rates.rate(2) == pytest.approx(ALT_PRIOR[0] / sum(ALT_PRIOR))  # no rank-2 alternative seen: the prior
 
 
 def test_an_alternative_under_a_refused_node_teaches_nothing():
     rates = AlternativeRates()
     rates.observe([-1, 0, 0], [])  # node 2 hangs under node 0, which was refused: never judged
-    assert rates.rate(1) == pytest.approx(0.25)
+    assert rates.rate(1) == pytest.approx(ALT_PRIOR[0] / sum(ALT_PRIOR))
 
 
 def test_path_nodes_number_as_the_trie_does():
