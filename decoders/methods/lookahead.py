@@ -48,6 +48,7 @@ POOL = ParamSpec("pool", "n-gram pool", "lookahead: 'text' also verifies the tex
                  "lookup matches); 'window' only the Jacobi window's n-grams", "text", kind="choice",
                  choices=("text", "window"))
 TEXT_NGRAM = 3  # the longest n-gram of the text matched against its tail (prompt lookup's default)
+IDLE_WINDOW = 0.05  # below this share of the accepted tokens the explanation calls the window idle
 WINDOW_KEY = 0  # the acceptance key of the window's n-grams (a text match's key is its length, 1..)
 
 
@@ -252,8 +253,14 @@ def _explain(s, cost_txt: str) -> str:
                else "")
             if "pool_hit_rate" in x else "the pool offered nothing")
     shape = f"; shape {x['shape']}" if x.get("shape") else ""
+    # the window's n-grams gave (almost) nothing: its positions were pure cost, and the text's
+    # continuations alone are prompt lookup's
+    idle = (x.get("window_share") is not None and x["window_share"] < IDLE_WINDOW and x.get("hit_accepted")
+            and s.tau and s.tau > 1.0)
+    advice = (f"; the window's n-grams gave {x['window_share']:.0%} of the accepted tokens, so its positions were "
+              "nearly all cost: prompt lookup verifies the text's continuations without them" if idle else "")
     return (f"lookahead decoding emitted {s.tau or 0.0:.2f} tokens per target forward: {pool}, and every step's "
-            f"forward ran the Jacobi window beside the candidates{shape}")
+            f"forward ran the Jacobi window beside the candidates{shape}{advice}")
 
 
 METHOD = register(Method(
