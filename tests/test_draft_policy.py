@@ -45,6 +45,14 @@ def test_a_measured_cost_curve_decides_the_draft_length():
     assert flat.choose(2, 10) == 10 and steep.choose(2, 10) == 0
 
 
+def test_a_noisy_curve_never_makes_a_wider_forward_cheaper():
+    """T(4) measured below T(3) is timing noise: the cost of 4 positions is at least that of 3."""
+    from decoders.methods.draft_policy import VerifyCost
+
+    verify = VerifyCost([1.0, 1.16, 1.23, 1.19, 1.16, 1.27])
+    assert [verify.cost(n) for n in range(1, 7)] == [1.0, 1.16, 1.23, 1.23, 1.23, 1.27]
+
+
 def test_a_policy_that_stopped_drafting_measures_again_now_and_then():
     policy = AdaptiveDraftLength(10)
     for _ in range(20):

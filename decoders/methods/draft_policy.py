@@ -17,6 +17,7 @@ and drafts the k that maximises expected tokens per unit of cost,
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from collections import defaultdict, deque
 
@@ -42,7 +43,9 @@ class VerifyCost:
     the slope being the median of the run's own recent measurements."""
 
     def __init__(self, cost_curve: list[float] | None = None, slope: float = PRIOR_SLOPE):
-        self.cost_curve = cost_curve or []
+        # a wider forward never costs less than a narrower one: where timing noise put T(k) below
+        # T(k - 1), the envelope keeps T(k - 1) (else a free-looking position would be drafted)
+        self.cost_curve = list(itertools.accumulate(cost_curve or [], max))
         self.one: float | None = None  # EMA of one-position forward seconds
         self._slopes = deque([slope], maxlen=SLOPE_WINDOW)
 
