@@ -41,7 +41,8 @@ WINDOW = ParamSpec("window", "W window", "lookahead: Jacobi window width (positi
                    low=1, high=32, metavar="W")
 NGRAM_SIZE = ParamSpec("ngram_size", "N n-gram size", "lookahead: n-gram length (the window keeps N-1 levels)", 3,
                        low=2, high=8, metavar="N")
-VERIFY_BRANCHES = ParamSpec("verify_branches", "G branches", "lookahead: pool n-grams verified per step", 4,
+VERIFY_BRANCHES = ParamSpec("verify_branches", "G branches", "lookahead: candidates verified per step (the text's "
+                            "continuation, then the pool's n-grams; 0: the window alone)", 4,
                             low=0, high=32, metavar="G")
 POOL = ParamSpec("pool", "n-gram pool", "lookahead: 'text' also verifies the text's own continuation of its last "
                  "n-gram, from the prompt and the output (LookaheadDecoding's POOL_FROM_PROMPT, matched as prompt "
