@@ -97,13 +97,13 @@ def test_the_lookup_tree_keeps_the_linear_draft_and_drops_alternatives_that_do_n
     linear = AdaptiveDraftLength(10, cost_curve=cliff)
     linear._acc[3] = [90.0, 10.0]
     k = linear.choose(3, 4)
-    pruned, cut = budget(tree, paths, [3, 3, 3], steep, AlternativeRates())
+    pruned, cut = budget(paths, [3, 3, 3], steep, AlternativeRates())
     assert cut[0] == paths[0][:k] and k == 4
     assert cut[1] == [] and cut[2] in ([], [1, 2])  # [1, 2] is the first branch's prefix: nothing new
     assert pruned.tokens == (1, 2, 3, 4)
     flat = AdaptiveDraftLength(10, cost_curve=FLAT)
     flat._acc[3] = [90.0, 10.0]
-    pruned, cut = budget(tree, paths, [3, 3, 3], flat, AlternativeRates())
+    pruned, cut = budget(paths, [3, 3, 3], flat, AlternativeRates())
     assert cut == paths and len(pruned) == len(tree)  # where positions are free, every branch runs
 
 
@@ -111,5 +111,5 @@ def test_the_lookup_tree_drafts_nothing_where_the_linear_draft_would_not():
     paths = [[1, 2], [7, 8]]
     policy = AdaptiveDraftLength(10, cost_curve=[1.0, 3.0, 4.0])
     policy._acc[1] = [1.0, 99.0]
-    pruned, cut = budget(TokenTree.from_paths(paths), paths, [1, 1], policy, AlternativeRates())
+    pruned, cut = budget(paths, [1, 1], policy, AlternativeRates())
     assert len(pruned) == 0 and cut == [[], []]

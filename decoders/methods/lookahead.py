@@ -170,7 +170,7 @@ def lookahead(ctx: DecodeContext) -> MethodGen:
         w_tokens, w_parents, w_last = window.tree_nodes()
         offered = len(paths)
         if policy is not None and paths:
-            verify, paths = budget(TokenTree.from_paths(paths), paths, keys, policy, alternatives, len(w_tokens))
+            verify, paths = budget(paths, keys, policy, alternatives, len(w_tokens))
             keys = [key for key, path in zip(keys, paths) if path]
             paths = [path for path in paths if path]
         else:

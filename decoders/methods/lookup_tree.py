@@ -59,11 +59,12 @@ def prompt_lookup_tree(ctx: DecodeContext) -> MethodGen:
         t0 = ctx.clock()
         found = index.lookup_many(min(params.num_pred, b.remaining - 1), params.branches)
         paths = [d for d, _, _ in found]
-        tree = TokenTree.from_paths(paths)
         if policy is not None and found:
-            tree, paths = budget(tree, paths, [n for _, _, n in found], policy, alternatives)
+            tree, paths = budget(paths, [n for _, _, n in found], policy, alternatives)
             found = [(d, s, n) for d, (_, s, n) in zip(paths, found) if d]
             paths = [d for d in paths if d]
+        else:
+            tree = TokenTree.from_paths(paths)
         t_lookup = ctx.clock() - t0
         outcome = verify_tree(b, T, tree, len(tree), record=params.record)
         accepted = [tree.tokens[i] for i in outcome.path]

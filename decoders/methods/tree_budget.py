@@ -120,7 +120,7 @@ def path_nodes(paths: Sequence[Sequence[int]]) -> list[list[int]]:
     return out
 
 
-def budget(tree: TokenTree, paths: list[list[int]], match_lens: list[int], policy: AdaptiveDraftLength,
+def budget(paths: list[list[int]], match_lens: list[int], policy: AdaptiveDraftLength,
            alternatives: AlternativeRates, extra: int = 0) -> tuple[TokenTree, list[list[int]]]:
     """The branches cut to the nodes that pay for their position (see the module docstring):
     the first branch to the length a linear draft would take (none, or now and then a short
@@ -128,7 +128,11 @@ def budget(tree: TokenTree, paths: list[list[int]], match_lens: list[int], polic
     its match's acceptance rate, an alternative at the rate learned for its rank, where they pay.
     ``match_lens``: per branch, the key its acceptance is learned under (prompt lookup: the
     matched n-gram's length); ``extra``: positions the forward runs beside the tree (lookahead's
-    window). Returns the tree and each branch cut to its kept prefix (empty: dropped)."""
+    window). Returns the tree of the kept nodes and each branch cut to its kept prefix (empty:
+    dropped)."""
+    from decoders.tree import TokenTree
+
+    tree = TokenTree.from_paths(paths)
     rates = [policy.acceptance(n) for n in match_lens]
     n_first = match_lens[0]
     nodes = path_nodes(paths)
