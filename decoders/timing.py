@@ -55,15 +55,10 @@ def paired_drift(baseline: Run, method: Run, probe_ms: Sequence[float]) -> tuple
         ratios = probe
     if not ratios:
         return Drift(1.0, 0.0), 0
-    return Drift(statistics.fmean(ratios), _rse(ratios)), own
+    return Drift(statistics.fmean(ratios), rse(ratios)), own
 
 
 def rse(samples: Sequence[float]) -> float:
-    """Relative standard error of the mean of ``samples`` (0 for fewer than two)."""
-    return _rse(samples)
-
-
-def _rse(samples: Sequence[float]) -> float:
     """Relative standard error of the mean of ``samples`` (0 for fewer than two)."""
     if len(samples) < 2:
         return 0.0

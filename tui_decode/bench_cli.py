@@ -11,11 +11,12 @@ import sys
 
 from decoders.methods.base import method_names
 from decoders.params import DecodeParams, method_param_specs
+from tui_decode.cli import MAX_THREADS
 
 DEFAULT_OUT = "bench-out"
 #: Upper bounds of the bench's own counts (the decoding parameters have theirs in their ParamSpecs):
 #: beyond these a run would exhaust memory (bandwidth tensor, threads) or never end.
-COUNT_BOUNDS = {"limit": 100_000, "repeats": 100, "bandwidth_mb": 16_384, "threads": 1024,
+COUNT_BOUNDS = {"limit": 100_000, "repeats": 100, "bandwidth_mb": 16_384, "threads": MAX_THREADS,
                 "record_overhead_every": 100_000}
 
 

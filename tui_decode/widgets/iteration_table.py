@@ -25,7 +25,8 @@ COLUMNS = (
     ("draft", "t_draft"),  # milliseconds, as the border title says
     ("verify", "t_verify"),
 )
-HEADER_WIDTHS = {key: len(label) for label, key in COLUMNS}
+#: Each column but the drafted tokens at its header's width: where `IterationTable.widths` starts.
+HEADER_WIDTHS = {key: len(label) for label, key in COLUMNS if key != "draft"}
 
 
 def cell_widths(it: Iteration) -> dict[str, int]:
@@ -64,7 +65,7 @@ class IterationTable(DataTable):
         super().__init__(id=id, classes=classes, cursor_type="row", zebra_stripes=True, cell_padding=CELL_PADDING)
         self.iterations: list[Iteration] = []
         self.draft_width = DRAFT_CELL_WIDTH
-        self.widths = {k: w for k, w in HEADER_WIDTHS.items() if k != "draft"}  # the widest cell so far
+        self.widths = dict(HEADER_WIDTHS)  # the widest cell so far
 
     def _fitting_draft_width(self) -> int:
         """The drafted tokens get the width the other columns leave, so that the table fits its pane
@@ -102,7 +103,7 @@ class IterationTable(DataTable):
 
     def clear_iterations(self) -> None:
         self.iterations = []
-        self.widths = {k: w for k, w in HEADER_WIDTHS.items() if k != "draft"}
+        self.widths = dict(HEADER_WIDTHS)
         self._clear_rows()
 
     def _clear_rows(self) -> None:
