@@ -11,19 +11,19 @@ import dataclasses
 
 from typing import TYPE_CHECKING, Callable, Iterator, Union
 
-from decoders.errors import DecodeError
-from decoders.events import PhaseStarted, Progress
+from decoders.core.errors import DecodeError
+from decoders.core.events import PhaseStarted, Progress
 from decoders.methods.autoregressive import METHOD as AUTOREGRESSIVE
-from decoders.methods.base import Method, all_methods
-from decoders.methods.common import DecodeContext
-from decoders.params import DecodeParams
-from decoders.records import Iteration, Run, RunResult
-from decoders.runner import KVRunner
-from decoders.summary import summarize
-from decoders.timing import CURVE_WIDTHS, PROBE_STEPS, context_bucket, measure_cost_curve
+from decoders.core.declarations import Method, all_methods
+from decoders.methods.shared.common import DecodeContext
+from decoders.core.params import DecodeParams
+from decoders.records.run import Iteration, Run, RunResult
+from decoders.backends.runner import KVRunner
+from decoders.analysis.summary import summarize
+from decoders.analysis.timing import CURVE_WIDTHS, PROBE_STEPS, context_bucket, measure_cost_curve
 
 if TYPE_CHECKING:
-    from decoders.family import Family
+    from decoders.models.family import Family
 
 Event = Union[PhaseStarted, Progress, Iteration, RunResult]
 
@@ -113,12 +113,12 @@ class Engine:
         return kind in self._self_drafts
 
     def build_self_draft(self, kind: str):
-        """The ``kind`` self-draft of the main model (`decoders.family.quantized_draft`), built
+        """The ``kind`` self-draft of the main model (`decoders.models.family.quantized_draft`), built
         and warmed up once; the main model and the baselines stay. DecodeError says why not
         (unknown kind, a shape the kernel cannot take, too little memory)."""
         backend = self._self_drafts.get(kind)
         if backend is None:
-            from decoders.family import SELF_DRAFT_KINDS, quantized_draft, warm_up
+            from decoders.models.family import SELF_DRAFT_KINDS, quantized_draft, warm_up
 
             if kind not in SELF_DRAFT_KINDS:
                 raise DecodeError(f"Unknown self-draft kind {kind!r}; choose one of {', '.join(SELF_DRAFT_KINDS)}.")

@@ -1,4 +1,4 @@
-"""float32 against float16 weights on CPU (`--dtype float16`, `decoders.fp16_cpu`) on the bundled
+"""float32 against float16 weights on CPU (`--dtype float16`, `decoders.backends.fp16_cpu`) on the bundled
 SmolLM2-135M, side by side in one run.
 
 * the one-token step (ms) and T(k) = a k-token forward (all k rows of logits kept, as a verify
@@ -35,8 +35,8 @@ CONTEXT = 100
 
 
 def load(dtype: str):
-    from decoders.families import BUILTIN_FAMILIES
-    from decoders.family import load_family
+    from decoders.models.families import BUILTIN_FAMILIES
+    from decoders.models.family import load_family
 
     return load_family(replace(BUILTIN_FAMILIES["smollm2-135m"], device="cpu", dtype=dtype))
 
@@ -97,7 +97,7 @@ def spread(values: list[float], digits: int) -> str:
 
 def identity(families: dict, prompts, tokens: int) -> list[dict]:
     from decoders.engine import Engine
-    from decoders.params import DecodeParams
+    from decoders.core.params import DecodeParams
 
     engines = {name: Engine(family) for name, family in families.items()}
     torch.set_num_threads(1)

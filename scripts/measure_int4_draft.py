@@ -27,14 +27,14 @@ def main() -> None:
 
     torch.set_num_threads(1)
     from decoders.engine import Engine
-    from decoders.families import BUILTIN_FAMILIES
-    from decoders.family import load_family
-    from decoders.params import DecodeParams
+    from decoders.models.families import BUILTIN_FAMILIES
+    from decoders.models.family import load_family
+    from decoders.core.params import DecodeParams
 
     lo, hi = (int(x) for x in args.gammas.split(".."))
     family = load_family(replace(BUILTIN_FAMILIES["smollm2-135m"], device="cpu", dtype="float32", self_draft="int4"))
     if args.head != "model":
-        from decoders.quantized import QuantizedLlamaBackend
+        from decoders.backends.quantized import QuantizedLlamaBackend
 
         family = replace(family, helper=QuantizedLlamaBackend.from_target(family.main, family.main_model, head=args.head))
     engine = Engine(family)

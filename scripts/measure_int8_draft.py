@@ -40,9 +40,9 @@ def main() -> None:
     import torch.nn.functional as F
 
     torch.set_num_threads(1)
-    import decoders.quantized as Q
-    from decoders.families import BUILTIN_FAMILIES
-    from decoders.family import load_family
+    import decoders.backends.quantized as Q
+    from decoders.models.families import BUILTIN_FAMILIES
+    from decoders.models.family import load_family
 
     class Int8Linear:
         def __init__(self, weight, group=None):

@@ -38,8 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from decoders.backend import HFBackend  # noqa: E402
-from decoders.llama_fast import LlamaBackend  # noqa: E402
+from decoders.backends.hf import HFBackend  # noqa: E402
+from decoders.backends.llama_fast import LlamaBackend  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from profile_parts import (  # noqa: E402
@@ -69,8 +69,8 @@ def load():
     """The bundled model (float32, CPU) as a transformers model + tokenizer, via `load_family`."""
     from dataclasses import replace
 
-    from decoders.families import BUILTIN_FAMILIES, DEFAULT_FAMILY
-    from decoders.family import load_family
+    from decoders.models.families import BUILTIN_FAMILIES, DEFAULT_FAMILY
+    from decoders.models.family import load_family
 
     spec = replace(BUILTIN_FAMILIES[DEFAULT_FAMILY], device="cpu", dtype="float32")
     family = load_family(spec, fast=False)
@@ -195,7 +195,7 @@ def main() -> None:
     parser.add_argument("--new", type=int, default=64, help="tokens of the greedy identity check (and --hf generate runs)")
     parser.add_argument("--plain", action="store_true", help="no oneDNN-packed weights for multi-token steps")
     parser.add_argument("--dtype", choices=("float32", "float16"), default="float32",
-                        help="float16: float16 weights through fbgemm (decoders.fp16_cpu; its layout shows as plain, "
+                        help="float16: float16 weights through fbgemm (decoders.backends.fp16_cpu; its layout shows as plain, "
                              "the floor reads its half-size weight bytes, transformers stays float32)")
     parser.add_argument("--variants", default="", help=f"candidate layouts to break down beside the backend's, "
                         f"comma-separated: {', '.join(VARIANTS)} (each packs one more weight copy)")
@@ -219,7 +219,7 @@ def main() -> None:
     print(f"model loaded in {time.perf_counter() - started:.1f} s")
     t0 = time.perf_counter()
     if args.dtype == "float16":
-        from decoders.fp16_cpu import Fp16LlamaBackend
+        from decoders.backends.fp16_cpu import Fp16LlamaBackend
 
         fast = Fp16LlamaBackend.from_hf(model)
     else:

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 import torch
 import torch.nn.functional as F
 
-from decoders import llama_fast
+from decoders.backends import llama_fast
 
 #: Part names of the breakdown, in print order. ``other`` is the forward's wall time less the parts.
 PARTS = ("qkv", "o", "gate_up", "down", "attn", "norms", "rotary", "act", "head", "other")
@@ -181,7 +181,7 @@ def timed_forward(backend, ids: torch.Tensor, mm, clock: dict[str, float]) -> to
 
 def layouts(backend) -> dict[str, object]:
     """The matmul objects a breakdown compares: plain addmm and (where available) oneDNN-packed."""
-    found = {"plain": backend._plain}  # float16 weights (`decoders.fp16_cpu`): their one layout, no packed copy
+    found = {"plain": backend._plain}  # float16 weights (`decoders.backends.fp16_cpu`): their one layout, no packed copy
     packed = llama_fast._packed(backend.weights) if isinstance(backend._plain, llama_fast._PlainMatmuls) else None
     if isinstance(packed, llama_fast._PackedMatmuls):
         found["packed"] = packed

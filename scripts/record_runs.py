@@ -35,9 +35,9 @@ class StepClock:
 
 def main(argv: list[str] | None = None) -> int:
     from decoders.engine import Engine
-    from decoders.families import BUILTIN_FAMILIES, DEFAULT_FAMILY
-    from decoders.family import load_family
-    from tui_decode.settings import DEFAULT_PROMPT, START_PARAMS
+    from decoders.models.families import BUILTIN_FAMILIES, DEFAULT_FAMILY
+    from decoders.models.family import load_family
+    from tui_decode.state.settings import DEFAULT_PROMPT, START_PARAMS
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "tests" / "data")

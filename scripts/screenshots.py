@@ -33,9 +33,9 @@ def busiest_iteration(result) -> int:
 
 
 async def capture(methods: list[str], out: Path, max_new_tokens: int, timeout: float) -> None:
-    from decoders.families import BUILTIN_FAMILIES, DEFAULT_FAMILY
+    from decoders.models.families import BUILTIN_FAMILIES, DEFAULT_FAMILY
     from tui_decode.app import TuiDecodeApp
-    from tui_decode.settings import START_PARAMS, Settings
+    from tui_decode.state.settings import START_PARAMS, Settings
 
     spec = replace(BUILTIN_FAMILIES[DEFAULT_FAMILY], device="cpu", dtype="float32")
     settings = Settings(START_PARAMS.replace(max_new_tokens=max_new_tokens))

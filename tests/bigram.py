@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from decoders.family import Family
+from decoders.models.family import Family
 from tests.tiny import tiny_tokenizer
 
 

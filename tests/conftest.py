@@ -12,7 +12,7 @@ import pytest
 def smollm2():
     """The bundled SmolLM2-135M family on CPU in float32 (reproducible numerics on any machine),
     from the built-in definition so a user's families.toml cannot change what tests run."""
-    from decoders.families import BUILTIN_FAMILIES
-    from decoders.family import load_family
+    from decoders.models.families import BUILTIN_FAMILIES
+    from decoders.models.family import load_family
 
     return load_family(replace(BUILTIN_FAMILIES["smollm2-135m"], device="cpu", dtype="float32"))

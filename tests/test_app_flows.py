@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from decoders.engine import Engine
-from decoders.errors import DecodeError
-from decoders.events import PhaseStarted
-from decoders.family import FamilySpec, load_family
-from decoders.records import Iteration, RunResult
+from decoders.core.errors import DecodeError
+from decoders.core.events import PhaseStarted
+from decoders.models.family import FamilySpec, load_family
+from decoders.records.run import Iteration, RunResult
 from tests.tiny import save_tiny_model
 from tui_decode.app import TuiDecodeApp
-from tui_decode.settings import START_PARAMS, Settings
+from tui_decode.state.settings import START_PARAMS, Settings
 from tui_decode.widgets import IterationDetail, PromptEditor
 
 pytestmark = pytest.mark.anyio
@@ -286,7 +286,7 @@ async def test_every_action_is_in_the_command_palette(tmp_path):
 def test_run_app_opens_a_saved_run(tmp_path, monkeypatch):
     """`tui-decode --open RUN.json` reaches the app with the run loaded and the family resolved."""
     from tui_decode import app as app_module
-    from tui_decode.cli import build_parser
+    from tui_decode.cli.main import build_parser
 
     shutil.copy(DATA / "run_ar.json", tmp_path / "run.json")
     seen = {}
@@ -303,7 +303,7 @@ def test_run_app_opens_a_saved_run(tmp_path, monkeypatch):
 
 
 def test_run_app_with_a_missing_run_file_is_one_line_exit_2(tmp_path, capsys):
-    from tui_decode.cli import main
+    from tui_decode.cli.main import main
 
     assert main(["--open", str(tmp_path / "missing.json")]) == 2
     err = capsys.readouterr().err
@@ -382,7 +382,7 @@ async def test_the_screen_stays_usable_while_a_family_loads(tiny_spec, tiny_fami
 async def test_the_iteration_detail_says_why_an_adaptive_draft_stopped():
     from textual.app import App
 
-    from decoders.records import Emitted, Iteration
+    from decoders.records.run import Emitted, Iteration
     from tui_decode.widgets.details import DetailContext
 
     class Holder(App):

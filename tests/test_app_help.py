@@ -9,9 +9,9 @@ import pytest
 from rich.console import Group
 from rich.table import Table
 
-from decoders.families import BUILTIN_FAMILIES
-from decoders.records import RunResult
-from tui_decode import help_text
+from decoders.models.families import BUILTIN_FAMILIES
+from decoders.records.run import RunResult
+from tui_decode.state import help_text
 from tui_decode.app import TuiDecodeApp
 from tui_decode.screens import HelpScreen
 from tui_decode.widgets import PromptEditor

@@ -12,9 +12,9 @@ import pytest
 from textual import events
 
 from decoders.engine import Engine
-from decoders.events import PhaseStarted
-from decoders.params import DecodeParams
-from decoders.records import Iteration
+from decoders.core.events import PhaseStarted
+from decoders.core.params import DecodeParams
+from decoders.records.run import Iteration
 from tests.test_app_flows import (  # noqa: F401 - fixtures
     PROMPT,
     PacedEngine,
@@ -25,8 +25,8 @@ from tests.test_app_flows import (  # noqa: F401 - fixtures
     wait_for,
 )
 from tui_decode.app import TuiDecodeApp
-from tui_decode.live_run import LiveRun
-from tui_decode.settings import START_PARAMS, Settings
+from tui_decode.state.live_run import LiveRun
+from tui_decode.state.settings import START_PARAMS, Settings
 
 pytestmark = pytest.mark.anyio
 SIZE = (140, 45)
@@ -114,7 +114,7 @@ def test_the_status_line_shows_the_prefill_as_its_own_step():
     live.enter(PhaseStarted("baseline", "Autoregressive baseline", 48, prompt_tokens=4321))
     now[0] = 1.5
     assert live.status == "baseline: prefill 4321 prompt tokens … 1.5 s" and live.fraction is None
-    from decoders.events import Progress
+    from decoders.core.events import Progress
 
     now[0] = 2.1
     live.add([Progress("baseline", 1, 48)])
@@ -238,7 +238,7 @@ async def test_keys_answer_within_100_ms_while_a_run_decodes(tiny_spec, loader, 
 # -- launch flags --------------------------------------------------------------------------------------
 def test_launch_flags_open_the_app_with_that_prompt_and_those_settings(tmp_path, monkeypatch):
     from tui_decode import app as app_module
-    from tui_decode.cli import build_parser
+    from tui_decode.cli.main import build_parser
 
     prompt_file = tmp_path / "prompt.txt"
     prompt_file.write_text("Summarise: the cat sat on the mat.")

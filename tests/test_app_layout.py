@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from rich.style import Style
 
-from decoders.records import RunResult
+from decoders.records.run import RunResult
 from tui_decode.app import TuiDecodeApp
-from tui_decode.layout import layout_for
+from tui_decode.screens.layout import layout_for
 from tui_decode.widgets.details import DetailContext, view_for
 from tests.test_app_flows import loader, tiny_family, tiny_spec  # noqa: F401 - fixtures
 
@@ -185,7 +185,7 @@ async def test_the_iterations_table_fits_at_120_columns_every_column_shown(metho
     """The README says 120 columns fit: every column of the iterations table is in view, verify
     time included, with a run's own drafts and with a live run's long ones (five SmolLM-sized
     tokens, a hundred and more iterations, slow steps)."""
-    from decoders.records import DraftRow, Emitted, Iteration
+    from decoders.records.run import DraftRow, Emitted, Iteration
 
     app = opened(method)
     async with app.run_test(size=(120, 40)) as pilot:

@@ -10,11 +10,11 @@ import re
 import pytest
 
 from decoders.engine import Engine
-from decoders.family import FamilySpec, load_family
+from decoders.models.family import FamilySpec, load_family
 from tests.test_app_flows import PROMPT, SIZE, errors, run_and_wait, wait_for
 from tests.tiny import save_tiny_model, tiny_llama_config
 from tui_decode.app import TuiDecodeApp
-from tui_decode.settings import START_PARAMS, Settings
+from tui_decode.state.settings import START_PARAMS, Settings
 
 pytestmark = pytest.mark.anyio
 
@@ -127,9 +127,9 @@ async def test_a_model_the_int4_kernel_cannot_take_is_one_line_and_the_models_st
 
 
 async def test_too_little_memory_for_int4_is_one_line_and_the_models_stay(families, tmp_path, monkeypatch):
-    import decoders.memory
+    import decoders.models.memory
 
-    monkeypatch.setattr(decoders.memory, "available_memory", lambda device=None: 10_000)
+    monkeypatch.setattr(decoders.models.memory, "available_memory", lambda device=None: 10_000)
     app, calls = make_app(families, "good", tmp_path)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         screen = await to_draft_row(pilot, app)

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from decoders.params import METHODS, TOKEN_LADDER, DecodeParams
-from decoders.records import RunResult
-from tui_decode.batching import Batcher
-from tui_decode.live_run import live_figures
-from tui_decode.runs_folder import RUNS_DIR_ENV, run_file_stem, runs_dir, saved_runs
-from tui_decode.settings import KNOB_BY_KEY, Settings, default_draft_layer, knobs_for
-from tui_decode.token_text import real_text, run_tokens
+from decoders.core.params import METHODS, TOKEN_LADDER, DecodeParams
+from decoders.records.run import RunResult
+from tui_decode.state.batching import Batcher
+from tui_decode.state.live_run import live_figures
+from tui_decode.state.runs_folder import RUNS_DIR_ENV, run_file_stem, runs_dir, saved_runs
+from tui_decode.state.settings import KNOB_BY_KEY, Settings, default_draft_layer, knobs_for
+from tui_decode.state.token_text import real_text, run_tokens
 
 DATA = Path(__file__).parent / "data"
 
@@ -153,7 +153,7 @@ def test_saved_runs_newest_first(tmp_path):
 
 def test_importing_the_app_loads_neither_torch_nor_transformers():
     """The first frame must not wait for the heavy libraries."""
-    code = ("import sys, tui_decode.app, tui_decode.cli; "
+    code = ("import sys, tui_decode.app, tui_decode.cli.main; "
             "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
@@ -162,8 +162,8 @@ def test_importing_the_app_loads_neither_torch_nor_transformers():
 def test_a_registered_method_brings_its_own_knobs():
     """The pane's rows come from the declarations: a new method's parameter is a row, stepped
     within its range, and [ ] change the parameter it names as its draft length."""
-    from decoders.methods.base import Method, ParamSpec, register, unregister
-    from tui_decode.settings import draft_length_key
+    from decoders.core.declarations import Method, ParamSpec, register, unregister
+    from tui_decode.state.settings import draft_length_key
 
     span = ParamSpec("span_test", "s span", "Toy: tokens looked back", 3, low=1, high=5)
     register(Method(name="toy", label="Toy", run=lambda ctx: iter(()), params=(span,), draft_length="span_test"))

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from decoders.families import BUILTIN_FAMILIES
-from decoders.records import RunResult
+from decoders.models.families import BUILTIN_FAMILIES
+from decoders.records.run import RunResult
 from tui_decode.app import TuiDecodeApp
 
 DATA = Path(__file__).parent / "data"

@@ -20,9 +20,9 @@ from decoders.bench import (
     select_prompts,
     task_group,
 )
-from decoders.errors import DecodeError
+from decoders.core.errors import DecodeError
 from tiny import perturbed_copy, save_tiny_model, tiny_model
-from tui_decode.cli import main
+from tui_decode.cli.main import main
 
 PROMPTS = [
     {"question_id": 81, "category": "writing", "turns": ["w5 w6 w7 w8 w5 w6 w7", "w9 second turn ignored"]},
@@ -196,7 +196,7 @@ def test_helper_model_runs_transformers_assisted_generation(tmp_path, prompts_fi
     forwards are counted apart from the target's, so both sides' tau mean the same thing."""
     from decoders.bench import run_bench
     from decoders.bench.report import render_markdown
-    from decoders.family import FamilySpec, load_family
+    from decoders.models.family import FamilySpec, load_family
 
     main_model = tiny_model(seed=0)
     main_dir = save_tiny_model(tmp_path / "main", model=main_model)
@@ -315,7 +315,7 @@ def test_acceptance_is_pooled_with_vllm_definitions(bench_run):
 @pytest.fixture
 def lookback_method():
     """A method that exists only in this test (the registry test's), with a short alias."""
-    from decoders.methods.base import Method, register, unregister
+    from decoders.core.declarations import Method, register, unregister
     from test_registry import SPAN, lookback
 
     method = register(Method(name="lookback", label="Lookback", run=lookback, params=(SPAN,), greedy_only=True,

@@ -11,10 +11,10 @@ from decoders.bench.drafts import Drafts, default_variants
 from decoders.bench.reference import reference_for
 from decoders.bench.report import render_markdown
 from decoders.bench.variants import MAX_VARIANTS
-from decoders.errors import DecodeError
-from decoders.family import FamilySpec, load_family
+from decoders.core.errors import DecodeError
+from decoders.models.family import FamilySpec, load_family
 from tiny import save_tiny_model
-from tui_decode.cli import main
+from tui_decode.cli.main import main
 
 PROMPTS = [
     {"question_id": 81, "category": "writing", "turns": ["w5 w6 w7 w8 w5 w6 w7 w8 w5 w6"]},
@@ -98,7 +98,7 @@ def test_two_variants_of_one_method_are_two_rows(two_spec_rows):
 
 
 def test_the_int4_draft_is_built_once_and_only_when_a_row_needs_it(tiny_family, prompts, monkeypatch):
-    import decoders.family as family_module
+    import decoders.models.family as family_module
 
     built = []
     real = family_module.quantized_draft
@@ -115,7 +115,7 @@ def test_the_int4_draft_is_built_once_and_only_when_a_row_needs_it(tiny_family, 
 def test_a_variant_that_leaves_autoregressive_is_flagged_on_its_own(tiny_family, prompts, monkeypatch):
     """Break the branches' decoder only (its last token moved): pld[branches 3] is flagged, pld
     beside it is not, and the report says where each output left the baseline."""
-    import decoders.methods.lookup_tree as lookup_tree
+    import decoders.methods.shared.lookup_tree as lookup_tree
 
     real = lookup_tree.prompt_lookup_tree
 

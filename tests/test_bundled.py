@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from decoders.engine import Engine
-from decoders.params import DecodeParams
+from decoders.core.params import DecodeParams
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "spec_bench_dev.jsonl"
 

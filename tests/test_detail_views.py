@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console, Group
 from rich.style import Style
 
-from decoders.records import RunResult
+from decoders.records.run import RunResult
 from tui_decode.widgets.details import PLAIN, DetailContext, view_for, view_kinds
 from tui_decode.widgets.iteration_detail import detail_of
 
@@ -54,7 +54,7 @@ def test_a_draft_tree_is_drawn_indented_depth_first():
     each under its parent, so the alternative of the first position comes right after the root."""
     from rich.console import Console
 
-    from decoders.records import DraftRow, Emitted as Emit, Iteration
+    from decoders.records.run import DraftRow, Emitted as Emit, Iteration
     from tui_decode.widgets.details.base import depth_first, draft_table
 
     rows = [DraftRow(11, "a", 0.5, 0.1, 0.0, "rej", -1), DraftRow(12, "b", 0.4, None, 0.0, "unv", 0),
@@ -81,7 +81,7 @@ def test_lookahead_steps_show_the_pool_the_window_and_the_chosen_shape():
     """Every lookahead iteration reaches the lookahead view: the pool before the step, its hits
     and what was accepted, the window that ran, and on the first step the shape and why."""
     from decoders.engine import Engine
-    from decoders.params import DecodeParams
+    from decoders.core.params import DecodeParams
     from tests.test_methods import PROMPT, tiny_family
 
     result = Engine(tiny_family(fast=True)).run(PROMPT, DecodeParams(method="lookahead", max_new_tokens=24))
@@ -116,7 +116,7 @@ async def test_a_final_iteration_that_drafted_nothing_says_so_once():
     from textual.app import App
 
     from decoders.methods.jacobi import JacobiBlock
-    from decoders.records import Emitted, Iteration
+    from decoders.records.run import Emitted, Iteration
     from tui_decode.widgets import IterationDetail
 
     class Holder(App):

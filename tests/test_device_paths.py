@@ -4,7 +4,7 @@
 - MPS has no float64, so a float64 cast raises;
 - a CUDA host read (``.item()``, ``.tolist()``, ``int(t)``, ...) waits for the device: tensors
   derived from the model's logits are marked, and every read of one outside the iteration's one
-  counted transfer (`decoders.host.to_host`) is a stray sync;
+  counted transfer (`decoders.backends.host.to_host`) is a stray sync;
 - CUDA forwards are timed by events, whose times may be read only after the iteration's transfer.
 """
 
@@ -15,13 +15,13 @@ import pytest
 torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 
-from decoders import host  # noqa: E402
+from decoders.backends import host  # noqa: E402
 from decoders.engine import Engine  # noqa: E402
-from decoders.llama_fast import LlamaBackend  # noqa: E402
-from decoders.methods.base import get_method  # noqa: E402
-from decoders.methods.common import DecodeContext  # noqa: E402
-from decoders.params import DecodeParams  # noqa: E402
-from decoders.runner import ForwardTimer, KVRunner, device_clock  # noqa: E402
+from decoders.backends.llama_fast import LlamaBackend  # noqa: E402
+from decoders.core.declarations import get_method  # noqa: E402
+from decoders.methods.shared.common import DecodeContext  # noqa: E402
+from decoders.core.params import DecodeParams  # noqa: E402
+from decoders.backends.runner import ForwardTimer, KVRunner, device_clock  # noqa: E402
 from tests.test_methods import PROMPT, tiny_family  # noqa: E402
 
 # One case per method (and per mode/shape of a method that packs its transfer differently).
@@ -232,7 +232,7 @@ def test_one_host_transfer_per_iteration(family, counted, monkeypatch, params):
 def test_the_fast_backend_reads_nothing_on_the_host_off_cpu(family, counted, monkeypatch):
     """Without the CPU-only scalar norm, a forward fed device ids reads none of them back; tree
     positions and masks are read on the host before they move to the device."""
-    from decoders import llama_fast
+    from decoders.backends import llama_fast
 
     monkeypatch.setattr(llama_fast, "move", lambda tensor, device: tensor.as_subclass(Device))
     backend = LlamaBackend.from_hf(family.main_model)
@@ -318,8 +318,8 @@ def _sliding_mistral(seed: int, window: int = 8):
 
 
 def test_sliding_window_models_decode_speculatively_on_the_transformers_backend():
-    from decoders.backend import HFBackend
-    from decoders.family import Family, make_backend
+    from decoders.backends.hf import HFBackend
+    from decoders.models.family import Family, make_backend
     from tests.tiny import perturbed_copy, tiny_tokenizer
 
     main = _sliding_mistral(0)
@@ -338,7 +338,7 @@ def test_sliding_window_models_decode_speculatively_on_the_transformers_backend(
 
 
 def test_a_sliding_window_cache_cropped_past_its_record_starts_over():
-    from decoders.backend import HFBackend
+    from decoders.backends.hf import HFBackend
 
     model = _sliding_mistral(2)
     runner, fresh = KVRunner(HFBackend(model)), KVRunner(HFBackend(model))
@@ -351,8 +351,8 @@ def test_a_sliding_window_cache_cropped_past_its_record_starts_over():
 
 
 def test_a_helper_with_a_shorter_context_bounds_the_family_up_front(tmp_path):
-    from decoders.errors import DecodeError
-    from decoders.family import FamilySpec, load_family
+    from decoders.core.errors import DecodeError
+    from decoders.models.family import FamilySpec, load_family
     from tests.tiny import save_tiny_model, tiny_model
 
     main = save_tiny_model(tmp_path / "main", model=tiny_model(max_positions=128))
@@ -376,7 +376,7 @@ def tiny_folder(tmp_path_factory):
 
 
 def _cli(capsys, argv, code, message):
-    from tui_decode.cli import main
+    from tui_decode.cli.main import main
 
     assert main(argv) == code
     err = capsys.readouterr().err
@@ -434,10 +434,10 @@ DISK_MAP = {"model.embed_tokens": "cpu", "model.layers.0": "cpu", "model.layers.
 
 
 def test_a_model_spread_over_cpu_and_disk_decodes_on_the_transformers_backend(tiny_folder):
-    from decoders.backend import HFBackend
-    from decoders.errors import DecodeError
-    from decoders.family import FamilySpec, load_family
-    from decoders.llama_fast import unsupported_reason
+    from decoders.backends.hf import HFBackend
+    from decoders.core.errors import DecodeError
+    from decoders.models.family import FamilySpec, load_family
+    from decoders.backends.llama_fast import unsupported_reason
 
     messages = []
     plain = load_family(FamilySpec(name="t", main=str(tiny_folder), device="cpu"))
@@ -460,7 +460,7 @@ def test_a_model_spread_over_cpu_and_disk_decodes_on_the_transformers_backend(ti
 
 
 def test_device_map_auto_on_a_cpu_machine_loads_and_runs(tiny_folder):
-    from decoders.family import FamilySpec, load_family
+    from decoders.models.family import FamilySpec, load_family
 
     family = load_family(FamilySpec(name="t", main=str(tiny_folder), device="cpu", device_map="auto"))
     assert family.describe()["device_map"].startswith("auto")
@@ -471,7 +471,7 @@ def test_device_map_auto_on_a_cpu_machine_loads_and_runs(tiny_folder):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_the_static_step_computes_what_the_regular_step_does(monkeypatch, family, dtype):
-    from decoders import llama_fast
+    from decoders.backends import llama_fast
 
     monkeypatch.setattr(llama_fast, "CACHE_CHUNK", 8)  # the cache grows (and the step re-prepares) often
     model = family.main_model.to(dtype)
@@ -497,9 +497,9 @@ def test_the_static_step_computes_what_the_regular_step_does(monkeypatch, family
 
 
 def test_cuda_graphs_are_for_cuda_only(tiny_folder):
-    from decoders.errors import DecodeError
-    from decoders.family import FamilySpec, load_family, make_backend
-    from decoders.static_step import mode_for
+    from decoders.core.errors import DecodeError
+    from decoders.models.family import FamilySpec, load_family, make_backend
+    from decoders.backends.static_step import mode_for
 
     assert mode_for("auto", torch.device("cuda")) == "graph" and mode_for("auto", torch.device("cpu")) == "off"
     assert mode_for("off", torch.device("cuda")) == "off" and mode_for("on", torch.device("mps")) == "off"
@@ -529,7 +529,7 @@ def test_a_failed_graph_capture_falls_back_to_the_regular_step(family):
 
 
 def test_auto_dtype_is_bfloat16_on_cuda_and_float16_without_bf16(monkeypatch):
-    from decoders.family import resolve_dtype
+    from decoders.models.family import resolve_dtype
 
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
     assert resolve_dtype("auto", torch.device("cuda")) == torch.bfloat16

@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from decoders.engine import Engine
-from decoders.family import FamilySpec, load_family
-from decoders.kv_cache import KVCache
-from decoders.llama_fast import LlamaBackend
-from decoders.params import DecodeParams
-from decoders.runner import KVRunner
+from decoders.models.family import FamilySpec, load_family
+from decoders.backends.kv_cache import KVCache
+from decoders.backends.llama_fast import LlamaBackend
+from decoders.core.params import DecodeParams
+from decoders.backends.runner import KVRunner
 from tests.test_quantized import PROMPT, peaked_model
 from tests.tiny import save_tiny_model, tiny_model
 

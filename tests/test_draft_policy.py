@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from decoders.methods.draft_policy import AdaptiveDraftLength
+from decoders.methods.shared.draft_policy import AdaptiveDraftLength
 
 
 def feed(policy, match_len, drafted, accepted, slope, step=0.05):
@@ -47,7 +47,7 @@ def test_a_measured_cost_curve_decides_the_draft_length():
 
 def test_a_noisy_curve_never_makes_a_wider_forward_cheaper():
     """T(4) measured below T(3) is timing noise: the cost of 4 positions is at least that of 3."""
-    from decoders.methods.draft_policy import VerifyCost
+    from decoders.methods.shared.draft_policy import VerifyCost
 
     verify = VerifyCost([1.0, 1.16, 1.23, 1.19, 1.16, 1.27])
     assert [verify.cost(n) for n in range(1, 7)] == [1.0, 1.16, 1.23, 1.23, 1.23, 1.27]
@@ -63,7 +63,7 @@ def test_a_policy_that_stopped_drafting_measures_again_now_and_then():
 
 # --- speculative decoding's adaptive draft length
 
-from decoders.methods.draft_policy import (STOP_EXPLORE, STOP_GAMMA, STOP_PAY, STOP_SKIP,  # noqa: E402
+from decoders.methods.shared.draft_policy import (STOP_EXPLORE, STOP_GAMMA, STOP_PAY, STOP_SKIP,  # noqa: E402
                                            SpecDraftPolicy)
 
 
@@ -112,7 +112,7 @@ def test_adaptive_speculative_runs_record_why_each_draft_stopped(monkeypatch):
     """Tiny helpers cost as much as their target; a helper ten times cheaper is what pays."""
     monkeypatch.setattr(SpecDraftPolicy, "c", property(lambda self: 0.1))
     from decoders.engine import Engine
-    from decoders.params import DecodeParams
+    from decoders.core.params import DecodeParams
     from tests.test_methods import PROMPT, tiny_family
 
     good = Engine(tiny_family(fast=True, helper_noise=0.0))  # the helper is the target: always accepted

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from decoders import bundled, gguf_cache
-from decoders.backend import HFBackend
-from decoders.errors import DecodeError
-from decoders.families import BUILTIN_FAMILIES, all_families, resolve_family, user_families
-from decoders.family import FamilySpec, load_family, visible_text
-from decoders.sources import classify_source
+from decoders.models import bundled, gguf_cache
+from decoders.backends.hf import HFBackend
+from decoders.core.errors import DecodeError
+from decoders.models.families import BUILTIN_FAMILIES, all_families, resolve_family, user_families
+from decoders.models.family import FamilySpec, load_family, visible_text
+from decoders.models.sources import classify_source
 from tiny import perturbed_copy, save_tiny_model, tiny_model, tiny_tokenizer
 
 
@@ -418,7 +418,7 @@ def test_malformed_config_names_the_file_and_the_problem(no_user_config, content
 
 
 def test_importing_the_family_modules_does_not_import_torch():
-    code = ("import sys, decoders.family, decoders.families, decoders.bundled, decoders.gguf_cache; "
+    code = ("import sys, decoders.models.family, decoders.models.families, decoders.models.bundled, decoders.models.gguf_cache; "
             "print('torch' in sys.modules, 'transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[1]).stdout

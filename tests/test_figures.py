@@ -8,7 +8,7 @@ import pytest
 from rich.text import Text
 from textual.app import App, ComposeResult
 
-from decoders.summary import Summary
+from decoders.analysis.summary import Summary
 from tui_decode.widgets.acceptance_chart import chart
 from tui_decode.widgets.gamma_plot import GammaPlot, PlotData, Point
 from tui_decode.widgets.stats_pane import StatsPane, speed_text

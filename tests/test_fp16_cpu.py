@@ -1,5 +1,5 @@
 """`--dtype float16` on CPU: a float32 model whose matrices run as float16 weights through fbgemm
-(`decoders.fp16_cpu`). Its logits are float32 math on the float16-rounded matrices; every method's
+(`decoders.backends.fp16_cpu`). Its logits are float32 math on the float16-rounded matrices; every method's
 greedy output is float16 autoregressive decoding's; what cannot run says so in one line."""
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from decoders import fp16_cpu  # noqa: E402
+from decoders.backends import fp16_cpu  # noqa: E402
 from decoders.engine import Engine  # noqa: E402
-from decoders.errors import DecodeError  # noqa: E402
-from decoders.family import FamilySpec, load_family, make_backend  # noqa: E402
-from decoders.fp16_cpu import Fp16LlamaBackend  # noqa: E402
-from decoders.llama_fast import LlamaBackend, _prepare  # noqa: E402
-from decoders.params import DecodeParams  # noqa: E402
-from decoders.quantized import QuantizedLlamaBackend  # noqa: E402
+from decoders.core.errors import DecodeError  # noqa: E402
+from decoders.models.family import FamilySpec, load_family, make_backend  # noqa: E402
+from decoders.backends.fp16_cpu import Fp16LlamaBackend  # noqa: E402
+from decoders.backends.llama_fast import LlamaBackend, _prepare  # noqa: E402
+from decoders.core.params import DecodeParams  # noqa: E402
+from decoders.backends.quantized import QuantizedLlamaBackend  # noqa: E402
 from tests.test_llama_fast import KINDS, _ids, _model  # noqa: E402
 from tests.test_quantized import PROMPT, peaked_model  # noqa: E402
 from tests.tiny import save_tiny_model, tiny_llama_config  # noqa: E402
@@ -172,7 +172,7 @@ def test_the_bench_reads_half_the_bytes_and_says_its_reference_is_float32(fp16_f
 
 
 def test_the_cli_runs_float16_on_cpu(capsys, monkeypatch, tmp_path, tiny_folder):
-    from tui_decode.cli import main
+    from tui_decode.cli.main import main
 
     monkeypatch.setenv("TUI_DECODE_CACHE_DIR", str(tmp_path))
     assert main(["run", "--main", str(tiny_folder), "--prompt", "w5 w6", "--max-new-tokens", "4",
@@ -223,7 +223,7 @@ def test_a_failing_fbgemm_kernel_is_refused(monkeypatch, tiny_folder):
 
 
 def test_float16_elsewhere_stays_a_model_dtype(monkeypatch):
-    from decoders.family import resolve_dtype
+    from decoders.models.family import resolve_dtype
 
     assert resolve_dtype("float16", torch.device("cpu")) == torch.float16
     assert fp16_cpu.load_dtype_for(torch.device("cpu"), torch.float16, True, None) == torch.float32
@@ -236,7 +236,7 @@ def test_float16_elsewhere_stays_a_model_dtype(monkeypatch):
 def test_bundled_float16_weights_read_half_and_every_method_gives_float16_ar(smollm2):
     from dataclasses import replace
 
-    from decoders.family import quantized_draft
+    from decoders.models.family import quantized_draft
 
     fp16 = Fp16LlamaBackend.from_hf(smollm2.main_model)  # the fixture's float32 transformers module
     assert fp16.weight_bytes * 2 == smollm2.main.weight_bytes

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.tiny import save_tiny_model, tiny_model, tiny_tokenizer
-from tui_decode.cli import main
+from tui_decode.cli.main import main
 
 REPO = Path(__file__).resolve().parent.parent
 RUN_DATA = REPO / "tests" / "data" / "run_spec.json"
@@ -127,9 +127,9 @@ def test_self_draft_of_a_shape_the_int4_kernel_cannot_take(capsys, isolated, tmp
 
 
 def test_self_draft_with_too_little_memory(monkeypatch, capsys, isolated, tiny_folder):
-    import decoders.memory
+    import decoders.models.memory
 
-    monkeypatch.setattr(decoders.memory, "available_memory", lambda device=None: 50_000)
+    monkeypatch.setattr(decoders.models.memory, "available_memory", lambda device=None: 50_000)
     hostile(capsys, isolated, ["run", "--main", str(tiny_folder), "--self-draft", "int4", "--method", "spec", *PROMPT],
             2, "Not enough memory for an int4 self-draft of this model (its packed weights, scales and room to pack them): it needs "
                "about 93 KB and only 50 KB is free in main memory; close other programs, or draft with an "
@@ -138,9 +138,9 @@ def test_self_draft_with_too_little_memory(monkeypatch, capsys, isolated, tiny_f
 
 def test_the_int4_draft_estimate_is_what_the_built_draft_holds():
     """The memory check's estimate (`draft_bytes`) against the bytes the built draft holds."""
-    from decoders.family import make_backend, quantized_draft
-    from decoders.memory import available_memory
-    from decoders.quantized import draft_bytes
+    from decoders.models.family import make_backend, quantized_draft
+    from decoders.models.memory import available_memory
+    from decoders.backends.quantized import draft_bytes
 
     model = tiny_model()
     kept, working = draft_bytes(model)
@@ -153,12 +153,12 @@ def test_the_int4_draft_estimate_is_what_the_built_draft_holds():
 
 
 def test_tiny_temperature_is_rejected_before_any_model_time(monkeypatch, capsys, isolated, tiny_folder):
-    import decoders.family
+    import decoders.models.family
 
     def no_loading(*args, **kwargs):
         raise AssertionError("a model was loaded for a run that must be refused up front")
 
-    monkeypatch.setattr(decoders.family, "load_family", no_loading)
+    monkeypatch.setattr(decoders.models.family, "load_family", no_loading)
     hostile(capsys, isolated, ["run", "--main", str(tiny_folder), *PROMPT, "--mode", "sampling",
                                "--temperature", "0.001"], 2, "at least 0.01")
 
@@ -170,9 +170,9 @@ def test_tiny_temperature_is_rejected_before_any_model_time(monkeypatch, capsys,
     ("notes.txt/run.json", "is not a folder"),
 ])
 def test_json_destination_checked_up_front(monkeypatch, capsys, isolated, tiny_folder, where, message):
-    import decoders.family
+    import decoders.models.family
 
-    monkeypatch.setattr(decoders.family, "load_family", lambda *a, **k: pytest.fail("model loaded"))
+    monkeypatch.setattr(decoders.models.family, "load_family", lambda *a, **k: pytest.fail("model loaded"))
     dest = isolated / "work" / where
     hostile(capsys, isolated, ["run", "--main", str(tiny_folder), *PROMPT, "--json", str(dest)], 2, message)
 
@@ -181,9 +181,9 @@ def test_json_destination_unwritable_folder(monkeypatch, capsys, isolated, tiny_
     """Root ignores permission bits, so an unwritable folder is simulated where it shows: creating a file."""
     import tempfile
 
-    import decoders.family
+    import decoders.models.family
 
-    monkeypatch.setattr(decoders.family, "load_family", lambda *a, **k: pytest.fail("model loaded"))
+    monkeypatch.setattr(decoders.models.family, "load_family", lambda *a, **k: pytest.fail("model loaded"))
     real = tempfile.mkstemp
 
     def denied(*args, dir=None, **kwargs):
@@ -198,7 +198,7 @@ def test_json_destination_unwritable_folder(monkeypatch, capsys, isolated, tiny_
 
 def full_disk_after(monkeypatch, nbytes: int = 100):
     """Make atomic writes fail with ENOSPC after ``nbytes`` reached the temporary file."""
-    from decoders import atomic
+    from decoders.records import atomic
 
     def write_some(handle, data):
         handle.write(bytes(data[:nbytes]))
@@ -230,7 +230,7 @@ def test_json_to_dev_full_keeps_the_device_and_shows_result(capsys, isolated, ti
 
 
 def test_save_through_a_symlink_keeps_the_link(isolated):
-    from decoders.records import RunResult
+    from decoders.records.run import RunResult
 
     target = isolated / "work" / "run.json"
     link = isolated / "work" / "latest.json"
@@ -241,9 +241,9 @@ def test_save_through_a_symlink_keeps_the_link(isolated):
 
 def test_full_disk_on_save_raises_one_line_and_keeps_old_file(monkeypatch, isolated):
     """Fault injection, writer 1 through the API the app uses (ctrl+s): still an OSError, too."""
-    from decoders.atomic import WriteError
-    from decoders.errors import DecodeError
-    from decoders.records import RunResult
+    from decoders.records.atomic import WriteError
+    from decoders.core.errors import DecodeError
+    from decoders.records.run import RunResult
 
     result = RunResult.load(RUN_DATA)
     dest = isolated / "work" / "run.json"
@@ -258,7 +258,7 @@ def test_full_disk_on_save_raises_one_line_and_keeps_old_file(monkeypatch, isola
 
 
 def test_atomic_write_replaces_whole_file_and_keeps_mode(isolated):
-    from decoders import atomic
+    from decoders.records import atomic
 
     dest = isolated / "work" / "notes.txt"
     dest.chmod(0o640)
@@ -295,7 +295,7 @@ def test_prompt_file_unusable(capsys, isolated, tiny_folder, path, message):
 
 
 def test_dev_zero_is_not_read_to_the_end(monkeypatch, capsys, isolated):
-    from decoders import inputs
+    from decoders.records import inputs
 
     reads = []
     real_open = Path.open
@@ -446,7 +446,7 @@ def fake_conversion(monkeypatch):
 
 
 def test_conversion_records_and_verifies_checksums(isolated, fake_conversion):
-    from decoders import gguf_cache
+    from decoders.models import gguf_cache
 
     gguf = fake_gguf(isolated)
     folder = gguf_cache.ensure_converted(gguf)
@@ -460,7 +460,7 @@ def test_conversion_records_and_verifies_checksums(isolated, fake_conversion):
 def test_corrupted_cache_is_reconverted(isolated, fake_conversion, monkeypatch, keep_mtime):
     """Random bytes written into the converted weights: noticed at load, converted afresh. With
     the modification time put back, the sampled hash (first block included) still sees it."""
-    from decoders import gguf_cache
+    from decoders.models import gguf_cache
 
     monkeypatch.setattr(gguf_cache, "FULL_HASH_LIMIT", 1024)  # hash the tiny weights by sample
     gguf = fake_gguf(isolated)
@@ -480,7 +480,7 @@ def test_corrupted_cache_is_reconverted(isolated, fake_conversion, monkeypatch, 
 
 
 def test_truncated_cache_is_reconverted(isolated, fake_conversion):
-    from decoders import gguf_cache
+    from decoders.models import gguf_cache
 
     gguf = fake_gguf(isolated)
     folder = gguf_cache.ensure_converted(gguf)
@@ -520,7 +520,7 @@ def test_full_disk_on_cache_marker(capsys, isolated, fake_conversion, monkeypatc
 def test_killed_conversion_leaves_partial_cleaned_on_next_start(isolated, fake_conversion):
     """A conversion killed by SIGTERM leaves its partial folder (its process is gone): the next
     start removes it at once, while one of a live process (pid 1) stays."""
-    from decoders import gguf_cache
+    from decoders.models import gguf_cache
 
     gguf = fake_gguf(isolated)
     root = isolated / "cache" / "gguf"
@@ -539,7 +539,7 @@ def test_killed_conversion_leaves_partial_cleaned_on_next_start(isolated, fake_c
 
 
 def test_cache_from_before_checksums_gets_them_once(isolated, fake_conversion):
-    from decoders import gguf_cache
+    from decoders.models import gguf_cache
 
     gguf = fake_gguf(isolated)
     folder = gguf_cache.ensure_converted(gguf)
@@ -554,7 +554,7 @@ def test_cache_from_before_checksums_gets_them_once(isolated, fake_conversion):
 
 # -- 7. the error boundary: crashes, interrupts, signals ----------------------------------------
 def test_crash_is_one_line_exit_1_and_a_report(monkeypatch, capsys, isolated):
-    import tui_decode.cli as cli
+    import tui_decode.cli.main as cli
 
     def broken(args):
         raise RuntimeError("something inside broke")
@@ -570,7 +570,7 @@ def test_crash_is_one_line_exit_1_and_a_report(monkeypatch, capsys, isolated):
 def test_app_crash_is_one_line_exit_1_and_a_report(monkeypatch, capsys, isolated):
     """An exception inside the app: no Textual traceback on the terminal, exit 1, a crash report."""
     import tui_decode.app as app_mod
-    from decoders.errors import DecodeError
+    from decoders.core.errors import DecodeError
 
     def no_model(spec, progress):
         raise DecodeError("no model in this test")
@@ -595,12 +595,12 @@ def test_crash_report_on_a_full_disk_falls_back(monkeypatch, capsys, isolated):
     """Fault injection, writer 4: the crash report itself cannot be written where it should."""
     import tempfile
 
-    import tui_decode.cli as cli
+    import tui_decode.cli.main as cli
 
     monkeypatch.setattr(cli, "cmd_families", lambda args: 1 / 0)
     (isolated / "fallback").mkdir()
     monkeypatch.setattr(tempfile, "gettempdir", lambda: str(isolated / "fallback"))
-    from decoders import atomic
+    from decoders.records import atomic
 
     real = atomic.write_bytes
 
@@ -614,7 +614,7 @@ def test_crash_report_on_a_full_disk_falls_back(monkeypatch, capsys, isolated):
 
 
 def test_keyboard_interrupt_is_130(monkeypatch, capsys, isolated):
-    import tui_decode.cli as cli
+    import tui_decode.cli.main as cli
 
     def interrupted(args):
         raise KeyboardInterrupt
@@ -701,7 +701,7 @@ import sys, time
 from pathlib import Path
 import transformers
 from tests.tiny import tiny_model, tiny_tokenizer
-from tui_decode.cli import main
+from tui_decode.cli.main import main
 
 transformers.AutoTokenizer.from_pretrained = lambda *a, **k: tiny_tokenizer()
 transformers.AutoModelForCausalLM.from_pretrained = lambda *a, **k: tiny_model()
@@ -722,7 +722,7 @@ def test_kill_during_conversion(isolated, fake_conversion, sig):
     """A real conversion (tiny model behind transformers' loaders) killed while its partial folder
     is half written. SIGTERM: the CLI unwinds, removes the partial folder and exits 143. SIGKILL
     cannot be caught: the partial folder stays, and the next start removes it (its process is gone)."""
-    from decoders import gguf_cache
+    from decoders.models import gguf_cache
 
     gguf = fake_gguf(isolated)
     ready = isolated / "ready"
@@ -768,9 +768,9 @@ def bench_prompts(isolated: Path, data: bytes | None = None) -> str:
     (None, ["--repeats", "1000000000"], "repeats must be an integer <= 100"),
 ])
 def test_bench_bad_input_before_any_model_time(monkeypatch, capsys, isolated, tiny_folder, data, extra, message):
-    import decoders.family
+    import decoders.models.family
 
-    monkeypatch.setattr(decoders.family, "load_family", lambda *a, **k: pytest.fail("model loaded"))
+    monkeypatch.setattr(decoders.models.family, "load_family", lambda *a, **k: pytest.fail("model loaded"))
     path = bench_prompts(isolated, data)
     extra = [arg.format(work=isolated / "work") for arg in extra]
     hostile(capsys, isolated, ["bench", "--prompts", path, "--main", str(tiny_folder), *extra], 2, message)

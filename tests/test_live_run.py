@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from decoders.events import PhaseStarted, Progress
-from decoders.params import DecodeParams
-from decoders.records import RunResult
-from tui_decode.live_run import LiveRun
+from decoders.core.events import PhaseStarted, Progress
+from decoders.core.params import DecodeParams
+from decoders.records.run import RunResult
+from tui_decode.state.live_run import LiveRun
 
 DATA = Path(__file__).parent / "data"
 

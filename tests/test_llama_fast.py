@@ -6,9 +6,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from decoders import llama_fast  # noqa: E402
-from decoders.backend import HFBackend, truncated_model  # noqa: E402
-from decoders.llama_fast import LlamaBackend, supports, unsupported_reason  # noqa: E402
+from decoders.backends import llama_fast  # noqa: E402
+from decoders.backends.hf import HFBackend, truncated_model  # noqa: E402
+from decoders.backends.llama_fast import LlamaBackend, supports, unsupported_reason  # noqa: E402
 
 VOCAB = 101
 ATOL = 1e-5  # float32; observed differences are ~2e-7
@@ -303,7 +303,7 @@ def test_bundled_smollm2_matches_hf(smollm2):
 
 
 def test_kv_cache_grows_crops_resets_and_compacts():
-    from decoders.kv_cache import KVCache
+    from decoders.backends.kv_cache import KVCache
 
     inv_freq = 1.0 / (10000 ** (torch.arange(0, 8, 2).float() / 8))
     cache = KVCache(2, 1, 8, 20, torch.float32, torch.device("cpu"), inv_freq, chunk=4)

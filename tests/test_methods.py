@@ -8,12 +8,12 @@ import json
 import pytest
 import torch
 
-from decoders.backend import HFBackend
+from decoders.backends.hf import HFBackend
 from decoders.engine import Engine
-from decoders.events import PhaseStarted
-from decoders.family import Family, make_backend
-from decoders.params import DecodeParams
-from decoders.records import EMIT_KINDS, RunResult
+from decoders.core.events import PhaseStarted
+from decoders.models.family import Family, make_backend
+from decoders.core.params import DecodeParams
+from decoders.records.run import EMIT_KINDS, RunResult
 from tests.tiny import perturbed_copy, tiny_llama_config, tiny_tokenizer
 
 VOCAB = 64
@@ -178,7 +178,7 @@ def test_a_divergence_says_whether_it_is_a_near_tie_or_a_bug(engine, monkeypatch
     """A verifier that accepts every draft changes the output; the summary names the token and
     the target's top-2 margin there, far above float noise, and calls it a bug."""
     import decoders.methods.jacobi as jacobi_module
-    from decoders.methods.verify import Verdict
+    from decoders.methods.shared.verify import Verdict
 
     def accept_all(best, drafts):
         g = drafts.numel()

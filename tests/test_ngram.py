@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from decoders.methods.ngram import NgramIndex
+from decoders.methods.shared.ngram import NgramIndex
 
 
 def brute_force_lookup(seq: list[int], n_max: int, n_min: int, k: int):

@@ -12,14 +12,14 @@ torch = pytest.importorskip("torch")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
 import profile_parts  # noqa: E402
-from decoders.llama_fast import LlamaBackend  # noqa: E402
+from decoders.backends.llama_fast import LlamaBackend  # noqa: E402
 from tiny import tiny_model  # noqa: E402
 
 
 @pytest.fixture(scope="module", params=["float32", "float16"])
 def backend(request):
     if request.param == "float16":  # float16 weights through fbgemm: one layout, no packed copy
-        from decoders.fp16_cpu import Fp16LlamaBackend, fbgemm_reason
+        from decoders.backends.fp16_cpu import Fp16LlamaBackend, fbgemm_reason
 
         if fbgemm_reason() is not None:
             pytest.skip(fbgemm_reason())

@@ -9,12 +9,12 @@ import pytest
 import torch
 
 from decoders.engine import Engine
-from decoders.errors import DecodeError
-from decoders.family import FamilySpec, load_family, quantized_draft
-from decoders.params import DecodeParams
-from decoders.quantized import QuantizedLlamaBackend, quantize_int4, unsupported_reason
+from decoders.core.errors import DecodeError
+from decoders.models.family import FamilySpec, load_family, quantized_draft
+from decoders.core.params import DecodeParams
+from decoders.backends.quantized import QuantizedLlamaBackend, quantize_int4, unsupported_reason
 from tests.tiny import save_tiny_model, tiny_llama_config, tiny_model
-from tui_decode.cli import main as cli_main
+from tui_decode.cli.main import main as cli_main
 
 PROMPT = "w10 w11 w12 w13 w14 w10 w11 w12 w20 w21 w22 w10 w11 w12 w13 w30 w31 w10 w11"
 
@@ -115,7 +115,7 @@ def test_cli_bad_self_draft_is_one_line_and_exit_2(capsys, argv, message):
 
 
 def test_families_toml_accepts_self_draft(tmp_path, monkeypatch, capsys):
-    from decoders.families import user_families
+    from decoders.models.families import user_families
 
     path = tmp_path / "families.toml"
     path.write_text('[families.q]\nmain = "bundled"\nself_draft = "int4"\n')
@@ -135,7 +135,7 @@ def test_families_toml_accepts_self_draft(tmp_path, monkeypatch, capsys):
 
 def test_families_piped_keeps_every_id_whole(capsys, monkeypatch, tmp_path):
     """Piped output (not a terminal, 80 columns by default) is as wide as the table needs."""
-    from decoders.families import BUILTIN_FAMILIES
+    from decoders.models.families import BUILTIN_FAMILIES
 
     monkeypatch.setenv("TUI_DECODE_CONFIG_DIR", str(tmp_path))
     monkeypatch.delenv("COLUMNS", raising=False)
@@ -191,7 +191,7 @@ def test_an_engine_switches_between_its_helper_model_int4_and_back(tmp_path):
 
 
 def test_draft_options_step_through_helper_layers_and_int4():
-    from tui_decode.settings import DraftOptions, Settings
+    from tui_decode.state.settings import DraftOptions, Settings
 
     exits = DraftOptions(layers=3, kinds=("int4",))
     assert exits.step(Settings(draft_layer=None), 1).draft_layer == 2  # the default layer first

@@ -12,12 +12,12 @@ from typing import ClassVar
 
 import pytest
 
-from decoders.errors import DecodeError
-from decoders.methods.base import Method, ParamSpec, get_method, register, unregister
-from decoders.methods.common import HostValues, RunBuilder, ms
-from decoders.methods.verify import accept_prefix, accept_tree
-from decoders.params import DecodeParams, all_param_specs, specs_for
-from decoders.records import (
+from decoders.core.errors import DecodeError
+from decoders.core.declarations import Method, ParamSpec, get_method, register, unregister
+from decoders.methods.shared.common import HostValues, RunBuilder, ms
+from decoders.methods.shared.verify import accept_prefix, accept_tree
+from decoders.core.params import DecodeParams, all_param_specs, specs_for
+from decoders.records.run import (
     Detail,
     DraftRow,
     Emitted,
@@ -25,9 +25,9 @@ from decoders.records import (
     RunResult,
     register_detail,
 )
-from decoders.stats import DecodeStats
+from decoders.analysis.stats import DecodeStats
 from tests.tiny import save_tiny_model
-from tui_decode.cli import main
+from tui_decode.cli.main import main
 
 # -- a method that exists only in this test ---------------------------------------------------------
 
@@ -198,7 +198,7 @@ def test_saved_tree_rows_keep_their_parents():
 
 
 def test_listing_methods_and_parameters_loads_no_torch():
-    code = ("import sys; from decoders.params import all_param_specs; from decoders.methods.base import all_methods;"
+    code = ("import sys; from decoders.core.params import all_param_specs; from decoders.core.declarations import all_methods;"
             "all_param_specs(); assert [m.name for m in all_methods()][:4] == ['ar', 'spec', 'pld', 'jacobi'];"
             "assert 'torch' not in sys.modules, 'torch was imported'")
     subprocess.run([sys.executable, "-c", code], check=True)

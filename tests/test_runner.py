@@ -6,9 +6,9 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from decoders.backend import HFBackend
-from decoders.errors import DecodeError
-from decoders.runner import KVRunner
+from decoders.backends.hf import HFBackend
+from decoders.core.errors import DecodeError
+from decoders.backends.runner import KVRunner
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +67,7 @@ def test_early_exit_view_shares_weights(model):
 
 
 def test_warm_up_leaves_an_empty_cache_and_the_same_logits(model):
-    from decoders.family import warm_up
+    from decoders.models.family import warm_up
 
     cold = KVRunner(HFBackend(model)).run([5, 6, 7])
     backend = HFBackend(model)
@@ -77,7 +77,7 @@ def test_warm_up_leaves_an_empty_cache_and_the_same_logits(model):
 
 
 def test_tree_forward_is_logged_and_its_nodes_held_unnamed(model):
-    from decoders.tree import TokenTree
+    from decoders.backends.tree import TokenTree
 
     tree = TokenTree.from_paths([[7, 8], [9]])
     runner = KVRunner(HFBackend(model))

@@ -17,12 +17,12 @@ import torch
 from scipy.stats import chisquare
 
 import decoders.methods.speculative as speculative_module
-from decoders.methods.base import get_method
-from decoders.methods.common import DecodeContext
-from decoders.methods.verify import Verdict, verify_sampling
-from decoders.params import DecodeParams
-from decoders.runner import KVRunner
-from decoders.sampling import sample
+from decoders.core.declarations import get_method
+from decoders.methods.shared.common import DecodeContext
+from decoders.methods.shared.verify import Verdict, verify_sampling
+from decoders.core.params import DecodeParams
+from decoders.backends.runner import KVRunner
+from decoders.backends.sampling import sample
 from tests.bigram import bigram_family, marginals
 
 V = 12

@@ -8,7 +8,7 @@ import pytest
 from decoders.methods.speculative import GAMMA
 from decoders.methods.jacobi import BLOCK
 from tests.test_app_flows import PacedEngine, loader, make_app, tiny_family, tiny_spec, wait_for  # noqa: F401
-from tui_decode.sweep import SweepScreen, sweep_values
+from tui_decode.screens.sweep import SweepScreen, sweep_values
 
 pytestmark = pytest.mark.anyio
 SIZE = (140, 45)

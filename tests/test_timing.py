@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from decoders.params import DecodeParams
-from decoders.records import Emitted, Iteration, Run
-from decoders.summary import summarize
-from decoders.timing import paired_drift, ratio_text, time_to
+from decoders.core.params import DecodeParams
+from decoders.records.run import Emitted, Iteration, Run
+from decoders.analysis.summary import summarize
+from decoders.analysis.timing import paired_drift, ratio_text, time_to
 
 
 def timed_run(step_ms: list[float], method: str = "ar", per_iter: int = 1, finish: str = "length") -> Run:
@@ -114,7 +114,7 @@ def test_steps_are_paired_by_context_so_a_shared_trend_is_no_noise():
     """Both runs step slower as the context grows (40 -> 59 ms); the machine is 1.2x slower now.
     Paired at equal positions the drift is exact and its error nil; unpaired medians would carry
     the trend as noise (about 4%)."""
-    from decoders.timing import rse
+    from decoders.analysis.timing import rse
 
     base_steps = [40.0 + i for i in range(20)]
     baseline = timed_run([100.0] + base_steps)
@@ -130,7 +130,7 @@ def test_a_wide_forward_that_verified_nothing_is_no_one_token_step():
     """Lookahead's iteration with no n-gram hit emits one token after a wide forward: not a probe
     of the machine's one-token speed."""
     from decoders.methods.lookahead import LookaheadStep
-    from decoders.timing import one_token_steps
+    from decoders.analysis.timing import one_token_steps
 
     run = timed_run([100.0] + [120.0] * 5)
     for it in run.iters[1:]:

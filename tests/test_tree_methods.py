@@ -9,11 +9,11 @@ import torch
 
 from decoders.engine import Engine
 from decoders.methods.lookahead import NgramPool, Window
-from decoders.methods.ngram import NgramIndex
-from decoders.methods.tree_step import tree_statuses
-from decoders.params import DecodeParams
-from decoders.records import RunResult
-from decoders.tree import TokenTree
+from decoders.methods.shared.ngram import NgramIndex
+from decoders.methods.shared.tree_step import tree_statuses
+from decoders.core.params import DecodeParams
+from decoders.records.run import RunResult
+from decoders.backends.tree import TokenTree
 from tests.test_bundled import prompt
 from tests.test_methods import PROMPT, engine, tiny_family  # noqa: F401 (engine: a fixture)
 
@@ -172,7 +172,7 @@ def test_adaptive_lookahead_stops_verifying_candidates_that_do_not_pay():
 def test_lookahead_narrows_its_shape_where_wide_forwards_cost_and_keeps_it_where_they_do_not():
     """Adaptive: W and G are caps. A CPU-like curve (T(16) about 3) narrows to one window column
     and one candidate; a GPU-like flat curve keeps the caps; fixed keeps them whatever the cost."""
-    from decoders.methods.lookahead_shape import choose
+    from decoders.methods.shared.lookahead_shape import choose
 
     cpu = [1.0, 1.48, 1.57, 1.76, 1.87, 2.03, 2.16, 2.17, 2.25, 2.43, 2.7, 2.78, 2.95, 2.96, 3.07, 3.3]
     gpu = [1.0 + 0.003 * k for k in range(16)]

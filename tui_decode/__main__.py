@@ -1,3 +1,3 @@
-from tui_decode.cli import main
+from tui_decode.cli.main import main
 
 raise SystemExit(main())

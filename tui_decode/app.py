@@ -17,19 +17,19 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import TextArea
 
-from decoders.params import METHOD_NAMES, METHODS
-from decoders.records import RunResult
-from tui_decode.main_screen import MainScreen
-from tui_decode.runs_folder import runs_dir
+from decoders.core.params import METHOD_NAMES, METHODS
+from decoders.records.run import RunResult
+from tui_decode.screens.main_screen import MainScreen
+from tui_decode.state.runs_folder import runs_dir
 from tui_decode.screens.help_screen import HelpScreen
 from tui_decode.screens.history_screen import compare_with_baseline, open_history
-from tui_decode.settings import DEFAULT_PROMPT, START_PARAMS, Settings
-from tui_decode.sweep import start_sweep
-from tui_decode.workers import (EngineFactory, FamilyLoader, default_engine_factory, default_family_loader,
+from tui_decode.state.settings import DEFAULT_PROMPT, START_PARAMS, Settings
+from tui_decode.screens.sweep import start_sweep
+from tui_decode.workers.decode import (EngineFactory, FamilyLoader, default_engine_factory, default_family_loader,
                                 threads_loader)
 
 if TYPE_CHECKING:
-    from decoders.family import FamilySpec
+    from decoders.models.family import FamilySpec
 
 #: Actions on one-letter keys: off while the prompt editor has focus, so typing stays typing.
 LETTER_ACTIONS = frozenset({"cycle_method", "toggle_mode", "draft_length", "toggle_chat_template",
@@ -235,8 +235,8 @@ class TuiDecodeApp(App[int]):
 
 def _flags_given(args) -> bool:
     """Whether any decoding flag differs from its default (else the app's own start applies)."""
-    from decoders.params import all_param_specs
-    from tui_decode.cli import build_parser
+    from decoders.core.params import all_param_specs
+    from tui_decode.cli.main import build_parser
 
     defaults = build_parser().parse_args([])
     names = [*all_param_specs(), "method", "raw"]
@@ -245,9 +245,9 @@ def _flags_given(args) -> bool:
 
 def run_app(args) -> int:
     """`tui-decode` without a subcommand: open the app (on a saved run with ``--open``)."""
-    from tui_decode.cli import family_spec
+    from tui_decode.cli.main import family_spec
 
-    from tui_decode.cli import decode_params, read_prompt
+    from tui_decode.cli.main import decode_params, read_prompt
 
     opened = RunResult.load(args.open) if getattr(args, "open", None) else None
     spec = family_spec(args)
@@ -263,7 +263,7 @@ def run_app(args) -> int:
     app.run()
     code = app.return_code or 0  # a crash inside the app exits 1, never 0
     if app.crash is not None:
-        from tui_decode.cli import report_crash
+        from tui_decode.cli.main import report_crash
 
         code = report_crash(app.crash, None)  # one line naming the crash report; exit 1
     elif app.terminated:

@@ -2,7 +2,7 @@
 transformers' counterpart it is measured beside.
 
 Drafts are built once per bench run and only when a row needs them: an early exit shares the
-main model's weights (it costs nothing); an int4 self-draft (`decoders.quantized`) packs a copy
+main model's weights (it costs nothing); an int4 self-draft (`decoders.backends.quantized`) packs a copy
 of them (about 1/8 of the float32 bytes, seconds to build), so it is built the first time a row
 asks for it and every int4 row then drafts with that one copy.
 """
@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from decoders.bench.reference import HFReference
 from decoders.bench.variants import DRAFT_KINDS, Variant
-from decoders.errors import DecodeError
-from decoders.family import default_draft_layer
-from decoders.methods.base import get_method, method_names
-from decoders.params import DecodeParams
+from decoders.core.errors import DecodeError
+from decoders.models.family import default_draft_layer
+from decoders.core.declarations import get_method, method_names
+from decoders.core.params import DecodeParams
 
 if TYPE_CHECKING:
-    from decoders.family import Family
+    from decoders.models.family import Family
 
 #: The draft tree and the prompt-lookup branches of the default rows.
 DEFAULT_TREE = (2, 3)
@@ -100,7 +100,7 @@ class Drafts:
             return None if self.n_layers > 1 else "the main model has a single layer, so it has no early exit"
         if getattr(self.family, "main_model", None) is None:
             return "the family does not expose its transformers model to quantize"
-        from decoders.quantized import unsupported_reason
+        from decoders.backends.quantized import unsupported_reason
 
         return unsupported_reason(self.family.main_model, kind, device=self.family.main.device)
 
@@ -140,7 +140,7 @@ class Drafts:
                                        helper_model=None, self_draft=None)
         if self.own == kind:
             return family
-        from decoders.family import quantized_draft, warm_up
+        from decoders.models.family import quantized_draft, warm_up
 
         backend = quantized_draft(family.main, family.main_model, kind)  # DecodeError naming what it cannot take
         warm_up(backend)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from decoders.bench.common import FlatRecord, ratio, rounded
 
 if TYPE_CHECKING:
-    from decoders.family import Family
+    from decoders.models.family import Family
 
 
 def measure_read_bandwidth(nbytes: int = 1 << 30, repeats: int = 5) -> dict[str, float]:
@@ -125,10 +125,10 @@ def bandwidth_floor(bandwidth: dict[str, float], weight_bytes: int, ours_ms_per_
 def verify_cost_curve(family: Family, ids: list[int], repeats: int = 3) -> dict[str, Any]:
     """T(k) for k = 1..16 of the family's main backend after ``ids`` (a prompt's context): a
     k-token forward, every row of logits kept as a verify keeps them, over a one-token forward
-    (`decoders.timing.measure_cost_curve`, medians of ``repeats`` interleaved passes).
+    (`decoders.analysis.timing.measure_cost_curve`, medians of ``repeats`` interleaved passes).
     ``{"context": tokens, "t": [1.0, ...]}``; ``t`` is empty when the context has no room."""
-    from decoders.runner import KVRunner
-    from decoders.timing import CURVE_WIDTHS, measure_cost_curve
+    from decoders.backends.runner import KVRunner
+    from decoders.analysis.timing import CURVE_WIDTHS, measure_cost_curve
 
     seq = list(ids)
     if not seq or len(seq) + CURVE_WIDTHS > family.context_length:

@@ -13,15 +13,15 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from decoders.bench.common import FlatRecord
 from decoders.bench.prompts import BenchPrompt
 from decoders.bench.reference import HFReference, HFRun
-from decoders.params import DecodeParams
-from decoders.records import Run, RunResult
-from decoders.stats import DecodeStats
-from decoders.summary import Summary, first_divergence
-from decoders.timing import paired_drift
+from decoders.core.params import DecodeParams
+from decoders.records.run import Run, RunResult
+from decoders.analysis.stats import DecodeStats
+from decoders.analysis.summary import Summary, first_divergence
+from decoders.analysis.timing import paired_drift
 
 if TYPE_CHECKING:
     from decoders.bench.drafts import Row
-    from decoders.family import Family
+    from decoders.models.family import Family
 
 
 @dataclass(frozen=True)
@@ -158,7 +158,7 @@ class OursEntry:
 def timing_noise(result: RunResult) -> float | None:
     """How much the same autoregressive decode could differ from itself on this prompt, relative:
     the one-token steps timed right after the run against the baseline's own last steps
-    (`decoders.timing.Drift`), their ratio's distance from 1 and its standard error, together.
+    (`decoders.analysis.timing.Drift`), their ratio's distance from 1 and its standard error, together.
     None when no probe was timed."""
     s = result.summary
     if not s.probe_ms:
@@ -270,7 +270,7 @@ class PromptMeasurer:
     def _first_run(self, engine, prompt: BenchPrompt, ids: list[int], params: DecodeParams,
                    label: str) -> tuple[RunResult, HFRun]:
         """The engine's baseline, then transformers' greedy generate(), then the method run."""
-        from decoders.events import PhaseStarted
+        from decoders.core.events import PhaseStarted
 
         theirs_ar = None
         self.tick("ours ar")

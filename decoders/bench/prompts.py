@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from decoders.errors import DecodeError
+from decoders.core.errors import DecodeError
 
 #: Spec-Bench's task groups, in its column order: (key, label, categories).
 TASK_GROUPS: tuple[tuple[str, str, frozenset[str]], ...] = (
@@ -66,7 +66,7 @@ class BenchPrompt:
 
 def load_prompts(path: str | os.PathLike) -> list[BenchPrompt]:
     """Read a Spec-Bench JSONL file; DecodeError naming the file and line for anything malformed."""
-    from decoders.inputs import MAX_PROMPTS_BYTES, decode_utf8
+    from decoders.records.inputs import MAX_PROMPTS_BYTES, decode_utf8
 
     path = Path(path)
     try:

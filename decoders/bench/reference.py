@@ -24,11 +24,11 @@ import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
-from decoders.errors import DecodeError
+from decoders.core.errors import DecodeError
 
 if TYPE_CHECKING:
-    from decoders.family import Family
-    from decoders.params import DecodeParams
+    from decoders.models.family import Family
+    from decoders.core.params import DecodeParams
 
 
 @dataclass

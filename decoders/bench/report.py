@@ -15,9 +15,9 @@ from decoders.bench.prompts import group_label
 from decoders.bench.suite import REPORT_SCHEMA, BenchReport
 from decoders.bench.sweep import SweepReport
 from decoders.bench.targets import is_tree
-from decoders.errors import DecodeError
-from decoders.methods.base import get_method
-from decoders.summary import first_divergence
+from decoders.core.errors import DecodeError
+from decoders.core.declarations import get_method
+from decoders.analysis.summary import first_divergence
 
 DASH = "–"
 NO_COUNTERPART = "no counterpart"
@@ -377,7 +377,7 @@ def load_report(path: str | Path) -> Report:
 
 def write_report(report: Report, out_dir: str | Path) -> tuple[Path, Path]:
     """Write report.md and report.json into ``out_dir`` (created if needed)."""
-    from decoders import atomic
+    from decoders.records import atomic
 
     out = Path(out_dir)
     try:

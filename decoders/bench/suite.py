@@ -24,12 +24,12 @@ from decoders.bench.prompts import BenchPrompt, select_prompts
 from decoders.bench.reference import HFReference, reference_for
 from decoders.bench.targets import Target, evaluate_targets
 from decoders.bench.variants import Variant
-from decoders.errors import DecodeError
-from decoders.methods.base import get_method, method_names
-from decoders.params import DecodeParams
+from decoders.core.errors import DecodeError
+from decoders.core.declarations import get_method, method_names
+from decoders.core.params import DecodeParams
 
 if TYPE_CHECKING:
-    from decoders.family import Family
+    from decoders.models.family import Family
 
 REPORT_SCHEMA = 1
 BASELINE = "ar"  # the method every speedup is measured against
@@ -232,7 +232,7 @@ def run_bench(family: Family, prompts: Sequence[BenchPrompt], methods: Sequence[
     say = progress or (lambda message: None)
     base = base_params(params, max_new_tokens, repeats)
     notes: list[str] = []
-    from decoders.fp16_cpu import Fp16LlamaBackend
+    from decoders.backends.fp16_cpu import Fp16LlamaBackend
 
     if isinstance(family.main, Fp16LlamaBackend):
         notes.append("float16 weights on CPU: transformers runs the float32 model, so \"matches tf\" also counts "

@@ -13,14 +13,14 @@ from decoders.bench.common import FlatRecord, mean, off_by, rounded
 from decoders.bench.prompts import BenchPrompt
 from decoders.bench.suite import REPORT_SCHEMA, ProgressFn, base_params, created, head, params_settings, prepare, \
     prompt_records, shortest
-from decoders.errors import DecodeError
-from decoders.methods.lookahead_shape import swept
-from decoders.methods.base import all_methods, get_method
-from decoders.params import DecodeParams
-from decoders.theory import cost_aware_speedup, predicted_speedup
+from decoders.core.errors import DecodeError
+from decoders.methods.shared.lookahead_shape import swept
+from decoders.core.declarations import all_methods, get_method
+from decoders.core.params import DecodeParams
+from decoders.analysis.theory import cost_aware_speedup, predicted_speedup
 
 if TYPE_CHECKING:
-    from decoders.family import Family
+    from decoders.models.family import Family
 
 MAX_SWEEP_VALUES = 32
 

@@ -11,7 +11,7 @@ from decoders.bench.common import FlatRecord
 from decoders.bench.measure import AGAIN, Sample
 from decoders.bench.prompts import group_label
 from decoders.bench.variants import variant_of
-from decoders.methods.base import get_method
+from decoders.core.declarations import get_method
 
 AR_RATIO_TARGET = 0.8  # our AR ms/token <= 0.8 x transformers generate()
 THM38_TOLERANCE = 0.15  # measured speculative speedup within 15% of Theorem 3.8

@@ -5,7 +5,7 @@ the draft it uses, under a stable short label ("spec[int4]", "spec[tree 2x3]", "
 (the label is written the same way, so a label copied from a report selects its row again):
 
 * a draft, for a method that drafts with a helper: ``int4`` (a weight-only int4 copy of the main
-  model, `decoders.quantized`), ``early-exit`` (the main model's first layers; ``early-exit 12``
+  model, `decoders.backends.quantized`), ``early-exit`` (the main model's first layers; ``early-exit 12``
   picks the layer);
 * ``tree WxD``: speculative decoding with a draft tree, W candidates at each of the first D draft
   positions (greedy only);
@@ -23,8 +23,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from decoders.errors import DecodeError
-from decoders.methods.base import get_method, method_names
+from decoders.core.errors import DecodeError
+from decoders.core.declarations import get_method, method_names
 
 #: At most this many variants in one run (each one is a run per prompt).
 MAX_VARIANTS = 16

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from decoders.methods.base import Method, register
-from decoders.methods.common import DecodeContext, MethodGen, RunBuilder, mode_text, ms
-from decoders.records import KIND_AR
+from decoders.core.declarations import Method, register
+from decoders.methods.shared.common import DecodeContext, MethodGen, RunBuilder, mode_text, ms
+from decoders.records.run import KIND_AR
 
 
 def autoregressive(ctx: DecodeContext, label: str | None = None) -> MethodGen:
-    from decoders.methods.common import HostValues
-    from decoders.sampling import make_generator, pick, probs
+    from decoders.methods.shared.common import HostValues
+    from decoders.backends.sampling import make_generator, pick, probs
 
     params, T = ctx.params, ctx.main
     b = RunBuilder(ctx, "ar", label or describe(params))

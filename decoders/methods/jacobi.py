@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from decoders.methods.base import Figure, Method, ParamSpec, register
-from decoders.methods.common import DecodeContext, HostValues, MethodGen, RunBuilder, ms
-from decoders.methods.verify import accept_prefix
-from decoders.records import Detail, register_detail
+from decoders.core.declarations import Figure, Method, ParamSpec, register
+from decoders.methods.shared.common import DecodeContext, HostValues, MethodGen, RunBuilder, ms
+from decoders.methods.shared.verify import accept_prefix
+from decoders.records.run import Detail, register_detail
 
 BLOCK = ParamSpec("block", "m block size", "Jacobi: guesses refined together per iteration", 4,
                   low=1, high=64, metavar="M")

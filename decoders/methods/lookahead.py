@@ -1,13 +1,13 @@
 """Lookahead decoding (Fu et al. 2024): Jacobi iterations feed an n-gram pool; the pool's n-grams
 that start with the last token are verified, several at once, in the same forward.
 
-Each step runs one target forward over a token tree (`decoders.methods.tree_step`):
+Each step runs one target forward over a token tree (`decoders.methods.shared.tree_step`):
 
 - the verification branch: up to G candidates of N-1 tokens merged into a trie (shared prefixes
   run once). With ``--pool text`` (the default) the first is the text's own continuation of its
   longest matching n-gram, prompt and output, as prompt lookup matches; then the pool's n-grams
   whose key is the last emitted token. With the adaptive policy the trie is cut to the nodes
-  that pay for their positions beside the window (`decoders.methods.tree_budget`), their
+  that pay for their positions beside the window (`decoders.methods.shared.tree_budget`), their
   acceptance learned per kind (a text match of each length, a window n-gram);
 - the lookahead branch, a 2-D Jacobi window of N-1 levels x W columns. Level j, column i guesses
   the token at ``n_past + j + i`` (``n_past`` the position of the last emitted token). It is a
@@ -27,15 +27,15 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import ClassVar
 
-from decoders.methods.base import Figure, Method, ParamSpec, register
-from decoders.methods.common import DecodeContext, MethodGen, RunBuilder, ms
-from decoders.methods.draft_policy import DRAFT_POLICY, AdaptiveDraftLength
-from decoders.methods.lookahead_shape import choose
-from decoders.methods.lookup_tree import branch_of
-from decoders.methods.ngram import NgramIndex
-from decoders.methods.tree_budget import AlternativeRates, budget
-from decoders.methods.tree_step import commit_tree, verify_tree, with_extra
-from decoders.records import Detail, register_detail
+from decoders.core.declarations import Figure, Method, ParamSpec, register
+from decoders.methods.shared.common import DecodeContext, MethodGen, RunBuilder, ms
+from decoders.methods.shared.draft_policy import DRAFT_POLICY, AdaptiveDraftLength
+from decoders.methods.shared.lookahead_shape import choose
+from decoders.methods.shared.lookup_tree import branch_of
+from decoders.methods.shared.ngram import NgramIndex
+from decoders.methods.shared.tree_budget import AlternativeRates, budget
+from decoders.methods.shared.tree_step import commit_tree, verify_tree, with_extra
+from decoders.records.run import Detail, register_detail
 
 WINDOW = ParamSpec("window", "W window", "lookahead: Jacobi window width (positions guessed ahead per level)", 4,
                    low=1, high=32, metavar="W")
@@ -141,7 +141,7 @@ class Window:
 def lookahead(ctx: DecodeContext) -> MethodGen:
     import torch
 
-    from decoders.tree import TokenTree
+    from decoders.backends.tree import TokenTree
 
     params, T = ctx.params, ctx.main
     N = params.ngram_size

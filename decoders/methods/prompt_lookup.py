@@ -3,7 +3,7 @@
 No helper model: the draft costs a dictionary lookup, and the target verifies it greedily in one
 forward. It pays where the output copies its input (summaries, RAG, code edits). With the
 adaptive policy (the default) each draft is cut to the length that its expected acceptance
-pays for (`decoders.methods.draft_policy`); "fixed" drafts up to k tokens whenever a match exists.
+pays for (`decoders.methods.shared.draft_policy`); "fixed" drafts up to k tokens whenever a match exists.
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from decoders.errors import DecodeError
-from decoders.methods.base import Figure, Method, ParamSpec, register
-from decoders.methods.common import DecodeContext, HostValues, MethodGen, RunBuilder, ms
-from decoders.methods.draft_policy import DRAFT_POLICY, AdaptiveDraftLength
-from decoders.methods.ngram import NgramIndex
-from decoders.methods.verify import accept_prefix
-from decoders.records import Detail, register_detail
+from decoders.core.errors import DecodeError
+from decoders.core.declarations import Figure, Method, ParamSpec, register
+from decoders.methods.shared.common import DecodeContext, HostValues, MethodGen, RunBuilder, ms
+from decoders.methods.shared.draft_policy import DRAFT_POLICY, AdaptiveDraftLength
+from decoders.methods.shared.ngram import NgramIndex
+from decoders.methods.shared.verify import accept_prefix
+from decoders.records.run import Detail, register_detail
 
 NUM_PRED = ParamSpec("num_pred", "k copy length", "prompt lookup: at most K tokens copied per match", 10,
                      low=1, high=64, metavar="K")
@@ -44,8 +44,8 @@ def prompt_lookup(ctx: DecodeContext) -> MethodGen:
     import torch
 
     params, T = ctx.params, ctx.main
-    if params.branches > 1:  # several matches verified as a tree: decoders.methods.lookup_tree
-        from decoders.methods.lookup_tree import prompt_lookup_tree
+    if params.branches > 1:  # several matches verified as a tree: decoders.methods.shared.lookup_tree
+        from decoders.methods.shared.lookup_tree import prompt_lookup_tree
 
         return (yield from prompt_lookup_tree(ctx))
     b = RunBuilder(ctx, "pld")

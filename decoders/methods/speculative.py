@@ -1,22 +1,22 @@
 """Speculative decoding (Leviathan et al. 2023; Chen et al. 2023): a helper drafts, the target verifies.
 
 Drafting keeps its tokens on the device; verification of all gamma drafts is one target forward
-and a handful of vectorised ops (`decoders.methods.verify`), followed by a single host transfer
+and a handful of vectorised ops (`decoders.methods.shared.verify`), followed by a single host transfer
 per iteration (the gpt-fast pattern), so the hot loop never waits on a per-token ``.item()``.
 """
 
 from __future__ import annotations
 
-from decoders.errors import DecodeError
-from decoders.methods.base import Figure, Method, ParamSpec, register
-from decoders.methods.common import (DecodeContext, HostValues, MethodGen, RunBuilder, draft_chain, mode_text, ms,
+from decoders.core.errors import DecodeError
+from decoders.core.declarations import Figure, Method, ParamSpec, register
+from decoders.methods.shared.common import (DecodeContext, HostValues, MethodGen, RunBuilder, draft_chain, mode_text, ms,
                                      r)
-from decoders.methods.draft_policy import (DRAFT_POLICY, PRIOR_SLOPE, STOP_BUDGET, STOP_EXPLORE, STOP_GAMMA,
+from decoders.methods.shared.draft_policy import (DRAFT_POLICY, PRIOR_SLOPE, STOP_BUDGET, STOP_EXPLORE, STOP_GAMMA,
                                            STOP_PAY, STOP_PREFILL, SpecDraftPolicy)
-from decoders.methods.spec_tree import TREE_DEPTH, TREE_WIDTH, tree_step
-from decoders.methods.verify import accept_prefix, verify_sampling
-from decoders.records import KIND_AR, TopK
-from decoders.theory import best_gamma, cost_aware_speedup, expected_tokens, predicted_speedup, speedup_curve
+from decoders.methods.shared.spec_tree import TREE_DEPTH, TREE_WIDTH, tree_step
+from decoders.methods.shared.verify import accept_prefix, verify_sampling
+from decoders.records.run import KIND_AR, TopK
+from decoders.analysis.theory import best_gamma, cost_aware_speedup, expected_tokens, predicted_speedup, speedup_curve
 
 TOP_K = 5
 GAMMA = ParamSpec("gamma", "γ draft length", "speculative: tokens drafted per iteration", 4, low=1, high=32,
@@ -28,8 +28,8 @@ NO_HELPER = ("has no helper model, so speculative decoding is unavailable; "
 def speculative(ctx: DecodeContext) -> MethodGen:
     import torch
 
-    from decoders.host import to_host
-    from decoders.sampling import make_generator, probs, sample
+    from decoders.backends.host import to_host
+    from decoders.backends.sampling import make_generator, probs, sample
 
     params, T, D = ctx.params, ctx.main, ctx.helper
     if D is None:

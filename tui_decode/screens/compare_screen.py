@@ -10,7 +10,7 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from tui_decode.run_history import Comparison, stream_tokens
+from tui_decode.state.run_history import Comparison, stream_tokens
 from tui_decode.widgets.aligned_stream import AlignedStream
 from tui_decode.widgets.token_stream import legend_markup
 

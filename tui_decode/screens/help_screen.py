@@ -1,6 +1,6 @@
 """F1 (or ?): every figure the app shows in one sentence with its formula, then what each colour and
 mark of the output, the iterations table, the detail, the gamma plot and the comparison means,
-and the keys. The words come from `tui_decode.help_text`; this screen only lays them out."""
+and the keys. The words come from `tui_decode.state.help_text`; this screen only lays them out."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
-from tui_decode import help_text
+from tui_decode.state import help_text
 
 
 class HelpScreen(ModalScreen[None]):

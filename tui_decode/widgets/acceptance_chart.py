@@ -12,7 +12,7 @@ from rich.console import RenderableType
 from rich.text import Text
 from textual.widgets import Static
 
-from decoders.summary import Summary
+from decoders.analysis.summary import Summary
 from tui_decode.widgets.iteration_table import BARS
 from tui_decode.widgets.styles import component_style
 

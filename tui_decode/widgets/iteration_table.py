@@ -7,7 +7,7 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable
 
-from decoders.records import Iteration
+from decoders.records.run import Iteration
 from tui_decode.widgets.styles import component_style
 
 BARS = "▁▂▃▄▅▆▇█"

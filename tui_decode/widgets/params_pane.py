@@ -16,7 +16,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from tui_decode.settings import DraftOptions, Knob, Settings, knobs_for
+from tui_decode.state.settings import DraftOptions, Knob, Settings, knobs_for
 from tui_decode.widgets.styles import component_style
 from tui_decode.widgets.value_editor import typeable
 

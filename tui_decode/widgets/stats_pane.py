@@ -3,7 +3,7 @@ sentence saying why it was faster or slower. While a run streams, the figures th
 be known are shown instead.
 
 Every speedup carries its spread (two standard errors from the timing noise measured in the same
-run, `decoders.timing`): inside it the pane says "no measurable difference" in the plain colour;
+run, `decoders.analysis.timing`): inside it the pane says "no measurable difference" in the plain colour;
 green means faster beyond the spread, red slower beyond it."""
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from decoders.errors import DecodeError
-from decoders.methods.base import Figure, get_method
-from decoders.records import RunResult
-from decoders.summary import Summary
-from decoders.theory import cost_aware_speedup
-from decoders.timing import verdict
-from tui_decode.run_history import headline_speed
+from decoders.core.errors import DecodeError
+from decoders.core.declarations import Figure, get_method
+from decoders.records.run import RunResult
+from decoders.analysis.summary import Summary
+from decoders.analysis.theory import cost_aware_speedup
+from decoders.analysis.timing import verdict
+from tui_decode.state.run_history import headline_speed
 from tui_decode.widgets.acceptance_chart import AcceptanceChart
 from tui_decode.widgets.gamma_plot import GammaPlot, PlotData, Point
 from tui_decode.widgets.iteration_table import BARS

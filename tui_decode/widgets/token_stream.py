@@ -19,8 +19,8 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from decoders.records import EMIT_KINDS, Iteration
-from tui_decode.token_text import real_text
+from decoders.records.run import EMIT_KINDS, Iteration
+from tui_decode.state.token_text import real_text
 from tui_decode.widgets.styles import component_style
 
 KIND_LABELS = {"acc": "accepted draft", "fix": "fixed", "bonus": "bonus", "ar": "autoregressive"}

@@ -17,9 +17,9 @@ from textual.message import Message
 from textual.validation import ValidationResult, Validator
 from textual.widgets import Input, Static
 
-from decoders.errors import DecodeError
-from decoders.methods.base import ParamSpec
-from tui_decode.settings import DRAFT_LAYER_KEY, Knob, Settings
+from decoders.core.errors import DecodeError
+from decoders.core.declarations import ParamSpec
+from tui_decode.state.settings import DRAFT_LAYER_KEY, Knob, Settings
 
 #: The longest text the input takes: any declared number fits in it.
 MAX_CHARS = 24

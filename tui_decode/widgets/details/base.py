@@ -11,7 +11,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from decoders.records import Iteration
+from decoders.records.run import Iteration
 
 BAR_WIDTH = 12
 STATUS_WORDS = {"acc": "accepted", "rej": "rejected", "unv": "not reached"}

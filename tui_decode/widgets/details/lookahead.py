@@ -9,7 +9,7 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from decoders.records import Iteration
+from decoders.records.run import Iteration
 from tui_decode.widgets.details.base import DetailContext, StyleOf, draft_table, flat, register_view
 from tui_decode.widgets.details.plain import plain_view
 

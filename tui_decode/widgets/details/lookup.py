@@ -9,8 +9,8 @@ from rich.console import RenderableType
 from rich.style import Style
 from rich.text import Text
 
-from decoders.records import Iteration
-from tui_decode.token_text import real_text
+from decoders.records.run import Iteration
+from tui_decode.state.token_text import real_text
 from tui_decode.widgets.details.base import DetailContext, StyleOf, draft_table, flat, register_view
 
 PROMPT_CONTEXT_CHARS = 36

@@ -7,8 +7,8 @@ from typing import Any
 from rich.console import RenderableType
 from rich.text import Text
 
-from decoders.methods.draft_policy import STOP_BUDGET, STOP_TEXT
-from decoders.records import Iteration
+from decoders.methods.shared.draft_policy import STOP_BUDGET, STOP_TEXT
+from decoders.records.run import Iteration
 from tui_decode.widgets.details.base import PLAIN, DetailContext, StyleOf, draft_table, register_view
 
 

@@ -10,7 +10,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from decoders.records import Iteration, TopEntry
+from decoders.records.run import Iteration, TopEntry
 from tui_decode.widgets.details.base import (
     BAR_WIDTH,
     STATUS_WORDS,

@@ -1,0 +1,249 @@
+"""The figures a run is judged by, computed from the method run and its baseline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
+
+from decoders.core.errors import DecodeError
+from decoders.analysis.stats import DecodeStats
+from decoders.analysis.timing import Drift, decode_rate, one_token_steps, paired_drift, ratio_text, rse, time_to
+
+if TYPE_CHECKING:
+    from decoders.core.params import DecodeParams
+    from decoders.records.run import Run
+
+
+#: Top-2 logit margins below this are float32 noise between a wide forward and a one-token step.
+NEAR_TIE = 1e-3
+
+
+def first_divergence(a: list[int], b: list[int]) -> int | None:
+    """Index of the first token where ``a`` and ``b`` differ (a length difference counts)."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+@dataclass
+class Summary:
+    """What a run bought, against its baseline. ``extras`` holds the method's own figures
+    (declared by its `Figure`s: speculative decoding's alpha_hat, c_hat, predictions, ...)."""
+
+    method: str
+    label: str
+    finish: str
+    tokens: int
+    target_forwards: int
+    baseline_forwards: int
+    iterations: int
+    tau: float | None
+    speedup_wall: float | None  # end to end, over the tokens both runs produced (see compared_tokens)
+    baseline_ms: float
+    method_ms: float
+    baseline_ms_per_token: float
+    method_ms_per_token: float
+    target_fwd_ms: float
+    prompt_tokens: int | None = None
+    ttft_ms: float | None = None  # time to the first token: the prefill and the first iteration
+    decode_ms_per_token: float | None = None  # after the first iteration
+    baseline_ttft_ms: float | None = None
+    baseline_decode_ms_per_token: float | None = None
+    speedup_decode: float | None = None  # decode tokens/s over the baseline's, rescaled by the drift
+    speedup_spread: float | None = None  # two standard errors of either speedup, as a ratio
+    compared_tokens: int | None = None  # the first N tokens both runs produced (N < tokens: one stopped early)
+    drift: float | None = None  # one-token step now over the baseline's then (probe after the run)
+    probe_ms: list[float] | None = None
+    verify_cost_curve: list[float] | None = None  # T(k), k = 1..16: a k-token forward in one-token forwards
+    drafted: int | None = None
+    accepted: int | None = None
+    accept_rate: float | None = None  # accepted / judged drafts
+    draft_use: float | None = None  # accepted / drafted (vLLM's draft acceptance rate)
+    mean_acceptance_length: float | None = None
+    per_position_acceptance: list[float] | None = None  # accepted at i / drafts (vLLM)
+    per_position_acceptance_conditional: list[float | None] | None = None  # accepted at i / drafts judged at i
+    acceptance_length_histogram: list[int] | None = None  # [n]: drafts with n tokens accepted
+    verify_cost: float | None = None  # a verify forward in one-token forwards
+    identical: bool | None = None
+    first_divergence: int | None = None
+    divergence: dict[str, Any] | None = None  # at, margin (top-2 logits), top2, baseline, method tokens
+    explanation: str = ""
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def divergence_text(self) -> str:
+        d = self.divergence
+        if not d or d.get("margin") is None:
+            return ""
+        where = f"The outputs part at token {d['at']} ({d.get('baseline')!r} against {d.get('method')!r})"
+        if d["margin"] < NEAR_TIE:
+            return (f"{where}, where the target's top two logits are {d['margin']:.1e} apart: a numerical "
+                    "near-tie that a wider forward can break the other way, not a fault of the method.")
+        return (f"{where}, where the target's top two logits are {d['margin']:.2f} apart: too far for "
+                "float rounding, so the method changed the output; report it as a bug.")
+
+    def to_json(self) -> dict[str, Any]:
+        """A flat dict (the method's figures beside the common ones); None figures are left out."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            if f.name == "extras":
+                continue
+            value = getattr(self, f.name)
+            if value is not None or f.name in ("tau", "speedup_wall", "identical", "first_divergence"):
+                out[f.name] = value
+        out.update(self.extras)
+        return out
+
+    @classmethod
+    def from_json(cls, d: Any) -> Summary:
+        """Read a saved summary, checking each figure's type (a hand-edited file must not crash
+        the app later, far from where the bad value came in)."""
+        if not isinstance(d, dict):
+            raise DecodeError(f"the run's summary is {type(d).__name__}, not an object")
+        names = {f.name: f for f in fields(cls) if f.name != "extras"}
+        values: dict[str, Any] = {}
+        for name, f in names.items():
+            if name not in d:
+                continue
+            value = d[name]
+            _check_type(name, value, str(f.type))
+            values[name] = value
+        defaults = {"method": "?", "label": "", "finish": "length", "tokens": 0, "target_forwards": 0,
+                    "baseline_forwards": 0, "iterations": 0, "tau": None, "speedup_wall": None,
+                    "baseline_ms": 0.0, "method_ms": 0.0, "baseline_ms_per_token": 0.0,
+                    "method_ms_per_token": 0.0, "target_fwd_ms": 0.0}
+        for name, default in defaults.items():
+            values.setdefault(name, default)
+        extras = {k: v for k, v in d.items() if k not in names}
+        return cls(**values, extras=extras)
+
+
+def _check_type(name: str, value: Any, annotation: str) -> None:
+    if value is None:
+        if "None" in annotation:
+            return
+        raise DecodeError(f"summary.{name} is null in the saved run; it must be set")
+    ok = True
+    if annotation.startswith("float") or annotation.startswith("int"):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    elif annotation.startswith("str"):
+        ok = isinstance(value, str)
+    elif annotation.startswith("bool"):
+        ok = isinstance(value, bool)
+    elif annotation.startswith("dict"):
+        ok = isinstance(value, dict)
+    elif annotation.startswith("list"):
+        ok = isinstance(value, list) and all(
+            (isinstance(x, (int, float)) and not isinstance(x, bool)) or x is None for x in value)
+    if not ok:
+        raise DecodeError(f"summary.{name} is {value!r} in the saved run, not a {annotation.split(' ')[0]}")
+
+
+def summarize(method: Run, baseline: Run, params: DecodeParams, prompt_tokens: int | None = None,
+              probe_ms: list[float] | None = None, cost_curve: list[float] | None = None) -> Summary:
+    emitted = len(method.ids)
+    target_forwards = method.n_forward.get("main", 0)
+    base_ms = baseline.time_ms["wall"]
+    base_fwd = baseline.time_ms.get("main_fwd_mean") or 0.0
+    stats = DecodeStats.of(method.iters)
+    method_def = params.method_def
+    s = Summary(
+        method=method.method,
+        label=method.label,
+        finish=method.finish,
+        tokens=emitted,
+        target_forwards=target_forwards,
+        baseline_forwards=baseline.n_forward.get("main", 0),
+        iterations=len(method.iters),
+        tau=round(emitted / target_forwards, 3) if target_forwards else None,
+        speedup_wall=round(base_ms / method.time_ms["wall"], 3) if method.time_ms["wall"] > 0 else None,
+        baseline_ms=round(base_ms, 2),
+        method_ms=round(method.time_ms["wall"], 2),
+        baseline_ms_per_token=round(base_ms / max(len(baseline.ids), 1), 2),
+        method_ms_per_token=round(method.time_ms["wall"] / max(emitted, 1), 2),
+        target_fwd_ms=round(base_fwd, 3),
+        prompt_tokens=prompt_tokens,
+        verify_cost_curve=cost_curve or None,
+    )
+    _speedups(s, method, baseline, probe_ms or [])
+    if stats.drafts or method_def.name != "ar":
+        s.drafted = stats.draft_tokens
+        s.accepted = stats.accepted
+        s.accept_rate = stats.acceptance
+        s.draft_use = stats.draft_acceptance_rate
+        s.mean_acceptance_length = stats.mean_acceptance_length
+        s.per_position_acceptance = stats.per_position_acceptance
+        s.per_position_acceptance_conditional = stats.per_position_acceptance_conditional
+        s.acceptance_length_histogram = list(stats.accept_lengths)
+        # iteration 0 also prefills the prompt: leave it out of the per-step cost
+        multi = [it.t_verify_ms for it in method.iters[1:] if it.draft]
+        if multi and base_fwd:
+            # how many one-token forwards a verify forward costs; the theorem assumes 1
+            s.verify_cost = round(sum(multi) / len(multi) / base_fwd, 3)
+    if method_def.extras is not None:
+        s.extras = method_def.extras(method, stats, params, s)
+    if params.greedy:
+        div = first_divergence(baseline.ids, method.ids) if method.finish != "cancelled" else \
+            first_divergence(baseline.ids[: len(method.ids)], method.ids)
+        s.identical = div is None
+        s.first_divergence = div
+    s.explanation = explain(s, method_def)
+    return s
+
+
+def _speedups(s: Summary, method: Run, baseline: Run, probe_ms: list[float]) -> None:
+    """Rates, phase by phase, over the tokens both runs produced, rescaled by the drift measured
+    right after the run; their spread from the timing noise of both samples."""
+    s.ttft_ms = method.time_ms.get("ttft")
+    s.baseline_ttft_ms = baseline.time_ms.get("ttft")
+    m_rate, _ = decode_rate(method)
+    b_rate, _ = decode_rate(baseline)
+    s.decode_ms_per_token = None if m_rate is None else round(m_rate, 3)
+    s.baseline_decode_ms_per_token = None if b_rate is None else round(b_rate, 3)
+    # The machine's speed now against then: the run's own one-token target steps and the probe
+    # after it, each paired with the baseline's step at the same context.
+    drift, own = paired_drift(baseline, method, probe_ms) if probe_ms else (Drift(1.0, 0.0), 0)
+    s.drift = round(drift.factor, 3)
+    s.probe_ms = probe_ms or None
+    n = min(len(method.ids), len(baseline.ids))
+    s.compared_tokens = n
+    t_method, t_base = time_to(method, n), time_to(baseline, n)
+    if n and t_method and t_base:
+        s.speedup_wall = round(t_base * drift.factor / t_method, 3)
+    if m_rate and b_rate:
+        s.speedup_decode = round(b_rate * drift.factor / m_rate, 3)
+    if probe_ms:
+        # Two standard errors of the ratio: the drift's, and the step-time noise of each rate. The
+        # baseline's one-token steps give that noise; the method's steps are taken as equally noisy
+        # (its own per-iteration times vary with acceptance by design, not by timing noise). Where
+        # the drift already holds the method's own one-token steps (autoregressive decoding, the
+        # undrafted steps of the others), their noise is in it and is not counted twice.
+        steps = rse(one_token_steps(baseline))
+        rel = (drift.rel_error ** 2 + (1 if own >= len(probe_ms) else 2) * steps ** 2) ** 0.5
+        s.speedup_spread = round(2 * rel * (s.speedup_decode or s.speedup_wall or 1.0), 3)
+
+
+def explain(s: Summary, method_def) -> str:
+    """One sentence that says why the run was faster or slower, from its own figures."""
+    speed = s.speedup_wall
+    if speed is None:
+        return "No tokens were timed."
+    if s.speedup_decode is not None:  # the steady state: the prefill is reported apart (ttft)
+        speed = s.speedup_decode
+    headline = ratio_text(speed, s.speedup_spread)
+    if s.compared_tokens is not None and s.compared_tokens < s.tokens or \
+            (s.compared_tokens is not None and s.finish == "cancelled"):
+        headline += f", over the first {s.compared_tokens} tokens"
+    if s.method == "ar":
+        return (f"{headline[0].upper()}{headline[1:]}: autoregressive decoding is the baseline itself, one target "
+                f"forward per token ({s.decode_ms_per_token or s.method_ms_per_token:.1f} ms/token here against "
+                f"{s.baseline_decode_ms_per_token or s.baseline_ms_per_token:.1f} in the baseline run), so any gap "
+                "is timing noise.")
+    tau = s.tau or 0.0
+    cost = s.verify_cost
+    cost_txt = f"a verify forward cost {cost:.2f}x a one-token step" if cost else "no forward verified a draft"
+    if method_def.explain is not None:
+        return f"{headline[0].upper()}{headline[1:]}: {method_def.explain(s, cost_txt)}."
+    return (f"{headline[0].upper()}{headline[1:]}: {method_def.noun or method_def.label.lower()} emitted "
+            f"{tau:.2f} tokens per target forward, {s.accepted or 0} of {s.drafted or 0} drafted tokens accepted, "
+            f"and {cost_txt}.")

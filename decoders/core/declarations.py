@@ -1,0 +1,237 @@
+"""What a decoding method is: its parameters, its record and its figures, declared in one place.
+
+A method is one module under `decoders/methods/` that calls `register(Method(...))` at import.
+Everything else reads the declaration: the command line and the bench generate their flags
+from the `ParamSpec`s, the app its parameter knobs, `DecodeParams` its fields, defaults and
+validation, and the summary its figures. Nothing here imports torch, so the app can list the
+methods and their parameters before any model loads.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Generator
+
+from decoders.core.errors import DecodeError
+
+if TYPE_CHECKING:
+    from decoders.methods.shared.common import DecodeContext
+    from decoders.core.params import DecodeParams
+    from decoders.records.run import Iteration, Run
+    from decoders.analysis.stats import DecodeStats
+    from decoders.analysis.summary import Summary
+
+    MethodGen = Generator[Iteration, None, Run]
+
+KINDS = ("int", "float", "choice", "bool")
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One parameter a person can set: its range, its step, its default and what it means.
+
+    ``low``/``high`` bound numbers (every size a user can type has an upper bound); ``ladder``
+    gives the app's steps for a number whose useful values spread over orders of magnitude.
+    """
+
+    name: str  # the attribute of DecodeParams, e.g. "gamma"
+    label: str  # the app's short label
+    help: str  # one sentence: what it does
+    default: Any
+    kind: str = "int"
+    low: float | None = None
+    high: float | None = None
+    step: float = 1
+    choices: tuple[str, ...] = ()
+    ladder: tuple[int, ...] | None = None
+    ui_range: tuple[float, float] | None = None  # where the app's keys stop, when narrower than low..high
+    flag_name: str | None = None  # the flag without "--", when it is not the name with dashes
+    metavar: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"ParamSpec {self.name}: kind must be one of {KINDS}, got {self.kind!r}")
+        if self.kind in ("int", "float") and (self.low is None or self.high is None):
+            raise ValueError(f"ParamSpec {self.name}: a number needs both bounds")
+        if self.kind == "choice" and self.default not in self.choices:
+            raise ValueError(f"ParamSpec {self.name}: default {self.default!r} is not one of {self.choices}")
+
+    @property
+    def flag(self) -> str:
+        return "--" + (self.flag_name or self.name.replace("_", "-"))
+
+    def _fmt(self, x: float) -> str:
+        return f"{x:g}" if self.kind == "float" else str(int(x))
+
+    def _bounds(self) -> str:
+        return f"{self._fmt(self.low)}..{self._fmt(self.high)}"
+
+    def validate(self, value: Any, ui: bool = False) -> Any:
+        """``value`` if it is allowed, else a DecodeError that names it, the range and the fix.
+
+        ``ui`` words the fix for the app (the label) instead of the command line (the flag).
+        """
+        where = f"set {self.label}" if ui else f"set {self.flag}"
+        if self.kind == "choice":
+            if value not in self.choices:
+                raise DecodeError(f"unknown {self.name.replace('_', ' ')} {value!r}; "
+                                  f"choose one of {', '.join(self.choices)}")
+            return value
+        if self.kind == "bool":
+            if not isinstance(value, bool):
+                raise DecodeError(f"{self.name} must be true or false, got {value!r}")
+            return value
+        number_ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value == value  # not NaN
+        noun = "an integer" if self.kind == "int" else "a number"
+        if not number_ok or (self.kind == "int" and not float(value).is_integer()):
+            raise DecodeError(f"{self.name} must be {noun} in {self._bounds()}, got {value!r}; "
+                              f"{where} to a value in that range")
+        low, high = self._fmt(self.low), self._fmt(self.high)
+        if value < self.low:
+            raise DecodeError(f"{self.name} must be {noun} >= {low}, got {self._fmt(value)}; {where} to {low} or more")
+        if value > self.high:
+            raise DecodeError(f"{self.name} must be {noun} <= {high}, got {self._fmt(value)}; {where} to {high} or less")
+        return int(value) if self.kind == "int" else float(value)
+
+    def add_argument(self, group: argparse._ActionsContainer) -> None:
+        """The command-line flag: type, default, choices and help, from this declaration."""
+        kwargs: dict[str, Any] = {"dest": self.name, "default": self.default}
+        if self.kind == "bool":
+            kwargs.update(action=argparse.BooleanOptionalAction)
+        elif self.kind == "choice":
+            kwargs.update(choices=self.choices)
+        else:
+            kwargs.update(type=int if self.kind == "int" else float, metavar=self.metavar or self.name.upper())
+        bounds = f" ({self._bounds()})" if self.kind in ("int", "float") else ""
+        kwargs["help"] = f"{self.help}{bounds}; default {self.default}"
+        group.add_argument(self.flag, **kwargs)
+
+    def step_value(self, value: Any, direction: int) -> Any:
+        """The value one step up (``direction`` +1) or down (-1), within range; choices cycle."""
+        if self.kind == "choice":
+            i = self.choices.index(value) if value in self.choices else 0
+            return self.choices[(i + direction) % len(self.choices)]
+        if self.kind == "bool":
+            return not value
+        if self.ladder:
+            if direction > 0:
+                nxt = next((v for v in self.ladder if v > value), self.ladder[-1])
+            else:
+                nxt = next((v for v in reversed(self.ladder) if v < value), self.ladder[0])
+            return nxt
+        low, high = self.ui_range or (self.low, self.high)
+        moved = value + self.step * direction
+        if self.kind == "float":
+            moved = round(moved, 6)
+        if not low <= moved <= high:  # at the edge: stay (or come back inside from outside)
+            moved = min(max(value, low), high)
+        return float(moved) if self.kind == "float" else int(moved)
+
+    def shown(self, value: Any) -> str:
+        if self.kind == "float":
+            return f"{value:g}"
+        return str(value)
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A figure a method adds to the summary, kept in ``Summary.extras[key]``."""
+
+    key: str
+    label: str
+    help: str
+    fmt: str = "{:.2f}"
+
+    def shown(self, value: Any) -> str:
+        if value is None:
+            return "–"
+        try:
+            return self.fmt.format(value)
+        except (ValueError, TypeError):
+            return str(value)
+
+
+@dataclass(frozen=True)
+class Method:
+    """A decoding method: how it runs and everything the tool shows about it."""
+
+    name: str  # short name on the command line: --method NAME
+    label: str  # what people call it
+    run: Callable[[DecodeContext], MethodGen]
+    params: tuple[ParamSpec, ...] = ()
+    needs_helper: bool = False  # drafts with the family's helper model
+    greedy_only: bool = False
+    detail: str | None = None  # the kind of `Iteration.detail` its records carry
+    figures: tuple[Figure, ...] = ()
+    draft_length: str | None = None  # the parameter the app's [ and ] change
+    describe: Callable[[DecodeParams], str] | None = None  # the run's label, e.g. "Speculative (γ=4)"
+    check: Callable[[DecodeParams, bool], None] | None = None  # cross-parameter rules (params, ui); raises DecodeError
+    extras: Callable[[Run, DecodeStats, DecodeParams, Summary], dict[str, Any]] | None = None
+    explain: Callable[[Summary, str], str] | None = None  # why it was faster or slower (summary, verify-cost text)
+    noun: str = ""  # how the explanation names it ("prompt lookup"); default the label in lower case
+    summary: str = ""  # one line for help screens and `--help`
+    aliases: dict[str, str] = field(default_factory=dict)  # short parameter names for the bench sweep
+    order: int = 100  # where it sits in lists (the baseline first)
+
+    def run_label(self, params: DecodeParams) -> str:
+        return self.describe(params) if self.describe else self.label
+
+
+_REGISTRY: dict[str, Method] = {}
+
+
+def register(method: Method) -> Method:
+    """Add ``method`` (a module calls this at import). A parameter two methods declare must be
+    the same declaration in both, since `DecodeParams` has one field per name."""
+    from decoders.core.params import COMMON_PARAMS
+
+    known = {spec.name: spec for spec in COMMON_PARAMS}
+    for other in _REGISTRY.values():
+        if other.name != method.name:
+            known.update({spec.name: spec for spec in other.params})
+    for spec in method.params:
+        if spec.name in known and known[spec.name] != spec:
+            raise ValueError(f"method {method.name!r} declares parameter {spec.name!r} differently from "
+                             "another method; share one ParamSpec")
+    _REGISTRY[method.name] = method
+    return method
+
+
+def unregister(name: str) -> None:
+    _REGISTRY.pop(name, None)
+
+
+_loaded = False
+
+
+def _load_builtins() -> None:
+    """Import every module of this package once: each method module registers itself."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    import importlib
+    import pkgutil
+
+    import decoders.methods as package
+
+    for info in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"{package.__name__}.{info.name}")
+
+
+def all_methods() -> tuple[Method, ...]:
+    _load_builtins()
+    return tuple(sorted(_REGISTRY.values(), key=lambda m: (m.order, m.name)))
+
+
+def method_names() -> tuple[str, ...]:
+    return tuple(m.name for m in all_methods())
+
+
+def get_method(name: str) -> Method:
+    _load_builtins()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise DecodeError(f"unknown method {name!r}; choose one of {', '.join(_REGISTRY)}") from None

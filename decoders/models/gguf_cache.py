@@ -1,0 +1,397 @@
+"""A converted (dequantised, safetensors) copy of each GGUF file, so only the first load is slow.
+
+transformers reads a GGUF by dequantising every tensor (about 20 s for the bundled 135M model);
+loading the saved result takes about a second. The copy is keyed by the GGUF's resolved path,
+size and modification time, and is written into a temporary folder that is renamed into place
+only when complete, so an interrupted conversion never leaves a half-written copy behind; the
+temporary folders of conversions that were killed are removed on the next start.
+
+The marker file records each file's size, modification time and SHA-256. A load checks the copy
+against it: a file whose size or modification time changed is hashed in full (0.5-1 s for the
+538 MB bundled model); an unchanged one has a sample of its blocks hashed (milliseconds). A copy
+that fails the check is converted afresh.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+from decoders.core.errors import DecodeError
+from decoders.core.events import LoadProgress
+
+
+CACHE_ENV = "TUI_DECODE_CACHE_DIR"
+MARKER_FILE = "tui-decode-gguf.json"  # written last: a folder without it is not a finished copy
+PARTIAL_PREFIX = ".partial-"
+STALE_PARTIAL_SECONDS = 3600  # a partial folder of a live process older than this is abandoned too
+GGUF_MAGIC = b"GGUF"
+HASH_CHUNK = 1 << 20
+SAMPLE_BLOCK = 1 << 16  # bytes per sampled block
+SAMPLE_BLOCKS = 64  # blocks hashed per large file when its size and mtime are unchanged
+FULL_HASH_LIMIT = 16 << 20  # files up to this size are always hashed in full
+
+_conversion_lock = threading.Lock()
+
+
+def cache_root() -> Path:
+    """Folder holding converted GGUF copies: $TUI_DECODE_CACHE_DIR, else the user cache dir."""
+    override = os.environ.get(CACHE_ENV)
+    if override:
+        return Path(override).expanduser() / "gguf"
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("tui-decode")) / "gguf"
+
+
+def cache_key(gguf_path: str | os.PathLike) -> str:
+    """Identity of one version of a GGUF file, cheap to compute (no hashing of 100s of MB)."""
+    path = Path(gguf_path).resolve()
+    stat = path.stat()
+    raw = f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}".encode()
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
+def converted_folder(gguf_path: str | os.PathLike) -> Path:
+    """Where the converted copy of ``gguf_path`` lives (whether or not it exists yet)."""
+    path = Path(gguf_path)
+    return cache_root() / f"{path.stem}-{cache_key(path)}"
+
+
+def is_converted(gguf_path: str | os.PathLike) -> bool:
+    """Whether a finished converted copy of this exact file version is in the cache."""
+    return (converted_folder(gguf_path) / MARKER_FILE).is_file()
+
+
+def discard_converted(gguf_path: str | os.PathLike) -> None:
+    """Remove the converted copy of this file version (e.g. after it failed to load)."""
+    target = converted_folder(gguf_path)
+    with _conversion_lock:
+        (target / MARKER_FILE).unlink(missing_ok=True)  # first, so a half-deleted copy is never trusted
+        shutil.rmtree(target, ignore_errors=True)
+
+
+def check_gguf_file(gguf_path: str | os.PathLike) -> Path:
+    """The path, after checking it is a readable GGUF file; DecodeError otherwise."""
+    path = Path(gguf_path).expanduser()
+    if not path.exists():
+        raise DecodeError(f"GGUF file {path} does not exist; pass an existing .gguf file or a model folder.")
+    if not path.is_file():
+        raise DecodeError(f"{path} is not a file; pass a .gguf file or a model folder.")
+    try:
+        with path.open("rb") as handle:
+            magic = handle.read(4)
+    except OSError as err:
+        raise DecodeError(f"Cannot read GGUF file {path}: {err.strerror or err}; check its permissions.") from err
+    if magic != GGUF_MAGIC:
+        raise DecodeError(f"{path} is not a GGUF file (it does not start with 'GGUF'); pass a valid .gguf file.")
+    return path
+
+
+def cache_error(root: Path, problem: str) -> DecodeError:
+    return DecodeError(f"Cannot use the model cache folder {root}: {problem}; "
+                       f"set {CACHE_ENV} to a writable folder (or free disk space).")
+
+
+def prepare_cache_root(root: Path | None = None) -> Path:
+    """The cache folder, created if needed and checked writable; DecodeError saying how to fix it."""
+    root = root or cache_root()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise cache_error(root, "it (or a folder above it) is a file, not a folder") from None
+    except OSError as err:
+        raise cache_error(root, _reason(err)) from None
+    if not root.is_dir():
+        raise cache_error(root, "it is not a folder")
+    try:
+        probe = root / f"{PARTIAL_PREFIX}probe-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        probe.mkdir()
+        probe.rmdir()
+    except OSError as err:
+        raise cache_error(root, _reason(err)) from None
+    return root
+
+
+def ensure_converted(gguf_path: str | os.PathLike, progress: LoadProgress | None = None) -> Path:
+    """The folder of a transformers model (safetensors + tokenizer) converted from ``gguf_path``.
+
+    Converts on the first call for a given file version (slow), then returns the cached folder
+    after checking it against the checksums recorded at conversion (converting afresh if it fails).
+    """
+    path = check_gguf_file(gguf_path).resolve()
+    report = progress or _ignore_progress
+    target = converted_folder(path)
+    _remove_stale_partials(target.parent)
+    if (target / MARKER_FILE).is_file():
+        problem = verify_converted(target)
+        if problem is None:
+            return target
+        report(f"The cached copy of {path.name} is damaged ({problem}); converting it again", 0.0)
+        discard_converted(path)
+    with _conversion_lock:
+        if (target / MARKER_FILE).is_file():  # another thread finished it meanwhile
+            return target
+        _convert(path, target, report)
+    return target
+
+
+def _reason(err: OSError) -> str:
+    text = err.strerror or str(err) or type(err).__name__
+    return text[:1].lower() + text[1:]
+
+
+def file_digest(path: Path) -> str:
+    """SHA-256 of the whole file."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(HASH_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def sample_digest(path: Path, size: int) -> str:
+    """SHA-256 of SAMPLE_BLOCKS blocks spread evenly over the file (first and last included)."""
+    digest = hashlib.sha256()
+    span = max(size - SAMPLE_BLOCK, 0)
+    with path.open("rb") as handle:
+        for i in range(SAMPLE_BLOCKS):
+            handle.seek(span * i // (SAMPLE_BLOCKS - 1))
+            digest.update(handle.read(SAMPLE_BLOCK))
+    return digest.hexdigest()
+
+
+def folder_checksums(folder: Path) -> dict[str, dict]:
+    """{file name: {size, mtime_ns, sha256, sample}} for every file of a converted copy but the marker."""
+    out: dict[str, dict] = {}
+    for entry in sorted(folder.iterdir()):
+        if entry.name == MARKER_FILE or not entry.is_file():
+            continue
+        stat = entry.stat()
+        record = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": file_digest(entry)}
+        if stat.st_size > FULL_HASH_LIMIT:
+            record["sample"] = sample_digest(entry, stat.st_size)
+        out[entry.name] = record
+    return out
+
+
+def verify_converted(folder: Path) -> str | None:
+    """None when the converted copy in ``folder`` matches its recorded checksums, else what is wrong.
+
+    A copy converted before checksums were recorded gets them recorded now (once).
+    """
+    try:
+        record = json.loads((folder / MARKER_FILE).read_text(encoding="utf-8"))
+        files = record.get("files") if isinstance(record, dict) else None
+    except (OSError, ValueError):
+        return "its marker file is unreadable"
+    if files is None:
+        return _record_checksums(folder, record if isinstance(record, dict) else {})
+    if not isinstance(files, dict) or not files:
+        return "its marker file lists no files"
+    for name, want in files.items():
+        entry = folder / name
+        try:
+            stat = entry.stat()
+            if not isinstance(want, dict) or stat.st_size != want.get("size"):
+                return f"{name} has the wrong size"
+            unchanged = stat.st_mtime_ns == want.get("mtime_ns")
+            if unchanged and "sample" in want:
+                if sample_digest(entry, stat.st_size) != want["sample"]:
+                    return f"{name} does not match its checksum"
+            elif file_digest(entry) != want.get("sha256"):
+                return f"{name} does not match its checksum"
+        except OSError as err:
+            return f"{name}: {_reason(err)}"
+    return None
+
+
+def _record_checksums(folder: Path, record: dict) -> str | None:
+    """Add checksums to the marker of a copy converted by an older version (trusted as it is)."""
+    from decoders.records import atomic
+
+    try:
+        record["files"] = folder_checksums(folder)
+        atomic.write_text(folder / MARKER_FILE, json.dumps(record, indent=2), what="the cache marker")
+    except OSError:  # a read-only cache still loads; it is checked in full next time
+        pass
+    return None
+
+
+def _convert(path: Path, target: Path, report: LoadProgress) -> None:
+    """Dequantise ``path`` through transformers and save it atomically as ``target``."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from decoders.records import atomic
+
+    root = prepare_cache_root(target.parent)
+    _remove_stale_partials(root)
+    if target.exists():  # a folder without the marker: an older, broken copy
+        shutil.rmtree(target, ignore_errors=True)
+    partial = root / f"{PARTIAL_PREFIX}{target.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    started = time.perf_counter()
+    try:
+        report(f"Reading the tokenizer of {path.name}", 0.0)
+        try:
+            with quiet_progress_bars():
+                tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+                report(f"Dequantising {path.name} (first load only; later loads use a cached copy)", 0.2)
+                with _tensor_progress(report, 0.2, 0.85):
+                    model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name)
+        except DecodeError:
+            raise
+        except Exception as err:
+            raise DecodeError(f"transformers cannot load GGUF file {path}: {_first_line(err)}") from err
+        _clear_quantizer_marker(model)
+        report(f"Saving a converted copy to {target}", 0.9)
+        partial.mkdir(parents=True)
+        with quiet_progress_bars():
+            model.save_pretrained(str(partial))
+            tokenizer.save_pretrained(str(partial))
+        record = {
+            "source": str(path),
+            "size": path.stat().st_size,
+            "mtime_ns": path.stat().st_mtime_ns,
+            "converted_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "conversion_seconds": round(time.perf_counter() - started, 1),
+            "files": folder_checksums(partial),
+        }
+        atomic.write_text(partial / MARKER_FILE, json.dumps(record, indent=2), what="the cache marker")
+        del model
+        try:
+            os.replace(partial, target)
+        except OSError:
+            if not (target / MARKER_FILE).is_file():  # not a lost race with another process
+                raise
+        report(f"Converted {path.name}", 1.0)
+    except OSError as err:  # atomic.WriteError included
+        raise DecodeError(
+            f"Cannot write the converted model to {root}: {_reason(err)}; "
+            f"free disk space or set {CACHE_ENV} to a writable folder."
+        ) from None
+    finally:
+        if partial.exists():
+            shutil.rmtree(partial, ignore_errors=True)
+
+
+def _clear_quantizer_marker(model) -> None:
+    """Make a dequantised GGUF model saveable.
+
+    The weights are plain float tensors by now, but transformers keeps the GGUF quantizer on the
+    model (``hf_quantizer``, ``is_quantized``, ``quantization_method``) and a
+    ``quantization_config`` on its config, and refuses ``save_pretrained`` while they are there.
+    """
+    model.hf_quantizer = None
+    model.is_quantized = False
+    if hasattr(model, "quantization_method"):
+        model.quantization_method = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+
+
+@contextlib.contextmanager
+def quiet_progress_bars() -> Iterator[None]:
+    """Keep transformers' tqdm bars off the terminal (the app draws there), then restore them."""
+    from transformers.utils import logging as hf_logging
+
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
+
+
+@contextlib.contextmanager
+def _tensor_progress(report: LoadProgress, start: float, end: float) -> Iterator[None]:
+    """Route transformers' per-tensor GGUF dequantising progress into ``report``.
+
+    Its tqdm bar would otherwise write to the terminal the app is drawing on.
+    """
+    try:
+        import transformers.modeling_gguf_pytorch_utils as gguf_utils
+    except ImportError:
+        yield
+        return
+    original = getattr(gguf_utils, "tqdm", None)
+    if original is None:
+        yield
+        return
+
+    def reporting(iterable, desc=None, **_kwargs):
+        items = list(iterable)
+        total = max(len(items), 1)
+        step = max(total // 20, 1)
+        for index, item in enumerate(items):
+            if index % step == 0:
+                report(f"Dequantising tensors ({index}/{total})", start + (end - start) * index / total)
+            yield item
+
+    gguf_utils.tqdm = reporting
+    try:
+        yield
+    finally:
+        gguf_utils.tqdm = original
+
+
+def _remove_stale_partials(root: Path) -> None:
+    """Delete temporary folders left by conversions that were killed (each holds 100s of MB).
+
+    A partial folder names the process converting into it; it is stale when that process is gone
+    (killed by SIGTERM, say), or, for folders without a process id, when older than an hour.
+    """
+    now = time.time()
+    try:
+        entries = list(root.glob(f"{PARTIAL_PREFIX}*"))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            pid = _partial_pid(entry.name)
+            if pid == os.getpid() and _conversion_lock.locked():
+                continue  # this process is converting into it right now
+            alive = pid is not None and pid != os.getpid() and _process_alive(pid)
+            if not alive and (pid is not None or now - entry.stat().st_mtime > STALE_PARTIAL_SECONDS):
+                shutil.rmtree(entry, ignore_errors=True)
+            elif alive and now - entry.stat().st_mtime > STALE_PARTIAL_SECONDS * 24:
+                shutil.rmtree(entry, ignore_errors=True)  # a pid reused long after the conversion died
+        except OSError:
+            pass
+
+
+def _partial_pid(name: str) -> int | None:
+    """The process id in ``.partial-<target>-<pid>-<hex8>``, or None (older names had none)."""
+    parts = name.rsplit("-", 2)
+    if len(parts) == 3 and parts[1].isdigit() and len(parts[2]) == 8:
+        return int(parts[1])
+    return None
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, under another user
+    except OSError:
+        return True
+    return True
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return text[0] if text else type(err).__name__
+
+
+def _ignore_progress(message: str, fraction: float | None) -> None:
+    pass

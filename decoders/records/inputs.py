@@ -1,0 +1,74 @@
+"""Reading text a user hands over (prompt files, config files, prompt lists): bounded in size and
+checked to be UTF-8, every failure one line naming the file and what to do.
+
+A file is read up to a bound and never further, so `/dev/zero` or a 2 GB file costs a few MB
+of memory and a clear message, not the machine.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from decoders.core.errors import DecodeError
+
+#: Prompts: a model's context is at most a few hundred thousand tokens; 4 MiB of text is far more.
+MAX_PROMPT_BYTES = 4 << 20
+#: Config files.
+MAX_CONFIG_BYTES = 1 << 20
+#: Prompt lists (the bench's JSONL files; Spec-Bench's full set is about 0.5 MB).
+MAX_PROMPTS_BYTES = 64 << 20
+
+
+def _size_words(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
+
+
+def read_bytes(path: str | os.PathLike, what: str, limit: int, fix: str) -> bytes:
+    """At most ``limit`` bytes of ``path``; DecodeError if it is larger, missing, a folder or unreadable.
+
+    ``what`` names the file ("the prompt file"); ``fix`` ends each message.
+    """
+    path = Path(path)
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(limit + 1)
+    except FileNotFoundError:
+        raise DecodeError(f"cannot read {what} {path}: it does not exist; {fix}") from None
+    except IsADirectoryError:
+        raise DecodeError(f"cannot read {what} {path}: it is a folder; {fix}") from None
+    except OSError as err:
+        raise DecodeError(f"cannot read {what} {path}: {err.strerror or err}; {fix}") from None
+    if len(data) > limit:
+        raise DecodeError(f"{what} {path} is larger than {_size_words(limit)}, the most that is read "
+                          f"(stopped reading there); {fix}")
+    return data
+
+
+def decode_utf8(data: bytes, what: str, fix: str) -> str:
+    """``data`` as UTF-8 text (a leading BOM dropped); DecodeError naming the first bad byte."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        hint = ""
+        if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+            hint = " (it looks like UTF-16)"
+        raise DecodeError(f"{what} is not UTF-8 text{hint}: byte {data[err.start]:#04x} at offset {err.start} "
+                          f"cannot be decoded; save it as UTF-8, {fix}") from None
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def read_text(path: str | os.PathLike, what: str, limit: int, fix: str) -> str:
+    """`read_bytes` then `decode_utf8`."""
+    return decode_utf8(read_bytes(path, what, limit, fix), f"{what} {path}", fix)
+
+
+def check_text(text: str, what: str, fix: str) -> str:
+    """``text`` if it can be encoded as UTF-8 (no lone surrogates, which is what undecodable bytes
+    in a command-line argument become); DecodeError otherwise."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise DecodeError(f"{what} is not valid UTF-8 text: character {err.start} ({text[err.start]!a}) comes "
+                          f"from bytes that are not UTF-8; {fix}") from None
+    return text

@@ -1,0 +1,1 @@
+"""The command line: dispatch, the shared argument groups, `run`, `families`, `bench` and tables."""

@@ -1,0 +1,156 @@
+"""`tui-decode bench`: argument parsing and printing; the benchmark itself lives in the decoders.bench package.
+
+Every input is checked (prompts file, methods, sweep, numbers) before the model loads, so a typo
+costs a second, not a model load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from decoders.core.declarations import method_names
+from decoders.core.params import DecodeParams, method_param_specs
+from tui_decode.cli.main import MAX_THREADS
+
+DEFAULT_OUT = "bench-out"
+#: Upper bounds of the bench's own counts (the decoding parameters have theirs in their ParamSpecs):
+#: beyond these a run would exhaust memory (bandwidth tensor, threads) or never end.
+COUNT_BOUNDS = {"limit": 100_000, "repeats": 100, "bandwidth_mb": 16_384, "threads": MAX_THREADS,
+                "record_overhead_every": 100_000}
+
+
+def add_bench_parser(sub) -> None:
+    from tui_decode.cli.main import add_model_args
+
+    from decoders.bench.sweep import sweep_names
+    from decoders.bench.variants import EXAMPLE, MAX_VARIANTS
+
+    d = DecodeParams()
+    default_methods = ",".join(method_names())  # every registered method
+    p = sub.add_parser("bench", help="Spec-Bench-style benchmark, side by side with transformers",
+                       description="Run every method on every prompt of a Spec-Bench JSONL file (first turn, "
+                                   "greedy), interleaved with transformers' generate() on the same model, and "
+                                   "write report.md and report.json.")
+    p.add_argument("--prompts", required=True, metavar="FILE.jsonl",
+                   help="Spec-Bench prompts (question_id, category, turns), e.g. bench/spec_bench_dev.jsonl")
+    p.add_argument("--methods", default=None, metavar="LIST",
+                   help=f"comma-separated methods, each a row as the flags below set it ({default_methods}); ar is "
+                        "always run, it is the baseline")
+    p.add_argument("--variants", default=None, metavar="LIST",
+                   help="more rows, each a method with its own parameters or draft, labelled as written: e.g. "
+                        f"'{EXAMPLE}' (items: int4 or early-exit [L] drafts, tree WxD, or NAME VALUE for a "
+                        f"method's parameter; at most {MAX_VARIANTS}). With neither --methods nor --variants: "
+                        "every method plus spec with each self-draft the family offers and with a 2x3 draft tree, "
+                        "and pld[branches 3]")
+    p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, metavar="N")
+    p.add_argument("--limit", type=int, default=None, metavar="N",
+                   help="use N prompts, taken round-robin over the task groups (default all)")
+    p.add_argument("--repeats", type=int, default=1, metavar="R", help="measure every prompt R times (default 1)")
+    p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"report folder (default {DEFAULT_OUT}/)")
+    p.add_argument("--sweep", metavar="NAME=A..B",
+                   help=f"instead of the suite, sweep one parameter ({sweep_names()}) and print measured "
+                        "speedup against the Theorem 3.8 prediction for each value, e.g. gamma=1..8")
+    methods = p.add_argument_group("method parameters")
+    for spec in method_param_specs().values():  # every registered method's, from its declaration
+        spec.add_argument(methods)
+    p.add_argument("--bandwidth-mb", type=int, default=1024, metavar="MB",
+                   help="size of the float32 tensor summed to measure memory read bandwidth (default 1024)")
+    p.add_argument("--record-overhead-every", type=int, default=3, metavar="K",
+                   help="on every K-th prompt also run each drafting method with recording on, to measure what "
+                        "recording costs (default 3; 0: never)")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="torch CPU threads for both sides (default: torch's own choice); on a machine shared "
+                        "with other busy processes, 1 avoids threads spinning against each other")
+    add_model_args(p)
+
+
+def _check_counts(args: argparse.Namespace) -> None:
+    from decoders.core.errors import DecodeError
+
+    for name, flag in (("limit", "--limit"), ("repeats", "--repeats"), ("bandwidth_mb", "--bandwidth-mb"),
+                       ("threads", "--threads")):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise DecodeError(f"{name} must be an integer >= 1, got {value}; set {flag} to 1 or more")
+        high = COUNT_BOUNDS[name]
+        if value is not None and value > high:
+            raise DecodeError(f"{name} must be an integer <= {high}, got {value}; set {flag} to {high} or less")
+    if args.record_overhead_every < 0:
+        raise DecodeError(f"record_overhead_every must be an integer >= 0, got {args.record_overhead_every}; "
+                          "set --record-overhead-every to 0 (never) or more")
+    if args.record_overhead_every > COUNT_BOUNDS["record_overhead_every"]:
+        high = COUNT_BOUNDS["record_overhead_every"]
+        raise DecodeError(f"record_overhead_every must be an integer <= {high}, got {args.record_overhead_every}; "
+                          f"set --record-overhead-every to {high} or less")
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from decoders.bench import load_prompts, parse_methods, parse_sweep, parse_variants, run_bench, run_sweep
+    from decoders.bench.drafts import check_variants
+    from decoders.core.errors import DecodeError
+    from decoders.bench.report import floor_section, group_table, overall_table, sweep_table, targets_table, \
+        write_report
+    from tui_decode.cli.main import family_spec, load_with_progress
+
+    from decoders.records.atomic import check_folder_destination
+
+    prompts = load_prompts(args.prompts)
+    check_folder_destination(args.out, "--out", "the report")  # before the benchmark, not after
+    methods = parse_methods(args.methods) if args.methods is not None else None
+    variants = parse_variants(args.variants) if args.variants is not None else None
+    sweep = parse_sweep(args.sweep) if args.sweep else None
+    if sweep is not None and variants is not None:
+        raise DecodeError("--sweep and --variants do not go together: a sweep varies one parameter of one method; "
+                          "drop one of the two")
+    _check_counts(args)
+    chosen = {name: getattr(args, name) for name in method_param_specs()}
+    params = DecodeParams(method="ar", max_new_tokens=args.max_new_tokens, record=False, **chosen).validated()
+    check_variants(variants or (), params)  # each with the other parameters (e.g. ngram_min <= ngram_max)
+    if sweep is not None:  # every swept value with the other parameters (e.g. ngram_min <= ngram_max)
+        for value in sweep.values:
+            params.replace(method=sweep.method, **{sweep.name: value}).validated()
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    spec = family_spec(args)
+    family = load_with_progress(spec, Console(stderr=True))
+
+    def progress(message: str) -> None:
+        print(f"bench: {message}", file=sys.stderr, flush=True)
+
+    if sweep is not None:
+        report = run_sweep(family, prompts, sweep, args.max_new_tokens, args.limit, args.repeats, progress,
+                           params=params)
+    else:
+        report = run_bench(family, prompts, methods, args.max_new_tokens, args.limit, args.repeats, progress,
+                           params=params, record_overhead_every=args.record_overhead_every,
+                           bandwidth_bytes=args.bandwidth_mb << 20, variants=variants)
+    from decoders.core.errors import DecodeError
+
+    failed: DecodeError | None = None
+    try:
+        md, js = write_report(report, args.out)
+    except DecodeError as exc:  # keep the measurements: print them, then say what was not written
+        failed = exc
+    if sweep is not None:
+        print(f"Sweep of {sweep.name} ({sweep.method}): measured speedup against Theorem 3.8\n")
+        print(sweep_table(report))
+    else:
+        print("Overall\n")
+        print(overall_table(report))
+        print("\nPer task group\n")
+        print(group_table(report))
+        print("\nTargets\n")
+        print(targets_table(report))
+        print("\nMachine: memory-bandwidth floor and verify-cost curve\n")
+        print(floor_section(report))
+    for note in report.notes:
+        print(f"note: {note}", file=sys.stderr)
+    if failed is not None:
+        raise failed
+    print(f"\nreport written to {md} and {js} ({report.elapsed_s:.0f} s)", file=sys.stderr)
+    return 0

@@ -1,0 +1,388 @@
+"""The command line: `tui-decode` opens the app; `tui-decode run` decodes headless; `tui-decode bench`
+measures methods side by side with transformers.
+
+Every user error ends as one line on stderr and exit code 2, never a traceback. Anything else
+(a bug) ends as one line naming a crash report file that holds the traceback, and exit code 1;
+ctrl+c exits 130 and SIGTERM 143.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Sequence
+
+from decoders import __version__
+from decoders.core.errors import DecodeError
+from decoders.models.families import DEFAULT_FAMILY
+from decoders.core.params import COMMON_PARAMS, DEFAULT_METHOD, DecodeParams, method_param_specs
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line that says what was wrong and where help is."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise DecodeError(f"{message} (see `{self.prog} --help`)")
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        """As argparse's, but arguments no parser took point at the help of the command given."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = getattr(parsed, "command", None)
+            where = f"{self.prog} {command}" if command else self.prog
+            raise DecodeError(f"unrecognized arguments: {' '.join(extras)} (see `{where} --help`)")
+        return parsed
+
+
+MAX_THREADS = 1024  # torch threads a user can ask for
+
+
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model")
+    g.add_argument("--family", help=f"a named family (default {DEFAULT_FAMILY}, the bundled offline SmolLM2-135M); "
+                                    "see `tui-decode families`")
+    g.add_argument("--main", metavar="SRC", help="main (target) model: hub id, local folder or .gguf file")
+    g.add_argument("--helper", metavar="SRC", help="helper (draft) model sharing the main model's tokenizer")
+    g.add_argument("--self-draft-layer", type=int, metavar="L",
+                   help="draft with the main model's first L layers (early exit; shares the weights)")
+    g.add_argument("--self-draft", metavar="KIND",
+                   help="draft with a weight-only KIND (int4) copy of the main model, built at load time")
+    g.add_argument("--device", default=None, choices=["auto", "cpu", "cuda", "mps"], help="default auto")
+    g.add_argument("--dtype", default=None, choices=["auto", "float32", "bfloat16", "float16"],
+                   help="default auto: bfloat16 on CUDA (float16 where bf16 is missing), float32 on CPU and MPS; "
+                        "float16 on CPU: float16 weights through fbgemm, float32 activations (fast Llama backend)")
+    g.add_argument("--device-map", default=None, metavar="MAP",
+                   help="spread models larger than one GPU over every visible GPU, the CPU and disk with accelerate: "
+                        "auto, balanced, sequential, or a .json file of module name -> device; runs on the "
+                        "transformers backend")
+    g.add_argument("--cuda-graph", default=None, choices=["auto", "on", "off"],
+                   help="replay the fast backend's one-token step from a CUDA graph (default auto: on CUDA only)")
+
+
+def add_decode_args(p: argparse.ArgumentParser) -> None:
+    """The method and every declared parameter (common and each method's), from their `ParamSpec`s."""
+    from decoders.core.declarations import all_methods
+
+    g = p.add_argument_group("decoding")
+    methods = all_methods()
+    g.add_argument("--method", choices=[m.name for m in methods], default=DEFAULT_METHOD,
+                   help="; ".join(f"{m.name}: {m.summary or m.label}" for m in methods))
+    for spec in COMMON_PARAMS:
+        spec.add_argument(g)
+    g.add_argument("--raw", action="store_true", help="send the prompt as is, without the chat template")
+    by_method = p.add_argument_group("method parameters")
+    for spec in method_param_specs().values():
+        spec.add_argument(by_method)
+
+
+def add_threads_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help=f"torch CPU threads (1..{MAX_THREADS}; default: torch's own choice); on a machine shared "
+                        "with other busy processes, 1 avoids threads spinning against each other")
+
+
+def check_threads(args: argparse.Namespace) -> None:
+    """Refuse a thread count out of range, before any model time is spent."""
+    if args.threads is not None and not 1 <= args.threads <= MAX_THREADS:
+        raise DecodeError(f"--threads must be 1..{MAX_THREADS}, got {args.threads}; give 1 on a busy machine, or leave "
+                          "it out for torch's own choice")
+
+
+def set_threads(args: argparse.Namespace) -> None:
+    if args.threads is not None:
+        import torch
+
+        torch.set_num_threads(args.threads)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog="tui-decode", description="Watch parallel LLM decoding happen, token by token, "
+                                                          "and measure what it buys.")
+    parser.add_argument("--version", action="version", version=f"tui-decode {__version__}")
+    parser.add_argument("--open", metavar="RUN.json", help="open a saved run in the app (no models needed)")
+    first = parser.add_mutually_exclusive_group()
+    first.add_argument("--prompt", help="the app's first prompt (default: a sample sentence)")
+    first.add_argument("--prompt-file", metavar="PATH", help="read the app's first prompt from a file")
+    add_model_args(parser)
+    add_threads_arg(parser)
+    add_decode_args(parser)  # the app's starting parameters
+    sub = parser.add_subparsers(dest="command", parser_class=OneLineParser)
+
+    run = sub.add_parser("run", help="decode one prompt headless and print the figures (or the run as JSON)")
+    src = run.add_mutually_exclusive_group()
+    src.add_argument("--prompt", help="the prompt text")
+    src.add_argument("--prompt-file", metavar="PATH", help="read the prompt from a file")
+    run.add_argument("--json", metavar="PATH", help="write the whole run as JSON to PATH (- for stdout)")
+    add_threads_arg(run)
+    add_model_args(run)
+    add_decode_args(run)
+
+    sub.add_parser("families", help="list the model families (built-in and from the config file)")
+
+    from tui_decode.cli.bench import add_bench_parser
+
+    add_bench_parser(sub)
+    return parser
+
+
+def family_spec(args: argparse.Namespace):
+    """The FamilySpec the arguments ask for."""
+    from decoders.models.families import resolve_family
+    from decoders.models.family import FamilySpec
+
+    if args.main and args.family:
+        raise DecodeError("give either --family NAME or --main SRC, not both")
+    if args.helper and args.self_draft_layer is not None:
+        raise DecodeError("give either --helper SRC or --self-draft-layer L, not both")
+    if args.self_draft_layer is not None and args.self_draft_layer < 1:  # the upper bound needs the model
+        raise DecodeError(f"--self-draft-layer must be 1 or more (the draft runs the main model's first L layers), "
+                          f"got {args.self_draft_layer}")
+    self_draft = getattr(args, "self_draft", None)
+    if self_draft is not None:
+        from decoders.models.family import SELF_DRAFT_KINDS
+
+        if self_draft not in SELF_DRAFT_KINDS:
+            raise DecodeError(f"unknown --self-draft kind {self_draft!r}; choose one of {', '.join(SELF_DRAFT_KINDS)}")
+        if args.helper or args.self_draft_layer is not None:
+            other = "--helper SRC" if args.helper else "--self-draft-layer L"
+            raise DecodeError(f"give either --self-draft {self_draft} or {other}, not both")
+    if args.main:
+        spec = FamilySpec(name="custom", main=args.main, helper=None, self_draft_layer=None,
+                          device="auto", dtype="auto", label=None)
+    else:
+        spec = resolve_family(args.family or DEFAULT_FAMILY)
+    changes = {}
+    if args.helper:
+        changes.update(helper=args.helper, self_draft_layer=None, self_draft=None)
+    if args.self_draft_layer is not None:
+        changes.update(self_draft_layer=args.self_draft_layer, helper=None, self_draft=None)
+    if self_draft is not None:
+        changes.update(self_draft=self_draft, helper=None, self_draft_layer=None)
+    if args.device:
+        changes["device"] = args.device
+    if args.dtype:
+        changes["dtype"] = args.dtype
+    if getattr(args, "device_map", None):
+        changes["device_map"] = args.device_map
+    if getattr(args, "cuda_graph", None):
+        changes["cuda_graph"] = args.cuda_graph
+    if changes:
+        from dataclasses import replace
+
+        spec = replace(spec, **changes)
+    return spec
+
+
+def decode_params(args: argparse.Namespace, method: str | None = None) -> DecodeParams:
+    """The parameters the flags ask for, validated (bounds and cross-parameter rules)."""
+    from decoders.core.params import all_param_specs
+
+    values = {name: getattr(args, name) for name in all_param_specs() if hasattr(args, name)}
+    return DecodeParams(method=method or args.method, chat_template=not args.raw, **values).validated()
+
+
+def read_prompt(args: argparse.Namespace) -> str:
+    """The prompt text: from --prompt-file (read up to a bound, UTF-8) or --prompt (valid UTF-8)."""
+    from decoders.records.inputs import MAX_PROMPT_BYTES, check_text, read_text
+
+    if args.prompt_file:
+        return read_text(args.prompt_file, "the prompt file", MAX_PROMPT_BYTES,
+                         "give a readable UTF-8 text file to --prompt-file")
+    if args.prompt is None:
+        raise DecodeError("no prompt given; pass --prompt TEXT or --prompt-file PATH")
+    return check_text(args.prompt, "the --prompt text",
+                      "pass UTF-8 text (or put the prompt in a UTF-8 file and use --prompt-file)")
+
+
+def load_with_progress(spec, console):
+    """Load a family, showing the loader's progress on stderr."""
+    from decoders.models.family import load_family
+
+    with console.status(f"loading {spec.label or spec.main} ...") as status:
+        def progress(message: str, fraction: float | None = None) -> None:
+            pct = "" if fraction is None else f" {100 * fraction:.0f}%"
+            status.update(f"{message}{pct}")
+
+        return load_family(spec, progress=progress)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.panel import Panel
+    from rich.text import Text
+
+    from decoders.engine import Engine
+    from tui_decode.cli.tables import summary_table
+
+    from decoders.records.atomic import check_destination
+
+    err = Console(stderr=True)
+    check_threads(args)
+    params = decode_params(args, args.method)
+    prompt = read_prompt(args)
+    if not prompt.strip():
+        raise DecodeError("the prompt is empty; give some text with --prompt or --prompt-file")
+    if args.json and args.json != "-":
+        check_destination(args.json, "--json", "the run")  # before any model time is spent
+    set_threads(args)
+    family = load_with_progress(family_spec(args), err)
+    engine = Engine(family)
+    params, _ = engine.check(prompt, params)  # fail on bad input before spending model time
+    with err.status("decoding ..."):
+        result = engine.run(prompt, params)
+    if args.json == "-":
+        sys.stdout.write(result.dumps() + "\n")
+        return 0
+    failed: DecodeError | None = None
+    if args.json:
+        try:
+            result.save(args.json)
+            err.print(f"run written to {args.json}")
+        except DecodeError as exc:  # keep the result: show it, then say what was not written
+            failed = exc
+    out = Console()
+    out.print(Panel(Text(result.method.text), title="output", title_align="left", expand=False))
+    out.print(summary_table(result))
+    if failed is not None:
+        raise failed
+    return 0
+
+
+def cmd_families(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from decoders.models.families import all_families, config_path
+    from tui_decode.cli.families import families_table
+
+    table = families_table(all_families(), config_path())
+    console = Console()
+    if not console.is_terminal:  # piped: every id whole on its row, however wide, for grep and cut
+        wide = console.measure(table, options=console.options.update_width(1000)).maximum
+        console = Console(width=max(console.width, wide))
+    console.print(table)
+    return 0
+
+
+def cmd_app(args: argparse.Namespace) -> int:
+    from tui_decode.app import run_app
+
+    check_threads(args)
+    return run_app(args)
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived: unwind (temporary files are removed on the way) and exit 143."""
+
+
+def _on_sigterm(signum, frame):  # pragma: no cover - exercised through a subprocess
+    raise Terminated()
+
+
+def crash_dir() -> Path:
+    """Where crash reports go: $TUI_DECODE_CACHE_DIR, else the user cache dir."""
+    override = os.environ.get("TUI_DECODE_CACHE_DIR")
+    if override:
+        return Path(override).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("tui-decode"))
+
+
+def write_crash_report(exc: BaseException, argv: Sequence[str] | None) -> Path | None:
+    """The traceback of ``exc`` in ``crash-YYYYmmdd-HHMMSS.txt``; its path, or None if no folder took it."""
+    import tempfile
+
+    from decoders.records import atomic
+
+    text = (f"tui-decode {__version__} crashed at {time.strftime('%Y-%m-%d %H:%M:%S')}\n"
+            f"command: {' '.join(map(repr, sys.argv[:1] + list(argv if argv is not None else sys.argv[1:])))}\n"
+            f"python: {sys.version.split()[0]} on {sys.platform}\n\n"
+            + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    name = f"crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.txt"
+    folders = []
+    try:
+        folders.append(crash_dir())
+    except Exception:
+        pass
+    folders.append(Path(tempfile.gettempdir()))
+    for folder in folders:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            return atomic.write_text(folder / name, text.encode("utf-8", "backslashreplace").decode("utf-8"))
+        except Exception:
+            continue
+    return None
+
+
+def report_crash(exc: BaseException, argv: Sequence[str] | None) -> int:
+    """One line naming the crash report (the traceback goes there, not to the screen); exit 1."""
+    report = write_crash_report(exc, argv)
+    where = f"details in {report}" if report else "no crash report could be written"
+    print(f"tui-decode: internal error: {type(exc).__name__}: {_one_line(exc)} ({where}; please report it)",
+          file=sys.stderr)
+    return 1
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The error boundary: whatever happens, one line on stderr and a meaningful exit code."""
+    previous = None
+    try:
+        try:
+            previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        except ValueError:  # not the main thread
+            previous = None
+        return _dispatch(argv)
+    except DecodeError as exc:
+        print(f"tui-decode: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("tui-decode: interrupted", file=sys.stderr)
+        return 130
+    except Terminated:
+        print("tui-decode: terminated", file=sys.stderr)
+        return 143
+    except SystemExit:
+        raise  # --help, --version
+    except BrokenPipeError:  # stdout closed early (piped into head): nothing more to say
+        _silence_stdout()
+        return 141  # as a shell reports a process ended by SIGPIPE
+    except Exception as exc:
+        return report_crash(exc, argv)
+    finally:
+        if previous is not None:
+            try:
+                signal.signal(signal.SIGTERM, previous)
+            except ValueError:
+                pass
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe, point stdout at /dev/null so the interpreter's final flush is quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _dispatch(argv: Sequence[str] | None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "run":
+        return cmd_run(args)
+    if args.command == "families":
+        return cmd_families(args)
+    if args.command == "bench":
+        from tui_decode.cli.bench import cmd_bench
+
+        return cmd_bench(args)
+    return cmd_app(args)

@@ -1,0 +1,478 @@
+"""The main screen: prompt and parameters on the left, the live output, its iterations and their
+detail on the right, the run's statistics below the parameters; and the wiring between them.
+
+The screen holds an engine (through `LoadedFamily`), never the reverse. It hosts the two thread
+workers (`tui_decode.workers.decode`) and handles their messages (`tui_decode.workers.messages`); the state of a
+run that is streaming lives in a `LiveRun`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.reactive import var
+from textual.screen import Screen
+from textual.widgets import DataTable
+
+from decoders.core.errors import DecodeError
+from decoders.core.params import METHOD_NAMES, DecodeParams
+from decoders.records.run import RunResult
+from tui_decode.workers.draft import DraftBuildWorker
+from tui_decode.screens.layout import ResponsiveLayout, page_tabs
+from tui_decode.state.live_run import LiveRun
+from tui_decode.state.loaded_family import LoadedFamily, helper_description
+from tui_decode.workers.messages import (
+    FamilyFailed,
+    FamilyLoaded,
+    FamilyProgress,
+    RunBatch,
+    RunFailed,
+    RunFinished,
+    RunPhase,
+    RunStopped,
+    WorkerMessage,
+)
+from tui_decode.screens.run_files import RunFiles
+from tui_decode.widgets.stats_pane import headline_speed, speed_text as speed_words
+from tui_decode.state.run_history import RunHistory
+from tui_decode.cli.tables import run_title
+from tui_decode.state.settings import KNOB_BY_KEY, Settings, draft_length_key, knobs_for
+from tui_decode.state.token_text import run_tokens
+from tui_decode.widgets import (
+    AppFooter,
+    DetailContext,
+    IterationDetail,
+    IterationTable,
+    ParamsPane,
+    PromptPane,
+    StatsPane,
+    StatusLine,
+    TokenStream,
+    ValueEditor,
+    family_picker,
+)
+from tui_decode.workers.decode import DecodeWorker, EngineFactory, FamilyLoader, FamilyLoadWorker
+
+if TYPE_CHECKING:
+    from decoders.models.family import FamilySpec
+
+
+class MainScreen(ResponsiveLayout, RunFiles, FamilyLoadWorker, DraftBuildWorker, DecodeWorker, Screen[None]):
+    """The workbench: one run shown (finished, cancelled, opened or streaming) and the next one's
+    prompt and parameters."""
+
+    running: var[bool] = var(False, bindings=True)
+    loading_family: var[bool] = var(False, bindings=True)  # not `loading`: Widget.loading covers the screen
+
+    def __init__(
+        self,
+        spec: FamilySpec | None,
+        *,
+        opened: RunResult | None,
+        opened_name: str,
+        load_family: FamilyLoader,
+        engine_factory: EngineFactory,
+        runs_folder: Path,
+        prompt: str,
+        settings: Settings,
+        cursor_blink: bool,
+    ) -> None:
+        super().__init__()
+        self.spec = spec
+        self.opened = opened
+        self.opened_name = opened_name
+        self.load_family = load_family
+        self.engine_factory = engine_factory
+        self.runs_folder = runs_folder
+        self.initial_prompt = prompt
+        self.settings = settings
+        self.cursor_blink = cursor_blink
+        self.loaded: LoadedFamily | None = None
+        self.result: RunResult | None = None
+        self.live: LiveRun | None = None
+        self.run_after_load = False
+        self.history = RunHistory()  # every run met this session (h lists them, c compares)
+        self._decode_lock = threading.Lock()
+        self.set_up = asyncio.Event()  # set once the panes are filled and focused
+
+    # -- layout ----------------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        # Kept as attributes: worker messages may still arrive while the app shuts down, when
+        # querying the DOM would fail.
+        self.prompt_pane = PromptPane(self.initial_prompt, id="prompt-pane", classes="pane")
+        self.params_pane = ParamsPane(id="params-pane", classes="pane")
+        self.value_editor = ValueEditor(id="value-editor")
+        self.stats = StatsPane(id="stats-pane", classes="pane")
+        self.stream = TokenStream(id="token-stream", classes="pane")
+        self.table = IterationTable(id="iteration-table", classes="pane")
+        self.detail = IterationDetail(id="iteration-detail", classes="pane")
+        self.status = StatusLine(id="status-line")
+        self.footer = AppFooter(compact=True)
+        self.page_tabs = page_tabs()  # the narrow layout's pages (see tui_decode.screens.layout)
+        yield self.page_tabs
+        with Horizontal(id="workbench"):
+            with Vertical(id="left"):
+                yield self.prompt_pane
+                yield self.params_pane
+                yield self.value_editor
+                yield self.stats
+            with Vertical(id="right"):
+                yield self.stream
+                yield self.table
+                yield self.detail
+        yield self.status
+        yield self.footer
+
+    def on_mount(self) -> None:
+        self.prompt_pane.editor.cursor_blink = self.cursor_blink
+        self.app.theme_changed_signal.subscribe(self, self._theme_changed)
+        self.apply_layout(self.app.size.width)
+        self.set_interval(0.5, self._tick)
+        self._apply_settings(self.settings)
+        if self.opened is not None:
+            self.history.record(self.opened, "opened", Path(self.opened_name) if self.opened_name else None)
+            self.show_result(self.opened, opened_name=self.opened_name)
+            target = self.spec.name if self.spec is not None else "the model"
+            self.status.set(f"opened {self.opened_name or 'a saved run'}: browsing without a model; "
+                            f"ctrl+r loads {target} and runs", "done")
+        elif self.spec is not None:
+            self.start_loading(self.spec)
+        else:
+            self.status.set("no model family given; press f to pick one", "idle")
+        self.params_pane.focus()
+        self.set_up.set()
+
+    def on_unmount(self) -> None:
+        self.restore_threads()
+
+    def check_message_enabled(self, message) -> bool:
+        """Worker messages that arrive once the app is leaving (a run cancelled by ctrl+q ends
+        with a partial result) change nothing."""
+        if isinstance(message, WorkerMessage) and not self.is_attached:
+            return False
+        return super().check_message_enabled(message)
+
+    def _theme_changed(self, theme: object) -> None:
+        """Table rows and figures keep the colours they were drawn with: draw them again."""
+        if self.running:
+            return
+        row = self.table.cursor_row
+        self.table.show_iterations(list(self.table.iterations))
+        self.table.select_iteration(row)
+        self._show_detail(row)
+        if self.result is not None:
+            self.stats.show_result(self.result)
+
+    # -- settings --------------------------------------------------------------------------------
+    def _apply_settings(self, settings: Settings) -> None:
+        self.settings = settings
+        self.params_pane.settings = settings
+        self.prompt_pane.show_chat_template(settings.params.chat_template)
+        self.ensure_draft(settings)  # a self-draft chosen for the first time is built in a worker
+
+    @on(ParamsPane.Changed)
+    def params_changed(self, event: ParamsPane.Changed) -> None:
+        self._apply_settings(event.settings)
+
+    @on(ParamsPane.EditRequested)
+    def edit_requested(self, event: ParamsPane.EditRequested) -> None:
+        self.value_editor.start(event.knob, self.settings, event.text, self.params_pane.draft_layers)
+
+    @on(ValueEditor.Done)
+    def value_typed(self, event: ValueEditor.Done) -> None:
+        if event.value is not None:
+            self._apply_settings(self.settings.replace(draft_layer=event.value, self_draft=None)
+                                 if event.key == "draft_layer"
+                                 else self.settings.with_params(**{event.key: event.value}))
+        self.params_pane.focus()
+
+    def set_method(self, method: str) -> None:
+        self._apply_settings(self.settings.with_params(method=method))
+
+    def action_cycle_method(self) -> None:
+        self._step_knob("method", 1)
+
+    def action_toggle_mode(self) -> None:
+        self._step_knob("mode", 1)
+
+    def action_draft_length(self, direction: int) -> None:
+        key = draft_length_key(self.settings.params.method)
+        if key is None:
+            self.notify("Autoregressive decoding drafts nothing; pick another method (m).", severity="warning")
+            return
+        self._step_knob(key, direction)
+
+    def _step_knob(self, key: str, direction: int) -> None:
+        draft_layers = self.loaded.draft_layers if self.loaded else 0
+        knob = next((k for k in knobs_for(self.settings.params.method) if k.key == key), None) or KNOB_BY_KEY[key]
+        self._apply_settings(knob.step(self.settings, direction, draft_layers))
+        self.params_pane.select_key(key)
+
+    def action_toggle_chat_template(self) -> None:
+        self._apply_settings(self.settings.with_params(chat_template=not self.settings.params.chat_template))
+
+    def action_edit_prompt(self) -> None:
+        self.prompt_pane.editor.focus()
+
+    def action_toggle_detail(self) -> None:
+        if self.maximized is not None:
+            self.minimize()
+        else:
+            self.maximize(self.detail, container=False)
+            self.detail.focus()
+
+    # -- errors ----------------------------------------------------------------------------------
+    def report_error(self, message: str) -> None:
+        """An engine or input error: a notification and the status line; nothing else changes."""
+        self.notify(message, title="Error", severity="error", timeout=10)
+        self.status.set(f"error: {message}", "error")
+
+    # -- loading a family ------------------------------------------------------------------------
+    def start_loading(self, spec: FamilySpec) -> None:
+        if self.loading_family:
+            self.notify("A model family is already loading.", severity="warning")
+            return
+        self.loading_family = True
+        self.status.set(f"loading {spec.label or spec.name} …", "busy", 0.0)
+        self.prompt_pane.show_family(
+            self.loaded.engine.family.describe() if self.loaded else {"label": spec.label or spec.main},
+            note=f"loading {spec.name} …")
+        self.load_in_background(spec)
+
+    @on(FamilyProgress)
+    def family_progress(self, event: FamilyProgress) -> None:
+        if self.loading_family:
+            self.status.set(event.text, "busy", event.fraction)
+
+    @on(FamilyLoaded)
+    def family_loaded(self, event: FamilyLoaded) -> None:
+        self.loading_family = False
+        self.loaded = loaded = event.loaded
+        self.spec = loaded.spec or self.spec
+        described = loaded.engine.family.describe()
+        self.prompt_pane.show_family(described, threads=loaded.threads)
+        self.prompt_pane.set_counter(lambda text, template: len(loaded.engine.family.encode_prompt(text, template)))
+        self.params_pane.draft_options = loaded.draft_options()
+        self.params_pane.helper_label = helper_description(described)
+        self._apply_settings(self.settings.replace(**loaded.start_draft()))
+        method = METHOD_NAMES[self.settings.params.method]
+        self.status.set(f"ready: {loaded.label} on {described.get('device')} · {described.get('dtype')}; "
+                        f"ctrl+r runs {method}", "idle")
+        if self.run_after_load:
+            self.run_after_load = False
+            self.action_run()
+
+    @on(FamilyFailed)
+    def family_failed(self, event: FamilyFailed) -> None:
+        self.loading_family = False
+        self.run_after_load = False
+        self.report_error(event.error)
+        if self.loaded is not None:
+            self.prompt_pane.show_family(self.loaded.engine.family.describe(), threads=self.loaded.threads)
+            self.spec = self.loaded.spec
+            self.status.set(f"could not load {event.spec.name}; still using {self.loaded.label}", "error")
+        else:
+            self.prompt_pane.show_family({}, note=f"{event.spec.name} failed to load; f picks another")
+
+    def action_pick_family(self) -> None:
+        if self.running or self.loading_family:
+            self.notify("Wait for the current run or load to end (escape cancels a run).", severity="warning")
+            return
+        try:
+            from decoders.models.families import all_families, config_path
+
+            families = all_families()
+        except DecodeError as error:
+            self.report_error(str(error))
+            return
+        current = self.spec.name if self.spec is not None else None
+
+        def picked(name: str | None) -> None:
+            if name is not None and name in families:
+                self.start_loading(families[name])
+
+        self.app.push_screen(family_picker(families, current, config_path()), picked)
+
+    # -- running ---------------------------------------------------------------------------------
+    def action_run(self) -> None:
+        if self.running:
+            self.notify("A run is already going; escape cancels it.", severity="warning")
+            return
+        prompt = self.prompt_pane.text
+        settings = self.settings
+        try:
+            if not prompt.strip():
+                raise DecodeError("the prompt is empty; type a prompt in the Prompt pane (e edits it)")
+            settings.params.validated(ui=True)
+        except DecodeError as error:
+            self.report_error(str(error))
+            return
+        if self.loaded is None:
+            if self.spec is None:
+                self.report_error("no model family is loaded; press f to pick one")
+                return
+            self.run_after_load = True
+            if not self.loading_family:
+                self.start_loading(self.spec)
+            else:
+                self.notify("The run starts as soon as the model has loaded.")
+            return
+        self.running = True
+        self.hurry_threads()
+        self.live = live = LiveRun(settings.params, prompt)
+        self.status.set(live.status, "busy", 0.0)
+        self.decode_in_background(self.loaded, prompt, settings)
+        if self.narrow:  # one page at a time: follow the run on the output page
+            self.show_page("output")
+            self.stream.focus()
+
+    def action_cancel(self) -> None:
+        if self.run_after_load:
+            self.run_after_load = False
+            self.status.set("the run waiting for the model is cancelled; the model keeps loading", "cancelled")
+            return
+        if self.running:
+            self.cancel_decode()
+            self.status.set("cancelling at the next iteration …", "busy")
+
+    def _run_ended(self) -> None:
+        self.running = False
+        self.restore_threads()
+
+    @on(RunPhase)
+    def run_phase(self, event: RunPhase) -> None:
+        live = self.live
+        if live is None:
+            return
+        live.enter(event.phase)
+        if live.phase == "method":
+            self.stream.clear()
+            self.table.clear_iterations()
+            self.detail.show(None, DetailContext())
+            self.stream.border_title = f"Output · {live.method_label} (running)"
+            self.stats.show_live(live.figures(), "running")
+        self.status.set(live.status, "busy", live.fraction)
+
+    def _tick(self) -> None:
+        """While a phase prefills nothing arrives from the worker: count the seconds here."""
+        if self.running and self.live is not None and self.live.prefilling:
+            self.status.set(self.live.status, "busy", None)
+
+    @on(RunBatch)
+    def run_batch(self, event: RunBatch) -> None:
+        live = self.live
+        if live is None:
+            return
+        iterations = live.add(event.events)
+        if iterations:
+            self.stream.append_iterations(iterations)
+            if live.slow_panes_due():
+                self._flush_slow_panes()
+        self.status.set(live.status, "busy", live.fraction)
+
+    def _flush_slow_panes(self) -> None:
+        """Bring the iteration table and the live figures up to date with the stream."""
+        live = self.live
+        if live is None:
+            return
+        rows = live.take_rows()
+        if rows:
+            self.table.add_iterations(rows)
+        if self.running:
+            self.stats.show_live(live.figures(), "running")
+
+    @on(RunFinished)
+    def run_finished(self, event: RunFinished) -> None:
+        self._run_ended()
+        self._flush_slow_panes()
+        result = event.result
+        self.history.record(result)
+        seconds = self.live.elapsed() if self.live is not None else 0.0
+        self.show_result(result, streamed=True)
+        summary = result.summary
+        speed = headline_speed(summary)
+        speed_text = ("vs autoregressive: " + speed_words(speed, summary.speedup_spread)[0]
+                      if speed is not None else "no timing")
+        if result.method.finish == "cancelled":
+            self.status.set(f"cancelled after {summary.tokens} tokens ({seconds:.1f} s); the partial run stays: "
+                            f"{speed_text}", "cancelled")
+        else:
+            self.status.set(f"done in {seconds:.1f} s: {summary.tokens} tokens, {speed_text}", "done")
+
+    @on(RunStopped)
+    def run_stopped(self, event: RunStopped) -> None:
+        self._run_ended()
+        kept = "the run shown before stays" if self.result is not None else "no run is shown yet (ctrl+r runs)"
+        self.status.set(f"cancelled during the baseline; {kept}", "cancelled")
+
+    @on(RunFailed)
+    def run_failed(self, event: RunFailed) -> None:
+        self._run_ended()
+        self._flush_slow_panes()
+        self.report_error(event.error)
+        if self.result is not None and self.live is not None and self.live.views_cleared:
+            self.show_result(self.result)  # the failed run had cleared the views: bring the last run back
+
+    # -- showing a run ---------------------------------------------------------------------------
+    def show_result(self, result: RunResult, opened_name: str = "", streamed: bool = False) -> None:
+        """Fill every pane from ``result`` (a finished, cancelled or opened run)."""
+        self.result = result
+        run = result.method
+        if not (streamed and self.table.row_count == len(run.iters) and self.stream.token_count == len(run.ids)):
+            self.stream.show_tokens(run_tokens(run))
+            self.table.show_iterations(run.iters)
+        if streamed and self.table.cursor_row == 0:  # not moved during the run: show the newest iteration
+            self.table.select_last()
+        state = " (cancelled)" if run.finish == "cancelled" else ""
+        self.stream.border_title = f"Output · {run_title(result)}{state}"
+        self.stream.marked_iteration = self.table.cursor_row if self.table.row_count else None
+        self.stream.refresh()
+        self.stats.show_result(result)
+        self._show_detail(self.table.cursor_row)
+        if opened_name:
+            self.prompt_pane.text = result.prompt
+            params = DecodeParams.from_json(result.params) if result.params else self.settings.params
+            self._apply_settings(self.settings.replace(params=params))
+            if self.loaded is None:
+                self.prompt_pane.show_family(result.family, note="saved run")
+                self.params_pane.helper_label = helper_description(result.family)
+
+    def detail_context(self) -> DetailContext:
+        result = self.result if not self.running else None
+        if result is not None:
+            return DetailContext(method=result.method.method, prompt=result.prompt,
+                                 prompt_tokens=len(result.prompt_ids), output_tokens=list(result.method.tokens))
+        live = self.live
+        if live is None:
+            return DetailContext(method=self.settings.params.method)
+        return DetailContext(method=live.params.method, prompt=live.prompt, prompt_tokens=None,
+                             output_tokens=list(live.output_tokens))
+
+    def _show_detail(self, row: int) -> None:
+        iterations = self.table.iterations
+        if 0 <= row < len(iterations):
+            self.detail.show(iterations[row], self.detail_context())
+        else:
+            self.detail.show(None, DetailContext())
+
+    @on(DataTable.RowHighlighted, "#iteration-table")
+    def row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        row = event.cursor_row
+        self._show_detail(row)
+        if not (self.running and row == self.table.row_count - 1):  # following a live run: the stream marks
+            self.stream.mark_iteration(row)                          # its newest iteration itself
+
+    @on(DataTable.RowSelected, "#iteration-table")
+    def row_selected(self, event: DataTable.RowSelected) -> None:
+        self.maximize(self.detail, container=False)
+        self.detail.focus()
+
+    @on(TokenStream.IterationChosen)
+    def token_chosen(self, event: TokenStream.IterationChosen) -> None:
+        self.table.select_iteration(event.iteration)

@@ -1,0 +1,257 @@
+"""A sweep of the draft length on the current prompt: one key (s) runs the method at up to eight
+values of its `draft_length` parameter (speculative decoding's gamma, prompt lookup's k,
+Jacobi's block, ...) and plots each measured speedup, with its spread, on the predicted curve.
+
+The sweep runs in a thread worker on its own screen, on the engine the main screen holds, under
+the main screen's lock (one run at a time on an engine). The autoregressive baseline is the
+engine's cached one (its key is the prompt and settings, not the draft length), so each value
+costs one method run and its timing probe. Escape cancels at the next iteration; the points
+measured so far stay.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rich.table import Table
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.message import Message
+from textual.screen import ModalScreen
+from textual.widgets import Static
+from textual.worker import Worker, WorkerState, get_current_worker
+
+from decoders.core.errors import DecodeError
+from decoders.core.events import PhaseStarted
+from decoders.core.declarations import ParamSpec
+from decoders.methods.shared.lookahead_shape import swept
+from decoders.records.run import RunResult
+from decoders.analysis.summary import Summary
+from tui_decode.workers.messages import failure_message
+from tui_decode.widgets.gamma_plot import GammaPlot, PlotData, Point
+from tui_decode.widgets.stats_pane import headline_speed, speed_text
+
+if TYPE_CHECKING:
+    import threading
+
+    from tui_decode.state.loaded_family import LoadedFamily
+    from tui_decode.screens.main_screen import MainScreen
+    from tui_decode.state.settings import Settings
+
+MAX_VALUES = 8  # values one sweep runs: about eight method runs on the current prompt
+
+
+def sweep_values(spec: ParamSpec, current: int, limit: int = MAX_VALUES) -> list[int]:
+    """Up to ``limit`` consecutive values around ``current`` inside the parameter's range (the
+    app's range where it has one), ``current`` first: its run gives the predicted curve."""
+    low, high = (int(x) for x in (spec.ui_range or (spec.low, spec.high)))
+    current = min(max(int(current), low), high)
+    start = max(low, min(current - (limit // 2 - 1), high - limit + 1))
+    values = list(range(start, min(high, start + limit - 1) + 1))
+    values.remove(current)
+    return [current, *values]
+
+
+@dataclass
+class Measured:
+    value: int
+    summary: Summary
+
+
+def sweep_plot(points: list[Measured], current: int, name: str) -> PlotData:
+    """The predicted curves of the run at the current value (the first measured), and every
+    measured speedup with its spread."""
+    first = next((m.summary for m in points if m.value == current), points[0].summary if points else None)
+    extras = first.extras if first is not None else {}
+    marks = [Point(m.value, speed, m.summary.speedup_spread) for m in points
+             if (speed := headline_speed(m.summary)) is not None]
+    return PlotData(extras.get("curve") or [], extras.get("cost_curve"), current, marks, name)
+
+
+class SweepScreen(ModalScreen[None]):
+    """The sweep's plot and table; escape cancels a running sweep, then closes."""
+
+    DEFAULT_CSS = """
+    SweepScreen {
+        align: center middle;
+        & > #sweep-box {
+            width: 90%;
+            height: 90%;
+            border: round $border;
+            border-title-color: $text-accent;
+            border-title-style: bold;
+            background: $surface;
+            padding: 0 1;
+        }
+        #sweep-plot { height: 1fr; min-height: 10; }
+        #sweep-table { height: auto; max-height: 12; margin-top: 1; }
+        #sweep-status { height: 1; color: $text-muted; }
+    }
+    """
+    BINDINGS = [Binding("escape", "stop", "Cancel / close")]
+
+    class Progress(Message):
+        def __init__(self, text: str) -> None:
+            super().__init__()
+            self.text = text
+
+    class PointMeasured(Message):
+        def __init__(self, measured: Measured) -> None:
+            super().__init__()
+            self.measured = measured
+
+    class Ended(Message):
+        def __init__(self, error: str | None = None) -> None:
+            super().__init__()
+            self.error = error
+
+    def __init__(self, host: MainScreen, loaded: LoadedFamily, prompt: str, settings: Settings, key: str,
+                 values: list[int], name: str) -> None:
+        super().__init__()
+        self.host, self.loaded, self.prompt, self.settings = host, loaded, prompt, settings
+        self.key, self.values, self.axis = key, values, name
+        self.lock: threading.Lock = host._decode_lock  # one run at a time on the engine
+        self.points: list[Measured] = []
+        self.running = True
+        self.cancelled = False
+        self.error: str | None = None
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="sweep-box") as box:
+            box.border_title = (f"Sweep of {self.axis} = {', '.join(map(str, sorted(self.values)))} · "
+                                f"{self.settings.params.method_def.label}")
+            box.border_subtitle = "escape cancels · escape again closes"
+            yield GammaPlot(id="sweep-plot")
+            yield Static(id="sweep-table")
+            yield Static(id="sweep-status")
+
+    def on_mount(self) -> None:
+        self.status(f"running {self.axis}={self.values[0]} …")
+        self.host.hurry_threads()  # as for a run: the UI thread must not slow the timed runs
+        self.host.running = True  # the main screen's run, open and family keys wait for the sweep
+        self.run_sweep()
+
+    def on_unmount(self) -> None:
+        self.host.restore_threads()
+
+    def status(self, text: str) -> None:
+        self.query_one("#sweep-status", Static).update(text)
+
+    @work(thread=True, exclusive=True, group="sweep", exit_on_error=False)
+    def run_sweep(self) -> None:
+        worker = get_current_worker()
+        try:
+            with self.lock:
+                engine = self.loaded.engine_for(self.settings)
+                for value in self.values:
+                    if worker.is_cancelled:
+                        break
+                    params = self.settings.params.replace(record=False, **{self.key: value},
+                                                          **swept(self.settings.params.method, self.key))
+                    result = None
+                    for event in engine.stream(self.prompt, params, cancelled=lambda: worker.is_cancelled):
+                        if isinstance(event, RunResult):
+                            result = event
+                        elif isinstance(event, PhaseStarted):
+                            what = "the baseline" if event.phase == "baseline" else f"{self.axis}={value}"
+                            self.post_message(self.Progress(f"running {what} …"))
+                    if result is None or result.method.finish == "cancelled":
+                        break
+                    self.post_message(self.PointMeasured(Measured(value, result.summary)))
+        except DecodeError as error:
+            self.post_message(self.Ended(str(error)))
+            return
+        except Exception as error:  # noqa: BLE001 - out of memory and bugs alike: report, keep running
+            self.post_message(self.Ended(failure_message(error)))
+            return
+        self.post_message(self.Ended())
+
+    @on(Progress)
+    def progress(self, event: Progress) -> None:
+        if self.running and not self.cancelled:
+            self.status(f"{len(self.points)}/{len(self.values)} measured; {event.text}")
+
+    @on(PointMeasured)
+    def point(self, event: SweepScreen.PointMeasured) -> None:
+        self.points.append(event.measured)
+        self.query_one("#sweep-plot", GammaPlot).plot(sweep_plot(self.points, self.values[0], self.axis))
+        self.query_one("#sweep-table", Static).update(self.table())
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A worker that failed outside its own handling must not leave the sweep running forever
+        (escape would never close it). Not on CANCELLED: the thread runs on to its next iteration,
+        holding the engine, and says when it stops."""
+        if event.worker.group == "sweep" and event.state == WorkerState.ERROR:
+            error = event.worker.error
+            self.ended(self.Ended(failure_message(error) if error is not None else None))
+
+    @on(Ended)
+    def ended(self, event: Ended) -> None:
+        if not self.running:
+            return
+        self.running = False
+        self.host.running = False
+        self.host.restore_threads()
+        self.error = event.error
+        done = f"{len(self.points)}/{len(self.values)} measured"
+        if event.error:
+            self.status(f"stopped: {event.error} ({done}); escape closes")
+            self.notify(event.error, title="Sweep", severity="error", timeout=10)
+        elif self.cancelled:
+            self.status(f"cancelled: {done}; the points so far stay; escape closes")
+        else:
+            best = max(self.points, key=lambda m: headline_speed(m.summary) or 0.0, default=None)
+            tail = f"; fastest measured {self.axis}={best.value}" if best is not None else ""
+            self.status(f"done: {done}{tail}; escape closes")
+
+    def table(self) -> Table:
+        grid = Table(box=None, padding=(0, 1), show_edge=False, header_style="bold")
+        for column in (self.axis, "measured speedup", "tau", "acceptance", "identical"):
+            grid.add_column(column, no_wrap=True)
+        for m in sorted(self.points, key=lambda m: m.value):
+            s = m.summary
+            speed = headline_speed(s)
+            words = Text(speed_text(speed, s.speedup_spread)[0]) if speed is not None else Text("–")
+            same = "–" if s.identical is None else "yes" if s.identical else f"no @{s.first_divergence}"
+            grid.add_row(str(m.value), words, f"{s.tau:.2f}" if s.tau is not None else "–",
+                         f"{s.accept_rate:.0%}" if s.accept_rate is not None else "–", same)
+        return grid
+
+    def action_stop(self) -> None:
+        if self.running:
+            self.cancelled = True
+            self.workers.cancel_group(self, "sweep")
+            self.status("cancelling at the next iteration …")
+        else:
+            self.dismiss(None)
+
+
+def start_sweep(main: MainScreen) -> None:
+    """The s key: sweep the chosen method's draft length on the prompt shown, or say why not."""
+    from decoders.core.params import all_param_specs
+
+    settings, prompt = main.settings, main.prompt_pane.text
+    key = main.settings.params.method_def.draft_length
+    if key is None:
+        main.notify("Autoregressive decoding drafts nothing to sweep; pick another method (m).", severity="warning")
+        return
+    if main.running or main.loading_family:
+        main.notify("Wait for the current run or load to end (escape cancels a run).", severity="warning")
+        return
+    if main.loaded is None:
+        main.notify("No model is loaded yet; ctrl+r loads it and runs, then s sweeps.", severity="warning")
+        return
+    try:
+        if not prompt.strip():
+            raise DecodeError("the prompt is empty; type a prompt in the Prompt pane (e edits it)")
+        settings.params.validated(ui=True)
+    except DecodeError as error:
+        main.report_error(str(error))
+        return
+    spec = all_param_specs()[key]
+    values = sweep_values(spec, getattr(settings.params, key))
+    main.app.push_screen(SweepScreen(main, main.loaded, prompt, settings, key, values, spec.label.split()[0]))

@@ -1,0 +1,254 @@
+"""The session's runs: every run finished, opened or saved, with the figures the history lists,
+and the token streams two of them are compared by. No Textual here: the history screen draws it.
+
+Each run brings two streams: the method's output and the autoregressive baseline it was measured
+against (the engine decodes the baseline once per prompt and settings and keeps it in the
+result, tokens included), so a run can be compared with another run or with its own baseline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from decoders.core.errors import DecodeError
+from decoders.core.declarations import get_method
+from decoders.records.run import Run, RunResult
+from decoders.analysis.summary import Summary, first_divergence
+from tui_decode.state.runs_folder import saved_runs
+from tui_decode.state.token_text import real_text, run_tokens
+
+#: Saved runs of the runs folder the history lists besides the session's: the newest ones, as
+#: many as these bytes hold (a 500-token speculative run is about 2 MB, a quarter second to read),
+#: so that h answers at once; ctrl+o opens any of them.
+SAVED_LISTED = 20
+SAVED_BYTES = 4 << 20
+#: Short names of the draft lengths in the history's parameters column.
+DRAFT_SYMBOLS = {"gamma": "γ", "num_pred": "k", "block": "m", "window": "w"}
+
+SOURCES = {"run": "session", "opened": "opened", "saved": "saved"}
+SOURCE_WIDTH = 12
+LABEL_WIDTH = 32
+
+
+@dataclass
+class HistoryEntry:
+    """One run: a result and where it came from (run now, opened with ctrl+o, or a saved file)."""
+
+    number: int  # 1, 2, ... in the order the session met the runs
+    result: RunResult
+    source: str  # run | opened | saved
+    path: Path | None = None  # the file it was saved to or opened from
+
+
+@dataclass(frozen=True)
+class Stream:
+    """One token stream a comparison can show: a run's method output, or its baseline."""
+
+    entry: HistoryEntry
+    role: str  # method | baseline
+
+    @property
+    def run(self) -> Run:
+        return self.entry.result.method if self.role == "method" else self.entry.result.baseline
+
+    @property
+    def label(self) -> str:
+        if self.role == "baseline":
+            return f"#{self.entry.number} baseline · {self.run.label}"
+        return f"#{self.entry.number} {self.run.label}"
+
+    @property
+    def key(self) -> tuple[int, str]:
+        return self.entry.number, self.role
+
+
+def stream_tokens(run: Run) -> list[tuple[str, str, int]]:
+    """(real text, kind, iteration) of each token of ``run``: from its token list when it kept
+    one (baselines always do), else rebuilt from its iterations."""
+    if run.tokens and len(run.tokens) == len(run.kinds) == len(run.tok_iter):
+        return [(real_text(t), k, i) for t, k, i in zip(run.tokens, run.kinds, run.tok_iter)]
+    return run_tokens(run)
+
+
+def key_params(result: RunResult, full: bool = False) -> str:
+    """The parameters the run's label does not give (the label names the mode and the draft
+    length): the token budget, and a sampled run's temperature and seed; ``full`` adds the mode
+    and the draft length."""
+    params = result.params or {}
+    parts = []
+    if full:
+        parts.append(str(params.get("mode", "?")))
+        try:
+            draft = get_method(result.method.method).draft_length
+        except DecodeError:
+            draft = None
+        if draft and draft in params:
+            parts.append(f"{DRAFT_SYMBOLS.get(draft, draft)}={params[draft]}")
+    if "max_new_tokens" in params:
+        parts.append(f"max {params['max_new_tokens']}")
+    if params.get("mode") == "sampling":
+        parts.append(f"T={params.get('temperature')} s{params.get('seed')}")
+    return " · ".join(parts)
+
+
+def clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def headline_speed(s: Summary) -> float | None:
+    """The speedup a run is judged by: decode (the prefill apart) when measured, else end to end.
+    The status line, the explanation and the history all show this one."""
+    return s.speedup_decode if s.speedup_decode is not None else s.speedup_wall
+
+
+def speedup_text(result: RunResult) -> str:
+    """The history's speedup cell: the decode speedup with its spread, the figure the status line
+    gives; a run without a decode rate (too few tokens) shows its end-to-end one, marked "e2e"."""
+    s = result.summary
+    speed = headline_speed(s)
+    if speed is None:
+        return "–"
+    spread = f" ±{s.speedup_spread:.2f}" if s.speedup_spread else ""
+    return f"{speed:.2f}x{spread}" + (" e2e" if s.speedup_decode is None else "")
+
+
+def identical_text(result: RunResult) -> str:
+    s = result.summary
+    if s.identical is None:
+        return "sampled"
+    return "yes" if s.identical else f"no @{s.first_divergence}"
+
+
+def baseline_tau(run: Run) -> str:
+    forwards = run.n_forward.get("main", 0)
+    return f"{len(run.ids) / forwards:.2f}" if forwards else "1.00"
+
+
+def row_cells(stream: Stream) -> list[str]:
+    """The history's cells for ``stream``: #, from, method (its label), budget, tokens, tau,
+    acceptance, speedup (± its spread), identical to the baseline."""
+    entry, result = stream.entry, stream.entry.result
+    source = SOURCES.get(entry.source, entry.source)
+    if entry.path is not None and entry.source != "run":
+        source = clip(entry.path.name, SOURCE_WIDTH)
+    if stream.role == "baseline":
+        run = result.baseline
+        return [f"{entry.number}b", source, clip(f"↳ baseline {run.label}", LABEL_WIDTH), key_params(result),
+                str(len(run.ids)),
+                baseline_tau(run), "–", "1.00x ref", "–"]
+    s = result.summary
+    return [str(entry.number), source, clip(result.method.label, LABEL_WIDTH), key_params(result), str(s.tokens),
+            "–" if s.tau is None else f"{s.tau:.2f}",
+            "–" if s.accept_rate is None else f"{s.accept_rate:.0%}",
+            speedup_text(result), identical_text(result)]
+
+
+def same_baseline(a: RunResult, b: RunResult) -> bool:
+    return a.baseline is b.baseline or (a.prompt_ids == b.prompt_ids and a.baseline.ids == b.baseline.ids
+                                        and a.baseline.label == b.baseline.label)
+
+
+@dataclass
+class RunHistory:
+    """Every run the session has met, oldest first; saved files are listed beside them."""
+
+    entries: list[HistoryEntry] = field(default_factory=list)
+    _saved_cache: dict[tuple[str, float], RunResult | None] = field(default_factory=dict)
+
+    def record(self, result: RunResult, source: str = "run", path: Path | None = None) -> HistoryEntry:
+        """Add a run (the same result twice is one entry)."""
+        where = path.resolve() if path is not None else None
+        for entry in self.entries:
+            if entry.result is result or (where is not None and entry.path is not None
+                                          and entry.path.resolve() == where):
+                if path is not None and entry.path is None:
+                    entry.path = path
+                return entry
+        entry = HistoryEntry(len(self.entries) + 1, result, source, path)
+        self.entries.append(entry)
+        return entry
+
+    def mark_saved(self, result: RunResult, path: Path) -> None:
+        """``result`` was saved to ``path`` (so the folder's listing does not show it twice)."""
+        self.record(result, "run", path)
+
+    def load_saved(self, folder: Path, limit: int = SAVED_LISTED, budget: int = SAVED_BYTES) -> list[str]:
+        """Add the newest saved runs of ``folder`` not yet in the history (``limit`` files, and
+        no more new files than ``budget`` bytes); returns one line per file that could not be read
+        (the history lists the others)."""
+        known = {entry.path.resolve() for entry in self.entries if entry.path is not None}
+        problems = []
+        chosen: list[tuple[Path, tuple[str, float]]] = []
+        for path in saved_runs(folder)[:limit]:
+            if path.resolve() in known:
+                continue
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            key = (str(path), stat.st_mtime)
+            if key not in self._saved_cache:
+                if stat.st_size > budget:
+                    break
+                budget -= stat.st_size
+            chosen.append((path, key))
+        for path, key in reversed(chosen):  # oldest first, like the session's runs
+            if key not in self._saved_cache:
+                try:
+                    self._saved_cache[key] = RunResult.load(path)
+                except DecodeError as error:
+                    self._saved_cache[key] = None
+                    problems.append(str(error))
+            result = self._saved_cache[key]
+            if result is not None:
+                self.record(result, "saved", path)
+        return problems
+
+    def streams(self) -> list[Stream]:
+        """The session's runs newest first, then the saved files' newest first: each run, then its
+        baseline where no run listed before it shares that baseline."""
+        out: list[Stream] = []
+        shown: list[RunResult] = []
+        for entry in [*reversed(self.session()), *reversed([e for e in self.entries if e.source == "saved"])]:
+            out.append(Stream(entry, "method"))
+            if not any(same_baseline(entry.result, other) for other in shown):
+                out.append(Stream(entry, "baseline"))
+                shown.append(entry.result)
+        return out
+
+    def preselected(self) -> list[Stream]:
+        """What the history marks when it opens, left side first: the last two runs, or the last
+        run's baseline and the run when there is only one."""
+        entries = self.session() or self.entries
+        if not entries:
+            return []
+        last = entries[-1]
+        if len(entries) == 1:
+            return [Stream(last, "baseline"), Stream(last, "method")]
+        return [Stream(entries[-2], "method"), Stream(last, "method")]
+
+    def session(self) -> list[HistoryEntry]:
+        """The runs of this session: run or opened (not merely listed from the runs folder)."""
+        return [e for e in self.entries if e.source != "saved"]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Two streams, token by token: where they first part (None: identical)."""
+
+    left: Stream
+    right: Stream
+
+    @property
+    def divergence(self) -> int | None:
+        return first_divergence(self.left.run.ids, self.right.run.ids)
+
+    def summary(self) -> str:
+        at = self.divergence
+        n_left, n_right = len(self.left.run.ids), len(self.right.run.ids)
+        if at is None:
+            return f"identical: the same {n_left} tokens"
+        if at >= min(n_left, n_right):
+            return f"the same first {at} tokens; then one stops ({n_left} against {n_right} tokens)"
+        return f"the same first {at} tokens, then they part at token {at} ({n_left} against {n_right} tokens)"

@@ -1,0 +1,186 @@
+"""What the next run uses and how the keys change it: the decoding parameters, what drafts for
+speculative decoding (the family's helper model, an early-exit layer, a quantized self-draft),
+and the parameters pane's rows (knobs).
+
+A knob is a declared parameter (`decoders.core.declarations.ParamSpec`): its label, help, step and
+display come from the declaration, so a method's new parameter shows up here with no change.
+Two rows are the app's own: the method itself and, for a method that drafts with a helper, the
+early-exit layer. No Textual here, so the rules are tested without a terminal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from decoders.models.family import default_draft_layer  # noqa: F401 (re-exported: loaded_family, tests)
+from decoders.core.declarations import ParamSpec, get_method, method_names
+from decoders.core.params import COMMON_PARAMS, METHOD_NAMES, DecodeParams, all_param_specs
+
+DEFAULT_PROMPT = (
+    "Rewrite this sentence in the past tense: The quick brown fox jumps over the lazy dog, "
+    "then it runs into the forest and hides."
+)
+#: The app's starting parameters: short enough that a first run on a CPU takes seconds.
+START_PARAMS = DecodeParams(method="spec", max_new_tokens=48)
+#: The common parameters in the order the pane lists them, under the method.
+COMMON_ORDER = ("mode", "temperature", "seed", "max_new_tokens")
+METHOD_KEY = "method"
+DRAFT_LAYER_KEY = "draft_layer"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the next run uses: the decoding parameters and what drafts for speculative decoding:
+    a quantized self-draft (``self_draft``), else the early-exit layer (``draft_layer``) of a
+    family without a helper model, else the family's own helper model."""
+
+    params: DecodeParams = START_PARAMS
+    draft_layer: int | None = None
+    self_draft: str | None = None  # "int4": a quantized copy of the main model drafts (wins over the layer)
+
+    def replace(self, **changes: Any) -> Settings:
+        return dataclasses.replace(self, **changes)
+
+    def with_params(self, **changes: Any) -> Settings:
+        return self.replace(params=self.params.replace(**changes))
+
+
+@dataclass(frozen=True)
+class DraftOptions:
+    """What may draft for the loaded family, in the order the draft row steps through them: its
+    own helper model, the early-exit layers 1..layers-1, the quantized self-drafts."""
+
+    layers: int = 0  # the main model's layer count when it may draft by early exit, else 0
+    helper: str | None = None  # the family's own helper model, when it has one
+    kinds: tuple[str, ...] = ()  # quantized self-drafts it may build ("int4")
+
+    def choices(self) -> list[tuple[str, Any]]:
+        return ([("helper", None)] if self.helper else []) + [("layer", n) for n in range(1, self.layers)] + \
+            [("kind", kind) for kind in self.kinds]
+
+    def current(self, settings: Settings) -> tuple[str, Any] | None:
+        if settings.self_draft:
+            return ("kind", settings.self_draft)
+        if settings.draft_layer is not None and self.layers:
+            return ("layer", settings.draft_layer)
+        return ("helper", None) if self.helper else None
+
+    def step(self, settings: Settings, direction: int) -> Settings:
+        """The next choice in ``direction`` (+1, -1), stopping at either end."""
+        choices = self.choices()
+        if len(choices) < 2:
+            return settings
+        now = self.current(settings)
+        if now is None or now not in choices:  # nothing chosen yet: the default layer
+            layer = default_draft_layer(self.layers) if self.layers >= 2 else None
+            index = choices.index(("layer", layer)) if layer else 0
+        else:
+            index = min(max(choices.index(now) + direction, 0), len(choices) - 1)
+        kind, value = choices[index]
+        if kind == "kind":
+            return settings.replace(self_draft=value)
+        return settings.replace(draft_layer=value, self_draft=None)
+
+
+def draft_options(value: int | DraftOptions) -> DraftOptions:
+    """Draft options from a plain layer count (early exit only) or as given."""
+    return value if isinstance(value, DraftOptions) else DraftOptions(layers=int(value or 0))
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One row of the parameters pane: a declared parameter, or one of the app's two own rows
+    (``spec`` None: the method, or the early-exit layer)."""
+
+    key: str  # a DecodeParams name, or "draft_layer"
+    label: str
+    hint: str
+    spec: ParamSpec | None = None
+
+    def value(self, settings: Settings) -> Any:
+        if self.key == DRAFT_LAYER_KEY:
+            return settings.draft_layer
+        return getattr(settings.params, self.key)
+
+    def shown(self, settings: Settings) -> str:
+        value = self.value(settings)
+        if self.key == METHOD_KEY:
+            return METHOD_NAMES.get(value, value)
+        if self.key == DRAFT_LAYER_KEY:
+            if settings.self_draft:
+                return f"{settings.self_draft} self-draft"
+            return "none" if value is None else f"early exit @ layer {value}"
+        return self.spec.shown(value) if self.spec is not None else str(value)
+
+    def step(self, settings: Settings, direction: int, draft_layers: int | DraftOptions = 0) -> Settings:
+        """The settings with this value moved one step (``direction`` +1 or -1), within its range.
+
+        ``draft_layers`` is what may draft (`DraftOptions`), or the main model's layer count when
+        it may draft for itself by early exit (0: not).
+        Pairs that only conflict together (n-gram min above max) are left for the parameters'
+        check to report, so that a person learns the rule rather than meeting a silent clamp.
+        """
+        value = self.value(settings)
+        if self.key == METHOD_KEY:
+            names = method_names()
+            index = names.index(value) if value in names else -direction
+            return settings.with_params(method=names[(index + direction) % len(names)])
+        if self.key == DRAFT_LAYER_KEY:
+            return draft_options(draft_layers).step(settings, direction)
+        return settings.with_params(**{self.key: self.spec.step_value(value, direction)})
+
+
+METHOD_KNOB = Knob(METHOD_KEY, "method", "measured against the autoregressive baseline")
+DRAFT_LAYER_KNOB = Knob(DRAFT_LAYER_KEY, "draft model", "the main model's first layers (early exit) or its int4 copy")
+
+
+def spec_knob(spec: ParamSpec, method_label: str = "") -> Knob:
+    """The row for a declared parameter; its help loses a leading "<method>: " (the pane shows
+    one method's rows only)."""
+    hint = spec.help
+    prefix = f"{method_label.lower()}: "
+    if method_label and hint.lower().startswith(prefix):
+        hint = hint[len(prefix):]
+    return Knob(spec.name, spec.label, hint, spec)
+
+
+def knobs_for(method: str) -> list[Knob]:
+    """The rows the pane shows for ``method``: the method, the common parameters, its own
+    parameters and, when it drafts with a helper, the early-exit layer."""
+    common = {spec.name: spec for spec in COMMON_PARAMS}
+    rows = [METHOD_KNOB] + [spec_knob(common[name]) for name in COMMON_ORDER]
+    definition = get_method(method)
+    rows += [spec_knob(spec, definition.label) for spec in definition.params]
+    if definition.needs_helper:
+        rows.append(DRAFT_LAYER_KNOB)
+    return rows
+
+
+def draft_length_key(method: str) -> str | None:
+    """The parameter [ and ] change for ``method``: the length of what one iteration drafts."""
+    return get_method(method).draft_length
+
+
+class _KnobsByKey(Mapping[str, Knob]):
+    """Every knob by key, read when asked for (a method registered later is included)."""
+
+    def _all(self) -> dict[str, Knob]:
+        knobs = {METHOD_KEY: METHOD_KNOB, DRAFT_LAYER_KEY: DRAFT_LAYER_KNOB}
+        for name, spec in all_param_specs().items():
+            knobs[name] = spec_knob(spec)
+        return knobs
+
+    def __getitem__(self, key: str) -> Knob:
+        return self._all()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+KNOB_BY_KEY: Mapping[str, Knob] = _KnobsByKey()

@@ -1,0 +1,201 @@
+"""The two thread workers behind the main screen: loading a model family and decoding a run.
+
+Each is a mixin for the screen that hosts it: the worker runs in a thread, posts the dataclass
+messages of `tui_decode.workers.messages` and touches no widget. torch and transformers are imported
+only inside these threads, so the first frame paints before any model loads.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import TYPE_CHECKING, Any, Callable
+
+from textual import work
+from textual.worker import get_current_worker
+
+from decoders.core.errors import DecodeError
+from decoders.core.events import PhaseStarted
+from decoders.records.run import RunResult
+from tui_decode.state.batching import Batcher
+from tui_decode.state.loaded_family import LoadedFamily
+from tui_decode.workers.messages import (
+    FamilyFailed,
+    FamilyLoaded,
+    FamilyProgress,
+    RunBatch,
+    RunFailed,
+    RunFinished,
+    RunPhase,
+    RunStopped,
+    failure_message,
+)
+from tui_decode.state.settings import Settings
+
+if TYPE_CHECKING:
+    from decoders.engine import Engine
+    from decoders.models.family import Family, FamilySpec
+
+FamilyLoader = Callable[["FamilySpec", Callable[[str, "float | None"], None]], "Family"]
+EngineFactory = Callable[["Family"], "Engine"]
+
+#: Thread switch interval while a run streams (Python's default is 5 ms). The decode worker
+#: needs the GIL between torch ops; while the UI thread draws, each hand-over could otherwise
+#: cost it up to 5 ms and make a watched run look slower than it is.
+RUN_SWITCH_INTERVAL = 0.0005
+
+
+def default_family_loader(spec: FamilySpec, progress) -> Family:
+    from decoders.models.family import load_family
+
+    return load_family(spec, progress=progress)
+
+
+def threads_loader(threads: int, load: FamilyLoader = default_family_loader) -> FamilyLoader:
+    """``load``, with torch's CPU threads set to ``threads`` first (``tui-decode --threads N``).
+    The setting is torch's global one: every thread that decodes later takes it."""
+
+    def loader(spec: FamilySpec, progress) -> Family:
+        import torch
+
+        torch.set_num_threads(threads)
+        return load(spec, progress)
+
+    return loader
+
+
+def default_engine_factory(family: Family) -> Engine:
+    from decoders.engine import Engine
+
+    return Engine(family)
+
+
+def in_daemon_thread(job: Callable[[], Any], name: str, started: Callable[[threading.Thread], None]) -> dict[str, Any]:
+    """Run ``job`` in a daemon thread and wait for it from the calling thread worker, polling the
+    worker's cancellation, so that quitting never waits for the job (a load, a draft build).
+    ``started`` is handed the thread. Returns ``{"value": ...}``, ``{"error": one line}`` (a
+    DecodeError's own words, anything else through `failure_message`), or ``{}`` if cancelled."""
+    worker = get_current_worker()
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = job()
+        except DecodeError as error:
+            outcome["error"] = str(error)
+        except Exception as error:  # noqa: BLE001 - any failure must leave the app running
+            outcome["error"] = failure_message(error)
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    started(thread)
+    thread.start()
+    while thread.is_alive():
+        if worker.is_cancelled:
+            return {}
+        thread.join(0.05)
+    return outcome
+
+
+class FamilyLoadWorker:
+    """Hosts the worker that loads a family and wraps it in an engine (`LoadedFamily`)."""
+
+    load_family: FamilyLoader
+    engine_factory: EngineFactory
+    loader_thread: threading.Thread | None = None
+
+    def loader_busy(self) -> bool:
+        """Whether a load is still going (it cannot be interrupted)."""
+        return self.loader_thread is not None and self.loader_thread.is_alive()
+
+    @work(thread=True, exclusive=True, group="load", exit_on_error=False)
+    def load_in_background(self, spec: FamilySpec) -> None:
+        """Load in a daemon thread and wait for it here, so that quitting never waits for a load."""
+        progress = Batcher(lambda items: self.post_message(FamilyProgress(*items[-1])))
+
+        def load() -> LoadedFamily:
+            family = self.load_family(spec, lambda text, fraction=None: progress.add((text, fraction)))
+            torch = sys.modules.get("torch")
+            threads = torch.get_num_threads() if torch is not None else None
+            return LoadedFamily.wrap(self.engine_factory(family), spec, threads)
+
+        outcome = in_daemon_thread(load, "tui-decode-load", lambda thread: setattr(self, "loader_thread", thread))
+        if "value" in outcome:
+            self.post_message(FamilyLoaded(outcome["value"]))
+        elif "error" in outcome:
+            self.post_message(FamilyFailed(spec, outcome["error"]))
+
+
+class DecodeWorker:
+    """Hosts the worker that streams one run, and the thread switch interval while it streams.
+
+    The engine runs in a daemon thread of its own that the worker waits for: escape asks the
+    engine to stop at its next iteration (the partial run comes back), while quitting cancels the
+    worker, which returns at once -- the app never waits for the engine to wind down (a prefill,
+    the cost-curve measurement after a run), and the process exits without it.
+    """
+
+    _decode_lock: threading.Lock  # the host makes one: one run at a time on its engine
+    _switch_interval: float | None = None
+    decode_thread: threading.Thread | None = None
+    _stop_run: threading.Event | None = None
+
+    def decode_busy(self) -> bool:
+        """Whether the engine is still running (or winding down after a cancel)."""
+        return self.decode_thread is not None and self.decode_thread.is_alive()
+
+    @work(thread=True, exclusive=True, group="decode", exit_on_error=False)
+    def decode_in_background(self, loaded: LoadedFamily, prompt: str, settings: Settings) -> None:
+        """Stream the engine's events to the UI in batches; the engine checks for a stop at every
+        iteration."""
+        worker = get_current_worker()
+        self._stop_run = stop = threading.Event()
+        thread = threading.Thread(target=self._decode, args=(loaded, prompt, settings, worker, stop),
+                                  name="tui-decode-run", daemon=True)
+        self.decode_thread = thread
+        thread.start()
+        while thread.is_alive():
+            if worker.is_cancelled:  # the app is leaving: do not wait for the engine
+                stop.set()
+                return
+            thread.join(0.02)
+
+    def _decode(self, loaded: LoadedFamily, prompt: str, settings: Settings, worker, stop: threading.Event) -> None:
+        batch = Batcher(lambda events: self.post_message(RunBatch(events)))
+        try:
+            with self._decode_lock:
+                engine = loaded.engine_for(settings)
+                cancelled = lambda: stop.is_set() or worker.is_cancelled  # noqa: E731
+                for event in engine.stream(prompt, settings.params, cancelled=cancelled):
+                    if isinstance(event, RunResult):
+                        batch.flush()
+                        self.post_message(RunFinished(event))
+                        return
+                    if isinstance(event, PhaseStarted):
+                        batch.flush()
+                        self.post_message(RunPhase(event))
+                    else:
+                        batch.add(event)
+                batch.flush()
+            self.post_message(RunStopped())
+        except DecodeError as error:
+            batch.flush()
+            self.post_message(RunFailed(str(error)))
+        except Exception as error:  # noqa: BLE001 - out of memory and bugs alike: report, keep running
+            batch.flush()
+            self.post_message(RunFailed(failure_message(error)))
+
+    def cancel_decode(self) -> None:
+        """Stop the run at the engine's next iteration; the partial run still comes back."""
+        if self._stop_run is not None:
+            self._stop_run.set()
+
+    def hurry_threads(self) -> None:
+        """Shorten the thread switch interval for the run (see `RUN_SWITCH_INTERVAL`)."""
+        if self._switch_interval is None:
+            self._switch_interval = sys.getswitchinterval()
+            sys.setswitchinterval(RUN_SWITCH_INTERVAL)
+
+    def restore_threads(self) -> None:
+        if self._switch_interval is not None:
+            sys.setswitchinterval(self._switch_interval)
+            self._switch_interval = None

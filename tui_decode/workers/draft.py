@@ -1,0 +1,83 @@
+"""Building a quantized self-draft beside the loaded main model, in a thread worker.
+
+A mixin for the main screen: when the draft row lands on a self-draft kind ("int4") that the
+engine has not built yet, `ensure_draft` starts the build and says so in the status line; the
+main model stays loaded and in use. A build that cannot be done (a shape the kernel cannot take,
+too little memory) is one line in a notification, and the draft row goes back to what drafted
+before. The build holds the screen's decode lock, so a run started meanwhile waits for it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from textual import work
+
+from decoders.models.memory import format_bytes
+from decoders.core.params import METHOD_NAMES
+from tui_decode.workers.messages import DraftBuilt, DraftFailed
+from tui_decode.workers.decode import in_daemon_thread
+
+if TYPE_CHECKING:
+    from tui_decode.state.loaded_family import LoadedFamily
+    from tui_decode.state.settings import Settings
+
+
+class DraftBuildWorker:
+    """Hosts the worker that builds a self-draft for the loaded family."""
+
+    _decode_lock: threading.Lock
+    building_draft: str | None = None  # the kind being built, if any
+    _building_for: LoadedFamily | None = None  # and for which loaded family
+    draft_thread: threading.Thread | None = None
+
+    def ensure_draft(self, settings: Settings) -> None:
+        """Start building the self-draft ``settings`` ask for, unless it is built or building."""
+        loaded: LoadedFamily | None = self.loaded
+        kind = settings.self_draft
+        if loaded is None or not kind or loaded.engine.has_self_draft(kind):
+            return
+        if kind == self.building_draft and loaded is self._building_for:
+            return
+        self.building_draft, self._building_for = kind, loaded
+        if not self.running:
+            self.status.set(f"building the {kind} self-draft of {loaded.label} (the main model stays loaded) …", "busy")
+        self.build_draft_in_background(loaded, kind)
+
+    @work(thread=True, exclusive=True, group="draft", exit_on_error=False)
+    def build_draft_in_background(self, loaded: LoadedFamily, kind: str) -> None:
+        """Build in a daemon thread and wait for it here, so that quitting never waits for a build."""
+        def build() -> tuple[int, float]:
+            start = time.perf_counter()
+            with self._decode_lock:
+                backend = loaded.engine.build_self_draft(kind)
+            nbytes = int(getattr(backend, "own_bytes", 0) or getattr(backend, "weight_bytes", 0) or 0)
+            return nbytes, time.perf_counter() - start
+
+        outcome = in_daemon_thread(build, "tui-decode-draft", lambda thread: setattr(self, "draft_thread", thread))
+        if "value" in outcome:
+            self.post_message(DraftBuilt(loaded, kind, *outcome["value"]))
+        elif "error" in outcome:
+            self.post_message(DraftFailed(loaded, kind, outcome["error"]))
+
+    def _build_ended(self, event: DraftBuilt | DraftFailed) -> None:
+        if event.loaded is self._building_for and event.kind == self.building_draft:
+            self.building_draft = self._building_for = None
+
+    def on_draft_built(self, event: DraftBuilt) -> None:
+        self._build_ended(event)
+        if event.loaded is not self.loaded or self.running:
+            return
+        method = METHOD_NAMES[self.settings.params.method]
+        self.status.set(f"{event.kind} self-draft ready: {format_bytes(event.nbytes)} beside the main model, built "
+                        f"in {event.seconds:.1f} s; ctrl+r runs {method}", "done")
+
+    def on_draft_failed(self, event: DraftFailed) -> None:
+        self._build_ended(event)
+        if event.loaded is not self.loaded:
+            return
+        self.report_error(event.error)
+        if self.settings.self_draft == event.kind:  # back to what drafted before
+            self._apply_settings(self.settings.replace(self_draft=None))
