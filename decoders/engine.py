@@ -8,19 +8,18 @@ method, yielding progress and iteration records as they happen, and finally a `R
 from __future__ import annotations
 
 import dataclasses
-
 from typing import TYPE_CHECKING, Callable, Iterator, Union
 
-from decoders.core.errors import DecodeError
-from decoders.core.events import PhaseStarted, Progress
-from decoders.methods.autoregressive import METHOD as AUTOREGRESSIVE
-from decoders.core.declarations import Method, all_methods
-from decoders.methods.shared.common import DecodeContext
-from decoders.core.params import DecodeParams
-from decoders.records.run import Iteration, Run, RunResult
-from decoders.backends.runner import KVRunner
 from decoders.analysis.summary import summarize
 from decoders.analysis.timing import CURVE_WIDTHS, PROBE_STEPS, context_bucket, measure_cost_curve
+from decoders.backends.runner import KVRunner
+from decoders.core.declarations import Method, all_methods
+from decoders.core.errors import DecodeError
+from decoders.core.events import PhaseStarted, Progress
+from decoders.core.params import DecodeParams
+from decoders.methods.autoregressive import METHOD as AUTOREGRESSIVE
+from decoders.methods.shared.common import DecodeContext
+from decoders.records.run import Iteration, Run, RunResult
 
 if TYPE_CHECKING:
     from decoders.models.family import Family

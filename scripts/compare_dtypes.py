@@ -96,8 +96,8 @@ def spread(values: list[float], digits: int) -> str:
 
 
 def identity(families: dict, prompts, tokens: int) -> list[dict]:
-    from decoders.engine import Engine
     from decoders.core.params import DecodeParams
+    from decoders.engine import Engine
 
     engines = {name: Engine(family) for name, family in families.items()}
     torch.set_num_threads(1)
@@ -107,7 +107,7 @@ def identity(families: dict, prompts, tokens: int) -> list[dict]:
         ar = {name: engines[name].run(text, DecodeParams(method="ar", max_new_tokens=tokens)).method.ids
               for name in families}
         a, b = ar["float32"], ar["float16"]
-        first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None if len(a) == len(b) else min(len(a), len(b)))
+        first = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None if len(a) == len(b) else min(len(a), len(b)))
         record = {"category": row["category"], "tokens": len(b), "fp16_ar_equals_fp32_ar": first is None,
                   "first_divergence": first}
         for method in ("pld", "spec"):
@@ -159,7 +159,7 @@ def main() -> None:
         print(f"\n{threads} thread(s), {args.rounds} rounds, context {CONTEXT} tokens; median [quartiles] over rounds")
         for name in families:
             print(f"  {name:8s} one-token step ms {spread(result['step'][name], 1)}")
-        ratios = [b / a for a, b in zip(result["step"]["float32"], result["step"]["float16"])]
+        ratios = [b / a for a, b in zip(result["step"]["float32"], result["step"]["float16"], strict=False)]
         print(f"  float16/float32 step time (per round) {spread(ratios, 3)}")
         print("  T(k)     " + "".join(f"{'k=' + str(k):>22s}" for k in WIDTHS))
         for name in families:

@@ -26,10 +26,10 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
+    from decoders.core.params import DecodeParams
     from decoders.engine import Engine
     from decoders.models.families import BUILTIN_FAMILIES
     from decoders.models.family import load_family
-    from decoders.core.params import DecodeParams
 
     lo, hi = (int(x) for x in args.gammas.split(".."))
     family = load_family(replace(BUILTIN_FAMILIES["smollm2-135m"], device="cpu", dtype="float32", self_draft="int4"))

@@ -40,6 +40,7 @@ import torch  # noqa: E402
 
 from decoders.backends.hf import HFBackend  # noqa: E402
 from decoders.backends.llama_fast import LlamaBackend  # noqa: E402
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from profile_parts import (  # noqa: E402
@@ -106,7 +107,7 @@ def check_identity(model, fast, prompt: torch.Tensor, new: int) -> list[int]:
     """Our greedy tokens against transformers' generate(), and our logits against a full HF forward."""
     ref = hf_generate(model, prompt, new)
     ours = our_generate(fast, prompt, new)
-    same = next((i for i, (a, b) in enumerate(zip(ref, ours)) if a != b), None)
+    same = next((i for i, (a, b) in enumerate(zip(ref, ours, strict=False)) if a != b), None)
     print("greedy tokens identical to transformers generate()" if same is None else f"greedy tokens FIRST DIFFER at {same}")
     with torch.inference_mode():
         full = model(torch.tensor([prompt.tolist() + ref])).logits[0].float()

@@ -133,7 +133,7 @@ def timed_forward(backend, ids: torch.Tensor, mm, clock: dict[str, float]) -> to
             mask = torch.ones(n, end, dtype=torch.bool, device=backend.device)
             mask.tril_(start)
         x = F.embedding(ids, w.embed)
-        for i, (layer, kv) in enumerate(zip(backend._layers, cache.layers)):
+        for i, (layer, kv) in enumerate(zip(backend._layers, cache.layers, strict=False)):
             t0 = now()
             h, alpha = prenorm(x, layer.attn_norm)
             t1 = now()

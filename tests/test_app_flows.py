@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from decoders.engine import Engine
 from decoders.core.errors import DecodeError
 from decoders.core.events import PhaseStarted
+from decoders.engine import Engine
 from decoders.models.family import FamilySpec, load_family
 from decoders.records.run import Iteration, RunResult
 from tests.tiny import save_tiny_model

@@ -11,9 +11,9 @@ from rich.table import Table
 
 from decoders.models.families import BUILTIN_FAMILIES
 from decoders.records.run import RunResult
-from tui_decode.state import help_text
 from tui_decode.app import TuiDecodeApp
 from tui_decode.screens import HelpScreen
+from tui_decode.state import help_text
 from tui_decode.widgets import PromptEditor
 
 pytestmark = pytest.mark.anyio

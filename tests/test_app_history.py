@@ -11,14 +11,24 @@ from pathlib import Path
 
 import pytest
 
+from decoders.analysis.summary import first_divergence
 from decoders.models.families import BUILTIN_FAMILIES
 from decoders.records.run import RunResult
-from decoders.analysis.summary import first_divergence
-from tests.test_app_flows import DATA, PROMPT, SIZE, PacedEngine, make_app, run_and_wait, wait_for
-from tests.test_app_flows import loader, tiny_family, tiny_spec  # noqa: F401 (fixtures)
+from tests.test_app_flows import (  # noqa: F401 (fixtures)
+    DATA,
+    PROMPT,
+    SIZE,
+    PacedEngine,
+    loader,
+    make_app,
+    run_and_wait,
+    tiny_family,
+    tiny_spec,
+    wait_for,
+)
 from tui_decode.app import TuiDecodeApp
-from tui_decode.state.run_history import RunHistory, Stream, row_cells
 from tui_decode.screens import CompareScreen, HistoryScreen
+from tui_decode.state.run_history import RunHistory, Stream, row_cells
 from tui_decode.state.token_text import real_text
 from tui_decode.widgets.aligned_stream import aligned_lines
 

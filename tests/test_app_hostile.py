@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_app_flows import (  # noqa: F401  (fixtures)
-    anyio_backend, errors, loader, make_app, run_and_wait, tiny_family, tiny_spec, wait_for)
+from tests.test_app_flows import anyio_backend, errors, loader, make_app, run_and_wait, tiny_family, tiny_spec, wait_for  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.anyio
 SIZE = (140, 45)

@@ -8,12 +8,11 @@ import asyncio
 import time
 
 import pytest
-
 from textual import events
 
-from decoders.engine import Engine
 from decoders.core.events import PhaseStarted
 from decoders.core.params import DecodeParams
+from decoders.engine import Engine
 from decoders.records.run import Iteration
 from tests.test_app_flows import (  # noqa: F401 - fixtures
     PROMPT,

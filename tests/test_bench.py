@@ -11,6 +11,7 @@ from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
+from tiny import perturbed_copy, save_tiny_model, tiny_model
 
 from decoders.bench import (
     BenchPrompt,
@@ -21,7 +22,6 @@ from decoders.bench import (
     task_group,
 )
 from decoders.core.errors import DecodeError
-from tiny import perturbed_copy, save_tiny_model, tiny_model
 from tui_decode.cli.main import main
 
 PROMPTS = [
@@ -315,8 +315,9 @@ def test_acceptance_is_pooled_with_vllm_definitions(bench_run):
 @pytest.fixture
 def lookback_method():
     """A method that exists only in this test (the registry test's), with a short alias."""
-    from decoders.core.declarations import Method, register, unregister
     from test_registry import SPAN, lookback
+
+    from decoders.core.declarations import Method, register, unregister
 
     method = register(Method(name="lookback", label="Lookback", run=lookback, params=(SPAN,), greedy_only=True,
                              detail="echo", draft_length="span", aliases={"s": "span"}))
@@ -398,7 +399,7 @@ def test_ar_is_timed_again_against_its_own_baseline(bench_run):
     by definition), the same tokens out, and the noise target judges it from those figures."""
     report = bench_run["report"]
     again = [s["ours"]["ar[again]"] for s in report["samples"]]
-    for sample, entry in zip(report["samples"], again):
+    for sample, entry in zip(report["samples"], again, strict=False):
         assert entry["ids"] == sample["ours"]["ar"]["ids"] and entry["identical"] is True
         assert entry["speedup"] == round(sample["ours"]["ar"]["ms_per_token"] / entry["ms_per_token"], 4)
     pooled = report["overall"]["ar[again]"]["ours"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from tiny import save_tiny_model
 
 from decoders.bench import load_prompts, parse_variants, run_bench
 from decoders.bench.drafts import Drafts, default_variants
@@ -13,7 +14,6 @@ from decoders.bench.report import render_markdown
 from decoders.bench.variants import MAX_VARIANTS
 from decoders.core.errors import DecodeError
 from decoders.models.family import FamilySpec, load_family
-from tiny import save_tiny_model
 from tui_decode.cli.main import main
 
 PROMPTS = [

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from decoders.engine import Engine
 from decoders.core.params import DecodeParams
+from decoders.engine import Engine
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "spec_bench_dev.jsonl"
 

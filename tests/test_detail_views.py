@@ -54,7 +54,8 @@ def test_a_draft_tree_is_drawn_indented_depth_first():
     each under its parent, so the alternative of the first position comes right after the root."""
     from rich.console import Console
 
-    from decoders.records.run import DraftRow, Emitted as Emit, Iteration
+    from decoders.records.run import DraftRow, Iteration
+    from decoders.records.run import Emitted as Emit
     from tui_decode.widgets.details.base import depth_first, draft_table
 
     rows = [DraftRow(11, "a", 0.5, 0.1, 0.0, "rej", -1), DraftRow(12, "b", 0.4, None, 0.0, "unv", 0),
@@ -80,8 +81,8 @@ def test_a_draft_tree_is_drawn_indented_depth_first():
 def test_lookahead_steps_show_the_pool_the_window_and_the_chosen_shape():
     """Every lookahead iteration reaches the lookahead view: the pool before the step, its hits
     and what was accepted, the window that ran, and on the first step the shape and why."""
-    from decoders.engine import Engine
     from decoders.core.params import DecodeParams
+    from decoders.engine import Engine
     from tests.test_methods import PROMPT, tiny_family
 
     result = Engine(tiny_family(fast=True)).run(PROMPT, DecodeParams(method="lookahead", max_new_tokens=24))
@@ -98,7 +99,7 @@ def test_lookahead_steps_show_the_pool_the_window_and_the_chosen_shape():
     assert all("level 0" in t and "level 1" in t for t in texts)
     hit = next(i for i, it in enumerate(result.method.iters) if it.draft)
     assert f"{result.method.iters[hit].detail.accepted} token" in texts[hit] and "token tree" not in texts[hit]
-    for it, text in zip(result.method.iters, texts):  # offered but left out: the budget says why
+    for it, text in zip(result.method.iters, texts, strict=False):  # offered but left out: the budget says why
         if it.detail.hits and not it.draft:
             assert "none paid for its positions" in text
 

@@ -16,12 +16,12 @@ torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 
 from decoders.backends import host  # noqa: E402
-from decoders.engine import Engine  # noqa: E402
 from decoders.backends.llama_fast import LlamaBackend  # noqa: E402
-from decoders.core.declarations import get_method  # noqa: E402
-from decoders.methods.shared.common import DecodeContext  # noqa: E402
-from decoders.core.params import DecodeParams  # noqa: E402
 from decoders.backends.runner import ForwardTimer, KVRunner, device_clock  # noqa: E402
+from decoders.core.declarations import get_method  # noqa: E402
+from decoders.core.params import DecodeParams  # noqa: E402
+from decoders.engine import Engine  # noqa: E402
+from decoders.methods.shared.common import DecodeContext  # noqa: E402
 from tests.test_methods import PROMPT, tiny_family  # noqa: E402
 
 # One case per method (and per mode/shape of a method that packs its transfer differently).
@@ -85,7 +85,7 @@ def test_one_token_steps_take_the_transposed_sdpa_layout(monkeypatch, family):
     monkeypatch.setattr(F, "scaled_dot_product_attention", _transposed_sdpa(F.scaled_dot_product_attention))
     backend = LlamaBackend.from_hf(model)
     got = [backend.forward(ids[:8], 1)] + [backend.forward(ids[i:i + 1], 1) for i in range(8, 12)]
-    for a, b in zip(got, expected):
+    for a, b in zip(got, expected, strict=False):
         assert torch.equal(a, b)
 
 
@@ -268,7 +268,7 @@ class FakeEvent:
 
 
 @pytest.mark.parametrize("params", [p for p in METHOD_CASES if p.method in ("ar", "spec", "pld", "jacobi")],
-                         ids=[i for p, i in zip(METHOD_CASES, IDS) if p.method in ("ar", "spec", "pld", "jacobi")])
+                         ids=[i for p, i in zip(METHOD_CASES, IDS, strict=False) if p.method in ("ar", "spec", "pld", "jacobi")])
 def test_event_times_are_read_after_the_transfer(family, monkeypatch, params):
     FakeEvent.trace = []
     real = host.to_host
@@ -435,9 +435,9 @@ DISK_MAP = {"model.embed_tokens": "cpu", "model.layers.0": "cpu", "model.layers.
 
 def test_a_model_spread_over_cpu_and_disk_decodes_on_the_transformers_backend(tiny_folder):
     from decoders.backends.hf import HFBackend
+    from decoders.backends.llama_fast import unsupported_reason
     from decoders.core.errors import DecodeError
     from decoders.models.family import FamilySpec, load_family
-    from decoders.backends.llama_fast import unsupported_reason
 
     messages = []
     plain = load_family(FamilySpec(name="t", main=str(tiny_folder), device="cpu"))
@@ -497,9 +497,9 @@ def test_the_static_step_computes_what_the_regular_step_does(monkeypatch, family
 
 
 def test_cuda_graphs_are_for_cuda_only(tiny_folder):
+    from decoders.backends.static_step import mode_for
     from decoders.core.errors import DecodeError
     from decoders.models.family import FamilySpec, load_family, make_backend
-    from decoders.backends.static_step import mode_for
 
     assert mode_for("auto", torch.device("cuda")) == "graph" and mode_for("auto", torch.device("cpu")) == "off"
     assert mode_for("off", torch.device("cuda")) == "off" and mode_for("on", torch.device("mps")) == "off"

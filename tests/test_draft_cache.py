@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from decoders.engine import Engine
-from decoders.models.family import FamilySpec, load_family
 from decoders.backends.kv_cache import KVCache
 from decoders.backends.llama_fast import LlamaBackend
-from decoders.core.params import DecodeParams
 from decoders.backends.runner import KVRunner
+from decoders.core.params import DecodeParams
+from decoders.engine import Engine
+from decoders.models.family import FamilySpec, load_family
 from tests.test_quantized import PROMPT, peaked_model
 from tests.tiny import save_tiny_model, tiny_model
 
@@ -28,7 +28,7 @@ def test_an_early_exit_takes_the_targets_keys_and_values_and_runs_only_the_new_t
     T.run(seq)
     D.run(seq + [13])
     assert [f.positions for f in D.log] == [1]  # the prefix came from the target's cache
-    for mine, theirs in zip(D.backend.cache.layers, T.backend.cache.layers):
+    for mine, theirs in zip(D.backend.cache.layers, T.backend.cache.layers, strict=False):
         assert torch.equal(mine[:, :, : len(seq)], theirs[:, :, : len(seq)])
     # its logits are the early exit's own over the adopted prefix (equal keys and values)
     alone = KVRunner(target.early_exit(2))

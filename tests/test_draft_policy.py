@@ -63,8 +63,7 @@ def test_a_policy_that_stopped_drafting_measures_again_now_and_then():
 
 # --- speculative decoding's adaptive draft length
 
-from decoders.methods.shared.draft_policy import (STOP_EXPLORE, STOP_GAMMA, STOP_PAY, STOP_SKIP,  # noqa: E402
-                                           SpecDraftPolicy)
+from decoders.methods.shared.draft_policy import STOP_EXPLORE, STOP_GAMMA, STOP_PAY, STOP_SKIP, SpecDraftPolicy  # noqa: E402
 
 
 def spec_feed(policy, confs, accepted, c=0.3, step=0.05, slope=0.1):
@@ -111,8 +110,8 @@ def test_sampling_policies_decide_from_fixed_costs_only():
 def test_adaptive_speculative_runs_record_why_each_draft_stopped(monkeypatch):
     """Tiny helpers cost as much as their target; a helper ten times cheaper is what pays."""
     monkeypatch.setattr(SpecDraftPolicy, "c", property(lambda self: 0.1))
-    from decoders.engine import Engine
     from decoders.core.params import DecodeParams
+    from decoders.engine import Engine
     from tests.test_methods import PROMPT, tiny_family
 
     good = Engine(tiny_family(fast=True, helper_noise=0.0))  # the helper is the target: always accepted

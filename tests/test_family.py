@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny import perturbed_copy, save_tiny_model, tiny_model, tiny_tokenizer
 
-from decoders.models import bundled, gguf_cache
 from decoders.backends.hf import HFBackend
 from decoders.core.errors import DecodeError
+from decoders.models import bundled, gguf_cache
 from decoders.models.families import BUILTIN_FAMILIES, all_families, resolve_family, user_families
 from decoders.models.family import FamilySpec, load_family, visible_text
 from decoders.models.sources import classify_source
-from tiny import perturbed_copy, save_tiny_model, tiny_model, tiny_tokenizer
 
 
 def one_line(err: pytest.ExceptionInfo) -> str:
@@ -276,7 +276,7 @@ def test_early_exit_shares_weights_with_the_main_model(tiny_folders):
     main_model, draft_model = family.main.model, family.helper.model
     assert draft_model.model.embed_tokens.weight.data_ptr() == main_model.model.embed_tokens.weight.data_ptr()
     assert draft_model.lm_head.weight.data_ptr() == main_model.lm_head.weight.data_ptr()
-    for draft_layer, main_layer in zip(draft_model.model.layers, main_model.model.layers):
+    for draft_layer, main_layer in zip(draft_model.model.layers, main_model.model.layers, strict=False):
         assert draft_layer.self_attn.q_proj.weight.data_ptr() == main_layer.self_attn.q_proj.weight.data_ptr()
     assert len(draft_model.model.layers) == 2 and len(main_model.model.layers) == 3
     assert family.helper.forward(torch.tensor([4, 5, 6, 7]), keep=2).shape == (2, 64)
@@ -298,7 +298,7 @@ def test_perturbed_copy_is_close_but_not_equal():
         a, b = main(ids).logits, helper(ids).logits
     assert not torch.equal(a, b)
     assert torch.nn.functional.cosine_similarity(a.flatten(), b.flatten(), dim=0) > 0.9
-    assert all(p.data_ptr() != q.data_ptr() for p, q in zip(main.parameters(), helper.parameters()))
+    assert all(p.data_ptr() != q.data_ptr() for p, q in zip(main.parameters(), helper.parameters(), strict=False))
 
 
 def test_tiny_tokenizer_round_trips_and_has_a_chat_template(tiny_folders):

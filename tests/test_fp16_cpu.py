@@ -11,13 +11,13 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from decoders.backends import fp16_cpu  # noqa: E402
-from decoders.engine import Engine  # noqa: E402
-from decoders.core.errors import DecodeError  # noqa: E402
-from decoders.models.family import FamilySpec, load_family, make_backend  # noqa: E402
 from decoders.backends.fp16_cpu import Fp16LlamaBackend  # noqa: E402
 from decoders.backends.llama_fast import LlamaBackend, _prepare  # noqa: E402
-from decoders.core.params import DecodeParams  # noqa: E402
 from decoders.backends.quantized import QuantizedLlamaBackend  # noqa: E402
+from decoders.core.errors import DecodeError  # noqa: E402
+from decoders.core.params import DecodeParams  # noqa: E402
+from decoders.engine import Engine  # noqa: E402
+from decoders.models.family import FamilySpec, load_family, make_backend  # noqa: E402
 from tests.test_llama_fast import KINDS, _ids, _model  # noqa: E402
 from tests.test_quantized import PROMPT, peaked_model  # noqa: E402
 from tests.tiny import save_tiny_model, tiny_llama_config  # noqa: E402

@@ -138,9 +138,9 @@ def test_self_draft_with_too_little_memory(monkeypatch, capsys, isolated, tiny_f
 
 def test_the_int4_draft_estimate_is_what_the_built_draft_holds():
     """The memory check's estimate (`draft_bytes`) against the bytes the built draft holds."""
+    from decoders.backends.quantized import draft_bytes
     from decoders.models.family import make_backend, quantized_draft
     from decoders.models.memory import available_memory
-    from decoders.backends.quantized import draft_bytes
 
     model = tiny_model()
     kept, working = draft_bytes(model)
@@ -241,8 +241,8 @@ def test_save_through_a_symlink_keeps_the_link(isolated):
 
 def test_full_disk_on_save_raises_one_line_and_keeps_old_file(monkeypatch, isolated):
     """Fault injection, writer 1 through the API the app uses (ctrl+s): still an OSError, too."""
-    from decoders.records.atomic import WriteError
     from decoders.core.errors import DecodeError
+    from decoders.records.atomic import WriteError
     from decoders.records.run import RunResult
 
     result = RunResult.load(RUN_DATA)

@@ -172,7 +172,7 @@ def test_early_exit_shares_weights():
     assert early.weights is full.weights
     for name in ("embed", "head"):
         assert getattr(full.weights, name).data_ptr() == getattr(early.weights, name).data_ptr()
-    for la, lb in zip(full._layers[:2], early._layers):
+    for la, lb in zip(full._layers[:2], early._layers, strict=False):
         for name in ("wqkv", "bqkv", "wo", "wgate_up", "bgate_up", "wdown"):
             assert getattr(la, name).data_ptr() == getattr(lb, name).data_ptr()
     assert early.weight_bytes < full.weight_bytes

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from decoders.backends.hf import HFBackend
-from decoders.engine import Engine
 from decoders.core.events import PhaseStarted
-from decoders.models.family import Family, make_backend
 from decoders.core.params import DecodeParams
+from decoders.engine import Engine
+from decoders.models.family import Family, make_backend
 from decoders.records.run import EMIT_KINDS, RunResult
 from tests.tiny import perturbed_copy, tiny_llama_config, tiny_tokenizer
 

@@ -8,11 +8,11 @@ from dataclasses import replace
 import pytest
 import torch
 
-from decoders.engine import Engine
-from decoders.core.errors import DecodeError
-from decoders.models.family import FamilySpec, load_family, quantized_draft
-from decoders.core.params import DecodeParams
 from decoders.backends.quantized import QuantizedLlamaBackend, quantize_int4, unsupported_reason
+from decoders.core.errors import DecodeError
+from decoders.core.params import DecodeParams
+from decoders.engine import Engine
+from decoders.models.family import FamilySpec, load_family, quantized_draft
 from tests.tiny import save_tiny_model, tiny_llama_config, tiny_model
 from tui_decode.cli.main import main as cli_main
 

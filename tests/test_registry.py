@@ -12,11 +12,12 @@ from typing import ClassVar
 
 import pytest
 
-from decoders.core.errors import DecodeError
+from decoders.analysis.stats import DecodeStats
 from decoders.core.declarations import Method, ParamSpec, get_method, register, unregister
+from decoders.core.errors import DecodeError
+from decoders.core.params import DecodeParams, all_param_specs, specs_for
 from decoders.methods.shared.common import HostValues, RunBuilder, ms
 from decoders.methods.shared.verify import accept_prefix, accept_tree
-from decoders.core.params import DecodeParams, all_param_specs, specs_for
 from decoders.records.run import (
     Detail,
     DraftRow,
@@ -25,7 +26,6 @@ from decoders.records.run import (
     RunResult,
     register_detail,
 )
-from decoders.analysis.stats import DecodeStats
 from tests.tiny import save_tiny_model
 from tui_decode.cli.main import main
 

@@ -7,8 +7,8 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from decoders.backends.hf import HFBackend
-from decoders.core.errors import DecodeError
 from decoders.backends.runner import KVRunner
+from decoders.core.errors import DecodeError
 
 
 @pytest.fixture(scope="module")

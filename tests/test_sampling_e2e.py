@@ -17,12 +17,12 @@ import torch
 from scipy.stats import chisquare
 
 import decoders.methods.speculative as speculative_module
-from decoders.core.declarations import get_method
-from decoders.methods.shared.common import DecodeContext
-from decoders.methods.shared.verify import Verdict, verify_sampling
-from decoders.core.params import DecodeParams
 from decoders.backends.runner import KVRunner
 from decoders.backends.sampling import sample
+from decoders.core.declarations import get_method
+from decoders.core.params import DecodeParams
+from decoders.methods.shared.common import DecodeContext
+from decoders.methods.shared.verify import Verdict, verify_sampling
 from tests.bigram import bigram_family, marginals
 
 V = 12
@@ -75,7 +75,7 @@ def position_counts(runs: int = RUNS, policy: str = "fixed", tokens: int = TOKEN
 
 def worst_pvalue(counts: np.ndarray) -> float:
     expected = marginals(tables()[0], PROMPT_IDS[-1], len(counts), TEMPERATURE).numpy()
-    return min(chisquare(row, row.sum() * exp).pvalue for row, exp in zip(counts, expected))
+    return min(chisquare(row, row.sum() * exp).pvalue for row, exp in zip(counts, expected, strict=False))
 
 
 def bonus_from_q(p, q, drafts, gen):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from decoders.methods.speculative import GAMMA
 from decoders.methods.jacobi import BLOCK
+from decoders.methods.speculative import GAMMA
 from tests.test_app_flows import PacedEngine, loader, make_app, tiny_family, tiny_spec, wait_for  # noqa: F401
 from tui_decode.screens.sweep import SweepScreen, sweep_values
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from decoders.core.params import DecodeParams
-from decoders.records.run import Emitted, Iteration, Run
 from decoders.analysis.summary import summarize
 from decoders.analysis.timing import paired_drift, ratio_text, time_to
+from decoders.core.params import DecodeParams
+from decoders.records.run import Emitted, Iteration, Run
 
 
 def timed_run(step_ms: list[float], method: str = "ar", per_iter: int = 1, finish: str = "length") -> Run:
@@ -129,8 +129,8 @@ def test_steps_are_paired_by_context_so_a_shared_trend_is_no_noise():
 def test_a_wide_forward_that_verified_nothing_is_no_one_token_step():
     """Lookahead's iteration with no n-gram hit emits one token after a wide forward: not a probe
     of the machine's one-token speed."""
-    from decoders.methods.lookahead import LookaheadStep
     from decoders.analysis.timing import one_token_steps
+    from decoders.methods.lookahead import LookaheadStep
 
     run = timed_run([100.0] + [120.0] * 5)
     for it in run.iters[1:]:

@@ -5,10 +5,18 @@ from __future__ import annotations
 
 import pytest
 
-from decoders.methods.shared.draft_policy import AdaptiveDraftLength
-from decoders.methods.shared.tree_budget import (ALT_PRIOR, AlternativeRates, budget, chances, child_ranks, path_nodes, prune,
-                                          subtree)
 from decoders.backends.tree import TokenTree
+from decoders.methods.shared.draft_policy import AdaptiveDraftLength
+from decoders.methods.shared.tree_budget import (
+    ALT_PRIOR,
+    AlternativeRates,
+    budget,
+    chances,
+    child_ranks,
+    path_nodes,
+    prune,
+    subtree,
+)
 
 STEEP = [1.0, 1.45, 1.6, 1.7, 1.8, 1.9, 2.0, 2.1, 2.2, 2.3, 2.4, 2.5]  # a CPU's T(k)
 FLAT = [1.0] * 16  # a GPU's

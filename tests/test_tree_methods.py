@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 import torch
 
+from decoders.backends.tree import TokenTree
+from decoders.core.params import DecodeParams
 from decoders.engine import Engine
 from decoders.methods.lookahead import NgramPool, Window
 from decoders.methods.shared.ngram import NgramIndex
 from decoders.methods.shared.tree_step import tree_statuses
-from decoders.core.params import DecodeParams
 from decoders.records.run import RunResult
-from decoders.backends.tree import TokenTree
 from tests.test_bundled import prompt
 from tests.test_methods import PROMPT, engine, tiny_family  # noqa: F401 (engine: a fixture)
 
@@ -53,7 +53,7 @@ def check_tree_record(it) -> tuple[bool, int]:
     assert [row.status for row in rows] == tree_statuses(parents, path)
     assert [e.token for e in it.emit][:len(path)] == [rows[i].token for i in path]
     assert len(it.emit) == len(path) + 1 or it.emit[-1].kind != "acc"  # a budget or stop cut aside
-    siblings = [tuple(row.token for row, p in zip(rows, parents) if p == parent) for parent in set(parents)]
+    siblings = [tuple(row.token for row, p in zip(rows, parents, strict=False) if p == parent) for parent in set(parents)]
     assert all(len(s) == len(set(s)) for s in siblings), "equal siblings: the trie did not merge them"
     kinds = [e.kind for e in it.emit]
     assert kinds[:len(path)] == ["acc"] * len(path)
@@ -84,10 +84,10 @@ def test_lookahead_detail_counts_the_pool_and_round_trips(tmp_path):
     assert all(s.kind == "lookahead" for s in steps)
     assert steps[0].pool == 0 and steps[0].hits == 0  # nothing collected before the first window ran
     # the pool grows by what each window added, less what the cap of G per key pushed out
-    assert all(b.pool <= a.pool + a.added and b.pool >= a.pool for a, b in zip(steps, steps[1:]))
+    assert all(b.pool <= a.pool + a.added and b.pool >= a.pool for a, b in zip(steps, steps[1:], strict=False))
     assert steps[1].pool == steps[0].added > 0
     assert any(s.hits for s in steps) and all(s.hits <= 4 for s in steps)
-    assert all(s.accepted == it.n_accepted for s, it in zip(steps, result.method.iters))
+    assert all(s.accepted == it.n_accepted for s, it in zip(steps, result.method.iters, strict=False))
     assert all(len(s.window) == 2 and all(len(level) == 4 for level in s.window) for s in steps)
     ex = result.summary.extras
     assert ex["pool_size"] == steps[-1].pool + steps[-1].added and 0 < ex["pool_hit_rate"] <= 1
@@ -109,7 +109,7 @@ def test_lookahead_pool_from_the_text_verifies_the_prompts_ngrams_from_the_first
 
     cycle = list(range(4, 14))
     table = torch.full((20, 20), -5.0)
-    for a, b in zip(cycle, cycle[1:] + cycle[:1]):
+    for a, b in zip(cycle, cycle[1:] + cycle[:1], strict=False):
         table[a, b] = 5.0
     engine = Engine(bigram_family(table, table))
     prompt_text = " ".join(f"w{t}" for t in cycle + [4])

@@ -7,8 +7,8 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from decoders.methods.shared.verify import Verdict, accept_prefix, verify_sampling
 from decoders.backends.sampling import make_generator, sample
+from decoders.methods.shared.verify import Verdict, accept_prefix, verify_sampling
 
 V = 6
 P = torch.tensor([[0.40, 0.25, 0.15, 0.10, 0.06, 0.04],

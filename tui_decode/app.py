@@ -19,14 +19,19 @@ from textual.widgets import TextArea
 
 from decoders.core.params import METHOD_NAMES, METHODS
 from decoders.records.run import RunResult
-from tui_decode.screens.main_screen import MainScreen
-from tui_decode.state.runs_folder import runs_dir
 from tui_decode.screens.help_screen import HelpScreen
 from tui_decode.screens.history_screen import compare_with_baseline, open_history
-from tui_decode.state.settings import DEFAULT_PROMPT, START_PARAMS, Settings
+from tui_decode.screens.main_screen import MainScreen
 from tui_decode.screens.sweep import start_sweep
-from tui_decode.workers.decode import (EngineFactory, FamilyLoader, default_engine_factory, default_family_loader,
-                                threads_loader)
+from tui_decode.state.runs_folder import runs_dir
+from tui_decode.state.settings import DEFAULT_PROMPT, START_PARAMS, Settings
+from tui_decode.workers.decode import (
+    EngineFactory,
+    FamilyLoader,
+    default_engine_factory,
+    default_family_loader,
+    threads_loader,
+)
 
 if TYPE_CHECKING:
     from decoders.models.family import FamilySpec
@@ -245,9 +250,7 @@ def _flags_given(args) -> bool:
 
 def run_app(args) -> int:
     """`tui-decode` without a subcommand: open the app (on a saved run with ``--open``)."""
-    from tui_decode.cli.main import family_spec
-
-    from tui_decode.cli.main import decode_params, read_prompt
+    from tui_decode.cli.main import decode_params, family_spec, read_prompt
 
     opened = RunResult.load(args.open) if getattr(args, "open", None) else None
     spec = family_spec(args)

@@ -64,14 +64,14 @@ class DecodeStats:
         while len(self.drafted_per_pos) <= max(depths):
             for counts in (self.drafted_per_pos, self.accepted_per_pos, self.judged_per_pos):
                 counts.append(0)
-        judged = {d for row, d in zip(it.draft, depths) if row.status in (STATUS_ACCEPTED, STATUS_REJECTED)}
+        judged = {d for row, d in zip(it.draft, depths, strict=False) if row.status in (STATUS_ACCEPTED, STATUS_REJECTED)}
         for depth in set(depths):  # a position counts once per draft that reached it
             self.drafted_per_pos[depth] += 1
             self.judged_per_pos[depth] += depth in judged
         # accepted drafts that a stop token or the budget cut off were never emitted: not counted
         emitted = sum(1 for e in it.emit if e.kind == KIND_ACCEPTED)
         n = 0
-        for row, depth in zip(it.draft, depths):
+        for row, depth in zip(it.draft, depths, strict=False):
             if row.status == STATUS_ACCEPTED and depth < emitted:
                 n += 1
                 self.accepted_per_pos[depth] += 1
@@ -110,7 +110,7 @@ class DecodeStats:
     def per_position_acceptance_conditional(self) -> list[float | None]:
         """For each draft position, accepted there over drafts whose position was judged (every
         earlier position accepted): the acceptance rate at that depth, given it was reached."""
-        return [round(a / j, 3) if j else None for a, j in zip(self.accepted_per_pos, self.judged_per_pos)]
+        return [round(a / j, 3) if j else None for a, j in zip(self.accepted_per_pos, self.judged_per_pos, strict=False)]
 
     @property
     def alpha_hat(self) -> float | None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
-from decoders.core.errors import DecodeError
 from decoders.analysis.stats import DecodeStats
 from decoders.analysis.timing import Drift, decode_rate, one_token_steps, paired_drift, ratio_text, rse, time_to
+from decoders.core.errors import DecodeError
 
 if TYPE_CHECKING:
     from decoders.core.params import DecodeParams
@@ -20,7 +20,7 @@ NEAR_TIE = 1e-3
 
 def first_divergence(a: list[int], b: list[int]) -> int | None:
     """Index of the first token where ``a`` and ``b`` differ (a length difference counts)."""
-    for i, (x, y) in enumerate(zip(a, b)):
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
         if x != y:
             return i
     return None if len(a) == len(b) else min(len(a), len(b))

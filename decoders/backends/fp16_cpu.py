@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import torch
 
-from decoders.core.errors import DecodeError
 from decoders.backends.kv_cache import CACHE_CHUNK, KVCache
 from decoders.backends.llama_fast import LlamaBackend, _Layer, _prepare, _Weights, unsupported_reason
+from decoders.core.errors import DecodeError
 
 #: How `Family.describe` shows the dtype of a float16 family on CPU.
 DESCRIPTION = "float16 weights, float32 activations"

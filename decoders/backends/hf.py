@@ -86,7 +86,7 @@ def input_device(model):
 def checked_rows(rows: Sequence[int], available: int) -> list[int]:
     """``rows`` for ``compact`` as a list, checked: ascending, each in ``0 .. available - 1``."""
     rows = [int(r) for r in rows]
-    if any(b <= a for a, b in zip(rows, rows[1:])) or (rows and not 0 <= rows[0] <= rows[-1] < available):
+    if any(b <= a for a, b in zip(rows, rows[1:], strict=False)) or (rows and not 0 <= rows[0] <= rows[-1] < available):
         raise ValueError(f"rows must ascend within 0..{available - 1}, got {rows}")
     return rows
 

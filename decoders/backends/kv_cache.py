@@ -121,7 +121,7 @@ class KVCache:
         self.reserve(end)
         if end > start:
             with torch.inference_mode():
-                for mine, theirs in zip(self.layers, other.layers):
+                for mine, theirs in zip(self.layers, other.layers, strict=False):
                     mine[:, :, start:end] = theirs[:, :, start:end]
         self.length = end
 

@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from decoders.backends.host import move
+from decoders.backends.kv_cache import CACHE_CHUNK, KVCache
 from decoders.backends.llama_support import (  # noqa: F401 (re-exported: the fast backend's own names)
     STATIC_ROPE_TYPES,
     SUPPORTED_TYPES,
@@ -44,7 +45,6 @@ from decoders.backends.llama_support import (  # noqa: F401 (re-exported: the fa
     supports,
     unsupported_reason,
 )
-from decoders.backends.kv_cache import CACHE_CHUNK, KVCache
 from decoders.backends.static_step import StaticStep
 from decoders.backends.static_step import _Fallback as StepFallback
 
@@ -474,7 +474,7 @@ class LlamaBackend:
                 mask[:, start:] = tree_mask
 
         x = F.embedding(ids, w.embed)  # [n, hidden], a fresh tensor: residual adds go in place
-        for i, (layer, kv) in enumerate(zip(self._layers, cache.layers)):
+        for i, (layer, kv) in enumerate(zip(self._layers, cache.layers, strict=False)):
             h, alpha = self._prenorm(x, layer.attn_norm)
             qkv = mm.qkv(i, h, alpha)  # [n, (heads + 2 kv_heads) * head_dim]
             rotate(qkv[:, :rope_width].view(n, heads + kvh, hd), rope)

@@ -287,7 +287,7 @@ class QuantizedLlamaBackend(LlamaBackend):
         placeholder = tw.head.new_empty(0)
         shells = tuple(_Layer(attn_norm=a, wqkv=placeholder, bqkv=placeholder, wo=placeholder, mlp_norm=m,
                               wgate_up=placeholder, bgate_up=placeholder, wdown=placeholder)
-                       for (a, m), b in zip(norms, layers))
+                       for (a, m), b in zip(norms, layers, strict=False))
         weights = replace(tw, layers=shells, packed={})
         draft = cls(weights, _QuantizedMatmuls(layers, head_matmul, tw.embed.dtype), max_positions=target.max_positions,
                     kind=kind, group=group, head=head)

@@ -129,7 +129,7 @@ class StaticStep:
         rope = cache.rope.index_select(0, pos)
         visible = (self._slots <= pos).view(1, 1, 1, -1)  # slot j holds a position <= pos
         x = F.embedding(self.ids, w.embed)
-        for i, (layer, kv) in enumerate(zip(backend._layers, cache.layers)):
+        for i, (layer, kv) in enumerate(zip(backend._layers, cache.layers, strict=False)):
             h, alpha = self._norm(x, layer.attn_norm)
             qkv = mm.qkv(i, h, alpha)
             cache.rotate(qkv[:, :rope_width].view(1, heads + kvh, hd), rope)

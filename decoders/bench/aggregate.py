@@ -11,8 +11,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from decoders.bench.measure import Drafting, OursEntry, Sample, TheirsEntry, Theorem
 from decoders.bench.common import mean, ratio, rounded
+from decoders.bench.measure import Drafting, OursEntry, Sample, TheirsEntry, Theorem
 from decoders.bench.prompts import group_rank
 
 

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from decoders.bench.reference import HFReference
 from decoders.bench.variants import DRAFT_KINDS, Variant
-from decoders.core.errors import DecodeError
-from decoders.models.family import default_draft_layer
 from decoders.core.declarations import get_method, method_names
+from decoders.core.errors import DecodeError
 from decoders.core.params import DecodeParams
+from decoders.models.family import default_draft_layer
 
 if TYPE_CHECKING:
     from decoders.models.family import Family
@@ -205,7 +205,7 @@ def check_variants(variants: Sequence[Variant], base: DecodeParams) -> list[Deco
 def resolve_rows(drafts: Drafts, variants: Sequence[Variant], base: DecodeParams, notes: list[str]) -> list[Row]:
     """The runnable rows; a row whose draft the family cannot offer is skipped with a note."""
     rows = []
-    for variant, params in zip(variants, check_variants(variants, base)):
+    for variant, params in zip(variants, check_variants(variants, base), strict=False):
         family = drafts.family
         if get_method(variant.method).needs_helper:
             try:

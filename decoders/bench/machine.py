@@ -127,8 +127,8 @@ def verify_cost_curve(family: Family, ids: list[int], repeats: int = 3) -> dict[
     k-token forward, every row of logits kept as a verify keeps them, over a one-token forward
     (`decoders.analysis.timing.measure_cost_curve`, medians of ``repeats`` interleaved passes).
     ``{"context": tokens, "t": [1.0, ...]}``; ``t`` is empty when the context has no room."""
-    from decoders.backends.runner import KVRunner
     from decoders.analysis.timing import CURVE_WIDTHS, measure_cost_curve
+    from decoders.backends.runner import KVRunner
 
     seq = list(ids)
     if not seq or len(seq) + CURVE_WIDTHS > family.context_length:

@@ -10,14 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from decoders.analysis.stats import DecodeStats
+from decoders.analysis.summary import Summary, first_divergence
+from decoders.analysis.timing import paired_drift
 from decoders.bench.common import FlatRecord
 from decoders.bench.prompts import BenchPrompt
 from decoders.bench.reference import HFReference, HFRun
 from decoders.core.params import DecodeParams
 from decoders.records.run import Run, RunResult
-from decoders.analysis.stats import DecodeStats
-from decoders.analysis.summary import Summary, first_divergence
-from decoders.analysis.timing import paired_drift
 
 if TYPE_CHECKING:
     from decoders.bench.drafts import Row

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 from decoders.core.errors import DecodeError
 
 if TYPE_CHECKING:
-    from decoders.models.family import Family
     from decoders.core.params import DecodeParams
+    from decoders.models.family import Family
 
 
 @dataclass

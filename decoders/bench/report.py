@@ -10,14 +10,14 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
+from decoders.analysis.summary import first_divergence
 from decoders.bench.aggregate import MethodStats
 from decoders.bench.prompts import group_label
 from decoders.bench.suite import REPORT_SCHEMA, BenchReport
 from decoders.bench.sweep import SweepReport
 from decoders.bench.targets import is_tree
-from decoders.core.errors import DecodeError
 from decoders.core.declarations import get_method
-from decoders.analysis.summary import first_divergence
+from decoders.core.errors import DecodeError
 
 DASH = "–"
 NO_COUNTERPART = "no counterpart"

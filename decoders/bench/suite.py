@@ -17,15 +17,23 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from decoders.bench.aggregate import Figures, MethodStats, aggregate
 from decoders.bench.drafts import Drafts, Row, default_variants, resolve_rows
-from decoders.bench.machine import Floor, bandwidth_floor, busy_note, family_info, load_average, machine_info, \
-    measure_read_bandwidth, verify_cost_curve
+from decoders.bench.machine import (
+    Floor,
+    bandwidth_floor,
+    busy_note,
+    family_info,
+    load_average,
+    machine_info,
+    measure_read_bandwidth,
+    verify_cost_curve,
+)
 from decoders.bench.measure import AGAIN, PromptMeasurer, Sample
 from decoders.bench.prompts import BenchPrompt, select_prompts
 from decoders.bench.reference import HFReference, reference_for
 from decoders.bench.targets import Target, evaluate_targets
 from decoders.bench.variants import Variant
-from decoders.core.errors import DecodeError
 from decoders.core.declarations import get_method, method_names
+from decoders.core.errors import DecodeError
 from decoders.core.params import DecodeParams
 
 if TYPE_CHECKING:

@@ -6,18 +6,27 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
+from decoders.analysis.theory import cost_aware_speedup, predicted_speedup
 from decoders.bench.aggregate import SideStats
+from decoders.bench.common import FlatRecord, mean, off_by, rounded
 from decoders.bench.machine import family_info, machine_info
 from decoders.bench.measure import OursEntry
-from decoders.bench.common import FlatRecord, mean, off_by, rounded
 from decoders.bench.prompts import BenchPrompt
-from decoders.bench.suite import REPORT_SCHEMA, ProgressFn, base_params, created, head, params_settings, prepare, \
-    prompt_records, shortest
-from decoders.core.errors import DecodeError
-from decoders.methods.shared.lookahead_shape import swept
+from decoders.bench.suite import (
+    REPORT_SCHEMA,
+    ProgressFn,
+    base_params,
+    created,
+    head,
+    params_settings,
+    prepare,
+    prompt_records,
+    shortest,
+)
 from decoders.core.declarations import all_methods, get_method
+from decoders.core.errors import DecodeError
 from decoders.core.params import DecodeParams
-from decoders.analysis.theory import cost_aware_speedup, predicted_speedup
+from decoders.methods.shared.lookahead_shape import swept
 
 if TYPE_CHECKING:
     from decoders.models.family import Family

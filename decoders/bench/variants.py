@@ -23,8 +23,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from decoders.core.errors import DecodeError
 from decoders.core.declarations import get_method, method_names
+from decoders.core.errors import DecodeError
 
 #: At most this many variants in one run (each one is a run per prompt).
 MAX_VARIANTS = 16
@@ -167,7 +167,7 @@ def parse_variant(piece: str) -> Variant:
             if not shape:
                 raise DecodeError(f"bad variant {piece!r}: write the tree as tree WxD (width x depth), e.g. "
                                   f"tree 2x3; {_hint()}")
-            for key, text in zip(("tree_width", "tree_depth"), shape.groups()):
+            for key, text in zip(("tree_width", "tree_depth"), shape.groups(), strict=False):
                 spec = specs[key]
                 overrides[key] = _number(piece, key, text, int(spec.low), int(spec.high))
         elif word in specs:

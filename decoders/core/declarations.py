@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any, Callable, Generator
 from decoders.core.errors import DecodeError
 
 if TYPE_CHECKING:
-    from decoders.methods.shared.common import DecodeContext
-    from decoders.core.params import DecodeParams
-    from decoders.records.run import Iteration, Run
     from decoders.analysis.stats import DecodeStats
     from decoders.analysis.summary import Summary
+    from decoders.core.params import DecodeParams
+    from decoders.methods.shared.common import DecodeContext
+    from decoders.records.run import Iteration, Run
 
     MethodGen = Generator[Iteration, None, Run]
 

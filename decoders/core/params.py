@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from decoders.core.errors import DecodeError
 from decoders.core.declarations import ParamSpec, all_methods, get_method, method_names
+from decoders.core.errors import DecodeError
 
 MODES = ("greedy", "sampling")
 #: The app's steps for max new tokens.

@@ -8,8 +8,8 @@ from decoders.records.run import KIND_AR
 
 
 def autoregressive(ctx: DecodeContext, label: str | None = None) -> MethodGen:
-    from decoders.methods.shared.common import HostValues
     from decoders.backends.sampling import make_generator, pick, probs
+    from decoders.methods.shared.common import HostValues
 
     params, T = ctx.params, ctx.main
     b = RunBuilder(ctx, "ar", label or describe(params))

@@ -171,7 +171,7 @@ def lookahead(ctx: DecodeContext) -> MethodGen:
         offered = len(paths)
         if policy is not None and paths:
             verify, paths = budget(paths, keys, policy, alternatives, len(w_tokens))
-            keys = [key for key, path in zip(keys, paths) if path]
+            keys = [key for key, path in zip(keys, paths, strict=False) if path]
             paths = [path for path in paths if path]
         else:
             verify = TokenTree.from_paths(paths)

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from decoders.core.errors import DecodeError
 from decoders.core.declarations import Figure, Method, ParamSpec, register
+from decoders.core.errors import DecodeError
 from decoders.methods.shared.common import DecodeContext, HostValues, MethodGen, RunBuilder, ms
 from decoders.methods.shared.draft_policy import DRAFT_POLICY, AdaptiveDraftLength
 from decoders.methods.shared.ngram import NgramIndex

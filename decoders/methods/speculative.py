@@ -7,16 +7,32 @@ per iteration (the gpt-fast pattern), so the hot loop never waits on a per-token
 
 from __future__ import annotations
 
-from decoders.core.errors import DecodeError
+from decoders.analysis.theory import best_gamma, cost_aware_speedup, expected_tokens, predicted_speedup, speedup_curve
 from decoders.core.declarations import Figure, Method, ParamSpec, register
-from decoders.methods.shared.common import (DecodeContext, HostValues, MethodGen, RunBuilder, draft_chain, mode_text, ms,
-                                     r)
-from decoders.methods.shared.draft_policy import (DRAFT_POLICY, PRIOR_SLOPE, STOP_BUDGET, STOP_EXPLORE, STOP_GAMMA,
-                                           STOP_PAY, STOP_PREFILL, SpecDraftPolicy)
+from decoders.core.errors import DecodeError
+from decoders.methods.shared.common import (
+    DecodeContext,
+    HostValues,
+    MethodGen,
+    RunBuilder,
+    draft_chain,
+    mode_text,
+    ms,
+    r,
+)
+from decoders.methods.shared.draft_policy import (
+    DRAFT_POLICY,
+    PRIOR_SLOPE,
+    STOP_BUDGET,
+    STOP_EXPLORE,
+    STOP_GAMMA,
+    STOP_PAY,
+    STOP_PREFILL,
+    SpecDraftPolicy,
+)
 from decoders.methods.shared.spec_tree import TREE_DEPTH, TREE_WIDTH, tree_step
 from decoders.methods.shared.verify import accept_prefix, verify_sampling
 from decoders.records.run import KIND_AR, TopK
-from decoders.analysis.theory import best_gamma, cost_aware_speedup, expected_tokens, predicted_speedup, speedup_curve
 
 TOP_K = 5
 GAMMA = ParamSpec("gamma", "γ draft length", "speculative: tokens drafted per iteration", 4, low=1, high=32,

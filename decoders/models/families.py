@@ -25,9 +25,9 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from decoders.models.bundled import LABEL as BUNDLED_LABEL
 from decoders.core.errors import DecodeError
 from decoders.models.bundled import DEFAULT_FAMILY
+from decoders.models.bundled import LABEL as BUNDLED_LABEL
 from decoders.models.family import DEVICES, DTYPES, SELF_DRAFT_KINDS, FamilySpec
 
 CONFIG_ENV = "TUI_DECODE_CONFIG_DIR"

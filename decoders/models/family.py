@@ -204,7 +204,7 @@ def _gpt2_bytes_to_unicode() -> dict[int, str]:
             printable.append(byte)
             codes.append(256 + extra)
             extra += 1
-    return {byte: chr(code) for byte, code in zip(printable, codes)}
+    return {byte: chr(code) for byte, code in zip(printable, codes, strict=False)}
 
 
 def default_draft_layer(n_layers: int) -> int:
@@ -414,8 +414,8 @@ def quantized_draft(main_backend, main_model, kind: str) -> Backend:
     (`decoders.models.memory.available_memory`), checked before anything is built.
     """
     from decoders.backends.llama_fast import LlamaBackend
-    from decoders.models.memory import available_memory, check_memory
     from decoders.backends.quantized import QuantizedLlamaBackend, draft_bytes, unsupported_reason
+    from decoders.models.memory import available_memory, check_memory
 
     if main_model is None:
         raise DecodeError(f"Cannot build an {kind} self-draft: this family keeps no model module to quantize.")

@@ -28,7 +28,6 @@ from pathlib import Path
 from decoders.core.errors import DecodeError
 from decoders.core.events import LoadProgress
 
-
 CACHE_ENV = "TUI_DECODE_CACHE_DIR"
 MARKER_FILE = "tui-decode-gguf.json"  # written last: a folder without it is not a finished copy
 PARTIAL_PREFIX = ".partial-"

@@ -9,9 +9,9 @@ import os
 import re
 from pathlib import Path
 
-from decoders.models.bundled import DEFAULT_FAMILY
 from decoders.core.errors import DecodeError
 from decoders.core.events import LoadProgress
+from decoders.models.bundled import DEFAULT_FAMILY
 
 HUB_TIMEOUT_SECONDS = 5
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")

@@ -21,10 +21,9 @@ COUNT_BOUNDS = {"limit": 100_000, "repeats": 100, "bandwidth_mb": 16_384, "threa
 
 
 def add_bench_parser(sub) -> None:
-    from tui_decode.cli.main import add_model_args
-
     from decoders.bench.sweep import sweep_names
     from decoders.bench.variants import EXAMPLE, MAX_VARIANTS
+    from tui_decode.cli.main import add_model_args
 
     d = DecodeParams()
     default_methods = ",".join(method_names())  # every registered method
@@ -90,12 +89,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     from decoders.bench import load_prompts, parse_methods, parse_sweep, parse_variants, run_bench, run_sweep
     from decoders.bench.drafts import check_variants
+    from decoders.bench.report import (
+        floor_section,
+        group_table,
+        overall_table,
+        sweep_table,
+        targets_table,
+        write_report,
+    )
     from decoders.core.errors import DecodeError
-    from decoders.bench.report import floor_section, group_table, overall_table, sweep_table, targets_table, \
-        write_report
-    from tui_decode.cli.main import family_spec, load_with_progress
-
     from decoders.records.atomic import check_folder_destination
+    from tui_decode.cli.main import family_spec, load_with_progress
 
     prompts = load_prompts(args.prompts)
     check_folder_destination(args.out, "--out", "the report")  # before the benchmark, not after

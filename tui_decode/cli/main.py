@@ -19,8 +19,8 @@ from typing import Sequence
 
 from decoders import __version__
 from decoders.core.errors import DecodeError
-from decoders.models.families import DEFAULT_FAMILY
 from decoders.core.params import COMMON_PARAMS, DEFAULT_METHOD, DecodeParams, method_param_specs
+from decoders.models.families import DEFAULT_FAMILY
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -217,9 +217,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from rich.text import Text
 
     from decoders.engine import Engine
-    from tui_decode.cli.tables import summary_table
-
     from decoders.records.atomic import check_destination
+    from tui_decode.cli.tables import summary_table
 
     err = Console(stderr=True)
     check_threads(args)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from rich.table import Table
 
+from decoders.analysis.summary import Summary
 from decoders.core.declarations import Figure, get_method
 from decoders.records.run import RunResult
-from decoders.analysis.summary import Summary
 
 #: The figures every method has, in order; the timing rows (`_timing_rows`) and the method's own
 #: `Figure`s follow.

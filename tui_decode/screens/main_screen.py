@@ -23,25 +23,12 @@ from textual.widgets import DataTable
 from decoders.core.errors import DecodeError
 from decoders.core.params import METHOD_NAMES, DecodeParams
 from decoders.records.run import RunResult
-from tui_decode.workers.draft import DraftBuildWorker
+from tui_decode.cli.tables import run_title
 from tui_decode.screens.layout import ResponsiveLayout, page_tabs
+from tui_decode.screens.run_files import RunFiles
 from tui_decode.state.live_run import LiveRun
 from tui_decode.state.loaded_family import LoadedFamily, helper_description
-from tui_decode.workers.messages import (
-    FamilyFailed,
-    FamilyLoaded,
-    FamilyProgress,
-    RunBatch,
-    RunFailed,
-    RunFinished,
-    RunPhase,
-    RunStopped,
-    WorkerMessage,
-)
-from tui_decode.screens.run_files import RunFiles
-from tui_decode.widgets.stats_pane import headline_speed, speed_text as speed_words
 from tui_decode.state.run_history import RunHistory
-from tui_decode.cli.tables import run_title
 from tui_decode.state.settings import KNOB_BY_KEY, Settings, draft_length_key, knobs_for
 from tui_decode.state.token_text import run_tokens
 from tui_decode.widgets import (
@@ -57,7 +44,21 @@ from tui_decode.widgets import (
     ValueEditor,
     family_picker,
 )
+from tui_decode.widgets.stats_pane import headline_speed
+from tui_decode.widgets.stats_pane import speed_text as speed_words
 from tui_decode.workers.decode import DecodeWorker, EngineFactory, FamilyLoader, FamilyLoadWorker
+from tui_decode.workers.draft import DraftBuildWorker
+from tui_decode.workers.messages import (
+    FamilyFailed,
+    FamilyLoaded,
+    FamilyProgress,
+    RunBatch,
+    RunFailed,
+    RunFinished,
+    RunPhase,
+    RunStopped,
+    WorkerMessage,
+)
 
 if TYPE_CHECKING:
     from decoders.models.family import FamilySpec

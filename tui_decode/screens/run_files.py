@@ -7,8 +7,8 @@ from pathlib import Path
 
 from decoders.core.errors import DecodeError
 from decoders.records.run import RunResult
-from tui_decode.state.runs_folder import saved_runs
 from tui_decode.screens.saving import save_shown_run
+from tui_decode.state.runs_folder import saved_runs
 from tui_decode.widgets import run_picker
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from decoders.records import atomic
 from decoders.core.params import DecodeParams
+from decoders.records import atomic
 from decoders.records.run import RunResult
 from tui_decode.state.runs_folder import run_file_stem
 

@@ -25,21 +25,21 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
+from decoders.analysis.summary import Summary
+from decoders.core.declarations import ParamSpec
 from decoders.core.errors import DecodeError
 from decoders.core.events import PhaseStarted
-from decoders.core.declarations import ParamSpec
 from decoders.methods.shared.lookahead_shape import swept
 from decoders.records.run import RunResult
-from decoders.analysis.summary import Summary
-from tui_decode.workers.messages import failure_message
 from tui_decode.widgets.gamma_plot import GammaPlot, PlotData, Point
 from tui_decode.widgets.stats_pane import headline_speed, speed_text
+from tui_decode.workers.messages import failure_message
 
 if TYPE_CHECKING:
     import threading
 
-    from tui_decode.state.loaded_family import LoadedFamily
     from tui_decode.screens.main_screen import MainScreen
+    from tui_decode.state.loaded_family import LoadedFamily
     from tui_decode.state.settings import Settings
 
 MAX_VALUES = 8  # values one sweep runs: about eight method runs on the current prompt

@@ -7,10 +7,10 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Iterable
 
+from decoders.analysis.stats import DecodeStats
 from decoders.core.events import PhaseStarted, Progress
 from decoders.core.params import METHOD_NAMES, DecodeParams
 from decoders.records.run import Iteration
-from decoders.analysis.stats import DecodeStats
 
 #: While a run streams, the token stream and the status line take every batch; the table and the
 #: live figures catch up at most this often (seconds), and at the end of the run. Their redraws

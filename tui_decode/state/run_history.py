@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from decoders.core.errors import DecodeError
-from decoders.core.declarations import get_method
-from decoders.records.run import Run, RunResult
 from decoders.analysis.summary import Summary, first_divergence
+from decoders.core.declarations import get_method
+from decoders.core.errors import DecodeError
+from decoders.records.run import Run, RunResult
 from tui_decode.state.runs_folder import saved_runs
 from tui_decode.state.token_text import real_text, run_tokens
 
@@ -67,7 +67,7 @@ def stream_tokens(run: Run) -> list[tuple[str, str, int]]:
     """(real text, kind, iteration) of each token of ``run``: from its token list when it kept
     one (baselines always do), else rebuilt from its iterations."""
     if run.tokens and len(run.tokens) == len(run.kinds) == len(run.tok_iter):
-        return [(real_text(t), k, i) for t, k, i in zip(run.tokens, run.kinds, run.tok_iter)]
+        return [(real_text(t), k, i) for t, k, i in zip(run.tokens, run.kinds, run.tok_iter, strict=False)]
     return run_tokens(run)
 
 

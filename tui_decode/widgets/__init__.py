@@ -1,8 +1,8 @@
 """The app's widgets, one module each; none of them imports torch or a model."""
 
 from tui_decode.widgets.app_footer import AppFooter
-from tui_decode.widgets.gamma_plot import GammaPlot
 from tui_decode.widgets.details import DetailContext
+from tui_decode.widgets.gamma_plot import GammaPlot
 from tui_decode.widgets.iteration_detail import IterationDetail
 from tui_decode.widgets.iteration_table import IterationTable
 from tui_decode.widgets.params_pane import ParamsPane

@@ -172,7 +172,7 @@ class GammaPlot(Widget):
             if not series:
                 continue
             points = [to_dot(g, s) for g, s in series]
-            for (x0, y0), (x1, y1) in zip(points, points[1:]):
+            for (x0, y0), (x1, y1) in zip(points, points[1:], strict=False):
                 canvas.line(x0, y0, x1, y1, layer, dash=dash)
         for p in data.points:
             x, y = to_dot(p.value, p.speedup)

@@ -14,10 +14,10 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from decoders.core.errors import DecodeError
 from decoders.core.declarations import get_method
-from decoders.methods.shared.draft_policy import STOP_TEXT
+from decoders.core.errors import DecodeError
 from decoders.core.params import METHOD_NAMES
+from decoders.methods.shared.draft_policy import STOP_TEXT
 from decoders.records.run import Iteration
 from tui_decode.widgets.details import PLAIN, DetailContext, view_for
 from tui_decode.widgets.details.plain import plain_step_text

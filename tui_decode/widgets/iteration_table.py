@@ -156,7 +156,7 @@ class IterationTable(DataTable):
             values = [getattr(row, attr) for row in it.draft]
             if all(v is None for v in values):
                 return Text("")
-            return Text.assemble(*[(bar(v), styles.get(row.status)) for v, row in zip(values, it.draft)])
+            return Text.assemble(*[(bar(v), styles.get(row.status)) for v, row in zip(values, it.draft, strict=False)])
 
         return [
             Text(str(it.k), justify="right"),

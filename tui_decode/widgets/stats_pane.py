@@ -17,12 +17,12 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from decoders.core.errors import DecodeError
-from decoders.core.declarations import Figure, get_method
-from decoders.records.run import RunResult
 from decoders.analysis.summary import Summary
 from decoders.analysis.theory import cost_aware_speedup
 from decoders.analysis.timing import verdict
+from decoders.core.declarations import Figure, get_method
+from decoders.core.errors import DecodeError
+from decoders.records.run import RunResult
 from tui_decode.state.run_history import headline_speed
 from tui_decode.widgets.acceptance_chart import AcceptanceChart
 from tui_decode.widgets.gamma_plot import GammaPlot, PlotData, Point

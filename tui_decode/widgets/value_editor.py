@@ -17,8 +17,8 @@ from textual.message import Message
 from textual.validation import ValidationResult, Validator
 from textual.widgets import Input, Static
 
-from decoders.core.errors import DecodeError
 from decoders.core.declarations import ParamSpec
+from decoders.core.errors import DecodeError
 from tui_decode.state.settings import DRAFT_LAYER_KEY, Knob, Settings
 
 #: The longest text the input takes: any declared number fits in it.

@@ -19,6 +19,7 @@ from decoders.core.events import PhaseStarted
 from decoders.records.run import RunResult
 from tui_decode.state.batching import Batcher
 from tui_decode.state.loaded_family import LoadedFamily
+from tui_decode.state.settings import Settings
 from tui_decode.workers.messages import (
     FamilyFailed,
     FamilyLoaded,
@@ -30,7 +31,6 @@ from tui_decode.workers.messages import (
     RunStopped,
     failure_message,
 )
-from tui_decode.state.settings import Settings
 
 if TYPE_CHECKING:
     from decoders.engine import Engine

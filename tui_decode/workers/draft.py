@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 
 from textual import work
 
-from decoders.models.memory import format_bytes
 from decoders.core.params import METHOD_NAMES
-from tui_decode.workers.messages import DraftBuilt, DraftFailed
+from decoders.models.memory import format_bytes
 from tui_decode.workers.decode import in_daemon_thread
+from tui_decode.workers.messages import DraftBuilt, DraftFailed
 
 if TYPE_CHECKING:
     from tui_decode.state.loaded_family import LoadedFamily

@@ -22,9 +22,9 @@ from decoders.records.run import (
 )
 
 if TYPE_CHECKING:
-    from decoders.models.family import Family
-    from decoders.core.params import DecodeParams
     from decoders.backends.runner import KVRunner
+    from decoders.core.params import DecodeParams
+    from decoders.models.family import Family
 
 # A method is a generator: it yields each iteration the moment it is verified and returns the Run.
 MethodGen = Generator[Iteration, None, Run]
@@ -114,7 +114,7 @@ class RunBuilder:
         disp = self.ctx.family.display
         elapsed = self.ctx.clock() - self._t0 - self._paused
         it = Iteration(k=len(self.iters), pos=len(self.out), draft=draft,
-                       emit=[Emitted(t, disp(t), k) for t, k in zip(tokens, kinds)], t_end_ms=ms(elapsed), **fields)
+                       emit=[Emitted(t, disp(t), k) for t, k in zip(tokens, kinds, strict=False)], t_end_ms=ms(elapsed), **fields)
         self.iters.append(it)
         self.out.extend(tokens)
         self.seq.extend(tokens)

@@ -21,8 +21,8 @@ import itertools
 import statistics
 from collections import defaultdict, deque
 
-from decoders.core.declarations import ParamSpec
 from decoders.analysis.theory import expected_tokens
+from decoders.core.declarations import ParamSpec
 
 PRIOR_SLOPE = 0.15  # extra cost per extra position, before the run has measured any
 PRIOR_ACCEPT = (1.0, 1.0)  # Beta pseudo-counts (accepted, rejected) for an unseen match length

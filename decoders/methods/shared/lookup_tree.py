@@ -61,7 +61,7 @@ def prompt_lookup_tree(ctx: DecodeContext) -> MethodGen:
         paths = [d for d, _, _ in found]
         if policy is not None and found:
             tree, paths = budget(paths, [n for _, _, n in found], policy, alternatives)
-            found = [(d, s, n) for d, (_, s, n) in zip(paths, found) if d]
+            found = [(d, s, n) for d, (_, s, n) in zip(paths, found, strict=False) if d]
             paths = [d for d in paths if d]
         else:
             tree = TokenTree.from_paths(paths)

@@ -18,9 +18,9 @@ from decoders.methods.shared.common import HostValues, draft_chain, ms, r
 from decoders.methods.shared.tree_step import commit_tree, verify_tree
 
 if TYPE_CHECKING:
-    from decoders.methods.shared.common import RunBuilder
     from decoders.backends.runner import KVRunner
     from decoders.backends.tree import TokenTree
+    from decoders.methods.shared.common import RunBuilder
 
 TREE_WIDTH = ParamSpec("tree_width", "tree width", "speculative, greedy: candidates verified at each of the first "
                        "tree-depth draft positions, the helper's top-k (1: a linear draft)", 1, low=1, high=8)

@@ -24,8 +24,8 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Callable, Sequence
 
 if TYPE_CHECKING:
-    from decoders.methods.shared.draft_policy import AdaptiveDraftLength
     from decoders.backends.tree import TokenTree
+    from decoders.methods.shared.draft_policy import AdaptiveDraftLength
 
 #: Beta pseudo-counts (accepted, passed over) of an alternative before the run has judged any: about
 #: 1 in 14, what prompt lookup's second and third matches scored on the bundled model (4 of 59 at
@@ -58,7 +58,7 @@ class AlternativeRates:
         alternative child was accepted (on the path) or passed over."""
         on_path = set(path)
         reached = {-1} | on_path
-        for node, (parent, rank) in enumerate(zip(parents, child_ranks(parents))):
+        for node, (parent, rank) in enumerate(zip(parents, child_ranks(parents), strict=False)):
             if rank and parent in reached:
                 self._counts[min(rank, 3)][0 if node in on_path else 1] += 1
 
@@ -67,7 +67,7 @@ def chances(parents: Sequence[int], first_rate: Sequence[float], alternatives: A
     """Each node's chance of being accepted: the product along its path of ``first_rate[node]``
     (for a first child) or the alternative rate of its rank."""
     out: list[float] = []
-    for node, (parent, rank) in enumerate(zip(parents, child_ranks(parents))):
+    for node, (parent, rank) in enumerate(zip(parents, child_ranks(parents), strict=False)):
         step = first_rate[node] if rank == 0 else alternatives.rate(rank)
         out.append((out[parent] if parent >= 0 else 1.0) * step)
     return out
@@ -148,5 +148,5 @@ def budget(paths: list[list[int]], match_lens: list[int], policy: AdaptiveDraftL
         kept = []  # the linear draft would not draft here: nor does the tree
     keep = set(kept)
     cut = [path[:next((k for k, node in enumerate(branch) if node not in keep), len(branch))]
-           for path, branch in zip(paths, nodes)]
+           for path, branch in zip(paths, nodes, strict=False)]
     return subtree(tree, kept), cut

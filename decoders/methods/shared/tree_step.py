@@ -25,9 +25,9 @@ from decoders.records.run import (
 )
 
 if TYPE_CHECKING:
-    from decoders.methods.shared.common import RunBuilder
     from decoders.backends.runner import KVRunner
     from decoders.backends.tree import TokenTree
+    from decoders.methods.shared.common import RunBuilder
 
 
 @dataclass
@@ -87,7 +87,7 @@ def verify_tree(b: RunBuilder, T: KVRunner, tree: TokenTree, n_draft: int, recor
     disp = b.ctx.family.display
     statuses = tree_statuses(parents, path)
     rows = [DraftRow(t, disp(t), None, r(p_d[i]) if p_d else None, 1.0 if s == STATUS_ACCEPTED else 0.0, s, parents[i])
-            for i, (t, s) in enumerate(zip(tokens, statuses))]
+            for i, (t, s) in enumerate(zip(tokens, statuses, strict=False))]
     return TreeOutcome(path, nxt, best, rows, last_kind(parents, path))
 
 

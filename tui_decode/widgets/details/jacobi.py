@@ -23,7 +23,7 @@ def jacobi_view(it: Iteration, block: Any, context: DetailContext, style: StyleO
     for n in range(len(block.before)):
         table.add_column(str(n + 1), no_wrap=True, overflow="ellipsis", max_width=14)
     statuses = [r.status for r in it.draft]
-    table.add_row("before", *[Text(t[1], style=style(s)) for t, s in zip(block.before, statuses)])
+    table.add_row("before", *[Text(t[1], style=style(s)) for t, s in zip(block.before, statuses, strict=False)])
     table.add_row("after", *[Text(t[1]) for t in block.after])
     table.add_row("", *[Text(STATUS_WORDS.get(s, s), style=style(s)) for s in statuses])
     note = Text(f"\nblock of {len(block.before)} guesses → {block.fixed} fixed: the leading guesses the model "

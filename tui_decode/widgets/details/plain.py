@@ -11,7 +11,6 @@ from decoders.methods.shared.draft_policy import STOP_BUDGET, STOP_TEXT
 from decoders.records.run import Iteration
 from tui_decode.widgets.details.base import PLAIN, DetailContext, StyleOf, draft_table, register_view
 
-
 PLAIN_STEP = "A plain step: one target forward, one token, nothing drafted"
 #: Why a draft policy drafted nothing, where its own words (`STOP_TEXT`) speak of a draft.
 NOTHING_DRAFTED = {STOP_BUDGET: "no tokens were left to draft (the budget's last token is this step's own)"}
