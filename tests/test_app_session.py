@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from decoders.core.params import METHODS, TOKEN_LADDER, DecodeParams
+from decoders.core.declarations import TOKEN_LADDER
+from decoders.core.params import METHODS, DecodeParams
 from decoders.records.run import RunResult
 from tui_decode.state.batching import Batcher
 from tui_decode.state.live_run import live_figures

@@ -178,14 +178,36 @@ class Method:
         return self.describe(params) if self.describe else self.label
 
 
+MODES = ("greedy", "sampling")
+#: The app's steps for max new tokens.
+TOKEN_LADDER = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 1024, 2048, 4096)
+
+COMMON_PARAMS: tuple[ParamSpec, ...] = (
+    ParamSpec("max_new_tokens", "max tokens", "tokens to generate, baseline alike", 64,
+              low=1, high=131072, ladder=TOKEN_LADDER, metavar="N"),
+    ParamSpec("mode", "mode", "greedy: argmax, output equals the baseline; sampling: exact sampling",
+              "greedy", kind="choice", choices=MODES),
+    ParamSpec("temperature", "temperature", "sampling temperature (sampling mode)", 1.0, kind="float",
+              low=0.0, high=100.0, step=0.1, ui_range=(0.1, 2.0), metavar="T"),
+    ParamSpec("seed", "seed", "seeds sampling and random initial guesses", 0, low=0, high=2**31 - 1),
+)
+#: Switches that are not numbers to choose (set by --raw, and by the bench for timing studies).
+SWITCHES: dict[str, bool] = {
+    "chat_template": True,  # wrap the prompt in the model's chat template
+    "record": True,  # keep probabilities and top-5 per draft position (off for timing studies)
+}
+DEFAULT_METHOD = "spec"
+#: The lowest temperature sampling accepts: below it, p / T overflows float32 (1e-45 gives inf and
+#: NaN probabilities after the baseline has run); greedy mode is what a temperature near 0 means.
+MIN_SAMPLING_TEMPERATURE = 0.01
+
+
 _REGISTRY: dict[str, Method] = {}
 
 
 def register(method: Method) -> Method:
     """Add ``method`` (a module calls this at import). A parameter two methods declare must be
     the same declaration in both, since `DecodeParams` has one field per name."""
-    from decoders.core.params import COMMON_PARAMS
-
     known = {spec.name: spec for spec in COMMON_PARAMS}
     for other in _REGISTRY.values():
         if other.name != method.name:
@@ -202,26 +224,7 @@ def unregister(name: str) -> None:
     _REGISTRY.pop(name, None)
 
 
-_loaded = False
-
-
-def _load_builtins() -> None:
-    """Import every module of this package once: each method module registers itself."""
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    import importlib
-    import pkgutil
-
-    import decoders.methods as package
-
-    for info in pkgutil.iter_modules(package.__path__):
-        importlib.import_module(f"{package.__name__}.{info.name}")
-
-
 def all_methods() -> tuple[Method, ...]:
-    _load_builtins()
     return tuple(sorted(_REGISTRY.values(), key=lambda m: (m.order, m.name)))
 
 
@@ -230,7 +233,6 @@ def method_names() -> tuple[str, ...]:
 
 
 def get_method(name: str) -> Method:
-    _load_builtins()
     try:
         return _REGISTRY[name]
     except KeyError:

@@ -9,31 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from decoders.core.declarations import ParamSpec, all_methods, get_method, method_names
-from decoders.core.errors import DecodeError
-
-MODES = ("greedy", "sampling")
-#: The app's steps for max new tokens.
-TOKEN_LADDER = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 1024, 2048, 4096)
-
-COMMON_PARAMS: tuple[ParamSpec, ...] = (
-    ParamSpec("max_new_tokens", "max tokens", "tokens to generate, baseline alike", 64,
-              low=1, high=131072, ladder=TOKEN_LADDER, metavar="N"),
-    ParamSpec("mode", "mode", "greedy: argmax, output equals the baseline; sampling: exact sampling",
-              "greedy", kind="choice", choices=MODES),
-    ParamSpec("temperature", "temperature", "sampling temperature (sampling mode)", 1.0, kind="float",
-              low=0.0, high=100.0, step=0.1, ui_range=(0.1, 2.0), metavar="T"),
-    ParamSpec("seed", "seed", "seeds sampling and random initial guesses", 0, low=0, high=2**31 - 1),
+from decoders.core.declarations import (
+    COMMON_PARAMS,
+    DEFAULT_METHOD,
+    MIN_SAMPLING_TEMPERATURE,
+    SWITCHES,
+    ParamSpec,
+    all_methods,
+    get_method,
+    method_names,
 )
-#: Switches that are not numbers to choose (set by --raw, and by the bench for timing studies).
-SWITCHES: dict[str, bool] = {
-    "chat_template": True,  # wrap the prompt in the model's chat template
-    "record": True,  # keep probabilities and top-5 per draft position (off for timing studies)
-}
-DEFAULT_METHOD = "spec"
-#: The lowest temperature sampling accepts: below it, p / T overflows float32 (1e-45 gives inf and
-#: NaN probabilities after the baseline has run); greedy mode is what a temperature near 0 means.
-MIN_SAMPLING_TEMPERATURE = 0.01
+from decoders.core.errors import DecodeError
 
 
 def all_param_specs() -> dict[str, ParamSpec]:

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Sequence
 
 from decoders import __version__
+from decoders.core.declarations import COMMON_PARAMS, DEFAULT_METHOD
 from decoders.core.errors import DecodeError
-from decoders.core.params import COMMON_PARAMS, DEFAULT_METHOD, DecodeParams, method_param_specs
+from decoders.core.params import DecodeParams, method_param_specs
 from decoders.models.families import DEFAULT_FAMILY
 
 

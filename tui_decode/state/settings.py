@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from decoders.core.declarations import ParamSpec, get_method, method_names
-from decoders.core.params import COMMON_PARAMS, METHOD_NAMES, DecodeParams, all_param_specs
+from decoders.core.declarations import COMMON_PARAMS, ParamSpec, get_method, method_names
+from decoders.core.params import METHOD_NAMES, DecodeParams, all_param_specs
 from decoders.models.family import default_draft_layer  # noqa: F401 (re-exported: loaded_family, tests)
 
 DEFAULT_PROMPT = (
