@@ -40,7 +40,10 @@ if TYPE_CHECKING:
     from decoders.models.family import Family, FamilySpec, load_family
     from decoders.records.run import Iteration, Run, RunResult
 
-__all__ = ["__version__", *_PUBLIC]
+__all__ = [
+    "__version__", "DecodeError", "Method", "ParamSpec", "Figure", "register", "get_method", "all_methods",
+    "DecodeParams", "Run", "RunResult", "Iteration", "Summary", "FamilySpec", "Family", "load_family", "Engine",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -112,12 +112,13 @@ class Engine:
         return kind in self._self_drafts
 
     def build_self_draft(self, kind: str):
-        """The ``kind`` self-draft of the main model (`decoders.models.family.quantized_draft`), built
+        """The ``kind`` self-draft of the main model (`decoders.models.backend_choice.quantized_draft`), built
         and warmed up once; the main model and the baselines stay. DecodeError says why not
         (unknown kind, a shape the kernel cannot take, too little memory)."""
         backend = self._self_drafts.get(kind)
         if backend is None:
-            from decoders.models.family import SELF_DRAFT_KINDS, quantized_draft, warm_up
+            from decoders.models.backend_choice import quantized_draft, warm_up
+            from decoders.models.family import SELF_DRAFT_KINDS
 
             if kind not in SELF_DRAFT_KINDS:
                 raise DecodeError(f"Unknown self-draft kind {kind!r}; choose one of {', '.join(SELF_DRAFT_KINDS)}.")
@@ -172,7 +173,8 @@ class Engine:
         method = params.method_def
         if method.needs_helper and self.helper is None:
             raise DecodeError(f"{self.family.label} has no helper model, so {method.label.lower()} decoding is "
-                              "unavailable; give --helper SRC, --self-draft int4 or --self-draft-layer L, or pick a method that "
+                              "unavailable; give --helper SRC, --self-draft int4 or --self-draft-layer L, "
+                              "or pick a method that "
                               f"needs none ({', '.join(m.name for m in all_methods() if not m.needs_helper)})")
         return params, self.prompt_ids(prompt, params)
 

@@ -98,7 +98,7 @@ def test_two_variants_of_one_method_are_two_rows(two_spec_rows):
 
 
 def test_the_int4_draft_is_built_once_and_only_when_a_row_needs_it(tiny_family, prompts, monkeypatch):
-    import decoders.models.family as family_module
+    import decoders.models.backend_choice as family_module
 
     built = []
     real = family_module.quantized_draft

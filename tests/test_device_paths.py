@@ -319,7 +319,8 @@ def _sliding_mistral(seed: int, window: int = 8):
 
 def test_sliding_window_models_decode_speculatively_on_the_transformers_backend():
     from decoders.backends.hf import HFBackend
-    from decoders.models.family import Family, make_backend
+    from decoders.models.backend_choice import make_backend
+    from decoders.models.family import Family
     from tests.tiny import perturbed_copy, tiny_tokenizer
 
     main = _sliding_mistral(0)
@@ -499,7 +500,8 @@ def test_the_static_step_computes_what_the_regular_step_does(monkeypatch, family
 def test_cuda_graphs_are_for_cuda_only(tiny_folder):
     from decoders.backends.static_step import mode_for
     from decoders.core.errors import DecodeError
-    from decoders.models.family import FamilySpec, load_family, make_backend
+    from decoders.models.backend_choice import make_backend
+    from decoders.models.family import FamilySpec, load_family
 
     assert mode_for("auto", torch.device("cuda")) == "graph" and mode_for("auto", torch.device("cpu")) == "off"
     assert mode_for("off", torch.device("cuda")) == "off" and mode_for("on", torch.device("mps")) == "off"
@@ -529,7 +531,7 @@ def test_a_failed_graph_capture_falls_back_to_the_regular_step(family):
 
 
 def test_auto_dtype_is_bfloat16_on_cuda_and_float16_without_bf16(monkeypatch):
-    from decoders.models.family import resolve_dtype
+    from decoders.models.backend_choice import resolve_dtype
 
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
     assert resolve_dtype("auto", torch.device("cuda")) == torch.bfloat16

@@ -19,7 +19,8 @@ from decoders.backends.hf import HFBackend
 from decoders.core.errors import DecodeError
 from decoders.models import bundled, gguf_cache
 from decoders.models.families import BUILTIN_FAMILIES, all_families, resolve_family, user_families
-from decoders.models.family import FamilySpec, load_family, visible_text
+from decoders.models.family import FamilySpec, load_family
+from decoders.models.token_display import visible_text
 from decoders.models.sources import classify_source
 
 

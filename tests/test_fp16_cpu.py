@@ -17,7 +17,8 @@ from decoders.backends.quantized import QuantizedLlamaBackend  # noqa: E402
 from decoders.core.errors import DecodeError  # noqa: E402
 from decoders.core.params import DecodeParams  # noqa: E402
 from decoders.engine import Engine  # noqa: E402
-from decoders.models.family import FamilySpec, load_family, make_backend  # noqa: E402
+from decoders.models.backend_choice import make_backend  # noqa: E402
+from decoders.models.family import FamilySpec, load_family  # noqa: E402
 from tests.test_llama_fast import KINDS, _ids, _model  # noqa: E402
 from tests.test_quantized import PROMPT, peaked_model  # noqa: E402
 from tests.tiny import save_tiny_model, tiny_llama_config  # noqa: E402
@@ -223,7 +224,7 @@ def test_a_failing_fbgemm_kernel_is_refused(monkeypatch, tiny_folder):
 
 
 def test_float16_elsewhere_stays_a_model_dtype(monkeypatch):
-    from decoders.models.family import resolve_dtype
+    from decoders.models.backend_choice import resolve_dtype
 
     assert resolve_dtype("float16", torch.device("cpu")) == torch.float16
     assert fp16_cpu.load_dtype_for(torch.device("cpu"), torch.float16, True, None) == torch.float32
@@ -236,7 +237,7 @@ def test_float16_elsewhere_stays_a_model_dtype(monkeypatch):
 def test_bundled_float16_weights_read_half_and_every_method_gives_float16_ar(smollm2):
     from dataclasses import replace
 
-    from decoders.models.family import quantized_draft
+    from decoders.models.backend_choice import quantized_draft
 
     fp16 = Fp16LlamaBackend.from_hf(smollm2.main_model)  # the fixture's float32 transformers module
     assert fp16.weight_bytes * 2 == smollm2.main.weight_bytes

@@ -139,7 +139,7 @@ def test_self_draft_with_too_little_memory(monkeypatch, capsys, isolated, tiny_f
 def test_the_int4_draft_estimate_is_what_the_built_draft_holds():
     """The memory check's estimate (`draft_bytes`) against the bytes the built draft holds."""
     from decoders.backends.quantized import draft_bytes
-    from decoders.models.family import make_backend, quantized_draft
+    from decoders.models.backend_choice import make_backend, quantized_draft
     from decoders.models.memory import available_memory
 
     model = tiny_model()

@@ -12,7 +12,8 @@ from decoders.backends.hf import HFBackend
 from decoders.core.events import PhaseStarted
 from decoders.core.params import DecodeParams
 from decoders.engine import Engine
-from decoders.models.family import Family, make_backend
+from decoders.models.backend_choice import make_backend
+from decoders.models.family import Family
 from decoders.records.run import EMIT_KINDS, RunResult
 from tests.tiny import perturbed_copy, tiny_llama_config, tiny_tokenizer
 

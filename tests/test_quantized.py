@@ -12,7 +12,8 @@ from decoders.backends.quantized import QuantizedLlamaBackend, quantize_int4, un
 from decoders.core.errors import DecodeError
 from decoders.core.params import DecodeParams
 from decoders.engine import Engine
-from decoders.models.family import FamilySpec, load_family, quantized_draft
+from decoders.models.backend_choice import quantized_draft
+from decoders.models.family import FamilySpec, load_family
 from tests.tiny import save_tiny_model, tiny_llama_config, tiny_model
 from tui_decode.cli.main import main as cli_main
 

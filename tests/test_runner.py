@@ -67,7 +67,7 @@ def test_early_exit_view_shares_weights(model):
 
 
 def test_warm_up_leaves_an_empty_cache_and_the_same_logits(model):
-    from decoders.models.family import warm_up
+    from decoders.models.backend_choice import warm_up
 
     cold = KVRunner(HFBackend(model)).run([5, 6, 7])
     backend = HFBackend(model)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from tui_decode.app import TuiDecodeApp
     from tui_decode.cli.main import main, run_app
 
-__all__ = ["__version__", *_PUBLIC]
+__all__ = ["__version__", "main", "run_app", "TuiDecodeApp"]
 
 
 def __getattr__(name: str) -> Any:

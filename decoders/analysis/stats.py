@@ -64,7 +64,8 @@ class DecodeStats:
         while len(self.drafted_per_pos) <= max(depths):
             for counts in (self.drafted_per_pos, self.accepted_per_pos, self.judged_per_pos):
                 counts.append(0)
-        judged = {d for row, d in zip(it.draft, depths, strict=False) if row.status in (STATUS_ACCEPTED, STATUS_REJECTED)}
+        judged = {d for row, d in zip(it.draft, depths, strict=False)
+                  if row.status in (STATUS_ACCEPTED, STATUS_REJECTED)}
         for depth in set(depths):  # a position counts once per draft that reached it
             self.drafted_per_pos[depth] += 1
             self.judged_per_pos[depth] += depth in judged
@@ -110,7 +111,8 @@ class DecodeStats:
     def per_position_acceptance_conditional(self) -> list[float | None]:
         """For each draft position, accepted there over drafts whose position was judged (every
         earlier position accepted): the acceptance rate at that depth, given it was reached."""
-        return [round(a / j, 3) if j else None for a, j in zip(self.accepted_per_pos, self.judged_per_pos, strict=False)]
+        pairs = zip(self.accepted_per_pos, self.judged_per_pos, strict=False)
+        return [round(a / j, 3) if j else None for a, j in pairs]
 
     @property
     def alpha_hat(self) -> float | None:

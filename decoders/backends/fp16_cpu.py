@@ -45,7 +45,8 @@ def fbgemm_reason() -> str | None:
     try:
         _probe()
     except (RuntimeError, AttributeError, NotImplementedError) as err:
-        return f"fbgemm's float16 linear kernel does not run here ({str(err).splitlines()[0] if str(err) else type(err).__name__})"
+        why = str(err).splitlines()[0] if str(err) else type(err).__name__
+        return f"fbgemm's float16 linear kernel does not run here ({why})"
     return None
 
 
@@ -71,7 +72,8 @@ def load_dtype_for(device: torch.device, dtype: torch.dtype, fast: bool, device_
 def check_family(fast: bool, device_map) -> None:
     """Before loading: DecodeError when float16 weights on CPU cannot run for this family."""
     if not fast:
-        raise refuse("the fast Llama backend (float16 weights through fbgemm), and the transformers backend was asked for")
+        raise refuse("the fast Llama backend (float16 weights through fbgemm), "
+                     "and the transformers backend was asked for")
     if device_map is not None:
         raise refuse("the whole model in the fast backend on the CPU, not spread by a device map")
     reason = fbgemm_reason()

@@ -269,7 +269,8 @@ def _packed(weights: _Weights) -> _PackedMatmuls | _PlainMatmuls:
     """The multi-token projections for ``weights``: packed once where oneDNN can run them."""
     if "matmuls" not in weights.packed:
         matmuls = None
-        if weights.embed.device.type == "cpu" and weights.embed.dtype == torch.float32 and torch.backends.mkldnn.is_available():
+        on_cpu = weights.embed.device.type == "cpu" and weights.embed.dtype == torch.float32
+        if on_cpu and torch.backends.mkldnn.is_available():
             try:
                 with torch.inference_mode():
                     matmuls = _PackedMatmuls(weights)

@@ -51,14 +51,16 @@ def unsupported_reason(model) -> str | None:
         return f"final norm is {type(base.norm).__name__}, not RMSNorm"
     for layer in base.layers:
         attn, mlp = layer.self_attn, layer.mlp
-        if not all(type(n).__name__.endswith("RMSNorm") for n in (layer.input_layernorm, layer.post_attention_layernorm)):
+        norms = (layer.input_layernorm, layer.post_attention_layernorm)
+        if not all(type(n).__name__.endswith("RMSNorm") for n in norms):
             return "a layer norm is not RMSNorm"
         if attn.o_proj.bias is not None or any(p.bias is not None for p in (mlp.gate_proj, mlp.up_proj, mlp.down_proj)):
             return "o_proj or MLP bias"
         qkv_bias = [p.bias is not None for p in (attn.q_proj, attn.k_proj, attn.v_proj)]
         if any(qkv_bias) and not (kind == "qwen2" and all(qkv_bias)):
             return "q/k/v bias outside Qwen2"
-        if any(type(m).__name__.endswith("RMSNorm") for m in (getattr(attn, "q_norm", None), getattr(attn, "k_norm", None))):
+        qk_norms = (getattr(attn, "q_norm", None), getattr(attn, "k_norm", None))
+        if any(type(m).__name__.endswith("RMSNorm") for m in qk_norms):
             return "q/k norms"
     return None
 

@@ -87,7 +87,8 @@ def unsupported_reason(model, kind: str = "int4", group: int = DEFAULT_GROUP, de
         return str(err)
     shapes = _matrix_shapes(model)
     if head == "int4":
-        shapes.append(("lm_head", int(model.get_output_embeddings().weight.shape[0]), _text_config(model.config).hidden_size))
+        rows = int(model.get_output_embeddings().weight.shape[0])
+        shapes.append(("lm_head", rows, _text_config(model.config).hidden_size))
     return shapes_reason(shapes, group, _n_multiple(device))
 
 
@@ -254,8 +255,10 @@ class QuantizedLlamaBackend(LlamaBackend):
         self._matmuls = matmuls
         self._plain = matmuls
         self._scalar_norm = False
-        layer_bytes = sum(m.nbytes for layer in matmuls.layers[: self.n_layers] for m in (layer[0], layer[2], layer[3], layer[4]))
-        norm_bytes = sum(t.numel() * t.element_size() for layer in self._layers for t in (layer.attn_norm, layer.mlp_norm))
+        layer_bytes = sum(m.nbytes for layer in matmuls.layers[: self.n_layers]
+                          for m in (layer[0], layer[2], layer[3], layer[4]))
+        norm_bytes = sum(t.numel() * t.element_size()
+                         for layer in self._layers for t in (layer.attn_norm, layer.mlp_norm))
         self.weight_bytes = layer_bytes + norm_bytes + matmuls.head_matmul.nbytes
         # what the draft holds beside the target: its int4 matrices, and its head unless shared
         self.own_bytes = layer_bytes + (matmuls.head_matmul.nbytes if head != "model" else 0)

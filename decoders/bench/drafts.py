@@ -140,7 +140,7 @@ class Drafts:
                                        helper_model=None, self_draft=None)
         if self.own == kind:
             return family
-        from decoders.models.family import quantized_draft, warm_up
+        from decoders.models.backend_choice import quantized_draft, warm_up
 
         backend = quantized_draft(family.main, family.main_model, kind)  # DecodeError naming what it cannot take
         warm_up(backend)

@@ -86,7 +86,8 @@ def _ar_target(ar: MethodStats, samples: Sequence[Sample], floor_ms: float | Non
     note = f"same tokens out on {same}/{len(samples)} prompt runs"
     step = ar.ours.decode_step_ms
     if floor_ms and step:
-        note += f"; our one-token decode step is {step:.1f} ms, {step / floor_ms:.1f}x the {floor_ms:.3g} ms bandwidth floor"
+        note += (f"; our one-token decode step is {step:.1f} ms, {step / floor_ms:.1f}x "
+                 f"the {floor_ms:.3g} ms bandwidth floor")
     return Target("ar_vs_transformers", "autoregressive ms/token vs transformers generate()",
                   f"<= {AR_RATIO_TARGET:.2f}x",
                   f"{ratio:.2f}x ({ar.ours.ms_per_token:.1f} vs {ar.theirs.ms_per_token:.1f} ms/token)", met, margin,

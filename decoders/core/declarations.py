@@ -91,7 +91,8 @@ class ParamSpec:
         if value < self.low:
             raise DecodeError(f"{self.name} must be {noun} >= {low}, got {self._fmt(value)}; {where} to {low} or more")
         if value > self.high:
-            raise DecodeError(f"{self.name} must be {noun} <= {high}, got {self._fmt(value)}; {where} to {high} or less")
+            raise DecodeError(f"{self.name} must be {noun} <= {high}, got {self._fmt(value)}; "
+                              f"{where} to {high} or less")
         return int(value) if self.kind == "int" else float(value)
 
     def add_argument(self, group: argparse._ActionsContainer) -> None:

@@ -26,9 +26,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from decoders.core.errors import DecodeError
+from decoders.models.backend_choice import DEVICES, DTYPES
 from decoders.models.bundled import DEFAULT_FAMILY
 from decoders.models.bundled import LABEL as BUNDLED_LABEL
-from decoders.models.family import DEVICES, DTYPES, SELF_DRAFT_KINDS, FamilySpec
+from decoders.models.family import SELF_DRAFT_KINDS, FamilySpec
 
 CONFIG_ENV = "TUI_DECODE_CONFIG_DIR"
 CONFIG_FILE = "families.toml"
@@ -117,8 +118,8 @@ def _spec_from_table(path: Path, name: str, table) -> FamilySpec:
         if self_draft not in SELF_DRAFT_KINDS:
             raise DecodeError(f"{where}: self_draft {self_draft!r} is not one of {', '.join(SELF_DRAFT_KINDS)}.")
         if table.get("helper") or layer is not None:
-            raise DecodeError(f"{where} sets `self_draft` and `{'helper' if table.get('helper') else 'self_draft_layer'}`; "
-                              "keep one.")
+            other = "helper" if table.get("helper") else "self_draft_layer"
+            raise DecodeError(f"{where} sets `self_draft` and `{other}`; keep one.")
     return FamilySpec(
         name=name,
         main=table["main"],

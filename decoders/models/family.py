@@ -8,15 +8,15 @@ paint before the heavy libraries load.
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from decoders.core.errors import DecodeError
 from decoders.core.events import LoadProgress
+from decoders.models.backend_choice import make_backend, quantized_draft, resolve_device, resolve_dtype, warm_up
 from decoders.models.sources import classify_source, default_label, load_source, scaled_progress
+from decoders.models.token_display import BYTE_TOKEN, byte_level_reader, visible_text
 
 if TYPE_CHECKING:
     import torch
@@ -24,8 +24,6 @@ if TYPE_CHECKING:
     from decoders.backends.hf import Backend
 
 
-DEVICES = ("auto", "cpu", "cuda", "mps")
-DTYPES = ("auto", "float32", "bfloat16", "float16")
 # End-of-turn markers of common chat formats: a chat reply ends at these even when the
 # generation config names only the base model's end-of-text token.
 #: Quantized self-drafts a family may ask for (built by `decoders.backends.quantized`).
@@ -127,9 +125,10 @@ class Family:
         tokenizer = self.tokenizer
         self._special_ids = frozenset(
             set(getattr(tokenizer, "all_special_ids", ()) or ())
-            | {i for i, tok in (getattr(tokenizer, "added_tokens_decoder", {}) or {}).items() if getattr(tok, "special", False)}
+            | {i for i, tok in (getattr(tokenizer, "added_tokens_decoder", {}) or {}).items()
+               if getattr(tok, "special", False)}
         )
-        self._token_bytes = _byte_level_reader(tokenizer)
+        self._token_bytes = byte_level_reader(tokenizer)
         self._display_table = [None] * max(self.vocab_size, len(tokenizer))
 
     def _render(self, token_id: int) -> str:
@@ -137,7 +136,7 @@ class Family:
         if token_id >= len(tokenizer):
             return f"<id {token_id}>"  # an LM-head row the tokenizer has no token for
         raw = tokenizer.convert_ids_to_tokens(token_id)
-        if token_id in self._special_ids or _BYTE_TOKEN.match(raw or ""):
+        if token_id in self._special_ids or BYTE_TOKEN.match(raw or ""):
             return raw
         data = self._token_bytes(raw) if self._token_bytes else None
         if data is not None:
@@ -149,131 +148,11 @@ class Family:
         return visible_text(text) if text else (raw or "∅")
 
 
-_BYTE_TOKEN = re.compile(r"^<0x[0-9A-Fa-f]{2}>$")
-_CONTROL_SIGNS = {"\n": "↵", "\t": "→", "\r": "␍"}
-
-
-def visible_text(text: str) -> str:
-    """``text`` with whitespace and control characters made visible (see `Family.display`).
-
-    Undecodable bytes arrive as surrogate escapes (U+DC80..U+DCFF) and come out as "<0x..>".
-    """
-    whitespace_only = text.isspace()
-    out = []
-    for char in text:
-        code = ord(char)
-        if char in _CONTROL_SIGNS:
-            out.append(_CONTROL_SIGNS[char])
-        elif 0xDC80 <= code <= 0xDCFF:
-            out.append(f"<0x{code - 0xDC00:02X}>")
-        elif char == " " and whitespace_only:
-            out.append("·")
-        elif unicodedata.category(char) == "Cc":
-            out.append(f"<0x{code:02X}>" if code < 0x100 else f"<U+{code:04X}>")
-        else:
-            out.append(char)
-    return "".join(out)
-
-
-def _byte_level_reader(tokenizer) -> Callable[[str], bytes | None] | None:
-    """For GPT-2 style byte-level BPE tokenizers, a function from token string to its bytes.
-
-    Decoding a single token through the tokenizer would turn a partial UTF-8 sequence into
-    "�"; reading the bytes directly lets the display show them as "<0x..>".
-    """
-    decoder = getattr(getattr(tokenizer, "backend_tokenizer", None), "decoder", None)
-    if decoder is None or "ByteLevel" not in repr(decoder):
-        return None
-    byte_of = {char: byte for byte, char in _gpt2_bytes_to_unicode().items()}
-
-    def token_bytes(raw: str) -> bytes | None:
-        if not raw or any(char not in byte_of for char in raw):
-            return None
-        return bytes(byte_of[char] for char in raw)
-
-    return token_bytes
-
-
-def _gpt2_bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's reversible map from the 256 byte values to printable characters."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    codes = printable[:]
-    extra = 0
-    for byte in range(256):
-        if byte not in printable:
-            printable.append(byte)
-            codes.append(256 + extra)
-            extra += 1
-    return {byte: chr(code) for byte, code in zip(printable, codes, strict=False)}
-
-
 def default_draft_layer(n_layers: int) -> int:
     """The early-exit layer a family without a helper drafts with unless told otherwise: two thirds
     of the way up the stack (layer 20 of SmolLM2-135M's 30), early enough to be cheap, late
     enough that its guesses sometimes agree with the full model."""
     return min(max((2 * n_layers) // 3, 1), n_layers - 1)
-
-
-def make_backend(model, fast: bool = True, max_positions: int | None = None, cuda_graph: str = "auto",
-                 fp16_weights: bool = False) -> Backend:
-    """The fastest backend that can run ``model``: `LlamaBackend` for Llama/Qwen2 shapes, else `HFBackend`.
-
-    ``max_positions`` defaults to the model config's ``max_position_embeddings``. ``cuda_graph``
-    ("auto": on CUDA only, "on", "off") replays the fast backend's one-token step from a CUDA graph.
-    ``fp16_weights``: a float32 CPU model with float16 weights (`decoders.backends.fp16_cpu`), or DecodeError.
-    """
-    from decoders.backends.hf import HFBackend
-
-    if fp16_weights:
-        from decoders.backends.fp16_cpu import backend_for
-
-        return backend_for(model, max_positions)
-
-    if fast:
-        try:
-            from decoders.backends.llama_fast import LlamaBackend, supports
-        except ModuleNotFoundError as err:
-            if err.name not in ("decoders.backends.llama_fast", "decoders"):
-                raise  # llama_fast exists but imports something missing: a real bug
-        else:
-            if supports(model):
-                from decoders.backends.hf import input_device
-                from decoders.backends.static_step import mode_for
-
-                return LlamaBackend.from_hf(model, max_positions=max_positions,
-                                            step_mode=mode_for(cuda_graph, input_device(model)))
-    return HFBackend(model, max_positions=max_positions)
-
-
-def resolve_device(name: str) -> torch.device:
-    """auto: CUDA if present, else Apple MPS, else CPU. An explicit device must be available."""
-    import torch
-
-    if name not in DEVICES:
-        raise DecodeError(f"Unknown device {name!r}; choose one of {', '.join(DEVICES)}.")
-    cuda = torch.cuda.is_available()
-    mps = bool(getattr(torch.backends, "mps", None)) and torch.backends.mps.is_available()
-    if name == "auto":
-        return torch.device("cuda" if cuda else "mps" if mps else "cpu")
-    if name == "cuda" and not cuda:
-        raise DecodeError("Device cuda was requested but torch sees no CUDA GPU; use --device cpu or auto.")
-    if name == "mps" and not mps:
-        raise DecodeError("Device mps was requested but torch sees no Apple MPS device; use --device cpu or auto.")
-    return torch.device(name)
-
-
-def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
-    """auto: float32 on CPU/MPS; bfloat16 on CUDA where supported, else float16. float16 on CPU
-    means float16 weights on a float32 model (`load_family`, `decoders.backends.fp16_cpu`)."""
-    import torch
-
-    if name not in DTYPES:
-        raise DecodeError(f"Unknown dtype {name!r}; choose one of {', '.join(DTYPES)}.")
-    if name == "auto":
-        if device.type == "cuda":
-            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-        return torch.float32
-    return getattr(torch, name)
 
 
 def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bool = True) -> Family:
@@ -404,47 +283,6 @@ def check_self_draft(spec: FamilySpec) -> None:
     if spec.helper or spec.self_draft_layer is not None:
         other = "a helper model" if spec.helper else "a self-draft layer"
         raise DecodeError(f"Family {spec.name!r} asks for an {kind} self-draft and {other}; choose one draft.")
-
-
-def quantized_draft(main_backend, main_model, kind: str) -> Backend:
-    """A weight-only ``kind`` copy of the main model as its draft (see `decoders.backends.quantized`).
-
-    A main model the packed kernels cannot take (shape, device, architecture) is a DecodeError
-    that says which matrix or what is missing; so is a draft larger than the free memory
-    (`decoders.models.memory.available_memory`), checked before anything is built.
-    """
-    from decoders.backends.llama_fast import LlamaBackend
-    from decoders.backends.quantized import QuantizedLlamaBackend, draft_bytes, unsupported_reason
-    from decoders.models.memory import available_memory, check_memory
-
-    if main_model is None:
-        raise DecodeError(f"Cannot build an {kind} self-draft: this family keeps no model module to quantize.")
-    reason = unsupported_reason(main_model, kind, device=main_backend.device)
-    if reason is not None:
-        raise DecodeError(f"Cannot build an {kind} self-draft of this model: {reason}.")
-    device = main_backend.device
-    check_memory(sum(draft_bytes(main_model)), f"an {kind} self-draft of this model (its packed weights, scales and room to pack them)",
-                 available_memory(device), "in main memory" if device.type != "cuda" else f"on {device}",
-                 "close other programs, or draft with an early-exit layer or a helper model instead")
-    target = main_backend if isinstance(main_backend, LlamaBackend) else LlamaBackend.from_hf(main_model)
-    try:
-        return QuantizedLlamaBackend.from_target(target, main_model, kind)
-    except (ValueError, RuntimeError) as err:
-        raise DecodeError(f"Cannot build an {kind} self-draft of this model: {err}.") from err
-
-
-def warm_up(backend: Backend) -> None:
-    """One short forward right after loading, then an empty cache.
-
-    The first forward after a load pays for first use (weights paged in from the memory-mapped
-    safetensors, kernels chosen): 3-4 s against 0.1 s afterwards for the bundled model. Left in
-    the first timed run, it inflates that baseline and every speedup measured against it.
-    """
-    import torch
-
-    backend.forward(torch.tensor([1, 2, 3, 4], device=backend.device) % backend.vocab_size, keep=1)
-    backend.forward(torch.tensor([5], device=backend.device) % backend.vocab_size, keep=1)  # a CUDA graph's capture
-    backend.reset()
 
 
 def stop_token_ids(model, tokenizer) -> frozenset[int]:

@@ -6,7 +6,7 @@ from decoders.records.run import Run
 
 
 def real_text(shown: str) -> str:
-    """The text a token stands for, from its display form (`decoders.models.family.visible_text`).
+    """The text a token stands for, from its display form (`decoders.models.token_display.visible_text`).
 
     Records keep the display form only, so the token stream turns the markers back: "↵" is a
     newline and a token made only of "·" (and newlines) was whitespace. Other markers (tab "→",

@@ -16,12 +16,13 @@ from textual.containers import Vertical
 from textual.timer import Timer
 from textual.widgets import Static, TextArea
 
+from tui_decode.widgets.styles import component_style
+
 #: Seconds after the last change before the prompt is tokenized again.
 COUNT_DELAY = 0.3
 #: How a loaded family counts a prompt's tokens: (text, chat template on) -> tokens.
 TokenCounter = Callable[[str, bool], int]
 
-from tui_decode.widgets.styles import component_style
 
 
 class PromptEditor(TextArea):

@@ -148,14 +148,16 @@ class StatsPane(VerticalScroll):
             base = f" (AR {_ms(s.baseline_decode_ms_per_token)})" if s.baseline_decode_ms_per_token is not None else ""
             grid.add_row("decode", f"{_ms(s.decode_ms_per_token)} ms/token{base}")
         else:
-            grid.add_row("ms / token", f"{s.method_ms_per_token or 0:.1f} (baseline {s.baseline_ms_per_token or 0:.1f})")
+            grid.add_row("ms / token",
+                         f"{s.method_ms_per_token or 0:.1f} (baseline {s.baseline_ms_per_token or 0:.1f})")
         if s.speedup_decode is not None:
             grid.add_row("decode speedup", self._speed(s.speedup_decode, s.speedup_spread))
         if s.speedup_wall is not None:
             grid.add_row("end to end" if s.speedup_decode is not None else "speedup",
                          self._speed(s.speedup_wall, s.speedup_spread))
         compared = s.compared_tokens
-        if compared is not None and (compared < s.tokens or (baseline_tokens is not None and compared < baseline_tokens)):
+        short_baseline = baseline_tokens is not None and compared is not None and compared < baseline_tokens
+        if compared is not None and (compared < s.tokens or short_baseline):
             ran = [f"run {s.tokens}"] if compared < s.tokens else []
             ran += [f"AR {baseline_tokens}"] if baseline_tokens is not None and compared < baseline_tokens else []
             grid.add_row("compared", f"over {compared} tokens ({', '.join(ran)})")

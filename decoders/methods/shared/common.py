@@ -114,7 +114,8 @@ class RunBuilder:
         disp = self.ctx.family.display
         elapsed = self.ctx.clock() - self._t0 - self._paused
         it = Iteration(k=len(self.iters), pos=len(self.out), draft=draft,
-                       emit=[Emitted(t, disp(t), k) for t, k in zip(tokens, kinds, strict=False)], t_end_ms=ms(elapsed), **fields)
+                       emit=[Emitted(t, disp(t), k) for t, k in zip(tokens, kinds, strict=False)],
+                       t_end_ms=ms(elapsed), **fields)
         self.iters.append(it)
         self.out.extend(tokens)
         self.seq.extend(tokens)

@@ -217,7 +217,8 @@ class SpecDraftPolicy:
         self._undrafted += 1
         if self._undrafted >= self._explore_every:  # estimates that stop drafting must be re-measured
             self._undrafted = 0
-            self._explore_every = min(4 * EXPLORE_EVERY, 2 * self._explore_every)  # back off while it still does not pay
+            # back off while it still does not pay
+            self._explore_every = min(4 * EXPLORE_EVERY, 2 * self._explore_every)
             return min(2, limit), STOP_EXPLORE
         return 0, STOP_SKIP
 

@@ -15,7 +15,8 @@ class NgramIndex:
     def __init__(self, n_min: int, n_max: int, seq: list[int] | None = None):
         self.n_min, self.n_max = n_min, n_max
         self.seq: list[int] = []
-        self._after: dict[int, dict[tuple[int, ...], list[int]]] = {n: defaultdict(list) for n in range(n_min, n_max + 1)}
+        self._after: dict[int, dict[tuple[int, ...], list[int]]] = {
+            n: defaultdict(list) for n in range(n_min, n_max + 1)}
         self.extend(seq or [])
 
     def extend(self, tokens: list[int]) -> None:

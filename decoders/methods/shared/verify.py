@@ -49,7 +49,7 @@ def accept_tree(best: Sequence[int], tokens: Sequence[int], parents: Sequence[in
     """
     accepted: list[bool] = []
     depth: list[int] = []
-    for i, (token, parent) in enumerate(zip(tokens, parents, strict=False)):
+    for token, parent in zip(tokens, parents, strict=False):
         after_parent = best[parent + 1]  # row 0 for the root
         ok = token == after_parent and (parent < 0 or accepted[parent])
         accepted.append(ok)
