@@ -17,7 +17,7 @@ from contextlib import contextmanager
 import torch
 import torch.nn.functional as F
 
-from decoders.backends import llama_fast
+from decoders.backends import llama_fast, llama_weights
 
 #: Part names of the breakdown, in print order. ``other`` is the forward's wall time less the parts.
 PARTS = ("qkv", "o", "gate_up", "down", "attn", "norms", "rotary", "act", "head", "other")
@@ -105,7 +105,7 @@ def prefill(backend, prompt: torch.Tensor) -> None:
 
 def timed_forward(backend, ids: torch.Tensor, mm, clock: dict[str, float]) -> torch.Tensor:
     """``LlamaBackend.forward(ids, keep=len(ids))`` after the cached positions (causal, no tree
-    mask), on the matmul object ``mm`` (`llama_fast._PlainMatmuls` or `_PackedMatmuls`), adding
+    mask), on the matmul object ``mm`` (`llama_weights.PlainMatmuls` or `PackedMatmuls`), adding
     the seconds of each part to ``clock``. Leaves the cache as the forward would."""
     now = time.perf_counter
     t_start = now()
@@ -119,7 +119,7 @@ def timed_forward(backend, ids: torch.Tensor, mm, clock: dict[str, float]) -> to
     rope_width = (heads + kvh) * hd
     scale = hd**-0.5
     parts = dict.fromkeys(PARTS, 0.0)
-    plain = isinstance(mm, llama_fast._PlainMatmuls)
+    plain = isinstance(mm, llama_weights.PlainMatmuls)
 
     def prenorm(x, weight):
         if weight is None and not plain:  # packed matmuls take normalised rows, never ``alpha``
@@ -182,8 +182,8 @@ def timed_forward(backend, ids: torch.Tensor, mm, clock: dict[str, float]) -> to
 def layouts(backend) -> dict[str, object]:
     """The matmul objects a breakdown compares: plain addmm and (where available) oneDNN-packed."""
     found = {"plain": backend._plain}  # float16 weights (`decoders.backends.fp16_cpu`): their one layout, no packed copy
-    packed = llama_fast._packed(backend.weights) if isinstance(backend._plain, llama_fast._PlainMatmuls) else None
-    if isinstance(packed, llama_fast._PackedMatmuls):
+    packed = llama_weights.packed_matmuls(backend.weights) if isinstance(backend._plain, llama_weights.PlainMatmuls) else None
+    if isinstance(packed, llama_weights.PackedMatmuls):
         found["packed"] = packed
     return {**found, **_EXTRA}
 
@@ -226,7 +226,7 @@ def breakdown_ms(backend, prompt: torch.Tensor, n: int, layout: str, reps: int =
 
 # -- candidate layouts, measured beside the backend's own (``--variants``) ----------------------
 
-class _FusedAdd(llama_fast._PackedMatmuls):
+class _FusedAdd(llama_weights.PackedMatmuls):
     """Packed weights with the residual add fused into the o and down projections (oneDNN's
     binary post-op: the same sum, one op less per projection)."""
 
@@ -238,7 +238,7 @@ class _FusedAdd(llama_fast._PackedMatmuls):
 
 
 def _hinted(hint):
-    return type(f"_Hint{hint}", (llama_fast._PackedMatmuls,), {"BATCH_HINT": hint})
+    return type(f"_Hint{hint}", (llama_weights.PackedMatmuls,), {"BATCH_HINT": hint})
 
 
 #: name -> class; a variant is packed from the backend's weights when asked for.

@@ -12,7 +12,8 @@ torch = pytest.importorskip("torch")
 
 from decoders.backends import fp16_cpu  # noqa: E402
 from decoders.backends.fp16_cpu import Fp16LlamaBackend  # noqa: E402
-from decoders.backends.llama_fast import LlamaBackend, _prepare  # noqa: E402
+from decoders.backends.llama_fast import LlamaBackend  # noqa: E402
+from decoders.backends.llama_weights import prepare  # noqa: E402
 from decoders.backends.quantized import QuantizedLlamaBackend  # noqa: E402
 from decoders.core.errors import DecodeError  # noqa: E402
 from decoders.core.params import DecodeParams  # noqa: E402
@@ -31,7 +32,7 @@ ATOL = 1e-5  # against float32 math on the same rounded matrices; observed <= 4e
 def _rounded_reference(model) -> LlamaBackend:
     """The float32 backend on the same (fused, folded, RoPE-paired) matrices, each rounded to
     float16 and back: what the float16 backend must compute, in plain float32 addmm."""
-    w = _prepare(model)
+    w = prepare(model)
 
     def r(t):
         return t.half().float()

@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from decoders.backends import llama_fast  # noqa: E402
+from decoders.backends import llama_fast, llama_weights  # noqa: E402
 from decoders.backends.hf import HFBackend, truncated_model  # noqa: E402
 from decoders.backends.llama_fast import LlamaBackend, supports, unsupported_reason  # noqa: E402
 
@@ -181,7 +181,7 @@ def test_early_exit_shares_weights():
     assert (full.cached_length, early.cached_length) == (4, 6)
     assert early._kv[0].data_ptr() != full._kv[0].data_ptr()
     # the packed multi-token weights are built once and shared too
-    assert llama_fast._packed(full.weights) is llama_fast._packed(early.weights)
+    assert llama_weights.packed_matmuls(full.weights) is llama_weights.packed_matmuls(early.weights)
 
 
 def test_packed_and_plain_paths_agree():
@@ -195,7 +195,7 @@ def test_packed_and_plain_paths_agree():
         _close(backend.forward(ids[10:15], 5), ref[10:15])
         _close(backend.forward(ids[15:], 5), ref[15:])
     if torch.backends.mkldnn.is_available():
-        assert isinstance(llama_fast._packed(backend.weights), llama_fast._PackedMatmuls)
+        assert isinstance(llama_weights.packed_matmuls(backend.weights), llama_weights.PackedMatmuls)
 
 
 def test_prefill_longer_than_packed_limit(monkeypatch):

@@ -30,7 +30,8 @@ from __future__ import annotations
 import torch
 
 from decoders.backends.kv_cache import CACHE_CHUNK, KVCache
-from decoders.backends.llama_fast import LlamaBackend, _Layer, _prepare, _Weights, unsupported_reason
+from decoders.backends.llama_fast import LlamaBackend, unsupported_reason
+from decoders.backends.llama_weights import Layer, Weights, prepare
 from decoders.core.errors import DecodeError
 
 #: How `Family.describe` shows the dtype of a float16 family on CPU.
@@ -126,13 +127,13 @@ def _bias(b: torch.Tensor) -> torch.Tensor | None:
 
 
 class Fp16Matmuls:
-    """The projections of `LlamaBackend._forward` on float16 weights (see `_PlainMatmuls`).
+    """The projections of `LlamaBackend._forward` on float16 weights (see `PlainMatmuls`).
 
     Inputs arrive normalised in float32 (``alpha`` is always 1: the backend turns the scalar
     one-token norm off); products come back float32, residual adds in place.
     """
 
-    def __init__(self, weights: _Weights):
+    def __init__(self, weights: Weights):
         self.layers = [
             (_Fp16Linear(layer.wqkv.t(), _bias(layer.bqkv)), _Fp16Linear(layer.wo.t()),
              _Fp16Linear(layer.wgate_up.t(), _bias(layer.bgate_up)), _Fp16Linear(layer.wdown.t()))
@@ -160,16 +161,16 @@ class Fp16Matmuls:
         return self.head_matmul(x)
 
 
-def _shell(w: _Weights) -> _Weights:
+def _shell(w: Weights) -> Weights:
     """``w`` without its float32 matrices: meta tensors of the same shapes stand in (sizes still
     readable, any computation on them fails), the small vectors and the embedding stay."""
     def meta(t: torch.Tensor) -> torch.Tensor:
         return torch.empty(t.shape, dtype=t.dtype, device="meta")
 
-    layers = tuple(_Layer(attn_norm=layer.attn_norm, wqkv=meta(layer.wqkv), bqkv=layer.bqkv, wo=meta(layer.wo),
+    layers = tuple(Layer(attn_norm=layer.attn_norm, wqkv=meta(layer.wqkv), bqkv=layer.bqkv, wo=meta(layer.wo),
                           mlp_norm=layer.mlp_norm, wgate_up=meta(layer.wgate_up), bgate_up=layer.bgate_up,
                           wdown=meta(layer.wdown)) for layer in w.layers)
-    return _Weights(embed=w.embed, layers=layers, norm=w.norm, head=meta(w.head), inv_freq=w.inv_freq,
+    return Weights(embed=w.embed, layers=layers, norm=w.norm, head=meta(w.head), inv_freq=w.inv_freq,
                     rope_scale=w.rope_scale, heads=w.heads, kv_heads=w.kv_heads, head_dim=w.head_dim, eps=w.eps,
                     max_positions=w.max_positions)
 
@@ -178,7 +179,7 @@ class Fp16LlamaBackend(LlamaBackend):
     """A `LlamaBackend` (CPU, float32 activations) whose matrices and LM head are float16 weights
     run through fbgemm. Every forward uses them: no packed multi-token copy, no CUDA graph."""
 
-    def __init__(self, weights: _Weights, matmuls: Fp16Matmuls, n_layers: int | None = None,
+    def __init__(self, weights: Weights, matmuls: Fp16Matmuls, n_layers: int | None = None,
                  max_positions: int | None = None):
         w = weights
         self._set_shape(w, n_layers, max_positions)
@@ -199,7 +200,7 @@ class Fp16LlamaBackend(LlamaBackend):
         if reason is not None:
             raise TypeError(f"Fp16LlamaBackend cannot run {type(model).__name__}: {reason}")
         with torch.no_grad():
-            weights = _prepare(model)
+            weights = prepare(model)
             if not weights.folded or weights.embed.device.type != "cpu":
                 raise TypeError("Fp16LlamaBackend runs float32 models on the CPU")
             matmuls = Fp16Matmuls(weights)

@@ -30,8 +30,10 @@ import torch
 import torch.nn.functional as F
 
 from decoders.backends.kv_cache import CACHE_CHUNK, KVCache
-from decoders.backends.llama_fast import LlamaBackend, _Layer, _pair_rope_dims, _text_config, _Weights
+from decoders.backends.llama_fast import LlamaBackend
 from decoders.backends.llama_fast import unsupported_reason as llama_unsupported_reason
+from decoders.backends.llama_support import _text_config
+from decoders.backends.llama_weights import Layer, Weights, pair_rope_dims
 
 SELF_DRAFT_KINDS = ("int4",)
 GROUP_SIZES = (32, 64, 128, 256)
@@ -181,7 +183,7 @@ class _DenseHead:
 
 
 class _QuantizedMatmuls:
-    """The projections of `LlamaBackend._forward` on int4 weights (see `_PlainMatmuls`).
+    """The projections of `LlamaBackend._forward` on int4 weights (see `PlainMatmuls`).
 
     Inputs arrive normalised in bfloat16 (`QuantizedLlamaBackend._prenorm`; ``alpha`` is always
     1). q/k/v come back in the residual's dtype (RoPE, the cache and attention stay there); the
@@ -213,7 +215,7 @@ class _QuantizedMatmuls:
 
 
 def _quantized_layers(model, group: int, device: torch.device):
-    """Unfolded norms plus int4 matrices (q/k in RoPE pairs, as `llama_fast._prepare` orders them)."""
+    """Unfolded norms plus int4 matrices (q/k in RoPE pairs, as `llama_fast.prepare` orders them)."""
     config = _text_config(model.config)
     heads = config.num_attention_heads
     kv_heads = getattr(config, "num_key_value_heads", None) or heads
@@ -221,12 +223,12 @@ def _quantized_layers(model, group: int, device: torch.device):
     norms, matmuls = [], []
     for layer in model.model.layers:
         attn, mlp = layer.self_attn, layer.mlp
-        q = _pair_rope_dims(attn.q_proj.weight.detach(), heads, head_dim)
-        k = _pair_rope_dims(attn.k_proj.weight.detach(), kv_heads, head_dim)
+        q = pair_rope_dims(attn.q_proj.weight.detach(), heads, head_dim)
+        k = pair_rope_dims(attn.k_proj.weight.detach(), kv_heads, head_dim)
         wqkv = torch.cat([q, k, attn.v_proj.weight.detach()])
         if attn.q_proj.bias is not None:
-            bqkv = torch.cat([_pair_rope_dims(attn.q_proj.bias.detach(), heads, head_dim),
-                              _pair_rope_dims(attn.k_proj.bias.detach(), kv_heads, head_dim),
+            bqkv = torch.cat([pair_rope_dims(attn.q_proj.bias.detach(), heads, head_dim),
+                              pair_rope_dims(attn.k_proj.bias.detach(), kv_heads, head_dim),
                               attn.v_proj.bias.detach()])
         else:
             bqkv = None
@@ -245,7 +247,7 @@ class QuantizedLlamaBackend(LlamaBackend):
     or many, runs on the int4 weights.
     """
 
-    def __init__(self, weights: _Weights, matmuls: _QuantizedMatmuls, n_layers: int | None = None,
+    def __init__(self, weights: Weights, matmuls: _QuantizedMatmuls, n_layers: int | None = None,
                  max_positions: int | None = None, kind: str = "int4", group: int = DEFAULT_GROUP,
                  head: str = DEFAULT_HEAD):
         w = weights
@@ -288,7 +290,7 @@ class QuantizedLlamaBackend(LlamaBackend):
             else:
                 head_matmul = shared_head or _DenseHead(tw.head, tw.head.dtype)
         placeholder = tw.head.new_empty(0)
-        shells = tuple(_Layer(attn_norm=a, wqkv=placeholder, bqkv=placeholder, wo=placeholder, mlp_norm=m,
+        shells = tuple(Layer(attn_norm=a, wqkv=placeholder, bqkv=placeholder, wo=placeholder, mlp_norm=m,
                               wgate_up=placeholder, bgate_up=placeholder, wdown=placeholder)
                        for (a, m), b in zip(norms, layers, strict=False))
         weights = replace(tw, layers=shells, packed={})
