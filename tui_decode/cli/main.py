@@ -219,7 +219,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from decoders.engine import Engine
     from decoders.records.atomic import check_destination
-    from tui_decode.cli.tables import summary_table
+    from tui_decode.state.run_summary import summary_table
 
     err = Console(stderr=True)
     check_threads(args)

@@ -23,12 +23,12 @@ from textual.widgets import DataTable
 from decoders.core.errors import DecodeError
 from decoders.core.params import METHOD_NAMES, DecodeParams
 from decoders.records.run import RunResult
-from tui_decode.cli.tables import run_title
 from tui_decode.screens.layout import ResponsiveLayout, page_tabs
 from tui_decode.screens.run_files import RunFiles
 from tui_decode.state.live_run import LiveRun
 from tui_decode.state.loaded_family import LoadedFamily, helper_description
 from tui_decode.state.run_history import RunHistory
+from tui_decode.state.run_summary import run_title
 from tui_decode.state.settings import KNOB_BY_KEY, Settings, draft_length_key, knobs_for
 from tui_decode.state.token_text import run_tokens
 from tui_decode.widgets import (

@@ -1,4 +1,5 @@
-"""The run's figures as a rich table, for the headless command line."""
+"""A run's figures as rows, its title, and the rich table the headless command line prints (the
+main screen titles its panes with the same `run_title`)."""
 
 from __future__ import annotations
 
