@@ -188,7 +188,7 @@ class Engine:
         yield PhaseStarted("baseline", "Autoregressive baseline", params.max_new_tokens, cached=baseline is not None,
                            prompt_tokens=len(ids))
         if baseline is None:
-            base_params = params.replace(method="ar", record=False)
+            base_params = params.replace(method=AUTOREGRESSIVE.name, record=False)
             baseline = yield from self._drive(AUTOREGRESSIVE, ids, base_params, cancelled, "baseline")
             if baseline.finish == "cancelled":
                 return

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from decoders.analysis.stats import DecodeStats
 from decoders.analysis.timing import Drift, decode_rate, one_token_steps, paired_drift, ratio_text, rse, time_to
+from decoders.core.declarations import baseline_method
 from decoders.core.errors import DecodeError
 
 if TYPE_CHECKING:
@@ -166,7 +167,7 @@ def summarize(method: Run, baseline: Run, params: DecodeParams, prompt_tokens: i
         verify_cost_curve=cost_curve or None,
     )
     _speedups(s, method, baseline, probe_ms or [])
-    if stats.drafts or method_def.name != "ar":
+    if stats.drafts or not method_def.baseline:
         s.drafted = stats.draft_tokens
         s.accepted = stats.accepted
         s.accept_rate = stats.acceptance
@@ -234,7 +235,7 @@ def explain(s: Summary, method_def) -> str:
     if s.compared_tokens is not None and s.compared_tokens < s.tokens or \
             (s.compared_tokens is not None and s.finish == "cancelled"):
         headline += f", over the first {s.compared_tokens} tokens"
-    if s.method == "ar":
+    if s.method == baseline_method().name:
         return (f"{headline[0].upper()}{headline[1:]}: autoregressive decoding is the baseline itself, one target "
                 f"forward per token ({s.decode_ms_per_token or s.method_ms_per_token:.1f} ms/token here against "
                 f"{s.baseline_decode_ms_per_token or s.baseline_ms_per_token:.1f} in the baseline run), so any gap "

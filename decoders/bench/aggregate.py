@@ -11,7 +11,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from decoders.bench.common import mean, ratio, rounded
+from decoders.bench.common import BASELINE, mean, ratio, rounded
 from decoders.bench.measure import Drafting, OursEntry, Sample, TheirsEntry, Theorem
 from decoders.bench.prompts import group_rank
 
@@ -166,11 +166,11 @@ class MethodStats:
     @classmethod
     def of(cls, samples: Sequence[Sample], method: str) -> MethodStats:
         with_ours = [s for s in samples if method in s.ours]
-        ours = SideStats.of([s.ours[method] for s in with_ours], [s.ours["ar"] for s in with_ours])
+        ours = SideStats.of([s.ours[method] for s in with_ours], [s.ours[BASELINE] for s in with_ours])
         with_theirs = [s for s in with_ours if method in s.theirs]
         theirs = None
         if with_theirs:
-            theirs = SideStats.of([s.theirs[method] for s in with_theirs], [s.theirs["ar"] for s in with_theirs])
+            theirs = SideStats.of([s.theirs[method] for s in with_theirs], [s.theirs[BASELINE] for s in with_theirs])
         recorded = [s for s in samples if method in s.record_on]
         off = sum(s.ours[method].wall_ms for s in recorded)
         on = sum(s.record_on[method].wall_ms for s in recorded)

@@ -7,6 +7,11 @@ import statistics
 from dataclasses import asdict, fields
 from typing import Any, Iterable, TypeVar
 
+from decoders.core.declarations import baseline_method
+
+#: The method every speedup is measured against (the registry's baseline: autoregressive decoding).
+BASELINE = baseline_method().name
+
 R = TypeVar("R", bound="FlatRecord")
 
 

@@ -14,6 +14,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
+from decoders.bench.common import BASELINE
 from decoders.bench.reference import HFReference
 from decoders.bench.variants import DRAFT_KINDS, Variant
 from decoders.core.declarations import get_method, method_names
@@ -167,7 +168,7 @@ def default_variants(family: Family, drafts: Drafts, notes: list[str]) -> tuple[
     rows: list[Variant] = []
     tree = (("tree_width", DEFAULT_TREE[0]), ("tree_depth", DEFAULT_TREE[1]))
     for name in method_names():
-        if name == "ar":
+        if name == BASELINE:
             continue
         if name == "spec":
             if drafts.own is not None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from decoders.analysis.stats import DecodeStats
 from decoders.analysis.summary import Summary, first_divergence
 from decoders.analysis.timing import paired_drift
-from decoders.bench.common import FlatRecord
+from decoders.bench.common import BASELINE, FlatRecord
 from decoders.bench.prompts import BenchPrompt
 from decoders.bench.reference import HFReference, HFRun
 from decoders.core.params import DecodeParams
@@ -231,7 +231,7 @@ class Sample:
 
     def compare(self) -> None:
         """Speedups over each side's own AR, and our outputs against transformers'."""
-        ours_ar, theirs_ar = self.ours["ar"].ms_per_token, self.theirs["ar"].ms_per_token
+        ours_ar, theirs_ar = self.ours[BASELINE].ms_per_token, self.theirs[BASELINE].ms_per_token
         for method, entry in self.ours.items():
             entry.compare(ours_ar, self.theirs.get(method))
         for entry in self.theirs.values():
@@ -293,7 +293,7 @@ class PromptMeasurer:
         sample = Sample(prompt.question_id, prompt.category, prompt.group, repeat, len(ids))
         theirs_ar_run = None
         shared: dict[str, HFRun] = {}  # transformers runs by their generate() call
-        rows = list(self.rows) or [Row(Variant("ar"), self.base.replace(method="ar"), self.family, self.reference)]
+        rows = list(self.rows) or [Row(Variant(BASELINE), self.base.replace(method=BASELINE), self.family, self.reference)]
         for row in rows:
             engine.draft_with(row.family)
             label, params = row.label, row.params
@@ -302,12 +302,12 @@ class PromptMeasurer:
             say = f"ours {label}" + (" (recording on)" if first_on else "")
             if theirs_ar_run is None:
                 result, theirs_ar_run = self._first_run(engine, prompt, ids, params.replace(record=first_on), say)
-                sample.ours["ar"] = OursEntry.of_baseline(result)
+                sample.ours[BASELINE] = OursEntry.of_baseline(result)
                 sample.text = result.baseline.text
             else:
                 self.tick(say)
                 result = engine.run(prompt.text, params.replace(record=first_on))
-            if row.method == "ar":  # an AR-only run keeps the baseline as its AR figures
+            if row.method == BASELINE:  # an AR-only run keeps the baseline as its AR figures
                 continue
             (sample.record_on if first_on else sample.ours)[label] = OursEntry.of_run(result)
             call = row.counterpart
@@ -321,7 +321,7 @@ class PromptMeasurer:
                 second = OursEntry.of_run(engine.run(prompt.text, params.replace(record=not first_on)))
                 (sample.ours if first_on else sample.record_on)[label] = second
         self.tick("ours ar again")
-        sample.ours[AGAIN] = OursEntry.of_run(engine.run(prompt.text, self.base.replace(method="ar")))
-        sample.theirs["ar"] = TheirsEntry.of(theirs_ar_run, None)
+        sample.ours[AGAIN] = OursEntry.of_run(engine.run(prompt.text, self.base.replace(method=BASELINE)))
+        sample.theirs[BASELINE] = TheirsEntry.of(theirs_ar_run, None)
         sample.compare()
         return sample

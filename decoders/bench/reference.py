@@ -24,6 +24,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
+from decoders.bench.common import BASELINE
 from decoders.core.errors import DecodeError
 
 if TYPE_CHECKING:
@@ -172,7 +173,7 @@ class HFReference:
         return self.helper_model is not None or self.early_exit_layer is not None
 
     def available(self, method: str) -> bool:
-        return method in ("ar", "pld") or (method == "spec" and self.has_assistant)
+        return method in (BASELINE, "pld") or (method == "spec" and self.has_assistant)
 
     def _config(self, max_new_tokens: int, **extra):
         from transformers import GenerationConfig
@@ -203,7 +204,7 @@ class HFReference:
 
     def greedy(self, prompt_ids: Sequence[int], max_new_tokens: int) -> HFRun:
         """Plain greedy ``generate()``: transformers' autoregressive baseline."""
-        return self._generate("ar", "transformers generate() greedy", prompt_ids, max_new_tokens, [self.model],
+        return self._generate(BASELINE, "transformers generate() greedy", prompt_ids, max_new_tokens, [self.model],
                               generation_config=self._config(max_new_tokens))
 
     def prompt_lookup(self, prompt_ids: Sequence[int], max_new_tokens: int, num_pred: int,
@@ -233,7 +234,7 @@ class HFReference:
     def run(self, method: str, prompt_ids: Sequence[int], params: DecodeParams) -> HFRun | None:
         """transformers' counterpart of our ``method`` with ``params``' budget, draft length and
         n-gram size, or None where it has none (Jacobi)."""
-        if method == "ar":
+        if method == BASELINE:
             return self.greedy(prompt_ids, params.max_new_tokens)
         if method == "pld":
             return self.prompt_lookup(prompt_ids, params.max_new_tokens, params.num_pred, params.ngram_max)
@@ -245,7 +246,7 @@ class HFReference:
         """The ``generate()`` call that :meth:`run` makes for ``method``, as the report shows it."""
         if not self.available(method):
             return None
-        if method == "ar":
+        if method == BASELINE:
             return "generate(do_sample=False)"
         if method == "pld":
             return f"generate(prompt_lookup_num_tokens={params.num_pred}, max_matching_ngram_size={params.ngram_max})"

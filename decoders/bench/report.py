@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 from decoders.analysis.summary import first_divergence
 from decoders.bench.aggregate import MethodStats
+from decoders.bench.common import BASELINE
 from decoders.bench.prompts import group_label
 from decoders.bench.suite import REPORT_SCHEMA, BenchReport
 from decoders.bench.sweep import SweepReport
@@ -104,7 +105,7 @@ def _figure_cells(method: str, stats: MethodStats) -> list[str]:
         _count(ours.identical, ours.n),
         _num(ours.ms_per_token, 1),
         _num(theirs and theirs.tau),
-        _num(theirs and theirs.speedup, suffix="x") if theirs or method == "ar" else NO_COUNTERPART,
+        _num(theirs and theirs.speedup, suffix="x") if theirs or method == BASELINE else NO_COUNTERPART,
         _num(theirs and theirs.ms_per_token, 1),
         _count(ours.matches_transformers, ours.n) if theirs else DASH,
         _num(stats.ratio_ms_per_token),
@@ -211,12 +212,12 @@ def record_section(report: BenchReport) -> str | None:
 
 
 def prompt_table(report: BenchReport) -> str:
-    methods = [m for m in report.settings["methods"] if m != "ar"]
+    methods = [m for m in report.settings["methods"] if m != BASELINE]
     header = ["prompt", "group", "prompt tokens", "AR ms/token", "tf AR ms/token", "AR = tf"]
     header += [f"{m} speedup (tf)" for m in methods]
     rows = []
     for s in report.samples:
-        ours_ar, theirs_ar = s.ours["ar"], s.theirs["ar"]
+        ours_ar, theirs_ar = s.ours[BASELINE], s.theirs[BASELINE]
         row = [f"q{s.question_id}" + (f" r{s.repeat + 1}" if report.settings["repeats"] > 1 else ""),
                group_label(s.group), str(s.prompt_tokens), _num(ours_ar.ms_per_token, 1),
                _num(theirs_ar.ms_per_token, 1),

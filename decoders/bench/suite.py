@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from decoders.bench.aggregate import Figures, MethodStats, aggregate
+from decoders.bench.common import BASELINE
 from decoders.bench.drafts import Drafts, Row, default_variants, resolve_rows
 from decoders.bench.machine import (
     Floor,
@@ -40,14 +41,13 @@ if TYPE_CHECKING:
     from decoders.models.family import Family
 
 REPORT_SCHEMA = 1
-BASELINE = "ar"  # the method every speedup is measured against
 
 ProgressFn = Callable[[str], None]
 Prepared = list[tuple[BenchPrompt, list[int]]]
 
 
 def parse_methods(text: str | Iterable[str] | None) -> tuple[str, ...]:
-    """"ar,spec,pld" -> ("ar", "spec", "pld") in the registry's order; autoregressive always comes
+    """"ar,spec,pld" -> (BASELINE, "spec", "pld") in the registry's order; autoregressive always comes
     first (it is the baseline). None: every registered method."""
     known = method_names()
     if text is None:
@@ -68,7 +68,7 @@ def base_params(params: DecodeParams | None, max_new_tokens: int, repeats: int) 
     if not isinstance(repeats, int) or repeats < 1:
         raise DecodeError(f"repeats must be an integer >= 1, got {repeats!r}; set --repeats to 1 or more")
     base = (params or DecodeParams()).replace(max_new_tokens=max_new_tokens, mode="greedy", record=False)
-    return base.replace(method="ar").validated()
+    return base.replace(method=BASELINE).validated()
 
 
 def prepare(family: Family, prompts: Sequence[BenchPrompt], limit: int | None, base: DecodeParams,
@@ -173,8 +173,8 @@ def _warm_up(family: Family, reference: HFReference, prompt: BenchPrompt, ids: l
     engine = Engine(family)
     short = base.replace(max_new_tokens=min(8, base.max_new_tokens))
     engine.run(prompt.text, short)
-    calls = {reference.counterpart("ar", short)}
-    reference.run("ar", ids, short)
+    calls = {reference.counterpart(BASELINE, short)}
+    reference.run(BASELINE, ids, short)
     for row in rows:
         engine.draft_with(row.family)
         params = row.params.replace(max_new_tokens=short.max_new_tokens)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from decoders.bench.aggregate import Figures, MethodStats, speedup_spread
-from decoders.bench.common import FlatRecord
+from decoders.bench.common import BASELINE, FlatRecord
 from decoders.bench.measure import AGAIN, Sample
 from decoders.bench.prompts import group_label
 from decoders.bench.variants import variant_of
@@ -38,7 +38,7 @@ def evaluate_targets(figures: Figures, rows: Mapping[str, str] | Sequence[str], 
 
     ``rows``: each row's label and the method it runs (a plain list of method names: each its own label)."""
     rows = dict(rows) if isinstance(rows, Mapping) else {m: m for m in rows}
-    targets = [_ar_target(figures.overall["ar"], samples, floor_ms), _noise_target(figures.overall.get(AGAIN), samples)]
+    targets = [_ar_target(figures.overall[BASELINE], samples, floor_ms), _noise_target(figures.overall.get(AGAIN), samples)]
     if "pld" in rows:
         targets += _pld_targets(figures.groups)
     targets += [_spec_target(label, figures.overall.get(label)) for label, method in rows.items()
@@ -79,7 +79,7 @@ def _ar_target(ar: MethodStats, samples: Sequence[Sample], floor_ms: float | Non
     ratio = ar.ratio_ms_per_token
     if ratio is None:
         return None
-    same = sum(1 for s in samples if s.ours["ar"].ids == s.theirs["ar"].ids)
+    same = sum(1 for s in samples if s.ours[BASELINE].ids == s.theirs[BASELINE].ids)
     met = ratio <= AR_RATIO_TARGET
     margin = (f"{AR_RATIO_TARGET - ratio:.2f} under the limit" if met else
               f"missed by {ratio - AR_RATIO_TARGET:.2f} ({ratio / AR_RATIO_TARGET - 1:+.0%} over the limit)")

@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from decoders.bench.common import BASELINE
 from decoders.core.declarations import get_method, method_names
 from decoders.core.errors import DecodeError
 
@@ -196,7 +197,7 @@ def parse_variants(text: str) -> tuple[Variant, ...]:
     variants: list[Variant] = []
     for piece in pieces:
         variant = parse_variant(piece)
-        if variant.method == "ar":
+        if variant.method == BASELINE:
             if not variant.plain:
                 raise DecodeError(f"bad variant {piece!r}: autoregressive decoding is the baseline and takes no items")
             continue

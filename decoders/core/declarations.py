@@ -174,6 +174,7 @@ class Method:
     summary: str = ""  # one line for help screens and `--help`
     aliases: dict[str, str] = field(default_factory=dict)  # short parameter names for the bench sweep
     order: int = 100  # where it sits in lists (the baseline first)
+    baseline: bool = False  # the method every speedup is measured against (exactly one declares it)
 
     def run_label(self, params: DecodeParams) -> str:
         return self.describe(params) if self.describe else self.label
@@ -231,6 +232,14 @@ def all_methods() -> tuple[Method, ...]:
 
 def method_names() -> tuple[str, ...]:
     return tuple(m.name for m in all_methods())
+
+
+def baseline_method() -> Method:
+    """The registered method every other is measured against (autoregressive decoding)."""
+    try:
+        return next(m for m in all_methods() if m.baseline)
+    except StopIteration:
+        raise DecodeError("no baseline method is registered; import decoders.methods") from None
 
 
 def get_method(name: str) -> Method:

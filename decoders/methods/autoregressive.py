@@ -29,6 +29,7 @@ def describe(params) -> str:
 
 METHOD = register(Method(
     order=0,
+    baseline=True,
     name="ar",
     label="Autoregressive",
     run=autoregressive,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from decoders.core.declarations import method_names
+from decoders.core.declarations import baseline_method, method_names
 from decoders.core.params import DecodeParams, method_param_specs
 from tui_decode.cli.main import MAX_THREADS
 
@@ -111,7 +111,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                           "drop one of the two")
     _check_counts(args)
     chosen = {name: getattr(args, name) for name in method_param_specs()}
-    params = DecodeParams(method="ar", max_new_tokens=args.max_new_tokens, record=False, **chosen).validated()
+    params = DecodeParams(method=baseline_method().name, max_new_tokens=args.max_new_tokens, record=False, **chosen).validated()
     check_variants(variants or (), params)  # each with the other parameters (e.g. ngram_min <= ngram_max)
     if sweep is not None:  # every swept value with the other parameters (e.g. ngram_min <= ngram_max)
         for value in sweep.values:

@@ -11,6 +11,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
+from decoders.core.declarations import baseline_method
 from decoders.records.run import Iteration
 
 BAR_WIDTH = 12
@@ -26,7 +27,7 @@ StyleOf = Callable[[str], Style]
 class DetailContext:
     """What the detail needs beside the iteration: the method and where the tokens sit."""
 
-    method: str = "ar"
+    method: str = field(default_factory=lambda: baseline_method().name)
     prompt: str = ""
     prompt_tokens: int | None = 0  # None while the run streams (the engine reports it at the end)
     output_tokens: list[str] = field(default_factory=list)  # display text of each emitted token
