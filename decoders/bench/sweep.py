@@ -26,7 +26,6 @@ from decoders.bench.suite import (
 from decoders.core.declarations import all_methods, get_method
 from decoders.core.errors import DecodeError
 from decoders.core.params import DecodeParams
-from decoders.methods.shared.lookahead_shape import swept
 
 if TYPE_CHECKING:
     from decoders.models.family import Family
@@ -247,7 +246,7 @@ def run_sweep(family: Family, prompts: Sequence[BenchPrompt], sweep: Sweep, max_
                           "give --helper SRC or --self-draft-layer L")
 
     def at(value: int, params: DecodeParams = base) -> DecodeParams:
-        return params.replace(method=sweep.method, **{sweep.name: value}, **swept(sweep.method, sweep.name))
+        return params.replace(method=sweep.method, **{sweep.name: value}, **method.swept(sweep.name))
 
     for value in sweep.values:
         at(value).validated()

@@ -174,7 +174,12 @@ class Method:
     summary: str = ""  # one line for help screens and `--help`
     aliases: dict[str, str] = field(default_factory=dict)  # short parameter names for the bench sweep
     order: int = 100  # where it sits in lists (the baseline first)
+    sweep_fixed: Callable[[str], dict[str, Any]] | None = None  # what a sweep of parameter NAME holds fixed
     baseline: bool = False  # the method every speedup is measured against (exactly one declares it)
+
+    def swept(self, name: str) -> dict[str, Any]:
+        """The parameters a sweep of ``name`` sets beside it (e.g. a fixed draft policy), from the declaration."""
+        return self.sweep_fixed(name) if self.sweep_fixed else {}
 
     def run_label(self, params: DecodeParams) -> str:
         return self.describe(params) if self.describe else self.label

@@ -30,7 +30,7 @@ from typing import ClassVar
 from decoders.core.declarations import Figure, Method, ParamSpec, register
 from decoders.methods.shared.common import DecodeContext, MethodGen, RunBuilder, ms
 from decoders.methods.shared.draft_policy import DRAFT_POLICY, AdaptiveDraftLength
-from decoders.methods.shared.lookahead_shape import choose
+from decoders.methods.shared.lookahead_shape import choose, swept
 from decoders.methods.shared.lookup_tree import branch_of
 from decoders.methods.shared.ngram import NgramIndex
 from decoders.methods.shared.tree_budget import AlternativeRates, budget
@@ -284,6 +284,7 @@ METHOD = register(Method(
                "policy W and G are caps, narrowed where a wide forward costs more than it brings", "{}"),
     ),
     draft_length="window",
+    sweep_fixed=swept,
     describe=lambda p: f"Lookahead (W={p.window}, N={p.ngram_size}, G={p.verify_branches}"
                        f"{', pool from the window only' if p.pool == 'window' else ''}"
                        f"{', fixed shape' if p.draft_policy == 'fixed' else ''})",

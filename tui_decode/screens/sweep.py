@@ -29,7 +29,6 @@ from decoders.analysis.summary import Summary
 from decoders.core.declarations import ParamSpec
 from decoders.core.errors import DecodeError
 from decoders.core.events import PhaseStarted
-from decoders.methods.shared.lookahead_shape import swept
 from decoders.records.run import RunResult
 from tui_decode.widgets.gamma_plot import GammaPlot, PlotData, Point
 from tui_decode.widgets.stats_pane import headline_speed, speed_text
@@ -151,7 +150,7 @@ class SweepScreen(ModalScreen[None]):
                     if worker.is_cancelled:
                         break
                     params = self.settings.params.replace(record=False, **{self.key: value},
-                                                          **swept(self.settings.params.method, self.key))
+                                                          **self.settings.params.method_def.swept(self.key))
                     result = None
                     for event in engine.stream(self.prompt, params, cancelled=lambda: worker.is_cancelled):
                         if isinstance(event, RunResult):

@@ -43,9 +43,10 @@ class Shape:
         return f"W={self.window}, G={self.branches}"
 
 
-def swept(method: str, name: str) -> dict[str, str]:
-    """Overrides a sweep of ``method``'s parameter ``name`` needs: lookahead's shape fixed."""
-    return {"draft_policy": "fixed"} if method == "lookahead" and name in SHAPE_PARAMS else {}
+def swept(name: str) -> dict[str, str]:
+    """What a sweep of lookahead's parameter ``name`` holds fixed: its shape (so each swept value
+    is the shape that ran, not a cap the adaptive policy narrows)."""
+    return {"draft_policy": "fixed"} if name in SHAPE_PARAMS else {}
 
 
 def positions(window: int, branches: int, ngram: int) -> int:
