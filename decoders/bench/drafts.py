@@ -17,18 +17,13 @@ from typing import TYPE_CHECKING, Any, Sequence
 from decoders.bench.common import BASELINE
 from decoders.bench.reference import HFReference
 from decoders.bench.variants import DRAFT_KINDS, Variant
-from decoders.core.declarations import get_method, method_names
+from decoders.core.declarations import all_methods, get_method
 from decoders.core.errors import DecodeError
 from decoders.core.params import DecodeParams
 from decoders.models.family import default_draft_layer
 
 if TYPE_CHECKING:
     from decoders.models.family import Family
-
-#: The draft tree and the prompt-lookup branches of the default rows.
-DEFAULT_TREE = (2, 3)
-DEFAULT_BRANCHES = 3
-
 
 def own_draft(family: Family) -> str | None:
     """What the family's own helper is: "helper" (a model of its own), "early-exit", "int4", or None."""
@@ -162,33 +157,30 @@ class Drafts:
 
 def default_variants(family: Family, drafts: Drafts, notes: list[str]) -> tuple[Variant, ...]:
     """The rows of a run that names neither methods nor variants: every registered method as the
-    flags set it, plus the variants the open targets ask about: speculative decoding with each
-    self-draft the family offers (early exit, int4) and with a draft tree, and prompt lookup
-    with branches."""
+    flags set it, and each variant it declares (`Method.bench_variants`: a draft tree, prompt
+    lookup's branches); a method that drafts with a helper also runs with each self-draft the
+    family offers (early exit, int4), and its variants with the best of them."""
     rows: list[Variant] = []
-    tree = (("tree_width", DEFAULT_TREE[0]), ("tree_depth", DEFAULT_TREE[1]))
-    for name in method_names():
-        if name == BASELINE:
+    for method in all_methods():
+        if method.name == BASELINE:
             continue
-        if name == "spec":
-            if drafts.own is not None:
-                rows.append(Variant("spec"))
-            offered = []
-            for kind in DRAFT_KINDS:
-                why = drafts.reason(kind)
-                if why is None:
-                    offered.append(kind)
-                    if kind != drafts.own:
-                        rows.append(Variant("spec", draft=kind))
-                elif drafts.own != "helper" or kind != "early-exit":
-                    notes.append(f"spec[{kind}] is not in the default rows: {why}")
-            best = "int4" if "int4" in offered else drafts.own or next(iter(offered), None)
-            if best is not None:
-                rows.append(Variant("spec", tree, draft=None if best == drafts.own else best))
-        elif name == "pld":
-            rows += [Variant("pld"), Variant("pld", (("branches", DEFAULT_BRANCHES),))]
-        else:
-            rows.append(Variant(name))
+        if not method.needs_helper:
+            rows += [Variant(method.name)] + [Variant(method.name, v) for v in method.bench_variants]
+            continue
+        if drafts.own is not None:
+            rows.append(Variant(method.name))
+        offered = []
+        for kind in DRAFT_KINDS:
+            why = drafts.reason(kind)
+            if why is None:
+                offered.append(kind)
+                if kind != drafts.own:
+                    rows.append(Variant(method.name, draft=kind))
+            elif drafts.own != "helper" or kind != "early-exit":
+                notes.append(f"{method.name}[{kind}] is not in the default rows: {why}")
+        best = "int4" if "int4" in offered else drafts.own or next(iter(offered), None)
+        if best is not None:
+            rows += [Variant(method.name, v, draft=None if best == drafts.own else best) for v in method.bench_variants]
     return tuple(rows)
 
 

@@ -174,6 +174,9 @@ class Method:
     summary: str = ""  # one line for help screens and `--help`
     aliases: dict[str, str] = field(default_factory=dict)  # short parameter names for the bench sweep
     order: int = 100  # where it sits in lists (the baseline first)
+    #: the bench's default rows beside the method as the flags set it: each a set of parameter overrides
+    #: (a method with a helper runs them with the best draft the family offers)
+    bench_variants: tuple[tuple[tuple[str, Any], ...], ...] = ()
     sweep_fixed: Callable[[str], dict[str, Any]] | None = None  # what a sweep of parameter NAME holds fixed
     baseline: bool = False  # the method every speedup is measured against (exactly one declares it)
 

@@ -105,6 +105,7 @@ METHOD = register(Method(
     figures=(Figure("draft_hits", "draft hits", "iterations where an n-gram matched and a draft was verified",
                     "{}"),),
     draft_length="num_pred",
+    bench_variants=((("branches", 3),),),  # three branches verified as a tree
     describe=lambda p: (f"Prompt lookup (n={p.ngram_min}..{p.ngram_max}, k≤{p.num_pred}, {p.draft_policy}"
                         + (f", {p.branches} branches)" if p.branches > 1 else ")")),
     check=check,

@@ -255,6 +255,7 @@ METHOD = register(Method(
         Figure("gamma_star_cost_aware", "best γ (cost)", "the fastest draft length with the measured T(γ+1)", "{}"),
     ),
     draft_length="gamma",
+    bench_variants=((("tree_width", 2), ("tree_depth", 3)),),  # a 2x3 draft tree
     describe=_describe,
     extras=_extras,
     explain=_explain,
