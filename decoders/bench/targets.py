@@ -11,7 +11,7 @@ from decoders.bench.common import BASELINE, FlatRecord
 from decoders.bench.measure import AGAIN, Sample
 from decoders.bench.prompts import group_label
 from decoders.bench.variants import variant_of
-from decoders.core.declarations import get_method
+from decoders.core.declarations import BENCH_TARGET_KINDS, BenchTarget, Method, all_methods, get_method
 
 AR_RATIO_TARGET = 0.8  # our AR ms/token <= 0.8 x transformers generate()
 THM38_TOLERANCE = 0.15  # measured speculative speedup within 15% of Theorem 3.8
@@ -38,19 +38,32 @@ def evaluate_targets(figures: Figures, rows: Mapping[str, str] | Sequence[str], 
 
     ``rows``: each row's label and the method it runs (a plain list of method names: each its own label)."""
     rows = dict(rows) if isinstance(rows, Mapping) else {m: m for m in rows}
-    targets = [_ar_target(figures.overall[BASELINE], samples, floor_ms), _noise_target(figures.overall.get(AGAIN), samples)]
-    if "pld" in rows:
-        targets += _pld_targets(figures.groups)
-    targets += [_spec_target(label, figures.overall.get(label)) for label, method in rows.items()
-                if method == "spec" and not is_tree(label)]
-    targets += [_beats_target(figures.groups, label, "pld", "prompt lookup with branches at least linear prompt "
-                              "lookup's speedup on every task group", strict=False)
-                for label, method in rows.items() if method == "pld" and label != "pld"]
-    if "lookahead" in rows:
-        targets.append(_beats_target(figures.groups, "lookahead", "jacobi",
-                                     "lookahead faster than Jacobi on every task group", strict=True))
+    targets = [_ar_target(figures.overall[BASELINE], samples, floor_ms),
+               _noise_target(figures.overall.get(AGAIN), samples)]
+    for kind in BENCH_TARGET_KINDS:  # the methods' declared targets (`Method.bench_targets`), kind by kind
+        for method in all_methods():
+            labels = [label for label, name in rows.items() if name == method.name]
+            for declared in (t for t in method.bench_targets if t.kind == kind and labels):
+                targets += _declared_targets(declared, method, labels, figures)
     targets += [_record_target(label, method, figures.overall[label]) for label, method in rows.items()]
     return [t for t in targets if t is not None]
+
+
+def _declared_targets(declared: BenchTarget, method: Method, labels: list[str],
+                      figures: Figures) -> list[Target | None]:
+    """The rows of one target ``method`` declares, judged on its rows ``labels``."""
+    plain = method.name
+    if declared.kind == "counterpart":
+        return list(_counterpart_targets(figures.groups, method)) if plain in labels else []
+    if declared.kind == "theorem":
+        return [_theorem_target(label, method, declared.text, figures.overall.get(label))
+                for label in labels if not is_tree(label)]
+    if declared.kind == "variants_beat_plain":
+        return [_beats_target(figures.groups, label, plain, declared.text, strict=False)
+                for label in labels if label != plain]
+    if plain not in labels:
+        return []
+    return [_beats_target(figures.groups, plain, declared.other, declared.text, strict=True)]
 
 
 def is_tree(label: str) -> bool:
@@ -116,11 +129,13 @@ def _noise_target(again: MethodStats | None, samples: Sequence[Sample]) -> Targe
                   "in this run (on a busy machine it widens, as it should)")
 
 
-def _pld_targets(groups: dict[str, dict[str, MethodStats]]) -> list[Target]:
+def _counterpart_targets(groups: dict[str, dict[str, MethodStats]], method: Method) -> list[Target]:
+    """``method`` against its transformers counterpart on every task group, and against autoregressive decoding."""
     targets = []
-    rows = [(g, per["pld"]) for g, per in groups.items() if "pld" in per and per["pld"].theirs is not None]
-    for key, name, field in (("pld_tau", "prompt lookup tau >= transformers' on every task group", "tau"),
-                             ("pld_speedup", "prompt lookup speedup >= transformers' on every task group", "speedup")):
+    name, noun = method.name, method.noun or method.label.lower()
+    rows = [(g, per[name]) for g, per in groups.items() if name in per and per[name].theirs is not None]
+    for key, text, field in ((f"{name}_tau", f"{noun} tau >= transformers' on every task group", "tau"),
+                             (f"{name}_speedup", f"{noun} speedup >= transformers' on every task group", "speedup")):
         if not rows:
             break
         figures = {g: (getattr(st.ours, field) or 0, getattr(st.theirs, field) or 0) for g, st in rows}
@@ -130,22 +145,22 @@ def _pld_targets(groups: dict[str, dict[str, MethodStats]]) -> list[Target]:
         note = "; ".join(f"{group_label(g)}: ours {figures[g][0]:.2f} vs transformers {figures[g][1]:.2f}"
                          for g in missed)
         targets.append(Target(
-            key, name, "ours - transformers >= 0 on every group",
+            key, text, "ours - transformers >= 0 on every group",
             ", ".join(f"{group_label(g)} {gap:+.2f}" for g, gap in gaps), not missed,
             f"missed on {len(missed)}/{len(gaps)} groups, worst {group_label(worst_group)} {worst:+.2f}" if missed
             else f"all {len(gaps)} groups met (smallest gap {worst:+.2f})", note))
-    speed = [(g, per["pld"].ours.speedup) for g, per in groups.items() if "pld" in per]
+    speed = [(g, per[name].ours.speedup) for g, per in groups.items() if name in per]
     speed = [(g, s) for g, s in speed if s is not None]
     if speed:
         slow = [g for g, s in speed if s < 1.0]
         worst_group, worst = min(speed, key=lambda item: item[1])
         why = []
         for g in slow:
-            st = groups[g]["pld"].ours
+            st = groups[g][name].ours
             why.append(f"{group_label(g)}: tau {st.tau or 0:.2f}, acceptance {st.acceptance or 0:.2f}, "
                        f"a verify forward costs {st.verify_cost or 0:.2f}x a one-token step")
         targets.append(Target(
-            "pld_not_slower", "prompt lookup never slower than autoregressive on any task group",
+            f"{name}_not_slower", f"{noun} never slower than autoregressive on any task group",
             ">= 1.00x on every group", ", ".join(f"{group_label(g)} {s:.2f}x" for g, s in speed), not slow,
             f"slower on {len(slow)}/{len(speed)} groups, worst {group_label(worst_group)} {worst:.2f}x "
             f"(missed by {1 - worst:.2f})" if slow else
@@ -153,7 +168,7 @@ def _pld_targets(groups: dict[str, dict[str, MethodStats]]) -> list[Target]:
     return targets
 
 
-def _spec_target(label: str, spec: MethodStats | None) -> Target | None:
+def _theorem_target(label: str, method: Method, text: str, spec: MethodStats | None) -> Target | None:
     if spec is None or not spec.ours.predicted_speedup:
         return None
     ours = spec.ours
@@ -163,8 +178,8 @@ def _spec_target(label: str, spec: MethodStats | None) -> Target | None:
                   f"{ours.verify_cost or 0:.2f} one-token forwards)" if aware else "")
     within = abs(error) <= THM38_TOLERANCE
     return Target(
-        "spec_thm38" + ("" if label == "spec" else f":{label}"),
-        "speculative speedup within 15% of the Theorem 3.8 prediction" + ("" if label == "spec" else f", {label}"),
+        f"{method.name}_thm38" + ("" if label == method.name else f":{label}"),
+        text + ("" if label == method.name else f", {label}"),
         f"measured within {THM38_TOLERANCE:.0%} of predicted",
         f"measured {measured:.2f}x vs predicted {predicted:.2f}x (alpha {ours.alpha_hat:.2f}, c {ours.c_hat:.2f})",
         within, f"{error:+.0%} off the prediction" + ("" if within else

@@ -153,6 +153,30 @@ class Figure:
             return str(value)
 
 
+#: The kinds of bench target a method may declare, in the order the report lists them.
+BENCH_TARGET_KINDS = ("counterpart", "theorem", "variants_beat_plain", "beats")
+
+
+@dataclass(frozen=True)
+class BenchTarget:
+    """A target the bench judges on a method's rows (the bench implements each kind):
+
+    * ``counterpart``: tau and speedup at least its transformers counterpart's on every task
+      group, and never slower than autoregressive decoding;
+    * ``theorem``: each linear-draft row within 15% of Theorem 3.8's prediction;
+    * ``variants_beat_plain``: each declared variant at least the plain row's speedup on every group;
+    * ``beats``: faster than method ``other`` on every group.
+    """
+
+    kind: str
+    text: str = ""  # the target as the report words it (``counterpart`` words its own from the noun)
+    other: str = ""  # ``beats``: the method it must beat
+
+    def __post_init__(self) -> None:
+        if self.kind not in BENCH_TARGET_KINDS:
+            raise ValueError(f"BenchTarget kind must be one of {BENCH_TARGET_KINDS}, got {self.kind!r}")
+
+
 @dataclass(frozen=True)
 class Method:
     """A decoding method: how it runs and everything the tool shows about it."""
@@ -177,6 +201,7 @@ class Method:
     #: the bench's default rows beside the method as the flags set it: each a set of parameter overrides
     #: (a method with a helper runs them with the best draft the family offers)
     bench_variants: tuple[tuple[tuple[str, Any], ...], ...] = ()
+    bench_targets: tuple[BenchTarget, ...] = ()  # what the bench judges it by
     sweep_fixed: Callable[[str], dict[str, Any]] | None = None  # what a sweep of parameter NAME holds fixed
     baseline: bool = False  # the method every speedup is measured against (exactly one declares it)
 

@@ -27,7 +27,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import ClassVar
 
-from decoders.core.declarations import Figure, Method, ParamSpec, register
+from decoders.core.declarations import BenchTarget, Figure, Method, ParamSpec, register
 from decoders.methods.shared.common import DecodeContext, MethodGen, RunBuilder, ms
 from decoders.methods.shared.draft_policy import DRAFT_POLICY, AdaptiveDraftLength
 from decoders.methods.shared.lookahead_shape import choose, swept
@@ -285,6 +285,7 @@ METHOD = register(Method(
     ),
     draft_length="window",
     sweep_fixed=swept,
+    bench_targets=(BenchTarget("beats", "lookahead faster than Jacobi on every task group", other="jacobi"),),
     describe=lambda p: f"Lookahead (W={p.window}, N={p.ngram_size}, G={p.verify_branches}"
                        f"{', pool from the window only' if p.pool == 'window' else ''}"
                        f"{', fixed shape' if p.draft_policy == 'fixed' else ''})",

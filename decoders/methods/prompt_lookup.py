@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from decoders.core.declarations import Figure, Method, ParamSpec, register
+from decoders.core.declarations import BenchTarget, Figure, Method, ParamSpec, register
 from decoders.core.errors import DecodeError
 from decoders.methods.shared.common import DecodeContext, HostValues, MethodGen, RunBuilder, ms
 from decoders.methods.shared.draft_policy import DRAFT_POLICY, AdaptiveDraftLength
@@ -105,6 +105,9 @@ METHOD = register(Method(
     figures=(Figure("draft_hits", "draft hits", "iterations where an n-gram matched and a draft was verified",
                     "{}"),),
     draft_length="num_pred",
+    bench_targets=(BenchTarget("counterpart"), BenchTarget(
+        "variants_beat_plain",
+        "prompt lookup with branches at least linear prompt lookup's speedup on every task group")),
     bench_variants=((("branches", 3),),),  # three branches verified as a tree
     describe=lambda p: (f"Prompt lookup (n={p.ngram_min}..{p.ngram_max}, k≤{p.num_pred}, {p.draft_policy}"
                         + (f", {p.branches} branches)" if p.branches > 1 else ")")),

@@ -8,7 +8,7 @@ per iteration (the gpt-fast pattern), so the hot loop never waits on a per-token
 from __future__ import annotations
 
 from decoders.analysis.theory import best_gamma, cost_aware_speedup, expected_tokens, predicted_speedup, speedup_curve
-from decoders.core.declarations import Figure, Method, ParamSpec, register
+from decoders.core.declarations import BenchTarget, Figure, Method, ParamSpec, register
 from decoders.core.errors import DecodeError
 from decoders.methods.shared.common import (
     DecodeContext,
@@ -255,6 +255,7 @@ METHOD = register(Method(
         Figure("gamma_star_cost_aware", "best γ (cost)", "the fastest draft length with the measured T(γ+1)", "{}"),
     ),
     draft_length="gamma",
+    bench_targets=(BenchTarget("theorem", "speculative speedup within 15% of the Theorem 3.8 prediction"),),
     bench_variants=((("tree_width", 2), ("tree_depth", 3)),),  # a 2x3 draft tree
     describe=_describe,
     extras=_extras,
