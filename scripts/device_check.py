@@ -30,7 +30,7 @@ from decoders.engine import Engine  # noqa: E402
 from decoders.models.families import BUILTIN_FAMILIES  # noqa: E402
 from decoders.models.backend_choice import make_backend  # noqa: E402
 from decoders.models.family import Family, load_family  # noqa: E402
-from tests.tiny import perturbed_copy, tiny_llama_config, tiny_tokenizer  # noqa: E402
+from tests.support.tiny import perturbed_copy, tiny_llama_config, tiny_tokenizer  # noqa: E402
 
 ROWS: list[tuple[str, str, str]] = []  # (section, check, result)
 FAILED: list[str] = []

@@ -422,5 +422,5 @@ def test_importing_the_family_modules_does_not_import_torch():
     code = ("import sys, decoders.models.family, decoders.models.families, decoders.models.bundled, decoders.models.gguf_cache; "
             "print('torch' in sys.modules, 'transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parents[1]).stdout
+                         cwd=Path(__file__).resolve().parents[2]).stdout
     assert out.split() == ["False", "False"]

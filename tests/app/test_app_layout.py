@@ -18,7 +18,7 @@ from tui_decode.widgets.details import DetailContext, view_for
 
 pytestmark = pytest.mark.anyio
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from decoders.models.backend_choice import make_backend  # noqa: E402
 from decoders.models.family import FamilySpec, load_family  # noqa: E402
 from tests.test_llama_fast import KINDS, _ids, _model  # noqa: E402
 from tests.test_quantized import PROMPT, peaked_model  # noqa: E402
-from tests.tiny import save_tiny_model, tiny_llama_config  # noqa: E402
+from tests.support.tiny import save_tiny_model, tiny_llama_config  # noqa: E402
 
 pytestmark = pytest.mark.skipif(fp16_cpu.fbgemm_reason() is not None, reason="no fbgemm float16 kernels in this torch")
 
@@ -148,7 +148,7 @@ def test_the_int4_self_draft_of_a_float16_target_shares_its_head_and_reads_its_c
 
 
 def test_a_helper_model_gets_float16_weights_too(tiny_folder, tmp_path):
-    from tests.tiny import perturbed_copy
+    from tests.support.tiny import perturbed_copy
 
     helper = save_tiny_model(tmp_path / "helper", model=perturbed_copy(peaked_model(layers=3), 0.05, seed=1))
     family = load_family(FamilySpec(name="t", main=str(tiny_folder), helper=str(helper), device="cpu", dtype="float16"))

@@ -18,7 +18,7 @@ from tui_decode.state.runs_folder import RUNS_DIR_ENV, run_file_stem, runs_dir, 
 from tui_decode.state.settings import KNOB_BY_KEY, Settings, default_draft_layer, knobs_for
 from tui_decode.state.token_text import real_text, run_tokens
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 
 
 def step(key: str, settings: Settings, direction: int = 1, draft_layers: int = 0) -> Settings:

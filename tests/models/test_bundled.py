@@ -11,7 +11,7 @@ import pytest
 from decoders.core.params import DecodeParams
 from decoders.engine import Engine
 
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "spec_bench_dev.jsonl"
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "spec_bench_dev.jsonl"
 
 
 def prompt(question_id: int) -> str:

@@ -273,7 +273,7 @@ def test_parsers():
 
 
 def test_shipped_prompts_load():
-    prompts = load_prompts(Path(__file__).resolve().parents[1] / "bench" / "spec_bench_dev.jsonl")
+    prompts = load_prompts(Path(__file__).resolve().parents[2] / "bench" / "spec_bench_dev.jsonl")
     assert len(prompts) == 24
     assert {p.group for p in prompts} == {"multi_turn", "translation", "summarization", "qa", "math_reasoning", "rag"}
     assert len({p.group for p in select_prompts(prompts, 12)}) == 6
@@ -359,7 +359,7 @@ def test_the_engine_core_does_not_import_the_bench():
     import subprocess
     import sys
 
-    root = Path(__file__).resolve().parents[1] / "decoders"
+    root = Path(__file__).resolve().parents[2] / "decoders"
     offenders = []
     for path in root.rglob("*.py"):
         if (root / "bench") in path.parents:

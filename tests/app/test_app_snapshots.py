@@ -16,7 +16,7 @@ from decoders.models.families import BUILTIN_FAMILIES
 from decoders.records.run import RunResult
 from tui_decode.app import TuiDecodeApp
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 SIZE = (140, 45)
 
 

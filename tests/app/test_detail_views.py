@@ -13,7 +13,7 @@ from decoders.records.run import RunResult
 from tui_decode.widgets.details import PLAIN, DetailContext, view_for, view_kinds
 from tui_decode.widgets.iteration_detail import detail_of
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 EXPECTED = {  # method -> (detail kind of its drafting iterations, words its view always shows)
     "ar": (PLAIN, "A plain step"),
     "spec": ("topk", "p: target model's top-5"),

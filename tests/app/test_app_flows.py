@@ -15,14 +15,14 @@ from decoders.core.events import PhaseStarted
 from decoders.engine import Engine
 from decoders.models.family import FamilySpec, load_family
 from decoders.records.run import Iteration, RunResult
-from tests.tiny import save_tiny_model
+from tests.support.tiny import save_tiny_model
 from tui_decode.app import TuiDecodeApp
 from tui_decode.state.settings import START_PARAMS, Settings
 from tui_decode.widgets import IterationDetail, PromptEditor
 
 pytestmark = pytest.mark.anyio
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 SIZE = (140, 45)
 # Repetitive words give prompt lookup something to copy.
 PROMPT = "w10 w11 w12 w13 w14 w10 w11 w12 w20 w21 w22 w10 w11 w12 w13"

@@ -15,7 +15,7 @@ from decoders.engine import Engine
 from decoders.models.backend_choice import make_backend
 from decoders.models.family import Family
 from decoders.records.run import EMIT_KINDS, RunResult
-from tests.tiny import perturbed_copy, tiny_llama_config, tiny_tokenizer
+from tests.support.tiny import perturbed_copy, tiny_llama_config, tiny_tokenizer
 
 VOCAB = 64
 # Repetitive words give prompt lookup something to copy.

@@ -26,7 +26,7 @@ from decoders.records.run import (
     RunResult,
     register_detail,
 )
-from tests.tiny import save_tiny_model
+from tests.support.tiny import save_tiny_model
 from tui_decode.cli.main import main
 
 # -- a method that exists only in this test ---------------------------------------------------------

@@ -44,7 +44,7 @@ async def test_ctrl_o_on_a_corrupt_saved_run_keeps_the_session(tiny_spec, loader
     import json
     from pathlib import Path
 
-    data = json.loads((Path(__file__).parent / "data" / "run_spec.json").read_text())
+    data = json.loads((Path(__file__).parents[1] / "data" / "run_spec.json").read_text())
     data["summary"]["tau"] = "fast"
     runs = tmp_path / "runs"
     runs.mkdir()

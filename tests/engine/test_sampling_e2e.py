@@ -2,7 +2,7 @@
 the bonus included, at a temperature other than 1, is distributed as the target's own samples;
 and each plausible broken verifier fails the same check.
 
-The models are bigram tables (`tests.bigram`), so the exact distribution of every position is
+The models are bigram tables (`tests.support.bigram`), so the exact distribution of every position is
 known and thousands of runs take seconds. With gamma 3 and 4 tokens, position 3 is the bonus
 token whenever every draft of the first iteration passes.
 """
@@ -23,7 +23,7 @@ from decoders.core.declarations import get_method
 from decoders.core.params import DecodeParams
 from decoders.methods.shared.common import DecodeContext
 from decoders.methods.shared.verify import Verdict, verify_sampling
-from tests.bigram import bigram_family, marginals
+from tests.support.bigram import bigram_family, marginals
 
 V = 12
 TEMPERATURE = 0.7

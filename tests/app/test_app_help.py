@@ -18,7 +18,7 @@ from tui_decode.widgets import PromptEditor
 
 pytestmark = pytest.mark.anyio
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 SIZE = (120, 36)
 
 

@@ -12,7 +12,7 @@ from decoders.core.params import DecodeParams
 from decoders.records.run import RunResult
 from tui_decode.state.live_run import LiveRun
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 
 
 class Clock:

@@ -321,7 +321,7 @@ def test_sliding_window_models_decode_speculatively_on_the_transformers_backend(
     from decoders.backends.hf import HFBackend
     from decoders.models.backend_choice import make_backend
     from decoders.models.family import Family
-    from tests.tiny import perturbed_copy, tiny_tokenizer
+    from tests.support.tiny import perturbed_copy, tiny_tokenizer
 
     main = _sliding_mistral(0)
     helper = perturbed_copy(main, 0.05, seed=1)
@@ -354,7 +354,7 @@ def test_a_sliding_window_cache_cropped_past_its_record_starts_over():
 def test_a_helper_with_a_shorter_context_bounds_the_family_up_front(tmp_path):
     from decoders.core.errors import DecodeError
     from decoders.models.family import FamilySpec, load_family
-    from tests.tiny import save_tiny_model, tiny_model
+    from tests.support.tiny import save_tiny_model, tiny_model
 
     main = save_tiny_model(tmp_path / "main", model=tiny_model(max_positions=128))
     helper = save_tiny_model(tmp_path / "helper", model=tiny_model(seed=1, max_positions=24))
@@ -371,7 +371,7 @@ def test_a_helper_with_a_shorter_context_bounds_the_family_up_front(tmp_path):
 
 @pytest.fixture(scope="module")
 def tiny_folder(tmp_path_factory):
-    from tests.tiny import save_tiny_model, tiny_model
+    from tests.support.tiny import save_tiny_model, tiny_model
 
     return save_tiny_model(tmp_path_factory.mktemp("tiny") / "model", model=tiny_model(layers=3))
 
@@ -511,7 +511,7 @@ def test_cuda_graphs_are_for_cuda_only(tiny_folder):
 
 
 def tiny_model_for_graphs():
-    from tests.tiny import tiny_model
+    from tests.support.tiny import tiny_model
 
     return tiny_model()
 

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.tiny import save_tiny_model, tiny_model, tiny_tokenizer
+from tests.support.tiny import save_tiny_model, tiny_model, tiny_tokenizer
 from tui_decode.cli.main import main
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 RUN_DATA = REPO / "tests" / "data" / "run_spec.json"
 
 
@@ -115,7 +115,7 @@ def test_self_draft_conflicts_and_unknown_kinds(capsys, isolated, tiny_folder, a
 def test_self_draft_of_a_shape_the_int4_kernel_cannot_take(capsys, isolated, tmp_path):
     from transformers import LlamaForCausalLM
 
-    from tests.tiny import tiny_llama_config
+    from tests.support.tiny import tiny_llama_config
 
     config = tiny_llama_config()
     config.intermediate_size = 40  # down_proj reads 40 inputs: not whole groups of 32
@@ -700,7 +700,7 @@ KILLED_CONVERSION = """
 import sys, time
 from pathlib import Path
 import transformers
-from tests.tiny import tiny_model, tiny_tokenizer
+from tests.support.tiny import tiny_model, tiny_tokenizer
 from tui_decode.cli.main import main
 
 transformers.AutoTokenizer.from_pretrained = lambda *a, **k: tiny_tokenizer()

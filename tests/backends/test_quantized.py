@@ -14,7 +14,7 @@ from decoders.core.params import DecodeParams
 from decoders.engine import Engine
 from decoders.models.backend_choice import quantized_draft
 from decoders.models.family import FamilySpec, load_family
-from tests.tiny import save_tiny_model, tiny_llama_config, tiny_model
+from tests.support.tiny import save_tiny_model, tiny_llama_config, tiny_model
 from tui_decode.cli.main import main as cli_main
 
 PROMPT = "w10 w11 w12 w13 w14 w10 w11 w12 w20 w21 w22 w10 w11 w12 w13 w30 w31 w10 w11"

@@ -105,7 +105,7 @@ def test_lookahead_pool_from_the_text_verifies_the_prompts_ngrams_from_the_first
     """A target that walks a cycle of ten tokens, and a prompt that holds the cycle once: every
     n-gram the output needs is in the prompt. The text's continuation is verified from the first
     step; the window pool starts empty."""
-    from tests.bigram import bigram_family
+    from tests.support.bigram import bigram_family
 
     cycle = list(range(4, 14))
     table = torch.full((20, 20), -5.0)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from decoders.models.family import Family
-from tests.tiny import tiny_tokenizer
+from tests.support.tiny import tiny_tokenizer
 
 
 class BigramBackend:
