@@ -16,3 +16,11 @@ def smollm2():
     from decoders.models.family import load_family
 
     return load_family(replace(BUILTIN_FAMILIES["smollm2-135m"], device="cpu", dtype="float32"))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test that loads the bundled model (through the `smollm2` fixture, or a fixture built
+    on it) is marked `model`, so ``pytest -m "not model"`` runs the fast tier without it."""
+    for item in items:
+        if "smollm2" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.model)

@@ -47,7 +47,8 @@ class SideStats:
         wall = sum(e.wall_ms for e in entries)
         forwards = sum(e.target_forwards or 0 for e in entries)
         rate = mean(1000 * e.tokens / e.wall_ms for e in entries if e.wall_ms > 0)
-        ar_rate = mean(1000 / e.ms_per_token for e in ar_entries if e.ms_per_token > 0)
+        # the same formula for both: a rounded ms/token made AR against itself read 1.001x
+        ar_rate = mean(1000 * e.tokens / e.wall_ms for e in ar_entries if e.wall_ms > 0)
         flags = [e.identical for e in entries if e.identical is not None]
         ours = [e for e in entries if isinstance(e, OursEntry)]
         drafting = [e.drafting for e in ours if e.drafting is not None]

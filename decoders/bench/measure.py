@@ -135,7 +135,8 @@ class OursEntry:
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {
-            "method": self.method, "label": self.label, "tokens": self.tokens, "wall_ms": self.wall_ms, "ms_per_token": self.ms_per_token,
+            "method": self.method, "label": self.label, "tokens": self.tokens, "wall_ms": self.wall_ms,
+            "ms_per_token": self.ms_per_token,
             "target_forwards": self.target_forwards, "tau": self.tau, "finish": self.finish,
             "identical": self.identical, "first_divergence": self.first_divergence,
             "decode_step_ms": self.decode_step_ms, "ids": self.ids,
@@ -293,7 +294,8 @@ class PromptMeasurer:
         sample = Sample(prompt.question_id, prompt.category, prompt.group, repeat, len(ids))
         theirs_ar_run = None
         shared: dict[str, HFRun] = {}  # transformers runs by their generate() call
-        rows = list(self.rows) or [Row(Variant(BASELINE), self.base.replace(method=BASELINE), self.family, self.reference)]
+        baseline_row = Row(Variant(BASELINE), self.base.replace(method=BASELINE), self.family, self.reference)
+        rows = list(self.rows) or [baseline_row]
         for row in rows:
             engine.draft_with(row.family)
             label, params = row.label, row.params

@@ -87,8 +87,8 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-FIGURE_HEADER = ("method", "tau", "speedup", "spread", "acceptance", "mean acceptance length", "per-position acceptance",
-                 "identical to AR", "ms/token",
+FIGURE_HEADER = ("method", "tau", "speedup", "spread", "acceptance", "mean acceptance length",
+                 "per-position acceptance", "identical to AR", "ms/token",
                  "tf tau", "tf speedup", "tf ms/token", "matches tf", "ms/token ours/tf", "speedup ours/tf")
 
 

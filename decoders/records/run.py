@@ -426,8 +426,9 @@ def _check_iteration(at: str, it: dict, check, list_of, is_int, is_num, opt_num)
     if detail is not None:
         check(f"{at}.detail", detail, lambda v: isinstance(v, dict), "an object")
         if detail.get("kind") == "topk":
-            entry = (lambda e: isinstance(e, list) and len(e) == 3 and is_int(e[0]) and isinstance(e[1], str)
-                     and is_num(e[2]))
+            def entry(e: Any) -> bool:
+                return isinstance(e, list) and len(e) == 3 and is_int(e[0]) and isinstance(e[1], str) and is_num(e[2])
+
             for side in ("p", "q"):
                 list_of(f"{at}.detail.{side}", detail.get(side), lambda v: isinstance(v, list), "lists")
                 for j, pos in enumerate(detail[side]):

@@ -6,97 +6,18 @@ from __future__ import annotations
 
 import shutil
 import time
-from pathlib import Path
 
 import pytest
 
-from decoders.core.errors import DecodeError
 from decoders.core.events import PhaseStarted
 from decoders.engine import Engine
-from decoders.models.family import FamilySpec, load_family
+from decoders.models.family import FamilySpec
 from decoders.records.run import Iteration, RunResult
-from tests.support.tiny import save_tiny_model
+from tests.support.app import DATA, PROMPT, SIZE, PacedEngine, errors, make_app, run_and_wait, wait_for
 from tui_decode.app import TuiDecodeApp
-from tui_decode.state.settings import START_PARAMS, Settings
 from tui_decode.widgets import IterationDetail, PromptEditor
 
 pytestmark = pytest.mark.anyio
-
-DATA = Path(__file__).parents[1] / "data"
-SIZE = (140, 45)
-# Repetitive words give prompt lookup something to copy.
-PROMPT = "w10 w11 w12 w13 w14 w10 w11 w12 w20 w21 w22 w10 w11 w12 w13"
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def tiny_spec(tmp_path_factory) -> FamilySpec:
-    folder = save_tiny_model(tmp_path_factory.mktemp("tiny") / "model", vocab=64, layers=3)
-    return FamilySpec(name="tiny", main=str(folder), device="cpu", dtype="float32", label="tiny llama")
-
-
-@pytest.fixture(scope="module")
-def tiny_family(tiny_spec):
-    return load_family(tiny_spec)
-
-
-@pytest.fixture
-def loader(tiny_family):
-    """Loads the tiny family; any other family fails the way an unreachable hub does."""
-    calls: list[str] = []
-
-    def load(spec: FamilySpec, progress):
-        calls.append(spec.name)
-        progress("loading", 0.5)
-        if spec.name != "tiny":
-            raise DecodeError(f"The Hugging Face hub could not be reached to fetch {spec.main}")
-        return tiny_family
-
-    load.calls = calls
-    return load
-
-
-class PacedEngine(Engine):
-    """A real engine that pauses after each iteration, so a person (a test) can act mid-run."""
-
-    pause = 0.03
-
-    def stream(self, prompt, params, cancelled=lambda: False):
-        for event in super().stream(prompt, params, cancelled):
-            if isinstance(event, Iteration):
-                time.sleep(self.pause)
-            yield event
-
-
-def make_app(tiny_spec, loader, tmp_path, engine_factory=Engine, method="spec", max_new_tokens=24, **kw):
-    settings = Settings(START_PARAMS.replace(method=method, max_new_tokens=max_new_tokens))
-    return TuiDecodeApp(tiny_spec, load_family=loader, engine_factory=engine_factory, runs_folder=tmp_path / "runs",
-                        prompt=PROMPT, settings=settings, cursor_blink=False, **kw)
-
-
-async def wait_for(pilot, condition, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out waiting for the app"
-        await pilot.pause(0.02)
-
-
-async def run_and_wait(pilot, app) -> RunResult:
-    """Press ctrl+r and wait for the run's result to be shown."""
-    previous = app.main_screen.result
-    await pilot.press("ctrl+r")
-    await wait_for(pilot, lambda: app.main_screen.result is not previous and not app.main_screen.running)
-    await pilot.pause()
-    return app.main_screen.result
-
-
-def errors(app) -> list[str]:
-    return [n.message for n in app._notifications if n.severity == "error"]
-
 
 async def test_change_gamma_and_run_reuses_models_and_baseline(tiny_spec, loader, tmp_path):
     app = make_app(tiny_spec, loader, tmp_path)

@@ -14,18 +14,7 @@ import pytest
 from decoders.analysis.summary import first_divergence
 from decoders.models.families import BUILTIN_FAMILIES
 from decoders.records.run import RunResult
-from tests.test_app_flows import (  # noqa: F401 (fixtures)
-    DATA,
-    PROMPT,
-    SIZE,
-    PacedEngine,
-    loader,
-    make_app,
-    run_and_wait,
-    tiny_family,
-    tiny_spec,
-    wait_for,
-)
+from tests.support.app import DATA, PROMPT, SIZE, PacedEngine, make_app, run_and_wait, wait_for
 from tui_decode.app import TuiDecodeApp
 from tui_decode.screens import CompareScreen, HistoryScreen
 from tui_decode.state.run_history import RunHistory, Stream, row_cells

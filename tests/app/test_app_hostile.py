@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_app_flows import anyio_backend, errors, loader, make_app, run_and_wait, tiny_family, tiny_spec, wait_for  # noqa: F401  (fixtures)
+from tests.support.app import errors, make_app, run_and_wait, wait_for
 
 pytestmark = pytest.mark.anyio
 SIZE = (140, 45)

@@ -14,15 +14,7 @@ from decoders.core.events import PhaseStarted
 from decoders.core.params import DecodeParams
 from decoders.engine import Engine
 from decoders.records.run import Iteration
-from tests.test_app_flows import (  # noqa: F401 - fixtures
-    PROMPT,
-    PacedEngine,
-    loader,
-    make_app,
-    tiny_family,
-    tiny_spec,
-    wait_for,
-)
+from tests.support.app import PROMPT, PacedEngine, make_app, wait_for
 from tui_decode.app import TuiDecodeApp
 from tui_decode.state.live_run import LiveRun
 from tui_decode.state.settings import START_PARAMS, Settings

@@ -11,7 +11,6 @@ import pytest
 from rich.style import Style
 
 from decoders.records.run import RunResult
-from tests.test_app_flows import loader, tiny_family, tiny_spec  # noqa: F401 - fixtures
 from tui_decode.app import TuiDecodeApp
 from tui_decode.screens.layout import layout_for
 from tui_decode.widgets.details import DetailContext, view_for
@@ -168,7 +167,7 @@ def test_bonus_position_is_not_reached_when_a_draft_was_rejected():
 
 
 async def test_a_run_started_on_a_narrow_terminal_shows_the_output_page(tiny_spec, loader, tmp_path):
-    from tests.test_app_flows import make_app, wait_for
+    from tests.support.app import make_app, wait_for
 
     app = make_app(tiny_spec, loader, tmp_path, method="ar", max_new_tokens=8)
     async with app.run_test(size=(80, 24)) as pilot:

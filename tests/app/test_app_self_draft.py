@@ -11,7 +11,7 @@ import pytest
 
 from decoders.engine import Engine
 from decoders.models.family import FamilySpec, load_family
-from tests.test_app_flows import PROMPT, SIZE, errors, run_and_wait, wait_for
+from tests.support.app import PROMPT, SIZE, errors, run_and_wait, wait_for
 from tests.support.tiny import save_tiny_model, tiny_llama_config
 from tui_decode.app import TuiDecodeApp
 from tui_decode.state.settings import START_PARAMS, Settings

@@ -83,7 +83,7 @@ def test_lookahead_steps_show_the_pool_the_window_and_the_chosen_shape():
     and what was accepted, the window that ran, and on the first step the shape and why."""
     from decoders.core.params import DecodeParams
     from decoders.engine import Engine
-    from tests.test_methods import PROMPT, tiny_family
+    from tests.support.engine import PROMPT, tiny_family
 
     result = Engine(tiny_family(fast=True)).run(PROMPT, DecodeParams(method="lookahead", max_new_tokens=24))
     context = DetailContext(method="lookahead", prompt=result.prompt, prompt_tokens=len(result.prompt_ids),

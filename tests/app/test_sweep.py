@@ -7,7 +7,7 @@ import pytest
 
 from decoders.methods.jacobi import BLOCK
 from decoders.methods.speculative import GAMMA
-from tests.test_app_flows import PacedEngine, loader, make_app, tiny_family, tiny_spec, wait_for  # noqa: F401
+from tests.support.app import PacedEngine, make_app, wait_for
 from tui_decode.screens.sweep import SweepScreen, sweep_values
 
 pytestmark = pytest.mark.anyio

@@ -22,7 +22,7 @@ from decoders.core.declarations import get_method  # noqa: E402
 from decoders.core.params import DecodeParams  # noqa: E402
 from decoders.engine import Engine  # noqa: E402
 from decoders.methods.shared.common import DecodeContext  # noqa: E402
-from tests.test_methods import PROMPT, tiny_family  # noqa: E402
+from tests.support.engine import PROMPT, tiny_family  # noqa: E402
 
 # One case per method (and per mode/shape of a method that packs its transfer differently).
 METHOD_CASES = [

@@ -12,7 +12,7 @@ from decoders.backends.runner import KVRunner
 from decoders.core.params import DecodeParams
 from decoders.engine import Engine
 from decoders.models.family import FamilySpec, load_family
-from tests.test_quantized import PROMPT, peaked_model
+from tests.support.quantized import PROMPT, peaked_model
 from tests.support.tiny import save_tiny_model, tiny_model
 
 

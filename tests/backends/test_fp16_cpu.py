@@ -20,8 +20,8 @@ from decoders.core.params import DecodeParams  # noqa: E402
 from decoders.engine import Engine  # noqa: E402
 from decoders.models.backend_choice import make_backend  # noqa: E402
 from decoders.models.family import FamilySpec, load_family  # noqa: E402
-from tests.test_llama_fast import KINDS, _ids, _model  # noqa: E402
-from tests.test_quantized import PROMPT, peaked_model  # noqa: E402
+from tests.support.llama import KINDS, _ids, _model  # noqa: E402
+from tests.support.quantized import PROMPT, peaked_model  # noqa: E402
 from tests.support.tiny import save_tiny_model, tiny_llama_config  # noqa: E402
 
 pytestmark = pytest.mark.skipif(fp16_cpu.fbgemm_reason() is not None, reason="no fbgemm float16 kernels in this torch")
@@ -37,8 +37,8 @@ def _rounded_reference(model) -> LlamaBackend:
     def r(t):
         return t.half().float()
 
-    layers = tuple(dataclasses.replace(l, wqkv=r(l.wqkv), wo=r(l.wo), wgate_up=r(l.wgate_up), wdown=r(l.wdown))
-                   for l in w.layers)
+    layers = tuple(dataclasses.replace(x, wqkv=r(x.wqkv), wo=r(x.wo), wgate_up=r(x.wgate_up), wdown=r(x.wdown))
+                   for x in w.layers)
     return LlamaBackend(dataclasses.replace(w, layers=layers, head=r(w.head), packed={}), packed_multi_token=False)
 
 

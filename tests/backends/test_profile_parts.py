@@ -12,9 +12,9 @@ torch = pytest.importorskip("torch")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
 import profile_parts  # noqa: E402
-from tiny import tiny_model  # noqa: E402
 
 from decoders.backends.llama_fast import LlamaBackend  # noqa: E402
+from tests.support.tiny import tiny_model  # noqa: E402
 
 
 @pytest.fixture(scope="module", params=["float32", "float16"])

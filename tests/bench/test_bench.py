@@ -11,7 +11,6 @@ from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
-from tiny import perturbed_copy, save_tiny_model, tiny_model
 
 from decoders.bench import (
     BenchPrompt,
@@ -22,6 +21,7 @@ from decoders.bench import (
     task_group,
 )
 from decoders.core.errors import DecodeError
+from tests.support.tiny import perturbed_copy, save_tiny_model, tiny_model
 from tui_decode.cli.main import main
 
 PROMPTS = [
@@ -140,7 +140,7 @@ def test_ratios_come_from_the_runs_timings(bench_run):
     for sample in samples:
         ar = sample["ours"]["ar"]
         assert ar["wall_ms"] > 0 and ar["tau"] == 1.0
-        for method, entry in sample["ours"].items():
+        for entry in sample["ours"].values():
             assert math.isclose(entry["speedup"], ar["ms_per_token"] / entry["ms_per_token"], rel_tol=1e-3)
         for method in ("spec", "pld", "jacobi"):
             assert sample["record_on"][method]["wall_ms"] > 0
@@ -152,7 +152,7 @@ def test_outputs_are_compared_with_baseline_and_transformers(bench_run):
         for method in ("spec", "pld"):
             assert ours[method]["matches_transformers"] == (ours[method]["ids"] == theirs[method]["ids"])
             assert theirs[method]["identical"] == (theirs[method]["ids"] == theirs["ar"]["ids"])
-        for method, entry in ours.items():
+        for entry in ours.values():
             assert entry["identical"] == (entry["ids"] == ours["ar"]["ids"])
             assert 1 <= entry["tokens"] <= 8
 
@@ -315,9 +315,8 @@ def test_acceptance_is_pooled_with_vllm_definitions(bench_run):
 @pytest.fixture
 def lookback_method():
     """A method that exists only in this test (the registry test's), with a short alias."""
-    from test_registry import SPAN, lookback
-
     from decoders.core.declarations import Method, register, unregister
+    from tests.support.lookback import SPAN, lookback
 
     method = register(Method(name="lookback", label="Lookback", run=lookback, params=(SPAN,), greedy_only=True,
                              detail="echo", draft_length="span", aliases={"s": "span"}))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from tiny import save_tiny_model
 
 from decoders.bench import load_prompts, parse_variants, run_bench
 from decoders.bench.drafts import Drafts, default_variants
@@ -14,6 +13,7 @@ from decoders.bench.report import render_markdown
 from decoders.bench.variants import MAX_VARIANTS
 from decoders.core.errors import DecodeError
 from decoders.models.family import FamilySpec, load_family
+from tests.support.tiny import save_tiny_model
 from tui_decode.cli.main import main
 
 PROMPTS = [
@@ -146,7 +146,7 @@ def test_default_rows_follow_what_the_family_offers(tiny_family, tmp_path):
                       "jacobi", "lookahead"]
     assert notes == []
 
-    from test_quantized import peaked_model  # down_proj reads 40 inputs: no int4 draft for this one
+    from tests.support.quantized import peaked_model
 
     folder = save_tiny_model(tmp_path / "odd", model=peaked_model(intermediate_size=40))
     odd = load_family(FamilySpec(name="odd", main=str(folder), self_draft_layer=1, device="cpu"))

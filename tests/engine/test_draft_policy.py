@@ -112,7 +112,7 @@ def test_adaptive_speculative_runs_record_why_each_draft_stopped(monkeypatch):
     monkeypatch.setattr(SpecDraftPolicy, "c", property(lambda self: 0.1))
     from decoders.core.params import DecodeParams
     from decoders.engine import Engine
-    from tests.test_methods import PROMPT, tiny_family
+    from tests.support.engine import PROMPT, tiny_family
 
     good = Engine(tiny_family(fast=True, helper_noise=0.0))  # the helper is the target: always accepted
     run = good.run(PROMPT, DecodeParams(method="spec", gamma=4, max_new_tokens=90)).method

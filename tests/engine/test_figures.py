@@ -32,7 +32,7 @@ def summary(**kw) -> Summary:
 
 
 class PaneApp(App):
-    CSS_PATH = "../tui_decode/app.tcss"
+    CSS_PATH = "../../tui_decode/app.tcss"
 
     def compose(self) -> ComposeResult:
         yield StatsPane(id="stats-pane", classes="pane")

@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from dataclasses import dataclass
-from typing import ClassVar
 
 import pytest
 
@@ -16,46 +14,18 @@ from decoders.analysis.stats import DecodeStats
 from decoders.core.declarations import Method, ParamSpec, get_method, register, unregister
 from decoders.core.errors import DecodeError
 from decoders.core.params import DecodeParams, all_param_specs, specs_for
-from decoders.methods.shared.common import HostValues, RunBuilder, ms
-from decoders.methods.shared.verify import accept_prefix, accept_tree
+from decoders.methods.shared.verify import accept_tree
 from decoders.records.run import (
-    Detail,
     DraftRow,
     Emitted,
     Iteration,
     RunResult,
-    register_detail,
 )
+from tests.support.lookback import SPAN, lookback
 from tests.support.tiny import save_tiny_model
 from tui_decode.cli.main import main
 
 # -- a method that exists only in this test ---------------------------------------------------------
-
-SPAN = ParamSpec("span", "span", "lookback: how many of the last tokens to guess again", 2, low=1, high=6)
-
-
-@register_detail
-@dataclass
-class Echo(Detail):
-    kind: ClassVar[str] = "echo"
-    guessed: list[int]
-
-
-def lookback(ctx):
-    """Guess that the last ``span`` tokens repeat; verify greedily in one forward."""
-    T, span = ctx.main, ctx.params.span
-    b = RunBuilder(ctx, "lookback")
-    while not b.done:
-        drafts = b.seq[-span:][: b.remaining - 1]
-        best = T.run(b.seq + drafts, keep=len(drafts) + 1).argmax(-1)
-        verdict = accept_prefix(best, best.new_tensor(drafts))
-        got = HostValues.transfer([verdict.n_accepted.view(1), verdict.next_token.view(1)])
-        n, nxt = got.ints(2)
-        it = b.commit_verified(drafts, n, nxt, b.draft_rows(drafts, n), t_verify_ms=ms(T.log[-1].seconds),
-                               detail=Echo(list(drafts)))
-        yield from b.yielding(it)
-    return b.finish_run({"main": T})
-
 
 @pytest.fixture
 def registered():

@@ -7,12 +7,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tiny import tiny_model  # noqa: E402
-
 from decoders.backends.hf import HFBackend  # noqa: E402
 from decoders.backends.llama_fast import LlamaBackend  # noqa: E402
 from decoders.backends.runner import KVRunner  # noqa: E402
 from decoders.backends.tree import TokenTree  # noqa: E402
+from tests.support.tiny import tiny_model  # noqa: E402
 
 ATOL = 1e-4  # float32: a tree forward and chains of other lengths round differently (~1e-6 here)
 VOCAB = 64

@@ -14,8 +14,8 @@ from decoders.methods.lookahead import NgramPool, Window
 from decoders.methods.shared.ngram import NgramIndex
 from decoders.methods.shared.tree_step import tree_statuses
 from decoders.records.run import RunResult
-from tests.test_bundled import prompt
-from tests.test_methods import PROMPT, engine, tiny_family  # noqa: F401 (engine: a fixture)
+from tests.support.engine import PROMPT, tiny_family
+from tests.support.prompts import prompt
 
 TREE_CASES = [
     DecodeParams(method="lookahead"),

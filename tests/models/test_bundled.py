@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
 from decoders.core.params import DecodeParams
 from decoders.engine import Engine
-
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "spec_bench_dev.jsonl"
-
-
-def prompt(question_id: int) -> str:
-    for line in BENCH.read_text().splitlines():
-        record = json.loads(line)
-        if record["question_id"] == question_id:
-            return record["turns"][0]
-    raise KeyError(question_id)
+from tests.support.prompts import prompt
 
 
 @pytest.fixture(scope="module")

@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny import perturbed_copy, save_tiny_model, tiny_model, tiny_tokenizer
 
 from decoders.backends.hf import HFBackend
 from decoders.core.errors import DecodeError
 from decoders.models import bundled, gguf_cache
 from decoders.models.families import BUILTIN_FAMILIES, all_families, resolve_family, user_families
 from decoders.models.family import FamilySpec, load_family
-from decoders.models.token_display import visible_text
 from decoders.models.sources import classify_source
+from decoders.models.token_display import visible_text
+from tests.support.tiny import perturbed_copy, save_tiny_model, tiny_model, tiny_tokenizer
 
 
 def one_line(err: pytest.ExceptionInfo) -> str:

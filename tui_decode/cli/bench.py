@@ -111,7 +111,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
                           "drop one of the two")
     _check_counts(args)
     chosen = {name: getattr(args, name) for name in method_param_specs()}
-    params = DecodeParams(method=baseline_method().name, max_new_tokens=args.max_new_tokens, record=False, **chosen).validated()
+    baseline = baseline_method().name
+    params = DecodeParams(method=baseline, max_new_tokens=args.max_new_tokens, record=False, **chosen).validated()
     check_variants(variants or (), params)  # each with the other parameters (e.g. ngram_min <= ngram_max)
     if sweep is not None:  # every swept value with the other parameters (e.g. ngram_min <= ngram_max)
         for value in sweep.values:

@@ -1,0 +1,13 @@
+"""Fixtures of the engine tests: an engine on the tiny in-memory family, on each backend."""
+
+from __future__ import annotations
+
+import pytest
+
+from decoders.engine import Engine
+from tests.support.engine import tiny_family
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["hf-backend", "fast-backend"])
+def engine(request):
+    return Engine(tiny_family(fast=request.param))

@@ -1,0 +1,1 @@
+"""Helpers the tests share, imported one way: ``from tests.support.<module> import ...``."""
