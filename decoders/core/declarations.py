@@ -61,7 +61,9 @@ class ParamSpec:
     def flag(self) -> str:
         return "--" + (self.flag_name or self.name.replace("_", "-"))
 
-    def _fmt(self, x: float) -> str:
+    def _fmt(self, x: float | None) -> str:
+        """A bound or value as the messages show it (only numbers, which have both bounds, get here)."""
+        assert x is not None
         return f"{x:g}" if self.kind == "float" else str(int(x))
 
     def _bounds(self) -> str:
