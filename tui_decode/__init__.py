@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 from decoders import __version__
 
 #: Public names and the module each lives in, imported when first asked for (Textual loads late).
-_PUBLIC = {"main": "tui_decode.cli.main", "run_app": "tui_decode.cli.main", "TuiDecodeApp": "tui_decode.app"}
+_PUBLIC = {"main": "tui_decode.cli.main", "run_app": "tui_decode.app", "TuiDecodeApp": "tui_decode.app"}
 
 if TYPE_CHECKING:
-    from tui_decode.app import TuiDecodeApp
-    from tui_decode.cli.main import main, run_app
+    from tui_decode.app import TuiDecodeApp, run_app
+    from tui_decode.cli.main import main
 
 __all__ = ["__version__", "main", "run_app", "TuiDecodeApp"]
 

@@ -115,10 +115,7 @@ def register_detail(cls: type[Detail]) -> type[Detail]:
 def detail_from_json(d: dict | None) -> Detail | None:
     if not d:
         return None
-    if d.get("kind") not in DETAIL_KINDS:
-        from decoders.core.declarations import all_methods
-
-        all_methods()  # the method modules register their details
+    # importing `decoders` registers every method, and with it its detail kind: no registry lookup here
     cls = DETAIL_KINDS.get(d.get("kind"))
     if cls is None:
         raise KeyError(f"unknown iteration detail kind {d.get('kind')!r}")
@@ -435,11 +432,6 @@ def _check_iteration(at: str, it: dict, check, list_of, is_int, is_num, opt_num)
                     list_of(f"{at}.detail.{side}[{j}]", pos, entry, "[token, text, prob] entries")
         elif detail:
             cls = DETAIL_KINDS.get(detail.get("kind"))
-            if cls is None:
-                from decoders.core.declarations import all_methods
-
-                all_methods()
-                cls = DETAIL_KINDS.get(detail.get("kind"))
             if cls is None:
                 raise DecodeError(f"{at}.detail has an unknown kind {detail.get('kind')!r}")
             _check_detail_fields(f"{at}.detail", cls, detail, check)

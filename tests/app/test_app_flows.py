@@ -207,7 +207,7 @@ async def test_every_action_is_in_the_command_palette(tmp_path):
 def test_run_app_opens_a_saved_run(tmp_path, monkeypatch):
     """`tui-decode --open RUN.json` reaches the app with the run loaded and the family resolved."""
     from tui_decode import app as app_module
-    from tui_decode.cli.main import build_parser
+    from tui_decode.cli.main import build_parser, cmd_app
 
     shutil.copy(DATA / "run_ar.json", tmp_path / "run.json")
     seen = {}
@@ -219,7 +219,7 @@ def test_run_app_opens_a_saved_run(tmp_path, monkeypatch):
 
     monkeypatch.setattr(app_module.TuiDecodeApp, "run", fake_run)
     args = build_parser().parse_args(["--open", str(tmp_path / "run.json")])
-    assert app_module.run_app(args) == 0
+    assert cmd_app(args) == 0
     assert seen["opened"].method.method == "ar" and seen["spec"].name == "smollm2-135m"
 
 
@@ -371,3 +371,25 @@ async def test_cancelling_in_the_baseline_says_what_stays_shown(tiny_spec, loade
         await cancel_in_the_baseline()
         assert main.result is first
         assert main.status.message == "cancelled during the baseline; the run shown before stays"
+
+
+async def test_a_registered_method_reaches_the_app_with_no_edit(tiny_spec, loader, tmp_path):
+    """The test-only method (`tests.support.lookback`): `m` reaches it after the built-in ones, its
+    parameter is a knob of the parameters pane, and a run uses it."""
+    from decoders.core.declarations import Method, register, unregister
+    from tests.support.lookback import SPAN, lookback
+
+    register(Method(name="lookback", label="Lookback", run=lookback, params=(SPAN,), greedy_only=True,
+                    detail="echo", draft_length="span", order=200))
+    try:
+        app = make_app(tiny_spec, loader, tmp_path, method="lookahead", max_new_tokens=12)
+        async with app.run_test(size=SIZE, notifications=True) as pilot:
+            await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+            await pilot.press("m")
+            assert app.main_screen.settings.params.method == "lookback"
+            assert [k.key for k in app.main_screen.params_pane.rows][-1:] == ["span"]
+            result = await run_and_wait(pilot, app)
+            assert result.method.method == "lookback" and result.summary.identical is True
+            assert "Lookback" in str(app.main_screen.stream.border_title)
+    finally:
+        unregister("lookback")

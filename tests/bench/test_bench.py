@@ -315,11 +315,12 @@ def test_acceptance_is_pooled_with_vllm_definitions(bench_run):
 @pytest.fixture
 def lookback_method():
     """A method that exists only in this test (the registry test's), with a short alias."""
-    from decoders.core.declarations import Method, register, unregister
+    from decoders.core.declarations import BenchTarget, Method, register, unregister
     from tests.support.lookback import SPAN, lookback
 
+    beats = BenchTarget("beats", "lookback faster than autoregressive on every task group", other="ar")
     method = register(Method(name="lookback", label="Lookback", run=lookback, params=(SPAN,), greedy_only=True,
-                             detail="echo", draft_length="span", aliases={"s": "span"}))
+                             detail="echo", draft_length="span", aliases={"s": "span"}, bench_targets=(beats,)))
     yield method
     unregister("lookback")
 
@@ -342,6 +343,10 @@ def test_a_registered_method_reaches_the_bench_with_no_edit(lookback_method, tin
     assert any("Lookback has no transformers counterpart" in note for note in report["notes"])
     assert report["overall"]["lookback"]["ours"]["mean_acceptance_length"] is not None
     assert "| Lookback |" in out
+    # its declared target is judged, and only the declared ones (no other method's targets for its row)
+    target = next(t for t in report["targets"] if t["key"] == "lookback_vs_ar")
+    assert target["target"] == "lookback faster than autoregressive on every task group"
+    assert not any(t["key"].startswith(("pld_", "spec_thm38", "lookahead_vs")) for t in report["targets"])
 
     code, out, err = run_cli(capsys, "bench", "--prompts", prompts_file, "--main", tiny_folder, "--sweep", "s=1..2",
                              "--limit", "1", "--out", str(tmp_path / "b"), *TINY_BENCH)
