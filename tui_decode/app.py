@@ -23,6 +23,7 @@ from tui_decode.screens.help_screen import HelpScreen
 from tui_decode.screens.history_screen import compare_with_baseline, open_history
 from tui_decode.screens.main_screen import MainScreen
 from tui_decode.screens.sweep import start_sweep
+from tui_decode.state.crash_report import report_crash
 from tui_decode.state.runs_folder import runs_dir
 from tui_decode.state.settings import DEFAULT_PROMPT, Settings
 from tui_decode.workers.decode import (
@@ -247,8 +248,6 @@ def run_app(spec: FamilySpec | None, *, prompt: str = DEFAULT_PROMPT, settings: 
     app.run()
     code = app.return_code or 0  # a crash inside the app exits 1, never 0
     if app.crash is not None:
-        from tui_decode.cli.main import report_crash
-
         code = report_crash(app.crash, None)  # one line naming the crash report; exit 1
     elif app.terminated:
         print("tui-decode: terminated", file=sys.stderr)
