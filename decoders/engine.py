@@ -22,6 +22,7 @@ from decoders.methods.shared.common import DecodeContext
 from decoders.records.run import Iteration, Run, RunResult
 
 if TYPE_CHECKING:
+    from decoders.backends.hf import Backend
     from decoders.models.family import Family
 
 Event = Union[PhaseStarted, Progress, Iteration, RunResult]
@@ -46,13 +47,14 @@ class Engine:
         self.helper = KVRunner(family.helper, clock) if family.helper is not None else None
         self._baselines: dict[tuple, Run] = {}
         self._cost_curves: dict[int, list[float]] = {}  # T(k) by context bucket, measured once each
-        self._exits: dict[int, object] = {}  # early-exit helper backends by layer, built once each
+        self._exits: dict[int, Backend] = {}  # early-exit helper backends by layer, built once each
         # the early-exit layer the helper drafts with (None: a helper model of its own, or none)
         self.draft_layer = _early_exit_layer(family)
         # quantized self-drafts by kind, built once each; the family's own helper model to go back to
-        self._self_drafts: dict[str, object] = {}
-        if getattr(family, "self_draft", None) and family.helper is not None:
-            self._self_drafts[family.self_draft] = family.helper
+        self._self_drafts: dict[str, Backend] = {}
+        self_draft = getattr(family, "self_draft", None)
+        if self_draft and family.helper is not None:
+            self._self_drafts[self_draft] = family.helper
         self._own_helper = family if getattr(family, "helper_model", None) is not None else None
 
     @property
@@ -145,6 +147,7 @@ class Engine:
         own = self._own_helper
         if own is None or self.family.helper is own.helper:
             return
+        assert own.helper is not None  # a family with a helper model has its backend
         self.family = dataclasses.replace(self.family, helper=own.helper, helper_source=own.helper_source,
                                           self_draft=None)
         self.helper = KVRunner(own.helper, self.clock)

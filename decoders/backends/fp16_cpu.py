@@ -185,7 +185,8 @@ class Fp16LlamaBackend(LlamaBackend):
         self._set_shape(w, n_layers, max_positions)
         self.packed_multi_token = False
         self.step_mode, self.step = "off", None
-        self._matmuls = self._plain = matmuls
+        # LlamaBackend._plain is inferred as PlainMatmuls (llama_fast.py); any object with its methods serves
+        self._matmuls = self._plain = matmuls  # type: ignore[assignment]
         self._scalar_norm = False  # fbgemm has no alpha: inputs arrive normalised
         self.weight_bytes = matmuls.nbytes(self.n_layers)
         self.cache = KVCache(self.n_layers, w.kv_heads, w.head_dim, self.max_positions, self.dtype, self.device,

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Protocol, Sequence
 
 if TYPE_CHECKING:
     import torch
+    from transformers import DynamicCache
 
 
 class Backend(Protocol):
@@ -56,6 +57,16 @@ class Backend(Protocol):
         """A backend that runs only the first ``layers`` decoder layers, then the final norm and
         the LM head, sharing this backend's weights (no second copy) with a cache of its own."""
         ...
+
+
+class CacheAdopter(Backend, Protocol):
+    """A backend that can take another's cached positions in place of computing them (a draft of
+    that backend: `decoders.backends.llama_fast.LlamaBackend`). `KVRunner.follow` finds out with
+    ``adopt_reason``, which the plain `Backend` need not have."""
+
+    def adopt_reason(self, source: Backend) -> str | None: ...
+
+    def adopt_cache(self, source: Backend, start: int, end: int) -> None: ...
 
 
 def count_weight_bytes(model) -> int:
@@ -131,7 +142,7 @@ class HFBackend:
         return self._length
 
     def reset(self) -> None:
-        self._cache = None
+        self._cache: DynamicCache | None = None
         self._length = 0
         self._floor = 0  # the shortest length `crop` can return to (sliding-window caches)
         self._sliding = False

@@ -155,7 +155,9 @@ class KVCache:
     # -- RoPE --------------------------------------------------------------------------------
     def rope_rows(self, start: int, end: int, positions: torch.Tensor | None = None) -> torch.Tensor:
         """The table rows for the new tokens: positions ``start .. end - 1`` or ``positions``."""
-        return self.rope[start:end] if positions is None else self.rope[positions]
+        rope = self.rope
+        assert rope is not None, "reserve() builds the table before any forward"
+        return rope[start:end] if positions is None else rope[positions]
 
     def rotate(self, qk: torch.Tensor, rope: torch.Tensor) -> None:
         """RoPE in place on ``qk`` ``[n, heads + kv_heads, head_dim]`` (dims in pairs) with the

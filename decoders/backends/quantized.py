@@ -25,6 +25,7 @@ the first matrix that breaks them.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING, Protocol, cast
 
 import torch
 import torch.nn.functional as F
@@ -34,6 +35,9 @@ from decoders.backends.llama_fast import LlamaBackend
 from decoders.backends.llama_fast import unsupported_reason as llama_unsupported_reason
 from decoders.backends.llama_support import _text_config
 from decoders.backends.llama_weights import Layer, Weights, pair_rope_dims
+
+if TYPE_CHECKING:
+    from decoders.backends.fp16_cpu import Fp16LlamaBackend
 
 SELF_DRAFT_KINDS = ("int4",)
 GROUP_SIZES = (32, 64, 128, 256)
@@ -171,6 +175,14 @@ class Int4Linear:
         return self._mm(x.to(torch.bfloat16), self.packed, self.group, self.scales_zeros)
 
 
+class _Head(Protocol):
+    """The draft's LM head: `Int4Linear`, `_DenseHead`, or a float16 target's packed head."""
+
+    nbytes: int
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor: ...
+
+
 class _DenseHead:
     """The LM head as a dense ``[in, out]`` matrix (the target's own, or a bfloat16 copy)."""
 
@@ -255,12 +267,13 @@ class QuantizedLlamaBackend(LlamaBackend):
         self.packed_multi_token = False  # every forward runs on the int4 matmuls
         self.kind, self.group, self.head = kind, group, head
         self._matmuls = matmuls
-        self._plain = matmuls
+        # LlamaBackend._plain is inferred as PlainMatmuls (llama_fast.py); any object with its methods serves
+        self._plain = matmuls  # type: ignore[assignment]
         self._scalar_norm = False
         layer_bytes = sum(m.nbytes for layer in matmuls.layers[: self.n_layers]
                           for m in (layer[0], layer[2], layer[3], layer[4]))
         norm_bytes = sum(t.numel() * t.element_size()
-                         for layer in self._layers for t in (layer.attn_norm, layer.mlp_norm))
+                         for layer in self._layers for t in (layer.attn_norm, layer.mlp_norm) if t is not None)
         self.weight_bytes = layer_bytes + norm_bytes + matmuls.head_matmul.nbytes
         # what the draft holds beside the target: its int4 matrices, and its head unless shared
         self.own_bytes = layer_bytes + (matmuls.head_matmul.nbytes if head != "model" else 0)
@@ -282,7 +295,10 @@ class QuantizedLlamaBackend(LlamaBackend):
         shared_head = getattr(target, "shared_head", None)
         with torch.no_grad():
             norms, layers = _quantized_layers(model, group, target.device)
-            dense_head = target.dense_head() if shared_head is not None and head != "model" else tw.head
+            # only a float16-weight target has a shared head, and with it dense_head
+            dense_head = (cast("Fp16LlamaBackend", target).dense_head() if shared_head is not None and head != "model"
+                          else tw.head)
+            head_matmul: _Head
             if head == "int4":
                 head_matmul = Int4Linear(dense_head.t().contiguous(), group)
             elif head == "bfloat16":

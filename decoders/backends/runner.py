@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, cast
 
-from decoders.backends.hf import Backend
+from decoders.backends.hf import Backend, CacheAdopter
 from decoders.backends.host import to_device
+
+if TYPE_CHECKING:
+    from decoders.backends.tree import TokenTree
 
 
 @dataclass
@@ -19,6 +22,16 @@ class ForwardLog:
     seconds: float
 
 
+class TimingEvent(Protocol):
+    """What `ForwardTimer` needs of an event: ``torch.cuda.Event(enable_timing=True)``."""
+
+    def record(self) -> object: ...
+
+    def synchronize(self) -> object: ...
+
+    def elapsed_time(self, end_event: Any, /) -> float: ...  # torch: end_event: Event
+
+
 class EventLog(ForwardLog):
     """A forward timed by two CUDA events: ``seconds`` is read from them on first use.
 
@@ -27,14 +40,15 @@ class EventLog(ForwardLog):
     forwards' times after that transfer, so timing adds no synchronisation to the hot loop.
     """
 
-    def __init__(self, positions: int, keep: int, start, end):
+    def __init__(self, positions: int, keep: int, start: TimingEvent, end: TimingEvent):
         self.positions, self.keep = positions, keep
-        self._events = (start, end)
+        self._events: tuple[TimingEvent, TimingEvent] | None = (start, end)
         self._seconds: float | None = None
 
     @property  # type: ignore[override]
     def seconds(self) -> float:
         if self._seconds is None:
+            assert self._events is not None  # dropped only once the time is read
             start, end = self._events
             end.synchronize()
             self._seconds = start.elapsed_time(end) / 1000.0
@@ -50,7 +64,7 @@ class ForwardTimer:
     """Times forwards: a clock read before and after (CPU, MPS, or a clock a test gives), or a
     pair of CUDA events (no host sync; see `EventLog`)."""
 
-    def __init__(self, clock: Callable[[], float] | None = None, events: Callable[[], object] | None = None):
+    def __init__(self, clock: Callable[[], float] | None = None, events: Callable[[], TimingEvent] | None = None):
         self.clock = clock
         self.events = events  # makes one event; None: time by the clock
 
@@ -67,6 +81,7 @@ class ForwardTimer:
             event = self.events()
             event.record()
             return event
+        assert self.clock is not None  # for_device gives a timer either events or a clock
         return self.clock()
 
     def stop(self, started, positions: int, keep: int) -> ForwardLog:
@@ -74,6 +89,7 @@ class ForwardTimer:
             end = self.events()
             end.record()
             return EventLog(positions, keep, started, end)
+        assert self.clock is not None
         return ForwardLog(positions, keep, self.clock() - started)
 
 
@@ -119,7 +135,8 @@ class KVRunner:
         self.held: list[int | None] = []
         self.log: list[ForwardLog] = []
         self._torch = torch
-        self._tree = None  # (tree, prefix length) of the last run_tree, until keep_path or a crop
+        # (tree, prefix length) of the last run_tree, until keep_path or a crop
+        self._tree: tuple[TokenTree, int] | None = None
         # `follow`: the runner whose cache this one copies before each run, and how many leading
         # positions here are such copies
         self.source: KVRunner | None = None
@@ -189,11 +206,14 @@ class KVRunner:
     def _adopt(self, seq: Sequence[int], limit: int) -> None:
         """Copy the source's cached positions that hold ``seq[:limit]`` and are not copies here yet."""
         source = self.source
+        assert source is not None  # run adopts only while following a source
+        # follow sets a source only where the backend's adopt_reason accepted it
+        backend = cast(CacheAdopter, self.backend)
         end = common_prefix(source.held, seq, min(limit, len(source.held), source.backend.cached_length))
         start = min(self.adopted, common_prefix(self.held, source.held, min(end, len(self.held))))
         if end > start:
             self.crop(start)
-            self.backend.adopt_cache(source.backend, start, end)
+            backend.adopt_cache(source.backend, start, end)
             self.held[start:] = source.held[start:end]
             self.adopted = end
 
@@ -277,7 +297,7 @@ class KVRunner:
         return logits
 
 
-def common_prefix(held: Sequence, seq: Sequence[int], limit: int) -> int:
+def common_prefix(held: Sequence[int | None], seq: Sequence[int | None], limit: int) -> int:
     """How many leading positions (at most ``limit``, which both must reach) ``held`` shares with ``seq``."""
     if list(held[:limit]) == list(seq[:limit]):  # the usual case, compared in C
         return limit

@@ -34,4 +34,7 @@ def sample(p: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
 
 def pick(logits: torch.Tensor, p: torch.Tensor | None, greedy: bool, gen) -> torch.Tensor:
     """The next token(s): argmax of the logits, or a sample from ``p``."""
-    return logits.argmax(-1) if greedy else sample(p, gen)
+    if greedy:
+        return logits.argmax(-1)
+    assert p is not None, "sampling needs the probabilities"
+    return sample(p, gen)

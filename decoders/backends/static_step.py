@@ -59,7 +59,7 @@ class StaticStep:
         self.pos = torch.zeros(1, dtype=torch.long, device=device)
         self._capacity = 0
         self._slots: torch.Tensor | None = None
-        self._graph = None
+        self._graph: torch.cuda.CUDAGraph | None = None
         self._out: torch.Tensor | None = None
         self.captures = 0
 
@@ -75,8 +75,10 @@ class StaticStep:
             return self._compute()
         if self._graph is None:
             self._capture()
-        self._graph.replay()
-        return self._out.clone()  # the graph's output buffer is overwritten by the next replay
+        graph, out = self._graph, self._out
+        assert graph is not None and out is not None  # _capture sets both or raises
+        graph.replay()
+        return out.clone()  # the graph's output buffer is overwritten by the next replay
 
     # -- internals ---------------------------------------------------------------------------
     def _prepare(self, cache) -> None:
@@ -126,8 +128,10 @@ class StaticStep:
         scale = hd**-0.5
         group = heads // kvh
         pos = self.pos
-        rope = cache.rope.index_select(0, pos)
-        visible = (self._slots <= pos).view(1, 1, 1, -1)  # slot j holds a position <= pos
+        table, slots = cache.rope, self._slots
+        assert table is not None and slots is not None  # built by reserve() and _prepare()
+        rope = table.index_select(0, pos)
+        visible = (slots <= pos).view(1, 1, 1, -1)  # slot j holds a position <= pos
         x = F.embedding(self.ids, w.embed)
         for i, (layer, kv) in enumerate(zip(backend._layers, cache.layers, strict=False)):
             h, alpha = self._norm(x, layer.attn_norm)

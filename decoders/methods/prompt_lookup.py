@@ -57,7 +57,7 @@ def prompt_lookup(ctx: DecodeContext) -> MethodGen:
         t0 = ctx.clock()
         found = index.lookup(min(params.num_pred, b.remaining - 1))
         drafts = found[0] if found else []
-        if policy is not None and drafts:
+        if policy is not None and found is not None and drafts:  # drafts come from a match
             drafts = drafts[: policy.choose(found[2], len(drafts))]
         t_lookup = ctx.clock() - t0
         g = len(drafts)
@@ -73,7 +73,7 @@ def prompt_lookup(ctx: DecodeContext) -> MethodGen:
         p_d = got.take(g) if params.record and g else None
         if policy is not None and T.log[-1].positions == g + 1:  # a decode forward, not the prefill
             policy.observe(found[2] if found else None, g, n, g + 1, T.log[-1].seconds)
-        fields = {"t_draft_ms": ms(t_lookup), "t_verify_ms": ms(T.log[-1].seconds)}
+        fields: dict[str, object] = {"t_draft_ms": ms(t_lookup), "t_verify_ms": ms(T.log[-1].seconds)}
         if found:
             start, size = found[1], found[2]
             fields["detail"] = LookupMatch(start=start, n=size, in_prompt=start < n_prompt,

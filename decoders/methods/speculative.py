@@ -88,12 +88,16 @@ def speculative(ctx: DecodeContext) -> MethodGen:
         if prefill:
             why = STOP_PREFILL
         elif policy is not None:
-            limit, why = policy.plan(budget)
-            why = why or ""
+            limit, reason = policy.plan(budget)
+            why = reason or ""
         if prefill or budget == 0 or (policy is not None and limit == 0):  # a plain step
             logits = T.run(b.seq)
-            p = None if greedy else probs(logits[0], temp, greedy=False)
-            token = HostValues.transfer([(logits[0].argmax() if greedy else sample(p, gen)).view(1)]).ints(1)[0]
+            if greedy:
+                picked = logits[0].argmax()
+            else:
+                assert gen is not None  # made whenever sampling
+                picked = sample(probs(logits[0], temp, greedy=False), gen)
+            token = HostValues.transfer([picked.view(1)]).ints(1)[0]
             it = b.commit([token], KIND_AR, [], t_verify_ms=ms(T.log[-1].seconds), draft_stop=why)
             if policy is not None and not prefill:
                 policy.observe([], 0, [], T.log[-1].positions, T.log[-1].seconds)
@@ -117,11 +121,16 @@ def speculative(ctx: DecodeContext) -> MethodGen:
         z = T.run(b.seq, keep=budget + 1, tail=draft_t)
         p = probs(z, temp, greedy) if need_probs else None
         q = torch.stack(q_rows) if need_probs else None
-        verdict = accept_prefix(z.argmax(-1), draft_t) if greedy else verify_sampling(p, q, draft_t, gen)
+        if greedy:
+            verdict = accept_prefix(z.argmax(-1), draft_t)
+        else:
+            assert p is not None and q is not None and gen is not None  # sampling needs the probabilities
+            verdict = verify_sampling(p, q, draft_t, gen)
 
         # One host transfer: verdict, drafts and (when recording) their probabilities and top-5s.
         parts = [verdict.n_accepted.view(1), verdict.next_token.view(1), draft_t, verdict.acc_prob, verdict.beta]
         if params.record:
+            assert p is not None and q is not None  # recording needs the probabilities
             idx = torch.arange(budget, device=device)
             top_p = p.topk(TOP_K, dim=-1)
             top_q = q.topk(TOP_K, dim=-1)
@@ -183,7 +192,9 @@ def _extras(run, stats, params, summary) -> dict:
     gamma = params.gamma
     if params.draft_policy == "adaptive" and lengths:
         gamma = max(1, min(params.gamma, round(out["mean_drafted"])))
-    every = speedup_curve(alpha, c, range(1, int(GAMMA.high) + 1))
+    assert GAMMA.high is not None  # gamma's spec has an upper bound
+    gammas = range(1, int(GAMMA.high) + 1)
+    every = speedup_curve(alpha, c, gammas)
     curve = every[:PLOT_GAMMAS]  # what the gamma plot draws
     out.update({
         "gamma_used": gamma,
@@ -195,7 +206,7 @@ def _extras(run, stats, params, summary) -> dict:
     })
     T = summary.verify_cost_curve
     if T and len(T) > gamma:  # the measured cost of a (gamma + 1)-token verify
-        cost_curve = [[g, round(cost_aware_speedup(alpha, g, c, T[g]), 3)] for g, _ in every if g < len(T)]
+        cost_curve = [[g, round(cost_aware_speedup(alpha, g, c, T[g]), 3)] for g in gammas if g < len(T)]
         out["cost_curve"] = cost_curve[:PLOT_GAMMAS]
         out["gamma_star_cost_aware"] = _best(cost_curve)
         out["predicted_speedup_cost_aware"] = round(cost_aware_speedup(alpha, gamma, c, T[gamma]), 3)

@@ -31,6 +31,7 @@ def load_source(source: str, device, dtype, role: str, report: LoadProgress, dev
             from decoders.models.bundled import bundled_gguf_path
 
             location = bundled_gguf_path()
+        assert location is not None  # classify_source gives a path for every kind but "bundled"
         location = gguf_cache.check_gguf_file(location).resolve()
         recorded = "bundled" if kind == "bundled" else str(location)
         was_cached = gguf_cache.is_converted(location)

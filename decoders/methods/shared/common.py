@@ -4,7 +4,7 @@ the iteration's one host transfer."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Generator, Sequence
+from typing import TYPE_CHECKING, Callable, Generator, Sequence, overload
 
 from decoders.records.run import (
     KIND_ACCEPTED,
@@ -22,6 +22,8 @@ from decoders.records.run import (
 )
 
 if TYPE_CHECKING:
+    import torch
+
     from decoders.backends.runner import KVRunner
     from decoders.core.params import DecodeParams
     from decoders.models.family import Family
@@ -52,6 +54,10 @@ def status_of(i: int, n_accepted: int) -> str:
     return STATUS_REJECTED if i == n_accepted else STATUS_UNVERIFIED
 
 
+@overload
+def r(x: float) -> float: ...
+@overload
+def r(x: float | None) -> float | None: ...
 def r(x: float | None) -> float | None:
     return None if x is None else round(float(x), ROUND)
 
@@ -140,14 +146,17 @@ class RunBuilder:
     def finish_run(self, runners: dict[str, KVRunner]) -> Run:
         wall = self.ctx.clock() - self._t0 - self._paused
         fam = self.ctx.family
-        time_ms = {"wall": round(1000 * wall, 3)}
+        wall_ms = round(1000 * wall, 3)
+        time_ms: dict[str, float | None] = {"wall": wall_ms}
         for name, runner in runners.items():
             one = runner.mean_seconds(1)
             time_ms[f"{name}_fwd_mean"] = None if one is None else round(1000 * one, 3)
             time_ms[f"{name}_total"] = round(1000 * sum(f.seconds for f in runner.log), 3)
         if self.iters:  # the first iteration prefills the prompt: time to first token, then decoding
-            time_ms["ttft"] = self.iters[0].t_end_ms
-            time_ms["decode"] = round(time_ms["wall"] - self.iters[0].t_end_ms, 3)
+            first_ms = self.iters[0].t_end_ms
+            assert first_ms is not None  # commit stamps every iteration
+            time_ms["ttft"] = first_ms
+            time_ms["decode"] = round(wall_ms - first_ms, 3)
         time_ms["draft"] = round(sum(it.t_draft_ms for it in self.iters), 3)
         time_ms["verify"] = round(sum(it.t_verify_ms for it in self.iters), 3)
         return Run(
@@ -162,7 +171,9 @@ class RunBuilder:
             tokens=[fam.display(t) for t in self.out],
             n_forward={name: runner.n_forward for name, runner in runners.items()},
             n_positions={name: runner.n_positions for name, runner in runners.items()},
-            time_ms=time_ms,
+            # a helper's mean is None when it ran no one-token forward: Run.time_ms (records/run.py,
+            # being rewritten) says dict[str, float] but its validation reads optional numbers
+            time_ms=time_ms,  # type: ignore[arg-type]
         )
 
 
@@ -174,7 +185,8 @@ def draft_chain(D, seq: Sequence[int], budget: int, step: Callable,
     adaptive draft length). Returns the draft tokens and the q rows. The helper caches every
     draft but the last (name them afterwards)."""
     logits = D.run(seq)
-    drafts, q_rows = [], []
+    drafts: list[torch.Tensor] = []
+    q_rows: list[torch.Tensor | None] = []
     for i in range(budget):
         if i:
             logits = D.extend(drafts[-1])

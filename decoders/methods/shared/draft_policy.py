@@ -73,7 +73,8 @@ class AdaptiveDraftLength:
         over k positions where it reaches; beyond it, and without it, the run's own slope."""
         self.max_len = max_len
         self.verify = VerifyCost(cost_curve)
-        self._acc = defaultdict(lambda: list(PRIOR_ACCEPT))  # match length -> [accepted, rejected]
+        # match length -> [accepted, rejected]
+        self._acc: defaultdict[int, list[float]] = defaultdict(lambda: list(PRIOR_ACCEPT))
         self._undrafted = 0  # matches in a row the policy chose not to draft
 
     def acceptance(self, match_len: int) -> float:

@@ -74,8 +74,12 @@ def choose(window: int, branches: int, ngram: int, cost_curve: list[float] | Non
     if not adaptive:
         return Shape(window, branches, full, round(verify.cost(full), 3), "fixed: W and G as given")
     candidates = {(w, g) for w, g in LADDER if w <= window and g <= branches} | {(window, branches)}
+
+    def value(s: tuple[int, int]) -> tuple[float, int]:
+        return _tau(*s) / verify.cost(positions(*s, ngram)), positions(*s, ngram)
+
     # most tokens per cost; on a tie (a flat curve) the wider shape
-    best = max(candidates, key=lambda s: (_tau(*s) / verify.cost(positions(*s, ngram)), positions(*s, ngram)))
+    best = max(candidates, key=value)
     n = positions(*best, ngram)
     cost = round(verify.cost(n), 3)
     if best == (window, branches):

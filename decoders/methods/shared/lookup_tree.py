@@ -75,7 +75,7 @@ def prompt_lookup_tree(ctx: DecodeContext) -> MethodGen:
             n_gram = found[i][2] if found else None
             drafted = len(paths[i]) if paths else 0
             policy.observe(n_gram, drafted, len(accepted), len(tree) + 1, T.log[-1].seconds)
-        fields = {"t_draft_ms": ms(t_lookup), "t_verify_ms": ms(T.log[-1].seconds)}
+        fields: dict[str, object] = {"t_draft_ms": ms(t_lookup), "t_verify_ms": ms(T.log[-1].seconds)}
         if found:
             size = found[0][2]
             fields["detail"] = LookupTree(starts=[s for _, s, _ in found], n=[n for _, _, n in found],
