@@ -13,7 +13,7 @@ from rich.style import Style
 from decoders.records.run import RunResult
 from tests.test_app_flows import loader, tiny_family, tiny_spec  # noqa: F401 - fixtures
 from tui_decode.app import TuiDecodeApp
-from tui_decode.screens.layout import layout_for
+from tui_decode.screens.main.layout import layout_for
 from tui_decode.widgets.details import DetailContext, view_for
 
 pytestmark = pytest.mark.anyio

@@ -21,7 +21,7 @@ from decoders.core.params import METHOD_NAMES, METHODS
 from decoders.records.run import RunResult
 from tui_decode.screens.help_screen import HelpScreen
 from tui_decode.screens.history_screen import compare_with_baseline, open_history
-from tui_decode.screens.main_screen import MainScreen
+from tui_decode.screens.main import MainScreen
 from tui_decode.screens.sweep import start_sweep
 from tui_decode.state.runs_folder import runs_dir
 from tui_decode.state.settings import DEFAULT_PROMPT, START_PARAMS, Settings

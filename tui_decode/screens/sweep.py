@@ -38,7 +38,7 @@ from tui_decode.workers.messages import failure_message
 if TYPE_CHECKING:
     import threading
 
-    from tui_decode.screens.main_screen import MainScreen
+    from tui_decode.screens.main import MainScreen
     from tui_decode.state.loaded_family import LoadedFamily
     from tui_decode.state.settings import Settings
 

@@ -16,7 +16,7 @@ from decoders.records.run import RunResult
 from tui_decode.state.runs_folder import run_file_stem
 
 if TYPE_CHECKING:
-    from tui_decode.screens.main_screen import MainScreen
+    from tui_decode.screens.main import MainScreen
 
 
 def run_settings(screen: MainScreen, result: RunResult):

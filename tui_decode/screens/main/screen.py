@@ -24,8 +24,9 @@ from decoders.core.errors import DecodeError
 from decoders.core.params import METHOD_NAMES, DecodeParams
 from decoders.records.run import RunResult
 from tui_decode.cli.tables import run_title
-from tui_decode.screens.layout import ResponsiveLayout, page_tabs
-from tui_decode.screens.run_files import RunFiles
+from tui_decode.screens.main.layout import ResponsiveLayout, page_tabs
+from tui_decode.screens.main.run_files import RunFiles
+from tui_decode.screens.pickers import family_picker
 from tui_decode.state.live_run import LiveRun
 from tui_decode.state.loaded_family import LoadedFamily, helper_description
 from tui_decode.state.run_history import RunHistory
@@ -42,7 +43,6 @@ from tui_decode.widgets import (
     StatusLine,
     TokenStream,
     ValueEditor,
-    family_picker,
 )
 from tui_decode.widgets.stats_pane import headline_speed
 from tui_decode.widgets.stats_pane import speed_text as speed_words
@@ -115,7 +115,7 @@ class MainScreen(ResponsiveLayout, RunFiles, FamilyLoadWorker, DraftBuildWorker,
         self.detail = IterationDetail(id="iteration-detail", classes="pane")
         self.status = StatusLine(id="status-line")
         self.footer = AppFooter(compact=True)
-        self.page_tabs = page_tabs()  # the narrow layout's pages (see tui_decode.screens.layout)
+        self.page_tabs = page_tabs()  # the narrow layout's pages (see tui_decode.screens.main.layout)
         yield self.page_tabs
         with Horizontal(id="workbench"):
             with Vertical(id="left"):

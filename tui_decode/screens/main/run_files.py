@@ -7,16 +7,16 @@ from pathlib import Path
 
 from decoders.core.errors import DecodeError
 from decoders.records.run import RunResult
-from tui_decode.screens.saving import save_shown_run
+from tui_decode.screens.main.saving import save_shown_run
+from tui_decode.screens.pickers import run_picker
 from tui_decode.state.runs_folder import saved_runs
-from tui_decode.widgets import run_picker
 
 
 class RunFiles:
     """ctrl+s saves the run shown; ctrl+o picks a saved run and shows it."""
 
     def action_save(self) -> None:
-        save_shown_run(self)  # the screenshot of the very run the JSON holds (see tui_decode/saving.py)
+        save_shown_run(self)  # the screenshot of the very run the JSON holds (see tui_decode.screens.main.saving)
 
     def action_open_run(self) -> None:
         if self.running:
