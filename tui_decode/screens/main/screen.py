@@ -15,18 +15,22 @@ from typing import TYPE_CHECKING
 
 from textual import on
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.reactive import var
 from textual.screen import Screen
-from textual.widgets import DataTable
+from textual.widgets import DataTable, TextArea
 
 from decoders.core.errors import DecodeError
 from decoders.core.params import METHOD_NAMES, DecodeParams
 from decoders.records.run import RunResult
 from tui_decode.cli.tables import run_title
+from tui_decode.screens.history_screen import compare_with_baseline, open_history
+from tui_decode.screens.keys import QUIT
 from tui_decode.screens.main.layout import ResponsiveLayout, page_tabs
 from tui_decode.screens.main.run_files import RunFiles
 from tui_decode.screens.pickers import family_picker
+from tui_decode.screens.sweep import start_sweep
 from tui_decode.state.live_run import LiveRun
 from tui_decode.state.loaded_family import LoadedFamily, helper_description
 from tui_decode.state.run_history import RunHistory
@@ -63,10 +67,37 @@ from tui_decode.workers.messages import (
 if TYPE_CHECKING:
     from decoders.models.family import FamilySpec
 
+#: Actions on one-letter keys: off while the prompt editor has focus, so typing stays typing.
+LETTER_ACTIONS = frozenset({"cycle_method", "toggle_mode", "draft_length", "toggle_chat_template",
+                            "pick_family", "edit_prompt", "toggle_detail", "sweep", "history",
+                            "compare_baseline"})
+
 
 class MainScreen(ResponsiveLayout, RunFiles, FamilyLoadWorker, DraftBuildWorker, DecodeWorker, Screen[None]):
     """The workbench: one run shown (finished, cancelled, opened or streaming) and the next one's
     prompt and parameters."""
+
+    # Listed in the footer's order (the focused pane's keys, then these, then the app's f1 help).
+    BINDINGS = [
+        QUIT,
+        Binding("ctrl+r", "run", "Run", priority=True, tooltip="Decode the prompt with the chosen method"),
+        Binding("escape", "cancel", "Cancel", priority=True, tooltip="Stop the run at the next iteration"),
+        Binding("ctrl+s", "save", "Save", priority=True, tooltip="Save the run as JSON and an SVG screenshot"),
+        Binding("ctrl+o", "open_run", "Open", priority=True, tooltip="Open a saved run"),
+        Binding("f", "pick_family", "Family"),
+        Binding("m", "cycle_method", "Method"),
+        Binding("g", "toggle_mode", "Mode"),
+        Binding("left_square_bracket", "draft_length(-1)", "Draft length", key_display="[",
+                group=Binding.Group("Draft length", compact=True)),
+        Binding("right_square_bracket", "draft_length(1)", "Draft length", key_display="]",
+                group=Binding.Group("Draft length", compact=True)),
+        Binding("t", "toggle_chat_template", "Template"),
+        Binding("s", "sweep", "Sweep", tooltip="Run the draft length over up to 8 values and plot each speedup"),
+        Binding("e", "edit_prompt", "Edit prompt", show=False),
+        Binding("d", "toggle_detail", "Detail", show=False),
+        Binding("h", "history", "History", tooltip="The session's runs; enter compares the last two"),
+        Binding("c", "compare_baseline", "Compare", tooltip="The run shown beside its autoregressive baseline"),
+    ]
 
     running: var[bool] = var(False, bindings=True)
     loading_family: var[bool] = var(False, bindings=True)  # not `loading`: Widget.loading covers the screen
@@ -169,6 +200,24 @@ class MainScreen(ResponsiveLayout, RunFiles, FamilyLoadWorker, DraftBuildWorker,
         self._show_detail(row)
         if self.result is not None:
             self.stats.show_result(self.result)
+
+    # -- keys ----------------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        on_main = not self.app.screen_stack or self.app.screen is self  # (the footer asks beneath a modal too)
+        if action == "cancel":
+            return (self.running or self.run_after_load) and on_main
+        if action in LETTER_ACTIONS and (isinstance(self.focused, TextArea) or not on_main):
+            return False
+        return True
+
+    def action_sweep(self) -> None:
+        start_sweep(self)
+
+    def action_history(self) -> None:
+        open_history(self)
+
+    def action_compare_baseline(self) -> None:
+        compare_with_baseline(self)
 
     # -- settings --------------------------------------------------------------------------------
     def _apply_settings(self, settings: Settings) -> None:
