@@ -286,7 +286,7 @@ async def test_every_action_is_in_the_command_palette(tmp_path):
 def test_run_app_opens_a_saved_run(tmp_path, monkeypatch):
     """`tui-decode --open RUN.json` reaches the app with the run loaded and the family resolved."""
     from tui_decode import app as app_module
-    from tui_decode.cli.main import build_parser
+    from tui_decode.cli.main import build_parser, cmd_app
 
     shutil.copy(DATA / "run_ar.json", tmp_path / "run.json")
     seen = {}
@@ -298,7 +298,7 @@ def test_run_app_opens_a_saved_run(tmp_path, monkeypatch):
 
     monkeypatch.setattr(app_module.TuiDecodeApp, "run", fake_run)
     args = build_parser().parse_args(["--open", str(tmp_path / "run.json")])
-    assert app_module.run_app(args) == 0
+    assert cmd_app(args) == 0
     assert seen["opened"].method.method == "ar" and seen["spec"].name == "smollm2-135m"
 
 

@@ -237,7 +237,7 @@ async def test_keys_answer_within_100_ms_while_a_run_decodes(tiny_spec, loader, 
 # -- launch flags --------------------------------------------------------------------------------------
 def test_launch_flags_open_the_app_with_that_prompt_and_those_settings(tmp_path, monkeypatch):
     from tui_decode import app as app_module
-    from tui_decode.cli.main import build_parser
+    from tui_decode.cli.main import build_parser, cmd_app
 
     prompt_file = tmp_path / "prompt.txt"
     prompt_file.write_text("Summarise: the cat sat on the mat.")
@@ -248,10 +248,10 @@ def test_launch_flags_open_the_app_with_that_prompt_and_those_settings(tmp_path,
 
     monkeypatch.setattr(app_module.TuiDecodeApp, "run", fake_run)
     args = build_parser().parse_args(["--prompt-file", str(prompt_file), "--method", "pld", "--max-new-tokens", "32"])
-    assert app_module.run_app(args) == 0
+    assert cmd_app(args) == 0
     assert seen["prompt"] == "Summarise: the cat sat on the mat."
     assert seen["params"].method == "pld" and seen["params"].max_new_tokens == 32
 
-    assert app_module.run_app(build_parser().parse_args(["--max-new-tokens", "32"])) == 0
+    assert cmd_app(build_parser().parse_args(["--max-new-tokens", "32"])) == 0
     assert seen["params"].max_new_tokens == 32 and seen["prompt"] == app_module.DEFAULT_PROMPT
     assert seen["params"].method == "spec"

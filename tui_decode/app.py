@@ -23,7 +23,7 @@ from tui_decode.screens.help_screen import HelpScreen
 from tui_decode.screens.keys import QUIT
 from tui_decode.screens.main import MainScreen
 from tui_decode.state.runs_folder import runs_dir
-from tui_decode.state.settings import DEFAULT_PROMPT, START_PARAMS, Settings
+from tui_decode.state.settings import DEFAULT_PROMPT, Settings
 from tui_decode.workers.decode import (
     EngineFactory,
     FamilyLoader,
@@ -172,31 +172,20 @@ class TuiDecodeApp(App[int]):
         return main is not None and (main.loader_busy() or main.decode_busy())
 
 
-def _flags_given(args) -> bool:
-    """Whether any decoding flag differs from its default (else the app's own start applies)."""
-    from decoders.core.params import all_param_specs
-    from tui_decode.cli.main import build_parser
-
-    defaults = build_parser().parse_args([])
-    names = [*all_param_specs(), "method", "raw"]
-    return any(getattr(args, name, None) != getattr(defaults, name, None) for name in names)
-
-
-def run_app(args) -> int:
-    """`tui-decode` without a subcommand: open the app (on a saved run with ``--open``)."""
-    from tui_decode.cli.main import decode_params, family_spec, read_prompt
-
-    opened = RunResult.load(args.open) if getattr(args, "open", None) else None
-    spec = family_spec(args)
-    settings = None
-    if getattr(args, "method", None) is not None:  # the launch flags: the first run's parameters
-        params = decode_params(args)
-        settings = Settings(params=params if _flags_given(args) else START_PARAMS)
-    given = getattr(args, "prompt", None) is not None or getattr(args, "prompt_file", None)
-    prompt = read_prompt(args) if given else DEFAULT_PROMPT
-    threads = getattr(args, "threads", None)
-    app = TuiDecodeApp(spec, opened=opened, opened_name=Path(args.open).name if opened else "", settings=settings,
-                       prompt=prompt, load_family=threads_loader(threads) if threads else None)
+def run_app(
+    spec: FamilySpec | None,
+    *,
+    prompt: str = DEFAULT_PROMPT,
+    settings: Settings | None = None,
+    opened: RunResult | None = None,
+    opened_name: str = "",
+    threads: int | None = None,
+) -> int:
+    """Open the app on ``spec`` (loaded in the background; None: the user picks one), showing
+    ``opened`` first if given (a saved run, named ``opened_name``), with torch on ``threads`` CPU
+    threads if given; the exit status. `tui_decode.cli.main.cmd_app` reads these from the flags."""
+    app = TuiDecodeApp(spec, opened=opened, opened_name=opened_name, settings=settings, prompt=prompt,
+                       load_family=threads_loader(threads) if threads else None)
     app.run()
     code = app.return_code or 0  # a crash inside the app exits 1, never 0
     if app.crash is not None:

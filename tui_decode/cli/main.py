@@ -267,11 +267,31 @@ def cmd_families(args: argparse.Namespace) -> int:
     return 0
 
 
+def _flags_given(args: argparse.Namespace) -> bool:
+    """Whether any decoding flag differs from its default (else the app's own start applies)."""
+    from decoders.core.params import all_param_specs
+
+    defaults = build_parser().parse_args([])
+    names = [*all_param_specs(), "method", "raw"]
+    return any(getattr(args, name, None) != getattr(defaults, name, None) for name in names)
+
+
 def cmd_app(args: argparse.Namespace) -> int:
+    """`tui-decode` without a subcommand: open the app (on a saved run with ``--open``)."""
+    from decoders.records.run import RunResult
     from tui_decode.app import run_app
+    from tui_decode.state.settings import DEFAULT_PROMPT, START_PARAMS, Settings
 
     check_threads(args)
-    return run_app(args)
+    opened = RunResult.load(args.open) if getattr(args, "open", None) else None
+    spec = family_spec(args)
+    settings = None
+    if getattr(args, "method", None) is not None:  # the launch flags: the first run's parameters
+        params = decode_params(args)
+        settings = Settings(params=params if _flags_given(args) else START_PARAMS)
+    given = getattr(args, "prompt", None) is not None or getattr(args, "prompt_file", None)
+    return run_app(spec, prompt=read_prompt(args) if given else DEFAULT_PROMPT, settings=settings, opened=opened,
+                   opened_name=Path(args.open).name if opened else "", threads=getattr(args, "threads", None))
 
 
 class Terminated(BaseException):
