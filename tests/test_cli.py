@@ -129,8 +129,7 @@ def test_the_app_sets_torch_threads_before_it_loads_a_family():
 
     import torch
 
-    from tui_decode.app import _flags_given
-    from tui_decode.cli.main import build_parser
+    from tui_decode.cli.main import _flags_given, build_parser
     from tui_decode.workers.decode import threads_loader
 
     args = build_parser().parse_args(["--threads", "1"])
@@ -152,8 +151,7 @@ def test_the_app_sets_torch_threads_before_it_loads_a_family():
 
 
 def test_the_app_takes_decoding_flags_at_launch():
-    from tui_decode.app import _flags_given
-    from tui_decode.cli.main import build_parser, decode_params
+    from tui_decode.cli.main import _flags_given, build_parser, decode_params
 
     args = build_parser().parse_args(["--method", "pld", "--max-new-tokens", "32"])
     assert _flags_given(args) and decode_params(args).max_new_tokens == 32
