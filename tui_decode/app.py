@@ -1,7 +1,7 @@
 """The tui-decode app: watch a parallel decoding method run token by token beside its baseline.
 
-The app itself holds the key bindings, the theme and the command palette; everything on screen,
-and the workers behind it, belong to `MainScreen`. torch and transformers are imported only
+The app itself holds the theme, the command palette and the app-wide keys (help, quit); everything
+on screen, its keys and the workers behind it, belong to `MainScreen`. torch and transformers are imported only
 inside the workers: the first frame paints before any model loads.
 """
 
@@ -20,9 +20,8 @@ from textual.widgets import TextArea
 from decoders.core.params import METHOD_NAMES, METHODS
 from decoders.records.run import RunResult
 from tui_decode.screens.help_screen import HelpScreen
-from tui_decode.screens.history_screen import compare_with_baseline, open_history
-from tui_decode.screens.main_screen import MainScreen
-from tui_decode.screens.sweep import start_sweep
+from tui_decode.screens.keys import QUIT
+from tui_decode.screens.main import MainScreen
 from tui_decode.state.crash_report import report_crash
 from tui_decode.state.runs_folder import runs_dir
 from tui_decode.state.settings import DEFAULT_PROMPT, Settings
@@ -37,38 +36,17 @@ from tui_decode.workers.decode import (
 if TYPE_CHECKING:
     from decoders.models.family import FamilySpec
 
-#: Actions on one-letter keys: off while the prompt editor has focus, so typing stays typing.
-LETTER_ACTIONS = frozenset({"cycle_method", "toggle_mode", "draft_length", "toggle_chat_template",
-                            "pick_family", "edit_prompt", "toggle_detail", "sweep", "history",
-                            "compare_baseline", "help_key"})
-
 
 class TuiDecodeApp(App[int]):
-    """The keys and the theme; the main screen (`MainScreen`) does the rest."""
+    """The theme, the command palette and the app-wide keys (help, quit); the main screen
+    (`MainScreen`) binds and handles the rest."""
 
     CSS_PATH = "app.tcss"
     TITLE = "tui-decode"
     BINDINGS = [
-        Binding("ctrl+r", "run", "Run", priority=True, tooltip="Decode the prompt with the chosen method"),
-        Binding("escape", "cancel", "Cancel", priority=True, tooltip="Stop the run at the next iteration"),
-        Binding("ctrl+s", "save", "Save", priority=True, tooltip="Save the run as JSON and an SVG screenshot"),
-        Binding("ctrl+o", "open_run", "Open", priority=True, tooltip="Open a saved run"),
-        Binding("f", "pick_family", "Family"),
-        Binding("m", "cycle_method", "Method"),
-        Binding("g", "toggle_mode", "Mode"),
-        Binding("left_square_bracket", "draft_length(-1)", "Draft length", key_display="[",
-                group=Binding.Group("Draft length", compact=True)),
-        Binding("right_square_bracket", "draft_length(1)", "Draft length", key_display="]",
-                group=Binding.Group("Draft length", compact=True)),
-        Binding("t", "toggle_chat_template", "Template"),
-        Binding("s", "sweep", "Sweep", tooltip="Run the draft length over up to 8 values and plot each speedup"),
-        Binding("e", "edit_prompt", "Edit prompt", show=False),
-        Binding("d", "toggle_detail", "Detail", show=False),
-        Binding("h", "history", "History", tooltip="The session's runs; enter compares the last two"),
-        Binding("c", "compare_baseline", "Compare", tooltip="The run shown beside its autoregressive baseline"),
+        QUIT,
         Binding("f1", "help", "Help", tooltip="What every figure and colour means"),
         Binding("question_mark", "help_key", "Help", show=False),
-        Binding("ctrl+q", "quit", "Quit", priority=True, tooltip="Quit at once, even mid-run"),
     ]
 
     def __init__(
@@ -146,58 +124,13 @@ class TuiDecodeApp(App[int]):
             raise RuntimeError("the app has not started: there is no main screen yet")
         return self._main_screen
 
-    # -- bindings --------------------------------------------------------------------------------
+    # -- app-wide keys ---------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        main = self._main_screen
-        on_main = main is None or not self.screen_stack or self.screen is main
-        if action == "cancel":
-            return main is not None and (main.running or main.run_after_load) and on_main
-        if action in LETTER_ACTIONS:
-            if isinstance(self.focused, TextArea) or not on_main:
-                return False
+        if action == "help_key":  # a one-letter key: off while a text editor has focus, and over other screens
+            main = self._main_screen
+            on_main = main is None or not self.screen_stack or self.screen is main
+            return on_main and not isinstance(self.focused, TextArea)
         return True
-
-    def action_run(self) -> None:
-        self.main_screen.action_run()
-
-    def action_cancel(self) -> None:
-        self.main_screen.action_cancel()
-
-    def action_save(self) -> None:
-        self.main_screen.action_save()
-
-    def action_open_run(self) -> None:
-        self.main_screen.action_open_run()
-
-    def action_pick_family(self) -> None:
-        self.main_screen.action_pick_family()
-
-    def action_cycle_method(self) -> None:
-        self.main_screen.action_cycle_method()
-
-    def action_toggle_mode(self) -> None:
-        self.main_screen.action_toggle_mode()
-
-    def action_draft_length(self, direction: int) -> None:
-        self.main_screen.action_draft_length(direction)
-
-    def action_toggle_chat_template(self) -> None:
-        self.main_screen.action_toggle_chat_template()
-
-    def action_edit_prompt(self) -> None:
-        self.main_screen.action_edit_prompt()
-
-    def action_toggle_detail(self) -> None:
-        self.main_screen.action_toggle_detail()
-
-    def action_sweep(self) -> None:
-        start_sweep(self.main_screen)
-
-    def action_history(self) -> None:
-        open_history(self.main_screen)
-
-    def action_compare_baseline(self) -> None:
-        compare_with_baseline(self.main_screen)
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
@@ -208,29 +141,30 @@ class TuiDecodeApp(App[int]):
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        yield SystemCommand("Run", "Decode the prompt with the chosen method (ctrl+r)", self.action_run)
+        main = self.main_screen
+        yield SystemCommand("Run", "Decode the prompt with the chosen method (ctrl+r)", main.action_run)
         yield SystemCommand("Cancel run", "Stop the run at the next iteration; the partial run stays (escape)",
-                            self.action_cancel)
+                            main.action_cancel)
         yield SystemCommand("Save run", f"Save the run as JSON + SVG in {self.runs_folder} (ctrl+s)",
-                            self.action_save)
+                            main.action_save)
         yield SystemCommand("Open a saved run", "Browse a run saved earlier, no model needed (ctrl+o)",
-                            self.action_open_run)
-        yield SystemCommand("Switch model family", "Load another main/helper pair (f)", self.action_pick_family)
+                            main.action_open_run)
+        yield SystemCommand("Switch model family", "Load another main/helper pair (f)", main.action_pick_family)
         for method in METHODS:
             yield SystemCommand(f"Method: {METHOD_NAMES[method]}", f"Use {METHOD_NAMES[method].lower()} decoding",
-                                lambda method=method: self.main_screen.set_method(method))
-        yield SystemCommand("Toggle greedy / sampling", "Switch the decoding mode (g)", self.action_toggle_mode)
-        yield SystemCommand("Longer draft", "Raise γ / k / m by one (])", lambda: self.action_draft_length(1))
-        yield SystemCommand("Shorter draft", "Lower γ / k / m by one ([)", lambda: self.action_draft_length(-1))
+                                lambda method=method: main.set_method(method))
+        yield SystemCommand("Toggle greedy / sampling", "Switch the decoding mode (g)", main.action_toggle_mode)
+        yield SystemCommand("Longer draft", "Raise γ / k / m by one (])", lambda: main.action_draft_length(1))
+        yield SystemCommand("Shorter draft", "Lower γ / k / m by one ([)", lambda: main.action_draft_length(-1))
         yield SystemCommand("Toggle chat template", "Wrap the prompt in the chat template, or send it raw (t)",
-                            self.action_toggle_chat_template)
+                            main.action_toggle_chat_template)
         yield SystemCommand("Sweep the draft length", "Run up to 8 draft lengths and plot each speedup (s)",
-                            self.action_sweep)
+                            main.action_sweep)
         yield SystemCommand("Show iteration detail", "Maximise the selected iteration's detail (d)",
-                            self.action_toggle_detail)
-        yield SystemCommand("Run history", "The session's runs; mark two and compare them (h)", self.action_history)
+                            main.action_toggle_detail)
+        yield SystemCommand("Run history", "The session's runs; mark two and compare them (h)", main.action_history)
         yield SystemCommand("Compare with the baseline", "The run shown beside its autoregressive baseline (c)",
-                            self.action_compare_baseline)
+                            main.action_compare_baseline)
         yield SystemCommand("Help", "What every figure, colour and key means (F1, ?)", self.action_help)
 
     # -- leaving ---------------------------------------------------------------------------------
@@ -239,10 +173,18 @@ class TuiDecodeApp(App[int]):
         return main is not None and (main.loader_busy() or main.decode_busy())
 
 
-def run_app(spec: FamilySpec | None, *, prompt: str = DEFAULT_PROMPT, settings: Settings | None = None,
-            opened: RunResult | None = None, opened_name: str = "", threads: int | None = None) -> int:
-    """Open the app on ``spec`` (or on the saved run ``opened``) and return its exit code. The
-    command line (`tui_decode.cli.main.cmd_app`) turns its flags into these values."""
+def run_app(
+    spec: FamilySpec | None,
+    *,
+    prompt: str = DEFAULT_PROMPT,
+    settings: Settings | None = None,
+    opened: RunResult | None = None,
+    opened_name: str = "",
+    threads: int | None = None,
+) -> int:
+    """Open the app on ``spec`` (loaded in the background; None: the user picks one), showing
+    ``opened`` first if given (a saved run, named ``opened_name``), with torch on ``threads`` CPU
+    threads if given; the exit status. `tui_decode.cli.main.cmd_app` reads these from the flags."""
     app = TuiDecodeApp(spec, opened=opened, opened_name=opened_name, settings=settings, prompt=prompt,
                        load_family=threads_loader(threads) if threads else None)
     app.run()

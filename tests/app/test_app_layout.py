@@ -12,7 +12,7 @@ from rich.style import Style
 
 from decoders.records.run import RunResult
 from tui_decode.app import TuiDecodeApp
-from tui_decode.screens.layout import layout_for
+from tui_decode.screens.main.layout import layout_for
 from tui_decode.widgets.details import DetailContext, view_for
 
 pytestmark = pytest.mark.anyio

@@ -1,4 +1,4 @@
-"""Screens over the main one: the help, the session's run history, and two runs side by side."""
+"""Screens over the main one: the help, the session's run history, two runs side by side, the pickers."""
 
 from tui_decode.screens.compare_screen import CompareScreen
 from tui_decode.screens.help_screen import HelpScreen

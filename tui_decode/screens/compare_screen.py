@@ -10,6 +10,7 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from tui_decode.screens.keys import QUIT
 from tui_decode.state.run_history import Comparison, stream_tokens
 from tui_decode.widgets.aligned_stream import AlignedStream
 from tui_decode.widgets.token_stream import legend_markup
@@ -22,6 +23,12 @@ class CompareScreen(Screen[None]):
         Binding("escape", "close", "Back"),
         Binding("j", "jump_divergence", "To divergence"),
         Binding("tab", "switch_side", "Other side", show=False),
+        # The workbench's run and file keys still act on the main screen beneath (ctrl+s says why it
+        # saves nothing from here); ctrl+q first, where the footer has always shown it.
+        QUIT,
+        Binding("ctrl+r", "on_main('run')", "Run", priority=True, tooltip="Decode the prompt on the main screen"),
+        Binding("ctrl+s", "on_main('save')", "Save", priority=True, tooltip="Save the run the main screen shows"),
+        Binding("ctrl+o", "on_main('open_run')", "Open", priority=True, tooltip="Open a saved run"),
     ]
 
     def __init__(self, comparison: Comparison) -> None:
@@ -56,6 +63,10 @@ class CompareScreen(Screen[None]):
         self.left.focus()
         if at is not None:
             self.call_after_refresh(self.action_jump_divergence)
+
+    async def action_on_main(self, action: str) -> None:
+        """The main screen's ``action`` (the screen at the bottom of the stack)."""
+        await self.app.run_action(action, self.app.screen_stack[0])
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -37,7 +37,7 @@ from tui_decode.workers.messages import failure_message
 if TYPE_CHECKING:
     import threading
 
-    from tui_decode.screens.main_screen import MainScreen
+    from tui_decode.screens.main import MainScreen
     from tui_decode.state.loaded_family import LoadedFamily
     from tui_decode.state.settings import Settings
 
@@ -91,7 +91,10 @@ class SweepScreen(ModalScreen[None]):
         #sweep-status { height: 1; color: $text-muted; }
     }
     """
-    BINDINGS = [Binding("escape", "stop", "Cancel / close")]
+    BINDINGS = [
+        Binding("escape", "stop", "Cancel / close"),
+        Binding("ctrl+r", "refuse_run", show=False, priority=True),  # the main screen's run waits for the sweep
+    ]
 
     class Progress(Message):
         def __init__(self, text: str) -> None:
@@ -136,6 +139,11 @@ class SweepScreen(ModalScreen[None]):
 
     def on_unmount(self) -> None:
         self.host.restore_threads()
+
+    def action_refuse_run(self) -> None:
+        """ctrl+r over the sweep: no run while the sweep holds the engine (nor over its plot)."""
+        self.notify("A sweep is already going; escape cancels it." if self.running
+                    else "Close the sweep first (escape), then ctrl+r runs.", severity="warning")
 
     def status(self, text: str) -> None:
         self.query_one("#sweep-status", Static).update(text)

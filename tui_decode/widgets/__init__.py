@@ -6,7 +6,6 @@ from tui_decode.widgets.gamma_plot import GammaPlot
 from tui_decode.widgets.iteration_detail import IterationDetail
 from tui_decode.widgets.iteration_table import IterationTable
 from tui_decode.widgets.params_pane import ParamsPane
-from tui_decode.widgets.pickers import Picker, family_picker, run_picker
 from tui_decode.widgets.prompt_pane import PromptEditor, PromptPane
 from tui_decode.widgets.stats_pane import StatsPane
 from tui_decode.widgets.status_line import StatusLine
@@ -20,14 +19,11 @@ __all__ = [
     "IterationDetail",
     "IterationTable",
     "ParamsPane",
-    "Picker",
     "PromptEditor",
     "PromptPane",
     "StatsPane",
     "StatusLine",
     "TokenStream",
     "ValueEditor",
-    "family_picker",
     "legend_markup",
-    "run_picker",
 ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
 from textual import work
 from textual.worker import get_current_worker
@@ -33,6 +33,9 @@ from tui_decode.workers.messages import (
 )
 
 if TYPE_CHECKING:
+    from textual.message import Message
+    from textual.worker import Worker
+
     from decoders.engine import Engine
     from decoders.models.family import Family, FamilySpec
 
@@ -96,19 +99,31 @@ def in_daemon_thread(job: Callable[[], Any], name: str, started: Callable[[threa
     return outcome
 
 
+@runtime_checkable
+class FamilyLoadHost(Protocol):
+    """What `FamilyLoadWorker` needs from the screen that hosts it (and its own members)."""
+
+    load_family: FamilyLoader  # the host's: the tests give a tiny model's
+    engine_factory: EngineFactory
+    loader_thread: threading.Thread | None
+
+    def post_message(self, message: Message) -> bool: ...
+
+
 class FamilyLoadWorker:
-    """Hosts the worker that loads a family and wraps it in an engine (`LoadedFamily`)."""
+    """Hosts the worker that loads a family and wraps it in an engine (`LoadedFamily`); the host
+    handles the messages it posts (`FamilyProgress`, `FamilyLoaded`, `FamilyFailed`)."""
 
     load_family: FamilyLoader
     engine_factory: EngineFactory
     loader_thread: threading.Thread | None = None
 
-    def loader_busy(self) -> bool:
+    def loader_busy(self: FamilyLoadHost) -> bool:
         """Whether a load is still going (it cannot be interrupted)."""
         return self.loader_thread is not None and self.loader_thread.is_alive()
 
     @work(thread=True, exclusive=True, group="load", exit_on_error=False)
-    def load_in_background(self, spec: FamilySpec) -> None:
+    def load_in_background(self: FamilyLoadHost, spec: FamilySpec) -> None:
         """Load in a daemon thread and wait for it here, so that quitting never waits for a load."""
         progress = Batcher(lambda items: self.post_message(FamilyProgress(*items[-1])))
 
@@ -125,6 +140,20 @@ class FamilyLoadWorker:
             self.post_message(FamilyFailed(spec, outcome["error"]))
 
 
+@runtime_checkable
+class DecodeHost(Protocol):
+    """What `DecodeWorker` needs from the screen that hosts it (and its own members)."""
+
+    _decode_lock: threading.Lock  # the host makes one: one run at a time on its engine
+    _switch_interval: float | None
+    decode_thread: threading.Thread | None
+    _stop_run: threading.Event | None
+
+    def post_message(self, message: Message) -> bool: ...
+    def _decode(self, loaded: LoadedFamily, prompt: str, settings: Settings, worker: Worker[None],
+                stop: threading.Event) -> None: ...
+
+
 class DecodeWorker:
     """Hosts the worker that streams one run, and the thread switch interval while it streams.
 
@@ -139,12 +168,12 @@ class DecodeWorker:
     decode_thread: threading.Thread | None = None
     _stop_run: threading.Event | None = None
 
-    def decode_busy(self) -> bool:
+    def decode_busy(self: DecodeHost) -> bool:
         """Whether the engine is still running (or winding down after a cancel)."""
         return self.decode_thread is not None and self.decode_thread.is_alive()
 
     @work(thread=True, exclusive=True, group="decode", exit_on_error=False)
-    def decode_in_background(self, loaded: LoadedFamily, prompt: str, settings: Settings) -> None:
+    def decode_in_background(self: DecodeHost, loaded: LoadedFamily, prompt: str, settings: Settings) -> None:
         """Stream the engine's events to the UI in batches; the engine checks for a stop at every
         iteration."""
         worker = get_current_worker()
@@ -159,7 +188,8 @@ class DecodeWorker:
                 return
             thread.join(0.02)
 
-    def _decode(self, loaded: LoadedFamily, prompt: str, settings: Settings, worker, stop: threading.Event) -> None:
+    def _decode(self: DecodeHost, loaded: LoadedFamily, prompt: str, settings: Settings, worker: Worker[None],
+                stop: threading.Event) -> None:
         batch = Batcher(lambda events: self.post_message(RunBatch(events)))
         try:
             with self._decode_lock:
@@ -184,18 +214,18 @@ class DecodeWorker:
             batch.flush()
             self.post_message(RunFailed(failure_message(error)))
 
-    def cancel_decode(self) -> None:
+    def cancel_decode(self: DecodeHost) -> None:
         """Stop the run at the engine's next iteration; the partial run still comes back."""
         if self._stop_run is not None:
             self._stop_run.set()
 
-    def hurry_threads(self) -> None:
+    def hurry_threads(self: DecodeHost) -> None:
         """Shorten the thread switch interval for the run (see `RUN_SWITCH_INTERVAL`)."""
         if self._switch_interval is None:
             self._switch_interval = sys.getswitchinterval()
             sys.setswitchinterval(RUN_SWITCH_INTERVAL)
 
-    def restore_threads(self) -> None:
+    def restore_threads(self: DecodeHost) -> None:
         if self._switch_interval is not None:
             sys.setswitchinterval(self._switch_interval)
             self._switch_interval = None

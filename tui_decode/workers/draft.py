@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from textual import work
 
@@ -21,8 +21,31 @@ from tui_decode.workers.decode import in_daemon_thread
 from tui_decode.workers.messages import DraftBuilt, DraftFailed
 
 if TYPE_CHECKING:
+    from textual.message import Message
+
     from tui_decode.state.loaded_family import LoadedFamily
     from tui_decode.state.settings import Settings
+    from tui_decode.widgets import StatusLine
+
+
+@runtime_checkable
+class DraftHost(Protocol):
+    """What `DraftBuildWorker` needs from the screen that hosts it (and its own members)."""
+
+    _decode_lock: threading.Lock  # held while building: a run started meanwhile waits
+    loaded: LoadedFamily | None
+    running: bool
+    settings: Settings
+    status: StatusLine
+    building_draft: str | None
+    _building_for: LoadedFamily | None
+    draft_thread: threading.Thread | None
+
+    def post_message(self, message: Message) -> bool: ...
+    def report_error(self, message: str) -> None: ...
+    def apply_settings(self, settings: Settings) -> None: ...
+    def build_draft_in_background(self, loaded: LoadedFamily, kind: str) -> object: ...  # the worker
+    def _build_ended(self, event: DraftBuilt | DraftFailed) -> None: ...
 
 
 class DraftBuildWorker:
@@ -33,9 +56,9 @@ class DraftBuildWorker:
     _building_for: LoadedFamily | None = None  # and for which loaded family
     draft_thread: threading.Thread | None = None
 
-    def ensure_draft(self, settings: Settings) -> None:
+    def ensure_draft(self: DraftHost, settings: Settings) -> None:
         """Start building the self-draft ``settings`` ask for, unless it is built or building."""
-        loaded: LoadedFamily | None = self.loaded
+        loaded = self.loaded
         kind = settings.self_draft
         if loaded is None or not kind or loaded.engine.has_self_draft(kind):
             return
@@ -47,7 +70,7 @@ class DraftBuildWorker:
         self.build_draft_in_background(loaded, kind)
 
     @work(thread=True, exclusive=True, group="draft", exit_on_error=False)
-    def build_draft_in_background(self, loaded: LoadedFamily, kind: str) -> None:
+    def build_draft_in_background(self: DraftHost, loaded: LoadedFamily, kind: str) -> None:
         """Build in a daemon thread and wait for it here, so that quitting never waits for a build."""
         def build() -> tuple[int, float]:
             start = time.perf_counter()
@@ -62,11 +85,11 @@ class DraftBuildWorker:
         elif "error" in outcome:
             self.post_message(DraftFailed(loaded, kind, outcome["error"]))
 
-    def _build_ended(self, event: DraftBuilt | DraftFailed) -> None:
+    def _build_ended(self: DraftHost, event: DraftBuilt | DraftFailed) -> None:
         if event.loaded is self._building_for and event.kind == self.building_draft:
             self.building_draft = self._building_for = None
 
-    def on_draft_built(self, event: DraftBuilt) -> None:
+    def on_draft_built(self: DraftHost, event: DraftBuilt) -> None:
         self._build_ended(event)
         if event.loaded is not self.loaded or self.running:
             return
@@ -74,10 +97,10 @@ class DraftBuildWorker:
         self.status.set(f"{event.kind} self-draft ready: {format_bytes(event.nbytes)} beside the main model, built "
                         f"in {event.seconds:.1f} s; ctrl+r runs {method}", "done")
 
-    def on_draft_failed(self, event: DraftFailed) -> None:
+    def on_draft_failed(self: DraftHost, event: DraftFailed) -> None:
         self._build_ended(event)
         if event.loaded is not self.loaded:
             return
         self.report_error(event.error)
         if self.settings.self_draft == event.kind:  # back to what drafted before
-            self._apply_settings(self.settings.replace(self_draft=None))
+            self.apply_settings(self.settings.replace(self_draft=None))

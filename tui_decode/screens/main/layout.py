@@ -13,9 +13,14 @@ keeps its state (scroll, cursor, content) across a resize.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
 from textual import events
 from textual.widget import Widget
 from textual.widgets import Tab, Tabs
+
+if TYPE_CHECKING:
+    from tui_decode.widgets import AppFooter
 
 NARROW_BELOW = 120
 WIDE_FROM = 180
@@ -53,28 +58,45 @@ def page_of(widget: Widget | None) -> str | None:
     return None
 
 
+@runtime_checkable
+class LayoutHost(Protocol):
+    """What `ResponsiveLayout`'s methods use: the mixin's own members and, from the screen it is
+    mixed into, its focus, its CSS classes and the ``footer`` and ``page_tabs`` it composed."""
+
+    layout_name: str
+    page: str
+    footer: AppFooter
+    page_tabs: Tabs
+
+    @property
+    def focused(self) -> Widget | None: ...
+    def set_class(self, add: bool, *class_names: str, update: bool = True) -> object: ...
+    def apply_layout(self, width: int) -> None: ...
+    def show_page(self, page: str) -> None: ...
+
+
 class ResponsiveLayout:
     """Mixin for the main screen: sets the layout class on resize and the page when narrow."""
 
     layout_name: str = ""
     page: str = "setup"
 
-    def apply_layout(self, width: int) -> None:
+    def apply_layout(self: LayoutHost, width: int) -> None:
         name = layout_for(width)
         if name != self.layout_name:
             self.layout_name = name
             for other in LAYOUTS:
-                self.set_class(other == name, f"-{other}")  # type: ignore[attr-defined]
-            self.footer.narrow = name == "narrow"  # type: ignore[attr-defined]
+                self.set_class(other == name, f"-{other}")
+            self.footer.narrow = name == "narrow"
             if name == "narrow":
-                self.show_page(page_of(self.focused) or self.page)  # type: ignore[attr-defined]
+                self.show_page(page_of(self.focused) or self.page)
 
-    def show_page(self, page: str) -> None:
+    def show_page(self: LayoutHost, page: str) -> None:
         """Show ``page`` (narrow layout); the tabs follow."""
         self.page = page
         for other, _, _ in PAGES:
-            self.set_class(other == page, f"-page-{other}")  # type: ignore[attr-defined]
-        tabs: Tabs = self.page_tabs  # type: ignore[attr-defined]
+            self.set_class(other == page, f"-page-{other}")
+        tabs = self.page_tabs
         if tabs.active != page:
             tabs.active = page
 
@@ -82,14 +104,14 @@ class ResponsiveLayout:
     def narrow(self) -> bool:
         return self.layout_name == "narrow"
 
-    def on_resize(self, event: events.Resize) -> None:
+    def on_resize(self: LayoutHost, event: events.Resize) -> None:
         self.apply_layout(event.size.width)
 
-    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+    def on_descendant_focus(self: LayoutHost, event: events.DescendantFocus) -> None:
         page = page_of(event.widget)
         if page is not None and page != self.page:
             self.show_page(page)
 
-    def on_tabs_tab_activated(self, event: Tabs.TabActivated) -> None:
+    def on_tabs_tab_activated(self: LayoutHost, event: Tabs.TabActivated) -> None:
         if event.tabs.id == "pages" and event.tab.id and event.tab.id != self.page:
             self.show_page(event.tab.id)

@@ -1,9 +1,13 @@
 """The main screen: prompt and parameters on the left, the live output, its iterations and their
-detail on the right, the run's statistics below the parameters; and the wiring between them.
+detail on the right, the run's statistics below the parameters; its keys, and the wiring between
+them.
 
-The screen holds an engine (through `LoadedFamily`), never the reverse. It hosts the two thread
-workers (`tui_decode.workers.decode`) and handles their messages (`tui_decode.workers.messages`); the state of a
-run that is streaming lives in a `LiveRun`.
+The screen holds an engine (through `LoadedFamily`), never the reverse. Its parts are mixins, each
+declaring what it needs from the screen as a Protocol: the layout (`layout.ResponsiveLayout`),
+showing a run (`showing.RunView`), saving and opening runs (`saving.RunFiles`), switching the
+family (`family.FamilySwitching`) and the three thread workers (`tui_decode.workers.decode`,
+`tui_decode.workers.draft`). Here: the keys, the settings, and a run from ctrl+r to its end (the
+state of a run that is streaming lives in a `LiveRun`).
 """
 
 from __future__ import annotations
@@ -15,22 +19,25 @@ from typing import TYPE_CHECKING
 
 from textual import on
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.reactive import var
 from textual.screen import Screen
-from textual.widgets import DataTable
+from textual.widgets import TextArea
 
 from decoders.core.errors import DecodeError
-from decoders.core.params import METHOD_NAMES, DecodeParams
 from decoders.records.run import RunResult
-from tui_decode.screens.layout import ResponsiveLayout, page_tabs
-from tui_decode.screens.run_files import RunFiles
+from tui_decode.screens.history_screen import compare_with_baseline, open_history
+from tui_decode.screens.keys import QUIT
+from tui_decode.screens.main.family import FamilySwitching
+from tui_decode.screens.main.layout import ResponsiveLayout, page_tabs
+from tui_decode.screens.main.saving import RunFiles
+from tui_decode.screens.main.showing import RunView
+from tui_decode.screens.sweep import start_sweep
 from tui_decode.state.live_run import LiveRun
-from tui_decode.state.loaded_family import LoadedFamily, helper_description
+from tui_decode.state.loaded_family import LoadedFamily
 from tui_decode.state.run_history import RunHistory
-from tui_decode.state.run_summary import run_title
 from tui_decode.state.settings import KNOB_BY_KEY, Settings, draft_length_key, knobs_for
-from tui_decode.state.token_text import run_tokens
 from tui_decode.widgets import (
     AppFooter,
     DetailContext,
@@ -42,16 +49,12 @@ from tui_decode.widgets import (
     StatusLine,
     TokenStream,
     ValueEditor,
-    family_picker,
 )
 from tui_decode.widgets.stats_pane import headline_speed
 from tui_decode.widgets.stats_pane import speed_text as speed_words
 from tui_decode.workers.decode import DecodeWorker, EngineFactory, FamilyLoader, FamilyLoadWorker
 from tui_decode.workers.draft import DraftBuildWorker
 from tui_decode.workers.messages import (
-    FamilyFailed,
-    FamilyLoaded,
-    FamilyProgress,
     RunBatch,
     RunFailed,
     RunFinished,
@@ -63,10 +66,39 @@ from tui_decode.workers.messages import (
 if TYPE_CHECKING:
     from decoders.models.family import FamilySpec
 
+#: Actions on one-letter keys: off while the prompt editor has focus, so typing stays typing.
+LETTER_ACTIONS = frozenset({"cycle_method", "toggle_mode", "draft_length", "toggle_chat_template",
+                            "pick_family", "edit_prompt", "toggle_detail", "sweep", "history",
+                            "compare_baseline"})
 
-class MainScreen(ResponsiveLayout, RunFiles, FamilyLoadWorker, DraftBuildWorker, DecodeWorker, Screen[None]):
+
+class MainScreen(ResponsiveLayout, RunView, RunFiles, FamilySwitching, FamilyLoadWorker, DraftBuildWorker, DecodeWorker,
+                 Screen[None]):
     """The workbench: one run shown (finished, cancelled, opened or streaming) and the next one's
     prompt and parameters."""
+
+    # In the footer's order: the focused pane's keys, then these, then the app's (f1). ctrl+q (the app's
+    # action) is listed here too, first, where the footer has always shown it.
+    BINDINGS = [
+        QUIT,
+        Binding("ctrl+r", "run", "Run", priority=True, tooltip="Decode the prompt with the chosen method"),
+        Binding("escape", "cancel", "Cancel", priority=True, tooltip="Stop the run at the next iteration"),
+        Binding("ctrl+s", "save", "Save", priority=True, tooltip="Save the run as JSON and an SVG screenshot"),
+        Binding("ctrl+o", "open_run", "Open", priority=True, tooltip="Open a saved run"),
+        Binding("f", "pick_family", "Family"),
+        Binding("m", "cycle_method", "Method"),
+        Binding("g", "toggle_mode", "Mode"),
+        Binding("left_square_bracket", "draft_length(-1)", "Draft length", key_display="[",
+                group=Binding.Group("Draft length", compact=True)),
+        Binding("right_square_bracket", "draft_length(1)", "Draft length", key_display="]",
+                group=Binding.Group("Draft length", compact=True)),
+        Binding("t", "toggle_chat_template", "Template"),
+        Binding("s", "sweep", "Sweep", tooltip="Run the draft length over up to 8 values and plot each speedup"),
+        Binding("e", "edit_prompt", "Edit prompt", show=False),
+        Binding("d", "toggle_detail", "Detail", show=False),
+        Binding("h", "history", "History", tooltip="The session's runs; enter compares the last two"),
+        Binding("c", "compare_baseline", "Compare", tooltip="The run shown beside its autoregressive baseline"),
+    ]
 
     running: var[bool] = var(False, bindings=True)
     loading_family: var[bool] = var(False, bindings=True)  # not `loading`: Widget.loading covers the screen
@@ -115,7 +147,7 @@ class MainScreen(ResponsiveLayout, RunFiles, FamilyLoadWorker, DraftBuildWorker,
         self.detail = IterationDetail(id="iteration-detail", classes="pane")
         self.status = StatusLine(id="status-line")
         self.footer = AppFooter(compact=True)
-        self.page_tabs = page_tabs()  # the narrow layout's pages (see tui_decode.screens.layout)
+        self.page_tabs = page_tabs()  # the narrow layout's pages (see tui_decode.screens.main.layout)
         yield self.page_tabs
         with Horizontal(id="workbench"):
             with Vertical(id="left"):
@@ -132,10 +164,10 @@ class MainScreen(ResponsiveLayout, RunFiles, FamilyLoadWorker, DraftBuildWorker,
 
     def on_mount(self) -> None:
         self.prompt_pane.editor.cursor_blink = self.cursor_blink
-        self.app.theme_changed_signal.subscribe(self, self._theme_changed)
+        self.app.theme_changed_signal.subscribe(self, self.redraw_run)
         self.apply_layout(self.app.size.width)
         self.set_interval(0.5, self._tick)
-        self._apply_settings(self.settings)
+        self.apply_settings(self.settings)
         if self.opened is not None:
             self.history.record(self.opened, "opened", Path(self.opened_name) if self.opened_name else None)
             self.show_result(self.opened, opened_name=self.opened_name)
@@ -159,19 +191,26 @@ class MainScreen(ResponsiveLayout, RunFiles, FamilyLoadWorker, DraftBuildWorker,
             return False
         return super().check_message_enabled(message)
 
-    def _theme_changed(self, theme: object) -> None:
-        """Table rows and figures keep the colours they were drawn with: draw them again."""
-        if self.running:
-            return
-        row = self.table.cursor_row
-        self.table.show_iterations(list(self.table.iterations))
-        self.table.select_iteration(row)
-        self._show_detail(row)
-        if self.result is not None:
-            self.stats.show_result(self.result)
+    # -- keys ----------------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        on_main = not self.app.screen_stack or self.app.screen is self  # (the footer asks beneath a modal too)
+        if action == "cancel":
+            return (self.running or self.run_after_load) and on_main
+        if action in LETTER_ACTIONS and (isinstance(self.focused, TextArea) or not on_main):
+            return False
+        return True
+
+    def action_sweep(self) -> None:
+        start_sweep(self)
+
+    def action_history(self) -> None:
+        open_history(self)
+
+    def action_compare_baseline(self) -> None:
+        compare_with_baseline(self)
 
     # -- settings --------------------------------------------------------------------------------
-    def _apply_settings(self, settings: Settings) -> None:
+    def apply_settings(self, settings: Settings) -> None:
         self.settings = settings
         self.params_pane.settings = settings
         self.prompt_pane.show_chat_template(settings.params.chat_template)
@@ -179,7 +218,7 @@ class MainScreen(ResponsiveLayout, RunFiles, FamilyLoadWorker, DraftBuildWorker,
 
     @on(ParamsPane.Changed)
     def params_changed(self, event: ParamsPane.Changed) -> None:
-        self._apply_settings(event.settings)
+        self.apply_settings(event.settings)
 
     @on(ParamsPane.EditRequested)
     def edit_requested(self, event: ParamsPane.EditRequested) -> None:
@@ -188,13 +227,13 @@ class MainScreen(ResponsiveLayout, RunFiles, FamilyLoadWorker, DraftBuildWorker,
     @on(ValueEditor.Done)
     def value_typed(self, event: ValueEditor.Done) -> None:
         if event.value is not None:
-            self._apply_settings(self.settings.replace(draft_layer=event.value, self_draft=None)
+            self.apply_settings(self.settings.replace(draft_layer=event.value, self_draft=None)
                                  if event.key == "draft_layer"
                                  else self.settings.with_params(**{event.key: event.value}))
         self.params_pane.focus()
 
     def set_method(self, method: str) -> None:
-        self._apply_settings(self.settings.with_params(method=method))
+        self.apply_settings(self.settings.with_params(method=method))
 
     def action_cycle_method(self) -> None:
         self._step_knob("method", 1)
@@ -212,11 +251,11 @@ class MainScreen(ResponsiveLayout, RunFiles, FamilyLoadWorker, DraftBuildWorker,
     def _step_knob(self, key: str, direction: int) -> None:
         draft_layers = self.loaded.draft_layers if self.loaded else 0
         knob = next((k for k in knobs_for(self.settings.params.method) if k.key == key), None) or KNOB_BY_KEY[key]
-        self._apply_settings(knob.step(self.settings, direction, draft_layers))
+        self.apply_settings(knob.step(self.settings, direction, draft_layers))
         self.params_pane.select_key(key)
 
     def action_toggle_chat_template(self) -> None:
-        self._apply_settings(self.settings.with_params(chat_template=not self.settings.params.chat_template))
+        self.apply_settings(self.settings.with_params(chat_template=not self.settings.params.chat_template))
 
     def action_edit_prompt(self) -> None:
         self.prompt_pane.editor.focus()
@@ -233,72 +272,6 @@ class MainScreen(ResponsiveLayout, RunFiles, FamilyLoadWorker, DraftBuildWorker,
         """An engine or input error: a notification and the status line; nothing else changes."""
         self.notify(message, title="Error", severity="error", timeout=10)
         self.status.set(f"error: {message}", "error")
-
-    # -- loading a family ------------------------------------------------------------------------
-    def start_loading(self, spec: FamilySpec) -> None:
-        if self.loading_family:
-            self.notify("A model family is already loading.", severity="warning")
-            return
-        self.loading_family = True
-        self.status.set(f"loading {spec.label or spec.name} …", "busy", 0.0)
-        self.prompt_pane.show_family(
-            self.loaded.engine.family.describe() if self.loaded else {"label": spec.label or spec.main},
-            note=f"loading {spec.name} …")
-        self.load_in_background(spec)
-
-    @on(FamilyProgress)
-    def family_progress(self, event: FamilyProgress) -> None:
-        if self.loading_family:
-            self.status.set(event.text, "busy", event.fraction)
-
-    @on(FamilyLoaded)
-    def family_loaded(self, event: FamilyLoaded) -> None:
-        self.loading_family = False
-        self.loaded = loaded = event.loaded
-        self.spec = loaded.spec or self.spec
-        described = loaded.engine.family.describe()
-        self.prompt_pane.show_family(described, threads=loaded.threads)
-        self.prompt_pane.set_counter(lambda text, template: len(loaded.engine.family.encode_prompt(text, template)))
-        self.params_pane.draft_options = loaded.draft_options()
-        self.params_pane.helper_label = helper_description(described)
-        self._apply_settings(self.settings.replace(**loaded.start_draft()))
-        method = METHOD_NAMES[self.settings.params.method]
-        self.status.set(f"ready: {loaded.label} on {described.get('device')} · {described.get('dtype')}; "
-                        f"ctrl+r runs {method}", "idle")
-        if self.run_after_load:
-            self.run_after_load = False
-            self.action_run()
-
-    @on(FamilyFailed)
-    def family_failed(self, event: FamilyFailed) -> None:
-        self.loading_family = False
-        self.run_after_load = False
-        self.report_error(event.error)
-        if self.loaded is not None:
-            self.prompt_pane.show_family(self.loaded.engine.family.describe(), threads=self.loaded.threads)
-            self.spec = self.loaded.spec
-            self.status.set(f"could not load {event.spec.name}; still using {self.loaded.label}", "error")
-        else:
-            self.prompt_pane.show_family({}, note=f"{event.spec.name} failed to load; f picks another")
-
-    def action_pick_family(self) -> None:
-        if self.running or self.loading_family:
-            self.notify("Wait for the current run or load to end (escape cancels a run).", severity="warning")
-            return
-        try:
-            from decoders.models.families import all_families, config_path
-
-            families = all_families()
-        except DecodeError as error:
-            self.report_error(str(error))
-            return
-        current = self.spec.name if self.spec is not None else None
-
-        def picked(name: str | None) -> None:
-            if name is not None and name in families:
-                self.start_loading(families[name])
-
-        self.app.push_screen(family_picker(families, current, config_path()), picked)
 
     # -- running ---------------------------------------------------------------------------------
     def action_run(self) -> None:
@@ -419,61 +392,3 @@ class MainScreen(ResponsiveLayout, RunFiles, FamilyLoadWorker, DraftBuildWorker,
         self.report_error(event.error)
         if self.result is not None and self.live is not None and self.live.views_cleared:
             self.show_result(self.result)  # the failed run had cleared the views: bring the last run back
-
-    # -- showing a run ---------------------------------------------------------------------------
-    def show_result(self, result: RunResult, opened_name: str = "", streamed: bool = False) -> None:
-        """Fill every pane from ``result`` (a finished, cancelled or opened run)."""
-        self.result = result
-        run = result.method
-        if not (streamed and self.table.row_count == len(run.iters) and self.stream.token_count == len(run.ids)):
-            self.stream.show_tokens(run_tokens(run))
-            self.table.show_iterations(run.iters)
-        if streamed and self.table.cursor_row == 0:  # not moved during the run: show the newest iteration
-            self.table.select_last()
-        state = " (cancelled)" if run.finish == "cancelled" else ""
-        self.stream.border_title = f"Output · {run_title(result)}{state}"
-        self.stream.marked_iteration = self.table.cursor_row if self.table.row_count else None
-        self.stream.refresh()
-        self.stats.show_result(result)
-        self._show_detail(self.table.cursor_row)
-        if opened_name:
-            self.prompt_pane.text = result.prompt
-            params = DecodeParams.from_json(result.params) if result.params else self.settings.params
-            self._apply_settings(self.settings.replace(params=params))
-            if self.loaded is None:
-                self.prompt_pane.show_family(result.family, note="saved run")
-                self.params_pane.helper_label = helper_description(result.family)
-
-    def detail_context(self) -> DetailContext:
-        result = self.result if not self.running else None
-        if result is not None:
-            return DetailContext(method=result.method.method, prompt=result.prompt,
-                                 prompt_tokens=len(result.prompt_ids), output_tokens=list(result.method.tokens))
-        live = self.live
-        if live is None:
-            return DetailContext(method=self.settings.params.method)
-        return DetailContext(method=live.params.method, prompt=live.prompt, prompt_tokens=None,
-                             output_tokens=list(live.output_tokens))
-
-    def _show_detail(self, row: int) -> None:
-        iterations = self.table.iterations
-        if 0 <= row < len(iterations):
-            self.detail.show(iterations[row], self.detail_context())
-        else:
-            self.detail.show(None, DetailContext())
-
-    @on(DataTable.RowHighlighted, "#iteration-table")
-    def row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        row = event.cursor_row
-        self._show_detail(row)
-        if not (self.running and row == self.table.row_count - 1):  # following a live run: the stream marks
-            self.stream.mark_iteration(row)                          # its newest iteration itself
-
-    @on(DataTable.RowSelected, "#iteration-table")
-    def row_selected(self, event: DataTable.RowSelected) -> None:
-        self.maximize(self.detail, container=False)
-        self.detail.focus()
-
-    @on(TokenStream.IterationChosen)
-    def token_chosen(self, event: TokenStream.IterationChosen) -> None:
-        self.table.select_iteration(event.iteration)

@@ -1,0 +1,114 @@
+"""Switching the model family on the main screen: f picks one, its load runs in the family load
+worker (`tui_decode.workers.decode.FamilyLoadWorker`), and the worker's messages land here: the
+status line follows the load, and the panes show the family once it has loaded (or the one still
+in use when it fails). A mixin for the main screen (`FamilySwitching`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from decoders.core.errors import DecodeError
+from decoders.core.params import METHOD_NAMES
+from tui_decode.screens.pickers import family_picker
+from tui_decode.state.loaded_family import helper_description
+
+if TYPE_CHECKING:
+    from textual.app import App
+    from textual.notifications import SeverityLevel
+
+    from decoders.models.family import FamilySpec
+    from tui_decode.state.loaded_family import LoadedFamily
+    from tui_decode.state.settings import Settings
+    from tui_decode.widgets import ParamsPane, PromptPane, StatusLine
+    from tui_decode.workers.messages import FamilyFailed, FamilyLoaded, FamilyProgress
+
+
+@runtime_checkable
+class FamilyHost(Protocol):
+    """What switching families needs from the main screen."""
+
+    spec: FamilySpec | None  # the family asked for
+    loaded: LoadedFamily | None  # the family in use
+    loading_family: bool
+    running: bool
+    run_after_load: bool  # ctrl+r came before the model: run once it has loaded
+    settings: Settings
+    status: StatusLine
+    prompt_pane: PromptPane
+    params_pane: ParamsPane
+
+    @property
+    def app(self) -> App[Any]: ...
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = True) -> None: ...
+    def apply_settings(self, settings: Settings) -> None: ...
+    def report_error(self, message: str) -> None: ...
+    def load_in_background(self, spec: FamilySpec) -> object: ...  # the worker (FamilyLoadWorker)
+    def action_run(self) -> None: ...
+    def start_loading(self, spec: FamilySpec) -> None: ...
+
+
+class FamilySwitching:
+    """f picks a family; the load's progress, success and failure shown."""
+
+    def start_loading(self: FamilyHost, spec: FamilySpec) -> None:
+        if self.loading_family:
+            self.notify("A model family is already loading.", severity="warning")
+            return
+        self.loading_family = True
+        self.status.set(f"loading {spec.label or spec.name} …", "busy", 0.0)
+        self.prompt_pane.show_family(
+            self.loaded.engine.family.describe() if self.loaded else {"label": spec.label or spec.main},
+            note=f"loading {spec.name} …")
+        self.load_in_background(spec)
+
+    def on_family_progress(self: FamilyHost, event: FamilyProgress) -> None:
+        if self.loading_family:
+            self.status.set(event.text, "busy", event.fraction)
+
+    def on_family_loaded(self: FamilyHost, event: FamilyLoaded) -> None:
+        self.loading_family = False
+        self.loaded = loaded = event.loaded
+        self.spec = loaded.spec or self.spec
+        described = loaded.engine.family.describe()
+        self.prompt_pane.show_family(described, threads=loaded.threads)
+        self.prompt_pane.set_counter(lambda text, template: len(loaded.engine.family.encode_prompt(text, template)))
+        self.params_pane.draft_options = loaded.draft_options()
+        self.params_pane.helper_label = helper_description(described)
+        self.apply_settings(self.settings.replace(**loaded.start_draft()))
+        method = METHOD_NAMES[self.settings.params.method]
+        self.status.set(f"ready: {loaded.label} on {described.get('device')} · {described.get('dtype')}; "
+                        f"ctrl+r runs {method}", "idle")
+        if self.run_after_load:
+            self.run_after_load = False
+            self.action_run()
+
+    def on_family_failed(self: FamilyHost, event: FamilyFailed) -> None:
+        self.loading_family = False
+        self.run_after_load = False
+        self.report_error(event.error)
+        if self.loaded is not None:
+            self.prompt_pane.show_family(self.loaded.engine.family.describe(), threads=self.loaded.threads)
+            self.spec = self.loaded.spec
+            self.status.set(f"could not load {event.spec.name}; still using {self.loaded.label}", "error")
+        else:
+            self.prompt_pane.show_family({}, note=f"{event.spec.name} failed to load; f picks another")
+
+    def action_pick_family(self: FamilyHost) -> None:
+        if self.running or self.loading_family:
+            self.notify("Wait for the current run or load to end (escape cancels a run).", severity="warning")
+            return
+        try:
+            from decoders.models.families import all_families, config_path
+
+            families = all_families()
+        except DecodeError as error:
+            self.report_error(str(error))
+            return
+        current = self.spec.name if self.spec is not None else None
+
+        def picked(name: str | None) -> None:
+            if name is not None and name in families:
+                self.start_loading(families[name])
+
+        self.app.push_screen(family_picker(families, current, config_path()), picked)

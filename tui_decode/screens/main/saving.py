@@ -1,0 +1,139 @@
+"""ctrl+s saves the run shown, as JSON and as an SVG screenshot of the screen showing that very
+run; ctrl+o picks a saved run and shows it. A mixin for the main screen (`RunFiles`).
+
+The screenshot is of the live screen, so it must show what the JSON holds: while a run streams
+the screen shows the new run but the last result is the old one, so saving waits for the run to
+end; and the prompt and parameters panes hold the *next* run's (edited after the run), so for
+the screenshot they show the saved run's own for one frame, then the user's come back.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
+
+from decoders.core.errors import DecodeError
+from decoders.core.params import DecodeParams
+from decoders.records import atomic
+from decoders.records.run import RunResult
+from tui_decode.screens.pickers import run_picker
+from tui_decode.state.runs_folder import run_file_stem, saved_runs
+
+if TYPE_CHECKING:
+    from textual.app import App
+    from textual.notifications import SeverityLevel
+
+    from tui_decode.state.run_history import RunHistory
+    from tui_decode.state.settings import Settings
+    from tui_decode.widgets import PromptPane, StatusLine
+
+
+@runtime_checkable
+class RunFilesHost(Protocol):
+    """What saving and opening runs need from the main screen."""
+
+    result: RunResult | None  # the run shown
+    running: bool
+    settings: Settings
+    runs_folder: Path
+    history: RunHistory
+    prompt_pane: PromptPane
+    status: StatusLine
+
+    @property
+    def app(self) -> App[Any]: ...
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = True) -> None: ...
+    def call_after_refresh(self, callback: Callable[..., Any], *args: Any, **kwargs: Any) -> bool: ...
+    def apply_settings(self, settings: Settings) -> None: ...
+    def report_error(self, message: str) -> None: ...
+    def show_result(self, result: RunResult, opened_name: str = "", streamed: bool = False) -> None: ...
+    def open_path(self, path: Path) -> None: ...
+
+
+class RunFiles:
+    """ctrl+s saves the run shown; ctrl+o picks a saved run and shows it."""
+
+    def action_save(self: RunFilesHost) -> None:
+        save_shown_run(self)  # the screenshot of the very run the JSON holds
+
+    def action_open_run(self: RunFilesHost) -> None:
+        if self.running:
+            self.notify("Wait for the run to end (escape cancels it).", severity="warning")
+            return
+        runs = saved_runs(self.runs_folder)
+        if not runs:
+            self.notify(f"No saved runs in {self.runs_folder} yet; ctrl+s saves the run shown.",
+                        severity="warning")
+            return
+
+        def picked(path: str | None) -> None:
+            if path is not None:
+                self.open_path(Path(path))
+
+        self.app.push_screen(run_picker(runs, self.runs_folder), picked)
+
+    def open_path(self: RunFilesHost, path: Path) -> None:
+        try:
+            result = RunResult.load(path)
+        except DecodeError as error:
+            self.report_error(str(error))
+            return
+        self.history.record(result, "opened", path)
+        self.show_result(result, opened_name=path.name)
+        self.status.set(f"opened {path.name}", "done")
+
+
+def run_settings(screen: RunFilesHost, result: RunResult) -> Settings:
+    """The settings the panes show for ``result``: its parameters, the rest as they are now."""
+    params = DecodeParams.from_json(result.params) if result.params else screen.settings.params
+    return screen.settings.replace(params=params)
+
+
+def save_shown_run(screen: RunFilesHost) -> None:
+    """Save the run the screen shows; the screenshot is taken once the panes show that run."""
+    result = screen.result
+    if result is None:
+        screen.notify("Nothing to save yet: run a method first (ctrl+r).", severity="warning")
+        return
+    if screen.app.screen is not screen:
+        screen.notify("Close this screen first (escape): the screenshot saved with the run is of the main "
+                      "screen.", severity="warning")
+        return
+    if screen.running:
+        screen.notify("A run is going and the screen shows it, not a finished run: save once it ends "
+                      "(escape cancels it; the partial run can be saved).", severity="warning")
+        return
+    prompt, settings = screen.prompt_pane.text, screen.settings
+    shown = run_settings(screen, result)
+    if prompt == result.prompt and shown == settings:
+        _write(screen, result, screen.app.export_screenshot())
+        return
+    editor = screen.prompt_pane.editor
+    selection = editor.selection
+    screen.prompt_pane.text = result.prompt
+    screen.apply_settings(shown)
+
+    def take() -> None:
+        svg = screen.app.export_screenshot()
+        screen.prompt_pane.text = prompt  # the user's own prompt and parameters come back
+        editor.selection = selection
+        screen.apply_settings(settings)
+        _write(screen, result, svg)
+
+    screen.call_after_refresh(take)
+
+
+def _write(screen: RunFilesHost, result: RunResult, svg: str) -> None:
+    folder = screen.runs_folder
+    stem = run_file_stem(result, folder)
+    try:
+        result.save(folder / f"{stem}.json")
+        atomic.write_text(folder / f"{stem}.svg", svg, "screenshot")
+    except OSError as error:
+        screen.report_error(f"cannot save in {folder}: {error.strerror or error}; set TUI_DECODE_RUNS_DIR "
+                            "to a writable folder")
+        return
+    screen.history.mark_saved(result, folder / f"{stem}.json")
+    screen.status.set(f"saved {stem}.json and {stem}.svg in {folder}", "done")
+    screen.notify(f"{stem}.json + .svg in {folder}", title="Saved")
