@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from decoders.analysis.stats import DecodeStats
 from decoders.analysis.timing import Drift, decode_rate, one_token_steps, paired_drift, ratio_text, rse, time_to
 from decoders.core.declarations import baseline_method
 from decoders.core.errors import DecodeError
+from decoders.records.codec import convert
 
 if TYPE_CHECKING:
     from decoders.core.params import DecodeParams
@@ -27,25 +29,27 @@ def first_divergence(a: list[int], b: list[int]) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
-@dataclass
-class Summary:
+class Summary(msgspec.Struct, kw_only=True):
     """What a run bought, against its baseline. ``extras`` holds the method's own figures
-    (declared by its `Figure`s: speculative decoding's alpha_hat, c_hat, predictions, ...)."""
+    (declared by its `Figure`s: speculative decoding's alpha_hat, c_hat, predictions, ...).
 
-    method: str
-    label: str
-    finish: str
-    tokens: int
-    target_forwards: int
-    baseline_forwards: int
-    iterations: int
-    tau: float | None
-    speedup_wall: float | None  # end to end, over the tokens both runs produced (see compared_tokens)
-    baseline_ms: float
-    method_ms: float
-    baseline_ms_per_token: float
-    method_ms_per_token: float
-    target_fwd_ms: float
+    Saved flat: the method's figures beside the common ones, None figures left out (but for
+    `ALWAYS_SAVED`); read by `from_json`, each figure's type checked by msgspec."""
+
+    method: str = "?"
+    label: str = ""
+    finish: str = "length"
+    tokens: int = 0
+    target_forwards: int = 0
+    baseline_forwards: int = 0
+    iterations: int = 0
+    tau: float | None = None
+    speedup_wall: float | None = None  # end to end, over the tokens both runs produced (see compared_tokens)
+    baseline_ms: float = 0.0
+    method_ms: float = 0.0
+    baseline_ms_per_token: float = 0.0
+    method_ms_per_token: float = 0.0
+    target_fwd_ms: float = 0.0
     prompt_tokens: int | None = None
     ttft_ms: float | None = None  # time to the first token: the prefill and the first iteration
     decode_ms_per_token: float | None = None  # after the first iteration
@@ -70,7 +74,7 @@ class Summary:
     first_divergence: int | None = None
     divergence: dict[str, Any] | None = None  # at, margin (top-2 logits), top2, baseline, method tokens
     explanation: str = ""
-    extras: dict[str, Any] = field(default_factory=dict)
+    extras: dict[str, Any] = msgspec.field(default_factory=dict)
 
     def divergence_text(self) -> str:
         d = self.divergence
@@ -84,60 +88,21 @@ class Summary:
                 "float rounding, so the method changed the output; report it as a bug.")
 
     def to_json(self) -> dict[str, Any]:
-        """A flat dict (the method's figures beside the common ones); None figures are left out."""
-        out: dict[str, Any] = {}
-        for f in fields(self):
-            if f.name == "extras":
-                continue
-            value = getattr(self, f.name)
-            if value is not None or f.name in ("tau", "speedup_wall", "identical", "first_divergence"):
-                out[f.name] = value
-        out.update(self.extras)
-        return out
+        plain = msgspec.to_builtins(self)
+        extras = plain.pop("extras")
+        return {k: v for k, v in plain.items() if v is not None or k in ALWAYS_SAVED} | extras
 
     @classmethod
     def from_json(cls, d: Any) -> Summary:
-        """Read a saved summary, checking each figure's type (a hand-edited file must not crash
-        the app later, far from where the bad value came in)."""
-        if not isinstance(d, dict):
-            raise DecodeError(f"the run's summary is {type(d).__name__}, not an object")
-        names = {f.name: f for f in fields(cls) if f.name != "extras"}
-        values: dict[str, Any] = {}
-        for name, f in names.items():
-            if name not in d:
-                continue
-            value = d[name]
-            _check_type(name, value, str(f.type))
-            values[name] = value
-        defaults = {"method": "?", "label": "", "finish": "length", "tokens": 0, "target_forwards": 0,
-                    "baseline_forwards": 0, "iterations": 0, "tau": None, "speedup_wall": None,
-                    "baseline_ms": 0.0, "method_ms": 0.0, "baseline_ms_per_token": 0.0,
-                    "method_ms_per_token": 0.0, "target_fwd_ms": 0.0}
-        for name, default in defaults.items():
-            values.setdefault(name, default)
-        extras = {k: v for k, v in d.items() if k not in names}
-        return cls(**values, extras=extras)
+        """A saved summary, each figure's type checked (a hand-edited file must not crash the app
+        later, far from where the bad value came in); the figures not declared here are its extras."""
+        s = convert(d, cls, root="summary")
+        s.extras = {k: v for k, v in d.items() if k not in cls.__struct_fields__}
+        return s
 
 
-def _check_type(name: str, value: Any, annotation: str) -> None:
-    if value is None:
-        if "None" in annotation:
-            return
-        raise DecodeError(f"summary.{name} is null in the saved run; it must be set")
-    ok = True
-    if annotation.startswith("float") or annotation.startswith("int"):
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    elif annotation.startswith("str"):
-        ok = isinstance(value, str)
-    elif annotation.startswith("bool"):
-        ok = isinstance(value, bool)
-    elif annotation.startswith("dict"):
-        ok = isinstance(value, dict)
-    elif annotation.startswith("list"):
-        ok = isinstance(value, list) and all(
-            (isinstance(x, (int, float)) and not isinstance(x, bool)) or x is None for x in value)
-    if not ok:
-        raise DecodeError(f"summary.{name} is {value!r} in the saved run, not a {annotation.split(' ')[0]}")
+#: Figures saved even when None (the app tells "not measured" from "not recorded" by them).
+ALWAYS_SAVED = frozenset({"tau", "speedup_wall", "identical", "first_divergence"})
 
 
 def summarize(method: Run, baseline: Run, params: DecodeParams, prompt_tokens: int | None = None,

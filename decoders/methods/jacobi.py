@@ -8,9 +8,6 @@ the text is predictable. The unconverged answers carry over as the next guesses.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
-
 from decoders.core.declarations import Figure, Method, ParamSpec, register
 from decoders.methods.shared.common import DecodeContext, HostValues, MethodGen, RunBuilder, ms
 from decoders.methods.shared.verify import accept_prefix
@@ -23,11 +20,9 @@ INIT = ParamSpec("init", "init", "Jacobi: initial fill of the block (repeat the 
 
 
 @register_detail
-@dataclass
-class JacobiBlock(Detail):
+class JacobiBlock(Detail, tag="jacobi"):
     """The block fed in, the model's greedy answer at each guess, and the tokens committed."""
 
-    kind: ClassVar[str] = "jacobi"
     before: list[list]  # [[token, text], ...] the guesses fed in
     after: list[list]  # [[token, text], ...] the model's greedy answer at each guess
     fixed: int  # tokens committed by this iteration

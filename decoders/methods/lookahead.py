@@ -24,8 +24,6 @@ The target's argmax at the last level gives a new level; every column then yield
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
-from typing import ClassVar
 
 from decoders.core.declarations import BenchTarget, Figure, Method, ParamSpec, register
 from decoders.methods.shared.common import DecodeContext, MethodGen, RunBuilder, ms
@@ -54,12 +52,10 @@ WINDOW_KEY = 0  # the acceptance key of the window's n-grams (a text match's key
 
 
 @register_detail
-@dataclass
-class LookaheadStep(Detail):
+class LookaheadStep(Detail, tag="lookahead"):
     """The pool before the step, the n-grams it offered for the last token, what was accepted,
     and the Jacobi window that ran (the tree of candidates is the iteration's draft rows)."""
 
-    kind: ClassVar[str] = "lookahead"
     pool: int  # the window's n-grams in the pool before this step
     hits: int  # candidates offered for the last token: the text's continuation, the pool's n-grams
     # (the adaptive policy verifies those that pay for their positions: the iteration's draft rows)

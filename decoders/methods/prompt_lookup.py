@@ -8,9 +8,6 @@ pays for (`decoders.methods.shared.draft_policy`); "fixed" drafts up to k tokens
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
-
 from decoders.core.declarations import BenchTarget, Figure, Method, ParamSpec, register
 from decoders.core.errors import DecodeError
 from decoders.methods.shared.common import DecodeContext, HostValues, MethodGen, RunBuilder, ms
@@ -29,11 +26,9 @@ BRANCHES = ParamSpec("branches", "B branches",
 
 
 @register_detail
-@dataclass
-class LookupMatch(Detail):
+class LookupMatch(Detail, tag="lookup"):
     """Where prompt lookup found its draft: the n-gram and the position its continuation starts."""
 
-    kind: ClassVar[str] = "lookup"
     start: int  # index in the full sequence (prompt + output) where the copied tokens start
     n: int  # length of the matched n-gram
     in_prompt: bool

@@ -134,6 +134,6 @@ def test_a_wide_forward_that_verified_nothing_is_no_one_token_step():
 
     run = timed_run([100.0] + [120.0] * 5)
     for it in run.iters[1:]:
-        it.detail = LookaheadStep.__new__(LookaheadStep)
+        it.detail = LookaheadStep(pool=0, hits=0, accepted=0, window=[], added=0)
     assert one_token_steps(run) == []
     assert one_token_steps(timed_run([100.0] + [40.0] * 5)) == [40.0] * 5

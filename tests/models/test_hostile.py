@@ -349,7 +349,7 @@ def _set(path: list, value):
 
 @pytest.mark.parametrize("edit,message", [
     (_set(["summary", "tau"], "fast"), "tau"),
-    (_set(["runs", "method", "ids"], "abc"), "runs.method.ids must be a list of integers"),
+    (_set(["runs", "method", "ids"], "abc"), "runs.method.ids must be a list"),
     (_set(["runs", "method", "tokens"], [1, 2]), "runs.method.tokens[0] must be"),
     (_set(["runs", "method", "kinds"], ["acc"]), "runs.method.kinds has 1 entries for 20 tokens"),
     (_set(["runs", "method", "iters", 0, "k"], "0"), "runs.method.iters[0].k must be an integer"),

@@ -3,9 +3,6 @@ greedily in one forward. Declared and registered by the tests that need it (`reg
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
-
 from decoders.core.declarations import ParamSpec
 from decoders.methods.shared.common import HostValues, RunBuilder, ms
 from decoders.methods.shared.verify import accept_prefix
@@ -15,9 +12,7 @@ SPAN = ParamSpec("span", "span", "lookback: how many of the last tokens to guess
 
 
 @register_detail
-@dataclass
-class Echo(Detail):
-    kind: ClassVar[str] = "echo"
+class Echo(Detail, tag="echo"):
     guessed: list[int]
 
 

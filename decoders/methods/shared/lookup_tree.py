@@ -11,8 +11,7 @@ learned from the branch the accepted path followed (or the first, when none was 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
 from decoders.methods.shared.common import MethodGen, RunBuilder, ms
 from decoders.methods.shared.draft_policy import AdaptiveDraftLength
@@ -26,11 +25,9 @@ if TYPE_CHECKING:
 
 
 @register_detail
-@dataclass
-class LookupTree(Detail):
+class LookupTree(Detail, tag="lookup_tree"):
     """Where each branch was copied from, and which one the accepted path followed."""
 
-    kind: ClassVar[str] = "lookup_tree"
     starts: list[int]  # per branch: where its copied tokens start in the full sequence
     n: list[int]  # per branch: the length of the matched n-gram
     in_prompt: list[bool]

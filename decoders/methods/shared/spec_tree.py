@@ -10,8 +10,9 @@ Sampling stays linear (exact speculative sampling over a tree needs a different 
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
+
+from msgspec.structs import replace
 
 from decoders.core.declarations import ParamSpec
 from decoders.methods.shared.common import HostValues, draft_chain, ms, r

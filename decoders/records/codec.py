@@ -1,0 +1,101 @@
+"""One way to read a record: `convert` checks plain JSON values against a declared msgspec type
+and turns msgspec's error into the project's one line naming the field.
+
+msgspec says ``Expected `int`, got `str` - at `$.runs.method.iters[3].k```; `convert` says
+``runs.method.iters[3].k must be an integer, got str``. `Record` gives every declared record the
+same ``to_json`` / ``from_json`` pair (no class writes its own).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, TypeVar
+
+import msgspec
+
+from decoders.core.errors import DecodeError
+
+T = TypeVar("T")
+
+_WORDS = {"int": "an integer", "float": "a number", "str": "text", "bool": "true or false", "array": "a list",
+          "object": "an object", "null": "null", "bytes": "bytes"}
+_EXPECTED = re.compile(r"Expected `(?P<want>[^`]+)`(?P<rest>.*?), got `?(?P<got>[^`]+?)`?$")
+_JSON_TYPES = {"str": str, "int": int, "float": float, "bool": bool, "array": list, "object": dict, "null": type(None)}
+
+
+def field_path(exc: msgspec.ValidationError, data: Any = None, root: str = "") -> tuple[str, str]:
+    """(where, what): msgspec's ``- at `$...``` as a dotted path (``root`` for ``$``) and the rest."""
+    text = str(exc)
+    what, sep, at = text.rpartition(" - at `")
+    if not sep:
+        return root, text
+    path = at.rstrip("`")[1:]  # without the "$"
+    if "[...]" in path and data is not None:
+        path = _name_keys(path, data, what)
+    path = path.lstrip(".")
+    if root and path:
+        path = f"{root}.{path}" if not path.startswith("[") else root + path
+    return path or root, what
+
+
+def _name_keys(path: str, data: Any, what: str) -> str:
+    """msgspec writes a mapping's key as ``[...]``: name the first key whose value is of the type
+    the message says it got (the offending value in practice)."""
+    m = _EXPECTED.search(what)
+    got = _JSON_TYPES.get(m.group("got")) if m else None
+    node, out = data, ""
+    for part in re.findall(r"\.\w+|\[\d+\]|\[\.\.\.\]", path):
+        if part == "[...]" and isinstance(node, dict):
+            key = next((k for k, v in node.items() if got is not None and type(v) is got), None)
+            out, node = (out + part, None) if key is None else (f"{out}.{key}", node[key])
+        elif part.startswith("[") and isinstance(node, list):
+            i = int(part[1:-1])
+            out, node = out + part, node[i] if i < len(node) else None
+        elif part.startswith(".") and isinstance(node, dict):
+            out, node = out + part, node.get(part[1:])
+        else:
+            out += part
+    return out
+
+
+def one_line(exc: msgspec.ValidationError, data: Any = None, root: str = "the record") -> str:
+    """``where must be <type>, got <type>`` (or ``where has no <field>``, ...): one line."""
+    where, what = field_path(exc, data)
+    where = where or root
+    if what.startswith("Object missing required field `"):
+        return f"{where} has no {what.split('`')[1]}"
+    if what.startswith(("Invalid enum value ", "Invalid value ")):
+        value = what.split(" value ", 1)[1]
+        if where.endswith(".kind"):
+            return f"{where[:-5]} has an unknown kind {value}"
+        return f"{where} has an invalid value {value}"
+    m = _EXPECTED.match(what)
+    if m:
+        want = " or ".join(_WORDS.get(w.strip(), w.strip()) for w in m.group("want").split("|"))
+        rest = m.group("rest").strip()
+        length = re.search(r"(at least |at most )?length (\d+)", rest)
+        if length:
+            want += f" of {length.group(1) or ''}{length.group(2)} items"
+        return f"{where} must be {want}, got {m.group('got')}"
+    if what.startswith("."):  # a check of the record's own: ".kinds has 1 entries for 20 tokens"
+        return f"{where}{what}"
+    return f"{where}: {what}"
+
+
+def convert(data: Any, type_: type[T] | Any, root: str = "the record") -> T:
+    """``data`` (plain JSON values) as ``type_``, every field checked; DecodeError in one line."""
+    try:
+        return msgspec.convert(data, type_)
+    except msgspec.ValidationError as exc:
+        raise DecodeError(one_line(exc, data, root)) from None
+
+
+class Record(msgspec.Struct):
+    """A declared record: plain JSON out (``to_json``), checked JSON in (``from_json``)."""
+
+    def to_json(self) -> Any:
+        return msgspec.to_builtins(self)
+
+    @classmethod
+    def from_json(cls: type[T], data: Any) -> T:
+        return convert(data, cls, root=cls.__name__)

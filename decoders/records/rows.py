@@ -1,0 +1,62 @@
+"""The rows of an iteration: drafted tokens with their verdict, emitted tokens with their kind,
+and top-k entries. Each is saved as a JSON list (``array_like``), the format the project started from."""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+from decoders.records.codec import Record
+from decoders.records.kinds import (
+    EMIT_KINDS,
+    KIND_ACCEPTED,
+    KIND_AR,
+    KIND_BONUS,
+    KIND_FIXED,
+    STATUS_ACCEPTED,
+    STATUS_REJECTED,
+    STATUS_UNVERIFIED,
+)
+
+__all__ = ["EMIT_KINDS", "KIND_ACCEPTED", "KIND_AR", "KIND_BONUS", "KIND_FIXED", "STATUS_ACCEPTED",
+           "STATUS_REJECTED", "STATUS_UNVERIFIED", "CHAIN", "DraftRow", "EmitKind", "Emitted", "Status", "TopEntry"]
+
+EmitKind = Literal["acc", "fix", "bonus", "ar"]
+
+Status = Literal["acc", "rej", "unv"]
+assert get_args(EmitKind) == EMIT_KINDS and get_args(Status) == (STATUS_ACCEPTED, STATUS_REJECTED, STATUS_UNVERIFIED)
+
+#: A draft row's parent when it is not given: the row before it (a chain). `Iteration` resolves it
+#: to the row's index - 1 when built or read; a saved chain row leaves its parent out.
+CHAIN = -2
+
+
+class DraftRow(Record, array_like=True, omit_defaults=True):
+    """One drafted token and how verification judged it:
+    ``[token, text, q, p, acc_prob, status]``, then the parent where the row does not continue
+    the row before it (a tree)."""
+
+    token: int
+    text: str
+    q: float | None  # helper probability of the token (None: no helper model)
+    p: float | None  # target probability of the token
+    acc_prob: float | None  # probability that verification accepts it
+    status: Status  # acc | rej | unv
+    parent: int = CHAIN  # index of the draft row this one continues; -1: the sequence so far
+
+
+class Emitted(Record, array_like=True):
+    """``[token, text, kind]``."""
+
+    token: int
+    text: str
+    kind: EmitKind
+
+
+class TopEntry(Record, array_like=True):
+    """``[token, text, prob]``."""
+
+    token: int
+    text: str
+    prob: float
+
+
