@@ -4,7 +4,7 @@ the iteration detail's bonus position told right. No model is loaded (a saved ru
 
 from __future__ import annotations
 
-import dataclasses
+import msgspec.structs
 from pathlib import Path
 
 import pytest
@@ -162,7 +162,7 @@ def test_bonus_position_is_not_reached_when_a_draft_was_rejected():
     shown_text = text(rejected)
     assert "every draft passed" not in shown_text
     assert f"not reached: draft {rejected.n_accepted + 1} was rejected" in shown_text
-    passed = dataclasses.replace(rejected, draft=[dataclasses.replace(r, status="acc") for r in rejected.draft])
+    passed = msgspec.structs.replace(rejected, draft=[msgspec.structs.replace(r, status="acc") for r in rejected.draft])
     assert "every draft passed" in text(passed)
 
 

@@ -364,6 +364,43 @@ def test_open_run_with_bad_fields(capsys, isolated, edit, message):
     hostile(capsys, isolated, ["--open", path], 2, message)
 
 
+def _drop(path: list):
+    def edit(d):
+        for key in path[:-1]:
+            d = d[key]
+        del d[path[-1]]
+    return edit
+
+
+@pytest.mark.parametrize("edit,message", [
+    (_set(["runs", "method", "iters", 3, "draft", 0, 2], "high"), "runs.method.iters[3].draft[0][2] must be a number"),
+    (_set(["runs", "method", "iters", 2, "top", "p", 0, 1], [5, "x", "hi"]),
+     "runs.method.iters[2].detail.p[0][1][2] must be a number, got str"),
+    (_set(["runs", "method", "iters", 2, "detail"], {"kind": "jacobi", "before": []}),
+     "runs.method.iters[2].detail has no after"),
+    (_set(["runs", "method", "iters", 0, "detail"], {"kind": "telepathy", "guess": 1}),
+     "runs.method.iters[0].detail has an unknown kind 'telepathy'"),
+    (_drop(["runs", "method", "iters", 4, "pos"]), "runs.method.iters[4] has no pos"),
+    (_drop(["runs", "baseline", "finish"]), "runs.baseline has no finish"),
+    (_set(["summary", "tokens"], None), "summary.tokens must be an integer, got null"),
+    (_set(["runs", "method", "n_forward", "main"], "17"), "runs.method.n_forward.main must be an integer, got str"),
+])
+def test_a_malformed_run_gets_one_line_naming_the_field(tmp_path, edit, message):
+    """Loading checks every field against the declared records (issue 22): one line, the file and the field."""
+    import tui_decode.app  # noqa: F401 (the app's imports register every method's detail kinds)
+    from decoders.core.errors import DecodeError
+    from decoders.records.run import RunResult
+
+    data = json.loads(RUN_DATA.read_text())
+    edit(data)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(DecodeError) as info:
+        RunResult.load(path)
+    text = str(info.value)
+    assert message in text and str(path) in text and "\n" not in text, text
+
+
 @pytest.mark.parametrize("data,message", [
     (b"", "is not a tui-decode run record"),
     (RUN_DATA.read_bytes()[:500], "is not a tui-decode run record"),
