@@ -4,9 +4,9 @@ the iteration detail's bonus position told right. No model is loaded (a saved ru
 
 from __future__ import annotations
 
-import msgspec.structs
 from pathlib import Path
 
+import msgspec.structs
 import pytest
 from rich.style import Style
 
