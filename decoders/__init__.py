@@ -25,20 +25,20 @@ _PUBLIC = {
     "get_method": "decoders.core.declarations", "all_methods": "decoders.core.declarations",
     "DecodeParams": "decoders.core.params",
     "Run": "decoders.records.run", "RunResult": "decoders.records.run", "Iteration": "decoders.records.run",
-    "Summary": "decoders.analysis.summary",
+    "Summary": "decoders.records.summary",
     "FamilySpec": "decoders.models.family", "Family": "decoders.models.family",
     "load_family": "decoders.models.family",
     "Engine": "decoders.engine",
 }
 
 if TYPE_CHECKING:
-    from decoders.analysis.summary import Summary
     from decoders.core.declarations import Figure, Method, ParamSpec, all_methods, get_method, register
     from decoders.core.errors import DecodeError
     from decoders.core.params import DecodeParams
     from decoders.engine import Engine
     from decoders.models.family import Family, FamilySpec, load_family
     from decoders.records.run import Iteration, Run, RunResult
+    from decoders.records.summary import Summary
 
 __all__ = [
     "__version__", "DecodeError", "Method", "ParamSpec", "Figure", "register", "get_method", "all_methods",

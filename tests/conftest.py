@@ -8,6 +8,25 @@ from dataclasses import replace
 import pytest
 
 
+@pytest.fixture
+def one_torch_thread(request):
+    """Torch's CPU threads at 1 for the test, restored after it. Tiny models' ops are microseconds:
+    a second thread only adds hand-over cost, and on a machine shared with other busy processes
+    torch's threads spin against them (a module of tiny-model tests then takes several times as
+    long). The folders whose tests run torch (engine, backends, models, bench) use it for every test;
+    the app's and the CLI's tests (which test `--threads`) do not, nor do the bundled model's
+    (its matmuls do use the second core)."""
+    if "smollm2" in request.fixturenames:
+        yield
+        return
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def smollm2():
     """The bundled SmolLM2-135M family on CPU in float32 (reproducible numerics on any machine),

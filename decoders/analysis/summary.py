@@ -1,24 +1,20 @@
-"""The figures a run is judged by, computed from the method run and its baseline."""
+"""The figures a run is judged by, computed from the method run and its baseline (their saved
+shape, `Summary`, is declared in `decoders.records.summary`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-import msgspec
+from typing import TYPE_CHECKING
 
 from decoders.analysis.stats import DecodeStats
 from decoders.analysis.timing import Drift, decode_rate, one_token_steps, paired_drift, ratio_text, rse, time_to
 from decoders.core.declarations import baseline_method
-from decoders.core.errors import DecodeError
-from decoders.records.codec import convert
+from decoders.records.summary import ALWAYS_SAVED, NEAR_TIE, Summary
 
 if TYPE_CHECKING:
     from decoders.core.params import DecodeParams
     from decoders.records.run import Run
 
-
-#: Top-2 logit margins below this are float32 noise between a wide forward and a one-token step.
-NEAR_TIE = 1e-3
+__all__ = ["ALWAYS_SAVED", "NEAR_TIE", "Summary", "explain", "first_divergence", "summarize"]
 
 
 def first_divergence(a: list[int], b: list[int]) -> int | None:
@@ -29,87 +25,12 @@ def first_divergence(a: list[int], b: list[int]) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
-class Summary(msgspec.Struct, kw_only=True):
-    """What a run bought, against its baseline. ``extras`` holds the method's own figures
-    (declared by its `Figure`s: speculative decoding's alpha_hat, c_hat, predictions, ...).
-
-    Saved flat: the method's figures beside the common ones, None figures left out (but for
-    `ALWAYS_SAVED`); read by `from_json`, each figure's type checked by msgspec."""
-
-    method: str = "?"
-    label: str = ""
-    finish: str = "length"
-    tokens: int = 0
-    target_forwards: int = 0
-    baseline_forwards: int = 0
-    iterations: int = 0
-    tau: float | None = None
-    speedup_wall: float | None = None  # end to end, over the tokens both runs produced (see compared_tokens)
-    baseline_ms: float = 0.0
-    method_ms: float = 0.0
-    baseline_ms_per_token: float = 0.0
-    method_ms_per_token: float = 0.0
-    target_fwd_ms: float = 0.0
-    prompt_tokens: int | None = None
-    ttft_ms: float | None = None  # time to the first token: the prefill and the first iteration
-    decode_ms_per_token: float | None = None  # after the first iteration
-    baseline_ttft_ms: float | None = None
-    baseline_decode_ms_per_token: float | None = None
-    speedup_decode: float | None = None  # decode tokens/s over the baseline's, rescaled by the drift
-    speedup_spread: float | None = None  # two standard errors of either speedup, as a ratio
-    compared_tokens: int | None = None  # the first N tokens both runs produced (N < tokens: one stopped early)
-    drift: float | None = None  # one-token step now over the baseline's then (probe after the run)
-    probe_ms: list[float] | None = None
-    verify_cost_curve: list[float] | None = None  # T(k), k = 1..16: a k-token forward in one-token forwards
-    drafted: int | None = None
-    accepted: int | None = None
-    accept_rate: float | None = None  # accepted / judged drafts
-    draft_use: float | None = None  # accepted / drafted (vLLM's draft acceptance rate)
-    mean_acceptance_length: float | None = None
-    per_position_acceptance: list[float] | None = None  # accepted at i / drafts (vLLM)
-    per_position_acceptance_conditional: list[float | None] | None = None  # accepted at i / drafts judged at i
-    acceptance_length_histogram: list[int] | None = None  # [n]: drafts with n tokens accepted
-    verify_cost: float | None = None  # a verify forward in one-token forwards
-    identical: bool | None = None
-    first_divergence: int | None = None
-    divergence: dict[str, Any] | None = None  # at, margin (top-2 logits), top2, baseline, method tokens
-    explanation: str = ""
-    extras: dict[str, Any] = msgspec.field(default_factory=dict)
-
-    def divergence_text(self) -> str:
-        d = self.divergence
-        if not d or d.get("margin") is None:
-            return ""
-        where = f"The outputs part at token {d['at']} ({d.get('baseline')!r} against {d.get('method')!r})"
-        if d["margin"] < NEAR_TIE:
-            return (f"{where}, where the target's top two logits are {d['margin']:.1e} apart: a numerical "
-                    "near-tie that a wider forward can break the other way, not a fault of the method.")
-        return (f"{where}, where the target's top two logits are {d['margin']:.2f} apart: too far for "
-                "float rounding, so the method changed the output; report it as a bug.")
-
-    def to_json(self) -> dict[str, Any]:
-        plain = msgspec.to_builtins(self)
-        extras = plain.pop("extras")
-        return {k: v for k, v in plain.items() if v is not None or k in ALWAYS_SAVED} | extras
-
-    @classmethod
-    def from_json(cls, d: Any) -> Summary:
-        """A saved summary, each figure's type checked (a hand-edited file must not crash the app
-        later, far from where the bad value came in); the figures not declared here are its extras."""
-        s = convert(d, cls, root="summary")
-        s.extras = {k: v for k, v in d.items() if k not in cls.__struct_fields__}
-        return s
-
-
-#: Figures saved even when None (the app tells "not measured" from "not recorded" by them).
-ALWAYS_SAVED = frozenset({"tau", "speedup_wall", "identical", "first_divergence"})
-
-
 def summarize(method: Run, baseline: Run, params: DecodeParams, prompt_tokens: int | None = None,
               probe_ms: list[float] | None = None, cost_curve: list[float] | None = None) -> Summary:
     emitted = len(method.ids)
     target_forwards = method.n_forward.get("main", 0)
-    base_ms = baseline.time_ms["wall"]
+    base_ms = baseline.time_ms["wall"] or 0.0  # a finished run's wall time is always measured
+    method_ms = method.time_ms["wall"] or 0.0
     base_fwd = baseline.time_ms.get("main_fwd_mean") or 0.0
     stats = DecodeStats.of(method.iters)
     method_def = params.method_def
@@ -122,11 +43,11 @@ def summarize(method: Run, baseline: Run, params: DecodeParams, prompt_tokens: i
         baseline_forwards=baseline.n_forward.get("main", 0),
         iterations=len(method.iters),
         tau=round(emitted / target_forwards, 3) if target_forwards else None,
-        speedup_wall=round(base_ms / method.time_ms["wall"], 3) if method.time_ms["wall"] > 0 else None,
+        speedup_wall=round(base_ms / method_ms, 3) if method_ms > 0 else None,
         baseline_ms=round(base_ms, 2),
-        method_ms=round(method.time_ms["wall"], 2),
+        method_ms=round(method_ms, 2),
         baseline_ms_per_token=round(base_ms / max(len(baseline.ids), 1), 2),
-        method_ms_per_token=round(method.time_ms["wall"] / max(emitted, 1), 2),
+        method_ms_per_token=round(method_ms / max(emitted, 1), 2),
         target_fwd_ms=round(base_fwd, 3),
         prompt_tokens=prompt_tokens,
         verify_cost_curve=cost_curve or None,

@@ -17,10 +17,10 @@ from decoders.core.errors import DecodeError
 
 if TYPE_CHECKING:
     from decoders.analysis.stats import DecodeStats
-    from decoders.analysis.summary import Summary
     from decoders.core.params import DecodeParams
     from decoders.methods.shared.common import DecodeContext
     from decoders.records.run import Iteration, Run
+    from decoders.records.summary import Summary
 
     MethodGen = Generator[Iteration, None, Run]
 

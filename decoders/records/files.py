@@ -15,11 +15,11 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from decoders.analysis.summary import Summary
 from decoders.core.errors import DecodeError
 from decoders.records.codec import one_line
 from decoders.records.details import Detail, detail_union
 from decoders.records.run import MAX_RUN_BYTES, Run, RunResult
+from decoders.records.summary import Summary
 
 D = TypeVar("D", bound=Detail)
 
@@ -74,7 +74,7 @@ def from_plain(data: Any, details: Iterable[type[Detail]] | None = None) -> RunR
     """A run record from plain JSON values (either schema); DecodeError naming the first bad field."""
     data = migrate(data)
     try:
-        f = msgspec.convert(data, RunFile[detail_union(details)])  # type: ignore[index]
+        f = msgspec.convert(data, RunFile[detail_union(details)])  # type: ignore[index,misc]  # a union built at run time
     except msgspec.ValidationError as exc:
         raise DecodeError(one_line(exc, data, root="the run")) from None
     f.summary.extras = {k: v for k, v in data["summary"].items() if k not in Summary.__struct_fields__}

@@ -3,7 +3,7 @@ and top-k entries. Each is saved as a JSON list (``array_like``), the format the
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import get_args
 
 from decoders.records.codec import Record
 from decoders.records.kinds import (
@@ -15,14 +15,13 @@ from decoders.records.kinds import (
     STATUS_ACCEPTED,
     STATUS_REJECTED,
     STATUS_UNVERIFIED,
+    EmitKind,
+    Status,
 )
 
 __all__ = ["EMIT_KINDS", "KIND_ACCEPTED", "KIND_AR", "KIND_BONUS", "KIND_FIXED", "STATUS_ACCEPTED",
            "STATUS_REJECTED", "STATUS_UNVERIFIED", "CHAIN", "DraftRow", "EmitKind", "Emitted", "Status", "TopEntry"]
 
-EmitKind = Literal["acc", "fix", "bonus", "ar"]
-
-Status = Literal["acc", "rej", "unv"]
 assert get_args(EmitKind) == EMIT_KINDS and get_args(Status) == (STATUS_ACCEPTED, STATUS_REJECTED, STATUS_UNVERIFIED)
 
 #: A draft row's parent when it is not given: the row before it (a chain). `Iteration` resolves it

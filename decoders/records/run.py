@@ -32,11 +32,10 @@ from decoders.records.rows import (
     Emitted,
     TopEntry,
 )
+from decoders.records.summary import Summary
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
-
-    from decoders.analysis.summary import Summary
 
 __all__ = [
     "CHAIN", "DETAIL_KINDS", "EMIT_KINDS", "KIND_ACCEPTED", "KIND_AR", "KIND_BONUS", "KIND_FIXED", "MAX_RUN_BYTES",

@@ -11,3 +11,8 @@ from tests.support.engine import tiny_family
 @pytest.fixture(scope="module", params=[False, True], ids=["hf-backend", "fast-backend"])
 def engine(request):
     return Engine(tiny_family(fast=request.param))
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread(one_torch_thread):
+    """Every test here runs torch on one CPU thread (see tests/conftest.py)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Generator, Sequence, overload
 
+from decoders.records.kinds import EmitKind, Status
 from decoders.records.run import (
     KIND_ACCEPTED,
     KIND_AR,
@@ -48,7 +49,7 @@ class DecodeContext:
     cost_curve: list[float] | None = None  # T(k) measured earlier at this context, when known
 
 
-def status_of(i: int, n_accepted: int) -> str:
+def status_of(i: int, n_accepted: int) -> Status:
     if i < n_accepted:
         return STATUS_ACCEPTED
     return STATUS_REJECTED if i == n_accepted else STATUS_UNVERIFIED
@@ -75,7 +76,7 @@ class RunBuilder:
         self.label = label or ctx.params.method_def.run_label(ctx.params)
         self.seq: list[int] = list(ctx.prompt_ids)  # prompt + everything emitted
         self.out: list[int] = []
-        self.kinds: list[str] = []
+        self.kinds: list[EmitKind] = []
         self.tok_iter: list[int] = []
         self.iters: list[Iteration] = []
         self.finish = "length"
@@ -105,10 +106,10 @@ class RunBuilder:
             for i, d in enumerate(drafts)
         ]
 
-    def commit(self, tokens: Sequence[int], last_kind: str, draft: list[DraftRow], **fields) -> Iteration:
+    def commit(self, tokens: Sequence[int], last_kind: EmitKind, draft: list[DraftRow], **fields) -> Iteration:
         """Emit ``tokens`` (accepted drafts, then one token of ``last_kind``) as a new iteration."""
         stop_ids = self.ctx.family.stop_ids
-        kinds = [KIND_ACCEPTED] * (len(tokens) - 1) + [last_kind]
+        kinds: list[EmitKind] = [KIND_ACCEPTED] * (len(tokens) - 1) + [last_kind]
         tokens = list(tokens[: self.remaining])
         for j, t in enumerate(tokens):
             if t in stop_ids:
@@ -134,7 +135,7 @@ class RunBuilder:
         """Emit the accepted drafts and the target's next token: a fix after a rejection, a
         bonus after a fully accepted draft, a plain step when nothing was drafted."""
         g = len(drafts)
-        kind = KIND_AR if g == 0 else (KIND_BONUS if n_accepted == g else KIND_FIXED)
+        kind: EmitKind = KIND_AR if g == 0 else (KIND_BONUS if n_accepted == g else KIND_FIXED)
         return self.commit(list(drafts[:n_accepted]) + [next_token], kind, rows, **fields)
 
     def yielding(self, it: Iteration) -> Generator[Iteration, None, None]:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from decoders.methods.shared.common import HostValues, r
 from decoders.methods.shared.verify import accept_tree
+from decoders.records.kinds import EmitKind, Status
 from decoders.records.run import (
     KIND_AR,
     KIND_BONUS,
@@ -38,14 +39,14 @@ class TreeOutcome:
     next_token: int  # the target's token after the path (a fix, or a bonus at a leaf)
     best: list[int]  # the target's argmax after the prefix (0) and after every node (1 + i)
     rows: list[DraftRow]  # one per candidate node, parents and statuses set
-    kind: str  # how the last emitted token came to be (ar | fix | bonus)
+    kind: EmitKind  # how the last emitted token came to be (ar | fix | bonus)
 
 
-def tree_statuses(parents: Sequence[int], path: Sequence[int]) -> list[str]:
+def tree_statuses(parents: Sequence[int], path: Sequence[int]) -> list[Status]:
     """acc on the accepted path; rej where the target judged a node (its parent is the root or
     accepted) and refused it; unv below a refused node, never judged."""
     on_path = set(path)
-    out = []
+    out: list[Status] = []
     for i, parent in enumerate(parents):
         if i in on_path:
             out.append(STATUS_ACCEPTED)
@@ -56,7 +57,7 @@ def tree_statuses(parents: Sequence[int], path: Sequence[int]) -> list[str]:
     return out
 
 
-def last_kind(parents: Sequence[int], path: Sequence[int]) -> str:
+def last_kind(parents: Sequence[int], path: Sequence[int]) -> EmitKind:
     """ar without candidates; bonus when the path ends at a leaf (nothing left to reject);
     fix when some child of the path's end (or of the root) was refused."""
     if not parents:

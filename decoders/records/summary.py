@@ -1,0 +1,89 @@
+"""The summary of a run as it is saved: the figures a run is judged by, declared once (computed
+by `decoders.analysis.summary`, which this layer does not import)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from decoders.records.codec import convert
+
+#: Top-2 logit margins below this are float32 noise between a wide forward and a one-token step.
+NEAR_TIE = 1e-3
+
+
+class Summary(msgspec.Struct, kw_only=True):
+    """What a run bought, against its baseline. ``extras`` holds the method's own figures
+    (declared by its `Figure`s: speculative decoding's alpha_hat, c_hat, predictions, ...).
+
+    Saved flat: the method's figures beside the common ones, None figures left out (but for
+    `ALWAYS_SAVED`); read by `from_json`, each figure's type checked by msgspec."""
+
+    method: str = "?"
+    label: str = ""
+    finish: str = "length"
+    tokens: int = 0
+    target_forwards: int = 0
+    baseline_forwards: int = 0
+    iterations: int = 0
+    tau: float | None = None
+    speedup_wall: float | None = None  # end to end, over the tokens both runs produced (see compared_tokens)
+    baseline_ms: float = 0.0
+    method_ms: float = 0.0
+    baseline_ms_per_token: float = 0.0
+    method_ms_per_token: float = 0.0
+    target_fwd_ms: float = 0.0
+    prompt_tokens: int | None = None
+    ttft_ms: float | None = None  # time to the first token: the prefill and the first iteration
+    decode_ms_per_token: float | None = None  # after the first iteration
+    baseline_ttft_ms: float | None = None
+    baseline_decode_ms_per_token: float | None = None
+    speedup_decode: float | None = None  # decode tokens/s over the baseline's, rescaled by the drift
+    speedup_spread: float | None = None  # two standard errors of either speedup, as a ratio
+    compared_tokens: int | None = None  # the first N tokens both runs produced (N < tokens: one stopped early)
+    drift: float | None = None  # one-token step now over the baseline's then (probe after the run)
+    probe_ms: list[float] | None = None
+    verify_cost_curve: list[float] | None = None  # T(k), k = 1..16: a k-token forward in one-token forwards
+    drafted: int | None = None
+    accepted: int | None = None
+    accept_rate: float | None = None  # accepted / judged drafts
+    draft_use: float | None = None  # accepted / drafted (vLLM's draft acceptance rate)
+    mean_acceptance_length: float | None = None
+    per_position_acceptance: list[float] | None = None  # accepted at i / drafts (vLLM)
+    per_position_acceptance_conditional: list[float | None] | None = None  # accepted at i / drafts judged at i
+    acceptance_length_histogram: list[int] | None = None  # [n]: drafts with n tokens accepted
+    verify_cost: float | None = None  # a verify forward in one-token forwards
+    identical: bool | None = None
+    first_divergence: int | None = None
+    divergence: dict[str, Any] | None = None  # at, margin (top-2 logits), top2, baseline, method tokens
+    explanation: str = ""
+    extras: dict[str, Any] = msgspec.field(default_factory=dict)
+
+    def divergence_text(self) -> str:
+        d = self.divergence
+        if not d or d.get("margin") is None:
+            return ""
+        where = f"The outputs part at token {d['at']} ({d.get('baseline')!r} against {d.get('method')!r})"
+        if d["margin"] < NEAR_TIE:
+            return (f"{where}, where the target's top two logits are {d['margin']:.1e} apart: a numerical "
+                    "near-tie that a wider forward can break the other way, not a fault of the method.")
+        return (f"{where}, where the target's top two logits are {d['margin']:.2f} apart: too far for "
+                "float rounding, so the method changed the output; report it as a bug.")
+
+    def to_json(self) -> dict[str, Any]:
+        plain = msgspec.to_builtins(self)
+        extras = plain.pop("extras")
+        return {k: v for k, v in plain.items() if v is not None or k in ALWAYS_SAVED} | extras
+
+    @classmethod
+    def from_json(cls, d: Any) -> Summary:
+        """A saved summary, each figure's type checked (a hand-edited file must not crash the app
+        later, far from where the bad value came in); the figures not declared here are its extras."""
+        s: Summary = convert(d, cls, root="summary")
+        s.extras = {k: v for k, v in d.items() if k not in cls.__struct_fields__}
+        return s
+
+
+#: Figures saved even when None (the app tells "not measured" from "not recorded" by them).
+ALWAYS_SAVED = frozenset({"tau", "speedup_wall", "identical", "first_divergence"})
