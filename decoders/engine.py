@@ -1,8 +1,21 @@
 """The engine: a loaded model family, its runners, and the baselines already measured on it.
 
 `Engine.stream` is what the app's worker and the command line consume: it validates the input,
-reuses (or runs once) the autoregressive baseline for the prompt and settings, then runs the
-method, yielding progress and iteration records as they happen, and finally a `RunResult`.
+then runs the method beside its autoregressive baseline, yielding progress and iteration records
+as they happen, and finally a `RunResult`.
+
+How the baseline is paired with the method (`PAIRINGS`):
+
+* ``interleaved`` (the default): the baseline decodes the same prompt on a second cache of the
+  same model (`decoders.backends.hf.twin_of`), one step at a time between the method's
+  iterations, keeping level with the method's token count. Each run's clock stops while the other
+  runs, so both are timed in the same seconds of the machine's life: a machine that turns busy
+  or quiet mid-run slows or speeds both alike and the ratio holds. The price: every run decodes
+  its baseline again (about one autoregressive run's time on top of the method's).
+* ``sequential``: the baseline decoded once per prompt and settings and reused, the machine's
+  change since then read from a probe after the run (`decoders.analysis.timing.paired_drift`).
+  Cheaper when one prompt is run many times (the bench, which has its own noise row); wrong by
+  the machine's change within the run. Also what a backend that cannot make a twin gets.
 """
 
 from __future__ import annotations
@@ -12,6 +25,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Union
 
 from decoders.analysis.summary import summarize
 from decoders.analysis.timing import CURVE_WIDTHS, PROBE_STEPS, context_bucket, measure_cost_curve
+from decoders.backends.hf import twin_of
 from decoders.backends.runner import KVRunner
 from decoders.core.declarations import Method, all_methods
 from decoders.core.errors import DecodeError
@@ -27,6 +41,8 @@ if TYPE_CHECKING:
 
 Event = Union[PhaseStarted, Progress, Iteration, RunResult]
 
+PAIRINGS = ("interleaved", "sequential")
+
 
 def _early_exit_layer(family: Family) -> int | None:
     """The early-exit layer the family's helper drafts with (None: a helper model of its own, a
@@ -40,9 +56,14 @@ def _early_exit_layer(family: Family) -> int | None:
 class Engine:
     """Runs methods on one loaded family; models stay loaded and baselines are measured once."""
 
-    def __init__(self, family: Family, clock: Callable[[], float] | None = None):
+    def __init__(self, family: Family, clock: Callable[[], float] | None = None, pairing: str = "interleaved"):
+        if pairing not in PAIRINGS:
+            raise ValueError(f"pairing must be one of {', '.join(PAIRINGS)}, got {pairing!r}")
         self.family = family
         self.clock = clock
+        self.pairing = pairing
+        self._twin: KVRunner | None = None  # the interleaved baseline's runner, built on first use
+        self._no_twin: str | None = None  # why the main backend cannot make one (then: sequential)
         self.main = KVRunner(family.main, clock)
         self.helper = KVRunner(family.helper, clock) if family.helper is not None else None
         self._baselines: dict[tuple, Run] = {}
@@ -186,6 +207,10 @@ class Engine:
         """Progress, iterations and finally the `RunResult` (partial, ``finish: cancelled``, when
         ``cancelled()`` turned true during the method run; nothing when during the baseline)."""
         params, ids = self.check(prompt, params)
+        twin = self.twin_runner() if self.pairing == "interleaved" else None
+        if twin is not None:
+            yield from self._stream_interleaved(prompt, ids, params, cancelled, twin)
+            return
         key = (tuple(ids), params.baseline_key())
         baseline = self._baselines.get(key)
         yield PhaseStarted("baseline", "Autoregressive baseline", params.max_new_tokens, cached=baseline is not None,
@@ -201,12 +226,86 @@ class Engine:
         run = yield from self._drive(method, ids, params, cancelled, "method")
         probe = self._probe(ids + run.ids)
         curve = self.cost_curve(ids + run.ids)
-        summary = summarize(run, baseline, params, prompt_tokens=len(ids), probe_ms=probe, cost_curve=curve)
+        summary = summarize(run, baseline, params, prompt_tokens=len(ids), probe_ms=probe, cost_curve=curve,
+                            pairing="sequential")
+        yield self._result(prompt, ids, params, run, baseline, summary)
+
+    def _result(self, prompt: str, ids: list[int], params: DecodeParams, run: Run, baseline: Run,
+                summary) -> RunResult:
         if summary.first_divergence is not None:
             summary.divergence = self._divergence(ids, baseline.ids, run.ids, summary.first_divergence)
             summary.explanation += " " + summary.divergence_text()
-        yield RunResult(method=run, baseline=baseline, summary=summary, params=params.to_json(), prompt=prompt,
-                        prompt_ids=ids, family={**self.family.describe(), "threads": _threads()})
+        return RunResult(method=run, baseline=baseline, summary=summary, params=params.to_json(), prompt=prompt,
+                         prompt_ids=ids, family={**self.family.describe(), "threads": _threads()})
+
+    # -- the interleaved pairing -----------------------------------------------------------------
+    def twin_runner(self) -> KVRunner | None:
+        """The runner the interleaved baseline decodes on: the main model again with a cache of
+        its own, built (and warmed up) once. None where the backend cannot make one; `no_twin`
+        then says why and runs are paired sequentially."""
+        if self._twin is None and self._no_twin is None:
+            backend = twin_of(self.family.main)
+            if backend is None:
+                self._no_twin = f"{type(self.family.main).__name__} cannot run a second cache of its model"
+                return None
+            from decoders.models.backend_choice import warm_up
+
+            warm_up(backend)
+            self._twin = KVRunner(backend, self.clock)
+        return self._twin
+
+    @property
+    def no_twin(self) -> str | None:
+        return self._no_twin
+
+    def _stream_interleaved(self, prompt: str, ids: list[int], params: DecodeParams, cancelled, twin: KVRunner):
+        yield PhaseStarted("method", params.method, params.max_new_tokens, prompt_tokens=len(ids), paired=True)
+        run, baseline = yield from self._drive_paired(params.method_def, ids, params, cancelled, twin)
+        curve = self.cost_curve(ids + run.ids)
+        summary = summarize(run, baseline, params, prompt_tokens=len(ids), cost_curve=curve, pairing="interleaved")
+        yield self._result(prompt, ids, params, run, baseline, summary)
+
+    def _drive_paired(self, method: Method, ids: list[int], params: DecodeParams, cancelled, twin: KVRunner):
+        """The method and its baseline in alternation, each from an empty cache: the baseline's
+        prefill and first token, the method's; then after each method iteration, baseline steps
+        until it has as many tokens. When the method is done the baseline stops at its count (its
+        budget is what the method emitted). Returns (method run, baseline run)."""
+        self.main.reset()
+        if self.helper is not None:
+            self.helper.reset()
+        twin.reset()
+        clock = self.main.clock
+        level = [False]  # the baseline has reached the finished method's count
+        base_params = params.replace(method=AUTOREGRESSIVE.name, record=False)
+        base_gen = AUTOREGRESSIVE.run(DecodeContext(self.family, ids, base_params, twin, None, clock,
+                                                    lambda: level[0] or cancelled()))
+        gen = method.run(DecodeContext(self.family, ids, params, self.main,
+                                       self.helper if method.needs_helper else None, clock, cancelled,
+                                       cost_curve=self.known_cost_curve(len(ids))))
+        base = _Follower(base_gen)
+        base.step()
+        run = None
+        tokens = 0
+        while run is None:
+            try:
+                it = next(gen)
+            except StopIteration as stop:
+                run = stop.value
+                break
+            yield it
+            tokens += len(it.emit)
+            while base.run is None and base.tokens < tokens and not cancelled():
+                base.step()
+        while base.run is None and base.tokens < len(run.ids) and not cancelled():
+            base.step()
+        if base.run is None:
+            level[0] = True
+            base.step()
+        baseline = base.run
+        assert baseline is not None  # the generator returns once its cancel test turns true
+        if baseline.finish == "cancelled" and not cancelled():
+            baseline.finish = "length"  # stopped at its budget: what the method emitted
+        return run, baseline
 
     def run(self, prompt: str, params: DecodeParams) -> RunResult:
         """The whole run at once (command line, tests, benchmarks)."""
@@ -275,6 +374,23 @@ class Engine:
                     yield Progress(phase, it.pos + len(it.emit), params.max_new_tokens)
         except StopIteration as stop:
             return stop.value
+
+
+class _Follower:
+    """A method generator driven step by step from outside: its tokens so far and, once it
+    returned, its run."""
+
+    def __init__(self, gen) -> None:
+        self.gen = gen
+        self.tokens = 0
+        self.run: Run | None = None
+
+    def step(self) -> None:
+        try:
+            it = next(self.gen)
+            self.tokens += len(it.emit)
+        except StopIteration as stop:
+            self.run = stop.value
 
 
 def _threads() -> int:

@@ -6,7 +6,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from decoders.analysis.stats import DecodeStats
-from decoders.analysis.timing import Drift, decode_rate, one_token_steps, paired_drift, ratio_text, rse, time_to
+from decoders.analysis.timing import (
+    Drift,
+    decode_rate,
+    machine_change,
+    one_token_steps,
+    paired_drift,
+    paired_speedup,
+    ratio_text,
+    rse,
+    step_jitter,
+    time_to,
+    wall_spread,
+)
 from decoders.core.declarations import baseline_method
 from decoders.records.summary import ALWAYS_SAVED, NEAR_TIE, Summary
 
@@ -26,7 +38,10 @@ def first_divergence(a: list[int], b: list[int]) -> int | None:
 
 
 def summarize(method: Run, baseline: Run, params: DecodeParams, prompt_tokens: int | None = None,
-              probe_ms: list[float] | None = None, cost_curve: list[float] | None = None) -> Summary:
+              probe_ms: list[float] | None = None, cost_curve: list[float] | None = None,
+              pairing: str = "sequential") -> Summary:
+    """The figures of ``method`` against ``baseline``; ``pairing`` says how the baseline was timed
+    ("interleaved" with the method, or "sequential": decoded before it, ``probe_ms`` after it)."""
     emitted = len(method.ids)
     target_forwards = method.n_forward.get("main", 0)
     base_ms = baseline.time_ms["wall"] or 0.0  # a finished run's wall time is always measured
@@ -52,7 +67,11 @@ def summarize(method: Run, baseline: Run, params: DecodeParams, prompt_tokens: i
         prompt_tokens=prompt_tokens,
         verify_cost_curve=cost_curve or None,
     )
-    _speedups(s, method, baseline, probe_ms or [])
+    s.pairing = pairing
+    if pairing == "interleaved":
+        _paired_speedups(s, method, baseline)
+    else:
+        _speedups(s, method, baseline, probe_ms or [])
     if stats.drafts or not method_def.baseline:
         s.drafted = stats.draft_tokens
         s.accepted = stats.accepted
@@ -70,12 +89,41 @@ def summarize(method: Run, baseline: Run, params: DecodeParams, prompt_tokens: i
     if method_def.extras is not None:
         s.extras = method_def.extras(method, stats, params, s)
     if params.greedy:
-        div = first_divergence(baseline.ids, method.ids) if method.finish != "cancelled" else \
-            first_divergence(baseline.ids[: len(method.ids)], method.ids)
+        if method.finish != "cancelled" and baseline.finish != "cancelled":
+            div = first_divergence(baseline.ids, method.ids)
+        else:  # a cancelled pair agrees or not over the tokens both produced
+            both = min(len(baseline.ids), len(method.ids))
+            div = first_divergence(baseline.ids[:both], method.ids[:both])
         s.identical = div is None
         s.first_divergence = div
     s.explanation = explain(s, method_def)
     return s
+
+
+def _paired_speedups(s: Summary, method: Run, baseline: Run) -> None:
+    """Rates over the tokens both runs produced, timed in the same seconds (interleaved): no drift
+    to correct; the spread from the paired chunks (`paired_speedup`)."""
+    s.ttft_ms = method.time_ms.get("ttft")
+    s.baseline_ttft_ms = baseline.time_ms.get("ttft")
+    m_rate, _ = decode_rate(method)
+    b_rate, _ = decode_rate(baseline)
+    s.decode_ms_per_token = None if m_rate is None else round(m_rate, 3)
+    s.baseline_decode_ms_per_token = None if b_rate is None else round(b_rate, 3)
+    n = min(len(method.ids), len(baseline.ids))
+    s.compared_tokens = n
+    t_method, t_base = time_to(method, n), time_to(baseline, n)
+    if n and t_method and t_base:
+        s.speedup_wall = round(t_base / t_method, 3)
+    paired = paired_speedup(method, baseline, n)
+    if paired is not None:
+        s.speedup_decode = round(paired.speedup, 3)
+        s.speedup_spread = None if paired.spread is None else round(paired.spread, 3)
+    jitter = step_jitter(one_token_steps(baseline))
+    if s.speedup_wall is not None and paired is not None and paired.spread is not None:
+        spread = wall_spread(method, baseline, n, s.speedup_wall, jitter)
+        s.speedup_wall_spread = None if spread is None else round(spread, 3)
+    change = machine_change(baseline)
+    s.machine_change = None if change is None else round(change, 3)
 
 
 def _speedups(s: Summary, method: Run, baseline: Run, probe_ms: list[float]) -> None:
@@ -91,6 +139,7 @@ def _speedups(s: Summary, method: Run, baseline: Run, probe_ms: list[float]) -> 
     # after it, each paired with the baseline's step at the same context.
     drift, own = paired_drift(baseline, method, probe_ms) if probe_ms else (Drift(1.0, 0.0), 0)
     s.drift = round(drift.factor, 3)
+    s.drift_own_steps = own
     s.probe_ms = probe_ms or None
     n = min(len(method.ids), len(baseline.ids))
     s.compared_tokens = n
@@ -99,6 +148,7 @@ def _speedups(s: Summary, method: Run, baseline: Run, probe_ms: list[float]) -> 
         s.speedup_wall = round(t_base * drift.factor / t_method, 3)
     if m_rate and b_rate:
         s.speedup_decode = round(b_rate * drift.factor / m_rate, 3)
+        s.speedup_decode_raw = round(b_rate / m_rate, 3)
     if probe_ms:
         # Two standard errors of the ratio: the drift's, and the step-time noise of each rate. The
         # baseline's one-token steps give that noise; the method's steps are taken as equally noisy
@@ -108,16 +158,53 @@ def _speedups(s: Summary, method: Run, baseline: Run, probe_ms: list[float]) -> 
         steps = rse(one_token_steps(baseline))
         rel = (drift.rel_error ** 2 + (1 if own >= len(probe_ms) else 2) * steps ** 2) ** 0.5
         s.speedup_spread = round(2 * rel * (s.speedup_decode or s.speedup_wall or 1.0), 3)
+        if s.speedup_wall is not None:
+            spread = wall_spread(method, baseline, n, s.speedup_wall, step_jitter(one_token_steps(baseline)))
+            s.speedup_wall_spread = None if spread is None else round(max(spread, s.speedup_spread), 3)
+
+
+#: A sequential pairing whose drift moved the machine's step time more than this share cannot say
+#: whether the change happened before the run or inside it: its verdict is withheld.
+DRIFT_WITHHELD = 0.2
+#: An interleaved run whose machine moved more than this share is told so (the ratio holds).
+MACHINE_MOVED = 0.10
 
 
 def explain(s: Summary, method_def) -> str:
-    """One sentence that says why the run was faster or slower, from its own figures."""
+    """The sentence under the figures: the decode speedup's verdict (the figure above it, with its
+    spread), how the baseline was paired when the machine moved, then why, from the run's own
+    figures. It never states a verdict the figures do not hold."""
+    sentence = _why(s, method_def)
+    return f"{sentence} {_machine(s)}".strip()
+
+
+def _machine(s: Summary) -> str:
+    if s.pairing == "interleaved" and s.machine_change is not None and abs(s.machine_change - 1) >= MACHINE_MOVED:
+        return (f"The machine's step time moved {s.machine_change:.2f}x during the run; the baseline stepped in "
+                "alternation with it, so both saw the change and the ratio holds.")
+    return ""
+
+
+def drift_withheld(s: Summary) -> bool:
+    """A sequential pairing whose drift is too large to trust a verdict from: read from the probe
+    after the run (not from the run's own steps), it cannot say when the machine changed."""
+    return (s.pairing == "sequential" and s.drift is not None and not s.drift_own_steps
+            and abs(s.drift - 1) > DRIFT_WITHHELD)
+
+
+def _why(s: Summary, method_def) -> str:
     speed = s.speedup_wall
     if speed is None:
         return "No tokens were timed."
     if s.speedup_decode is not None:  # the steady state: the prefill is reported apart (ttft)
         speed = s.speedup_decode
-    headline = ratio_text(speed, s.speedup_spread)
+    if drift_withheld(s):
+        raw = f", {s.speedup_decode_raw:.2f}x raw" if s.speedup_decode_raw is not None else ""
+        headline = (f"the machine's speed changed during the run (its steps took {s.drift:.2f}x as long after it as "
+                    f"in the baseline before it), so no verdict: {speed:.2f}x corrected{raw}; run again, or pair "
+                    "the baseline interleaved")
+    else:
+        headline = ratio_text(speed, s.speedup_spread)
     if s.compared_tokens is not None and s.compared_tokens < s.tokens or \
             (s.compared_tokens is not None and s.finish == "cancelled"):
         headline += f", over the first {s.compared_tokens} tokens"

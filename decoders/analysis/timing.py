@@ -1,20 +1,30 @@
 """Speedups a user can act on: rates compared phase by phase, over the tokens both runs produced,
 with the timing noise measured in the same run.
 
-The baseline is decoded once per prompt and settings and reused, so by the time a method runs
-the machine may be busier or quieter than when the baseline ran. The machine's speed now is
-read from one-token target steps timed in the run itself: the method's own undrafted steps
-(every step of autoregressive decoding) and a short burst of steps right after it (the probe).
-Each is paired with the baseline's step at the same context (`paired_drift`): the mean ratio
-(the drift) rescales the baseline to now, and its error with the baseline's step noise gives
-every speedup its spread (two standard errors, about 95%). A speedup inside its spread reads
-"no measurable difference". The mean, not the median: a rate is a sum of steps, so a machine
-that turned busy for half of a run slows that run by the mean of its steps, and the spread of
-the ratios says how far the machine moved while the run was being timed.
+Interleaved (the engine's default, `decoders.engine`): the baseline stepped between the method's
+iterations, each run's clock stopped while the other ran, so both were timed in the same seconds
+of the machine's life. `paired_speedup` is the baseline's time over the method's for the same
+decode tokens; a machine that slows mid-run slows both sides alike, so the ratio holds. Its spread
+is the step-to-step jitter of the machine (two standard errors, about 95%) and the one turn of
+the alternation by which a change of speed can reach one side before the other.
+`machine_change` reports how far the machine moved meanwhile (the baseline's own steps, last
+third against first third).
+
+Sequential (the bench, or a backend that cannot make a second cache): the baseline is decoded
+once per prompt and settings and reused, so by the time a method runs the machine may be busier
+or quieter than when the baseline ran. The machine's speed now is read from one-token target steps
+timed in the run itself: the method's own undrafted steps (every step of autoregressive decoding)
+and a short burst of steps right after it (the probe). Each is paired with the baseline's step at
+the same context (`paired_drift`): the mean ratio (the drift) rescales the baseline to now, and
+its error with the baseline's step noise gives every speedup its spread. The mean, not the median:
+a rate is a sum of steps. The raw ratio (no drift) is kept beside it.
+
+A speedup inside its spread reads "no measurable difference".
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
@@ -56,6 +66,99 @@ def paired_drift(baseline: Run, method: Run, probe_ms: Sequence[float]) -> tuple
     if not ratios:
         return Drift(1.0, 0.0), 0
     return Drift(statistics.fmean(ratios), rse(ratios)), own
+
+
+@dataclass(frozen=True)
+class Paired:
+    """An interleaved run's decode speedup: the baseline's time over the method's for the same
+    tokens, and its spread (None: too few steps to say)."""
+
+    speedup: float
+    spread: float | None
+    tokens: int  # the decode tokens compared
+    jitter: float | None = None  # the machine's step-to-step noise, relative (see `step_jitter`)
+
+
+def paired_speedup(method: Run, baseline: Run, tokens: int) -> Paired | None:
+    """The decode speedup of an interleaved pair over the tokens after the method's first iteration
+    (it holds the prefill) up to the last method iteration that ends within ``tokens``; None when
+    there is no such decode iteration.
+
+    Its spread combines two errors. Timing jitter: the baseline's one-token steps are the same work
+    step after step, so their successive log-differences are the machine's step-to-step noise
+    (a slow trend, the context's growth or a machine turning busy, cancels in a difference); each
+    side's total carries it over its own forwards, and two standard errors of the ratio follow.
+    Alternation: the two runs take turns, so a change of the machine's speed is seen by one side up
+    to one turn before the other; each side's total can be off by that turn's share of the change,
+    ``|machine change - 1| / iterations`` (a bound, taken once per side)."""
+    emitted, n0, t0, n1, t1, iterations = 0, None, None, None, None, 0
+    for it in method.iters:
+        emitted += len(it.emit)
+        if emitted > tokens or it.t_end_ms is None:
+            break
+        if n0 is None:
+            n0, t0 = emitted, it.t_end_ms
+        else:
+            n1, t1, iterations = emitted, it.t_end_ms, iterations + 1
+    if n0 is None or t0 is None or n1 is None or t1 is None or t1 <= t0:
+        return None
+    b0, b1 = time_to(baseline, n0), time_to(baseline, n1)
+    if b0 is None or b1 is None or b1 <= b0:
+        return None
+    ratio = (b1 - b0) / (t1 - t0)
+    steps = [it.t_verify_ms for it in baseline.iters[n0:n1] if _plain(it)]
+    if len(steps) < 3:
+        return Paired(ratio, None, n1 - n0)
+    jitter = step_jitter(steps)
+    rel = jitter * (1 / len(steps) + 1 / iterations) ** 0.5
+    change = machine_change(baseline) or 1.0
+    turn = 2 * abs(change - 1.0) / iterations
+    return Paired(ratio, ratio * ((2 * rel) ** 2 + turn ** 2) ** 0.5, n1 - n0, jitter)
+
+
+def step_jitter(steps: Sequence[float]) -> float:
+    """The relative step-to-step noise of steps that are the same work: the root mean square of
+    successive log-differences over sqrt 2 (a slow trend cancels in a difference)."""
+    logs = [math.log(x) for x in steps if x > 0]
+    if len(logs) < 2:
+        return 0.0
+    return (statistics.fmean([(b - a) ** 2 for a, b in zip(logs, logs[1:], strict=False)]) / 2) ** 0.5
+
+
+def wall_spread(method: Run, baseline: Run, tokens: int, speedup: float, jitter: float) -> float | None:
+    """Two standard errors of the end-to-end speedup over the first ``tokens`` tokens.
+
+    The prefill is one forward on each side, so its noise is not averaged away as the decode's is
+    over its steps, and a load burst of a second lands on one prefill whole. Its noise is read
+    from the pair itself: the two prefill forwards (each side's first target forward, over the same
+    prompt) differ by timing noise only, so their log-ratio over sqrt 2 is the prefill's relative
+    noise (at least the steps' ``jitter``). A prefill slow by chance then widens this spread and
+    leaves the decode speedup alone."""
+    first_m = method.iters[0].t_verify_ms if method.iters else 0.0
+    first_b = baseline.iters[0].t_verify_ms if baseline.iters else 0.0
+    prefill_noise = jitter
+    if first_m > 0 and first_b > 0:
+        prefill_noise = max(jitter, abs(math.log(first_m / first_b)) / 2 ** 0.5)
+    parts = []
+    for run in (method, baseline):
+        total, prefill = time_to(run, tokens), run.time_ms.get("ttft")
+        if not total or prefill is None:
+            return None
+        decode = max(total - prefill, 0.0)
+        steps = max(len(run.iters) - 1, 1)
+        parts.append(((prefill_noise * prefill) ** 2 + (jitter * decode) ** 2 / steps) / total ** 2)
+    return 2 * speedup * sum(parts) ** 0.5
+
+
+def machine_change(baseline: Run) -> float | None:
+    """How much slower (> 1) the machine stepped at the end of the run than at its start: the mean
+    of the baseline's one-token steps in the last third over the first third (None: under six)."""
+    steps = one_token_steps(baseline)
+    third = len(steps) // 3
+    if third < 2:
+        return None
+    first, last = statistics.fmean(steps[:third]), statistics.fmean(steps[-third:])
+    return last / first if first > 0 else None
 
 
 def rse(samples: Sequence[float]) -> float:

@@ -59,6 +59,14 @@ class Backend(Protocol):
         ...
 
 
+def twin_of(backend: Backend) -> Backend | None:
+    """A second backend on ``backend``'s weights with a cache of its own, or None where the backend
+    cannot make one (``twin()`` is optional in the protocol: a test's fake need not have it). Its
+    outputs are the original's, forward for forward."""
+    make = getattr(backend, "twin", None)
+    return make() if callable(make) else None
+
+
 class CacheAdopter(Backend, Protocol):
     """A backend that can take another's cached positions in place of computing them (a draft of
     that backend: `decoders.backends.llama_fast.LlamaBackend`). `KVRunner.follow` finds out with
@@ -259,6 +267,11 @@ class HFBackend:
             raise NotImplementedError(f"HFBackend cannot do {what} for model type {kind!r}: its cache layers are "
                                       f"{odd or 'missing'}, not plain DynamicLayer")
         return layers
+
+    def twin(self) -> HFBackend:
+        """The same model with a cache of its own (no second copy of the weights): the baseline
+        that steps in alternation with a method run (`decoders.engine.Engine`)."""
+        return HFBackend(self.model, self.max_positions)
 
     def early_exit(self, layers: int) -> HFBackend:
         if is_dispatched(self.model):

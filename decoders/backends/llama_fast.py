@@ -157,6 +157,13 @@ class LlamaBackend:
         """Keep cache positions ``start + rows[i]`` at ``start + i`` (see `KVCache.compact`)."""
         self.cache.compact(start, rows)
 
+    def twin(self) -> LlamaBackend:
+        """This backend again, on the same weight tensors (a subclass's own too), with a cache of
+        its own: the baseline that steps in alternation with a method run."""
+        other = self.early_exit(self.n_layers)
+        other.draft_of = self.draft_of
+        return other
+
     def early_exit(self, layers: int) -> LlamaBackend:
         """The first ``layers`` layers + final norm + head, on the same weight tensors."""
         exit_ = LlamaBackend(self.weights, layers, self.max_positions, self.packed_multi_token, self.step_mode)

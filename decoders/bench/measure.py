@@ -290,7 +290,8 @@ class PromptMeasurer:
         from decoders.bench.variants import Variant
         from decoders.engine import Engine
 
-        engine = Engine(self.family)  # a fresh engine: the baseline is decoded, not taken from a cache
+        # a fresh engine: the baseline is decoded, not taken from a cache (the bench pairs by its own rows)
+        engine = Engine(self.family, pairing="sequential")
         sample = Sample(prompt.question_id, prompt.category, prompt.group, repeat, len(ids))
         theirs_ar_run = None
         shared: dict[str, HFRun] = {}  # transformers runs by their generate() call

@@ -78,7 +78,7 @@ def prepare(family: Family, prompts: Sequence[BenchPrompt], limit: int | None, b
 
     if limit is not None and limit < 1:
         raise DecodeError(f"limit must be an integer >= 1, got {limit}; set --limit to 1 or more")
-    probe = Engine(family)
+    probe = Engine(family, pairing="sequential")
     runnable = []
     for prompt in select_prompts(prompts, limit):
         try:
@@ -170,7 +170,7 @@ def _warm_up(family: Family, reference: HFReference, prompt: BenchPrompt, ids: l
     allocator growth and lazy initialisation that no later run pays."""
     from decoders.engine import Engine
 
-    engine = Engine(family)
+    engine = Engine(family, pairing="sequential")
     short = base.replace(max_new_tokens=min(8, base.max_new_tokens))
     engine.run(prompt.text, short)
     calls = {reference.counterpart(BASELINE, short)}

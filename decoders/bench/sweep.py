@@ -255,7 +255,8 @@ def run_sweep(family: Family, prompts: Sequence[BenchPrompt], sweep: Sweep, max_
     if warm_up:
         prompt, _ = shortest(runnable)
         say(f"warm-up on {prompt.name}")
-        Engine(family).run(prompt.text, at(sweep.values[0], base.replace(max_new_tokens=min(8, base.max_new_tokens))))
+        warm = Engine(family, pairing="sequential")
+        warm.run(prompt.text, at(sweep.values[0], base.replace(max_new_tokens=min(8, base.max_new_tokens))))
 
     per_value: dict[int, list[SweepSample]] = {v: [] for v in sweep.values}
     ar_samples: dict[int, list[OursEntry]] = {v: [] for v in sweep.values}
@@ -263,7 +264,8 @@ def run_sweep(family: Family, prompts: Sequence[BenchPrompt], sweep: Sweep, max_
     for repeat in range(repeats):
         for index, (prompt, _) in enumerate(runnable):
             where = head(repeat * len(runnable) + index + 1, total, prompt)
-            engine = Engine(family)  # fresh: the first run decodes the AR baseline before the method
+            # fresh: the first run decodes the AR baseline before the method
+            engine = Engine(family, pairing="sequential")
             ar = None
             # alternate the value order from prompt to prompt so that drift does not favour one end
             values = sweep.values if index % 2 == 0 else tuple(reversed(sweep.values))

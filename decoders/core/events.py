@@ -18,6 +18,7 @@ class PhaseStarted:
     max_new_tokens: int
     cached: bool = False  # baseline reused from an earlier run of the same prompt and settings
     prompt_tokens: int = 0  # the prompt the phase prefills first (its first iteration includes that)
+    paired: bool = False  # the method phase decodes its baseline too, step by step in alternation
 
 
 @dataclass(frozen=True)

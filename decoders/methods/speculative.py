@@ -226,8 +226,11 @@ def _explain(s, cost_txt: str) -> str:
                 "so no prediction is made for a tree")
     why = (f"{s.tau or 0.0:.2f} tokens per target forward (alpha≈{x['alpha_hat']:.2f}): {drafted}, each helper "
            f"forward costing {c:.2f} target forwards, and {cost_txt}")
-    if c >= 0.5:
-        why += "; a helper this expensive relative to the target cannot pay for itself"
+    predicted = x.get("predicted_speedup_cost_aware")
+    if predicted is not None:  # what the theorem says at this acceptance and this machine's T(k)
+        why += f"; Theorem 3.8 with the measured costs predicts {predicted:.2f}x"
+        if predicted < 1.0:
+            why += ", so at this acceptance a helper this costly cannot pay for itself"
     return why
 
 

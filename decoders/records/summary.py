@@ -40,9 +40,14 @@ class Summary(msgspec.Struct, kw_only=True):
     baseline_ttft_ms: float | None = None
     baseline_decode_ms_per_token: float | None = None
     speedup_decode: float | None = None  # decode tokens/s over the baseline's, rescaled by the drift
-    speedup_spread: float | None = None  # two standard errors of either speedup, as a ratio
+    speedup_spread: float | None = None  # two standard errors of the decode speedup, as a ratio
+    speedup_wall_spread: float | None = None  # two standard errors of the end-to-end one (the prefill's noise in it)
     compared_tokens: int | None = None  # the first N tokens both runs produced (N < tokens: one stopped early)
+    pairing: str | None = None  # how the baseline was timed: interleaved with the method, or sequential
+    speedup_decode_raw: float | None = None  # sequential: the decode speedup before the drift's rescaling
+    machine_change: float | None = None  # interleaved: the machine's step time at the run's end over its start
     drift: float | None = None  # one-token step now over the baseline's then (probe after the run)
+    drift_own_steps: int | None = None  # of the drift's pairs, the run's own one-token steps (0: the probe alone)
     probe_ms: list[float] | None = None
     verify_cost_curve: list[float] | None = None  # T(k), k = 1..16: a k-token forward in one-token forwards
     drafted: int | None = None

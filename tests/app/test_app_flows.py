@@ -36,7 +36,9 @@ async def test_change_gamma_and_run_reuses_models_and_baseline(tiny_spec, loader
         await pilot.press("left_square_bracket", "left_square_bracket")  # gamma 5 -> 3
         second = await run_and_wait(pilot, app)
         assert second.params["gamma"] == 3
-        assert app.main_screen.loaded.engine.baselines_measured == 1  # the baseline was measured once
+        # each run decoded its own baseline alongside it (interleaved): none cached, the same tokens
+        assert app.main_screen.loaded.engine.baselines_measured == 0
+        assert first.summary.pairing == second.summary.pairing == "interleaved"
         assert loader.calls == ["tiny"]  # and the models loaded once
         assert second.baseline.ids == first.baseline.ids
 
@@ -334,9 +336,13 @@ async def test_the_iteration_detail_says_why_an_adaptive_draft_stopped():
 
 
 class SlowBaselineEngine(Engine):
-    """A real engine whose baseline phase pauses at each token, so a test can cancel it there."""
+    """A real engine whose baseline phase pauses at each token, so a test can cancel it there:
+    paired sequentially, as a backend that cannot run a second cache is."""
 
     pause = 0.03
+
+    def __init__(self, family, clock=None):
+        super().__init__(family, clock, pairing="sequential")
 
     def stream(self, prompt, params, cancelled=lambda: False):
         for event in super().stream(prompt, params, cancelled):

@@ -105,7 +105,7 @@ async def test_choosing_int4_builds_it_beside_the_main_model_and_the_next_run_dr
         assert screen.settings.self_draft is None and screen.settings.draft_layer == 2
         again = await run_and_wait(pilot, app)
         assert again.family["helper"] == "early exit @ layer 2"
-        assert screen.loaded.engine.baselines_measured == 1 and calls == ["good"]
+        assert again.summary.pairing == "interleaved" and calls == ["good"]
         assert errors(app) == []
 
 

@@ -26,7 +26,7 @@ def test_values_are_bounded_and_start_with_the_current_one():
     assert len(sweep_values(BLOCK, 40)) == 8
 
 
-async def test_sweep_measures_one_point_per_value_on_the_cached_baseline(tiny_spec, loader, tmp_path):
+async def test_sweep_measures_one_point_per_value_each_beside_its_own_baseline(tiny_spec, loader, tmp_path):
     app = make_app(tiny_spec, loader, tmp_path, max_new_tokens=8)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await wait_for(pilot, lambda: app.main_screen.loaded is not None)
@@ -36,7 +36,8 @@ async def test_sweep_measures_one_point_per_value_on_the_cached_baseline(tiny_sp
         await wait_for(pilot, lambda: not sweep.running, timeout=120)
         assert sweep.error is None
         assert [m.value for m in sweep.points] == [4, 1, 2, 3, 5, 6, 7, 8]
-        assert app.main_screen.loaded.engine.baselines_measured == 1  # one baseline for all eight runs
+        # every point decoded its own baseline alongside it (interleaved), none cached
+        assert app.main_screen.loaded.engine.baselines_measured == 0
         plot = sweep.query_one("#sweep-plot").data
         assert sorted(p.value for p in plot.points) == list(range(1, 9))
         assert len(plot.curve) == 10 and plot.cost_aware  # Theorem 3.8 and the cost-aware curve

@@ -117,9 +117,10 @@ def test_run_prints_the_output_and_figures_that_agree_with_the_sentence(capsys, 
     assert s["speedup_decode"] is not None and s["speedup_spread"] is not None
     assert re.search(r"decode speedup vs autoregressive\s*│\s*\d+\.\d\dx \+/- \d+\.\d\d", out)
     for label in ("end-to-end speedup (prefill included)", "time to first token, ms", "decode ms / token",
-                  "drift (machine now / at the baseline)", "prompt tokens"):
+                  "pairing", "prompt tokens"):
         assert label in flat
     assert "(baseline " in flat and "wall speedup" not in flat
+    assert "interleaved with its baseline" in flat and s["pairing"] == "interleaved"
 
 
 def test_the_app_sets_torch_threads_before_it_loads_a_family():

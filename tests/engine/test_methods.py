@@ -96,8 +96,18 @@ def test_stop_token_ends_the_run():
         assert run.ids == free[: free.index(stop) + 1]
 
 
-def test_baseline_is_measured_once_per_prompt_and_settings():
+def test_interleaved_runs_decode_their_baseline_alongside_every_time():
     engine = Engine(tiny_family(fast=False))
+    for _ in range(2):
+        events = list(engine.stream(PROMPT, DecodeParams(method="pld", max_new_tokens=10)))
+        phases = [(e.phase, e.paired) for e in events if isinstance(e, PhaseStarted)]
+        assert phases == [("method", True)]
+        assert events[-1].summary.pairing == "interleaved" and len(events[-1].baseline.ids) == 10
+    assert engine.baselines_measured == 0  # nothing cached: each run timed its own
+
+
+def test_sequential_baseline_is_measured_once_per_prompt_and_settings():
+    engine = Engine(tiny_family(fast=False), pairing="sequential")
     events = list(engine.stream(PROMPT, DecodeParams(method="pld", max_new_tokens=10)))
     assert [e.cached for e in events if isinstance(e, PhaseStarted) and e.phase == "baseline"] == [False]
     for params in (DecodeParams(method="spec", gamma=2, max_new_tokens=10),

@@ -137,3 +137,17 @@ def test_a_wide_forward_that_verified_nothing_is_no_one_token_step():
         it.detail = LookaheadStep(pool=0, hits=0, accepted=0, window=[], added=0)
     assert one_token_steps(run) == []
     assert one_token_steps(timed_run([100.0] + [40.0] * 5)) == [40.0] * 5
+
+
+def test_a_drift_read_after_the_run_only_withholds_the_verdict_and_shows_raw_beside_corrected():
+    """The issue's case: a method with no one-token steps of its own, its probe after the run 0.58x
+    the baseline's steps (the load dropped): no "2.15x slower" in red but the machine's change, the
+    corrected and the raw figure."""
+    baseline = timed_run([100.0] + [100.0] * 19)
+    method = timed_run([100.0] + [250.0] * 5, per_iter=4)  # 62.5 ms/token against 100: raw 1.60x
+    s = summarize(method, baseline, DecodeParams(method="pld"), probe_ms=[58.0] * 5)
+    assert s.drift == pytest.approx(0.58) and s.drift_own_steps == 0
+    assert s.speedup_decode_raw == pytest.approx(1.6, abs=1e-3)
+    assert s.speedup_decode == pytest.approx(0.928, abs=1e-3)
+    assert s.explanation.startswith("The machine's speed changed during the run")
+    assert "0.93x corrected, 1.60x raw" in s.explanation and "slower than" not in s.explanation

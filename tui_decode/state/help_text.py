@@ -79,24 +79,36 @@ FIGURES: tuple[FigureHelp, ...] = (
     FigureHelp("per_position_acceptance_conditional", ("per-position acceptance (given reached)",),
                "For each draft position, the acceptance among drafts that reached it (every earlier token accepted).",
                "accepted at i / drafts judged at i"),
-    FigureHelp("speedup_wall", ("wall speedup", "speedup", "wall speedup vs autoregressive"),
-               "End to end, the baseline's time over the method's for the tokens both produced, the baseline "
-               "rescaled to the machine's speed now (drift).", "S_wall = t_baseline(N) · drift / t_method(N)"),
+    FigureHelp("speedup_wall", ("wall speedup", "speedup", "wall speedup vs autoregressive", "end to end"),
+               "End to end, the baseline's time over the method's for the tokens both produced, prefill included. "
+               "Its spread carries the prefill's own noise (one forward a side, read from how far the two prefills "
+               "of the same prompt differ), so a prefill slow by chance moves it and not the decode speedup.",
+               "S_wall = t_baseline(N) / t_method(N)"),
     FigureHelp("speedup_decode", ("decode speedup", "decode speedup ±"),
                "The same for the steady state after the first iteration (the prefill is reported as ttft); the "
                "figure a run is judged by (status line, explanation, history), the wall speedup where no decode "
-               "rate was measured (marked e2e in the history).",
-               "S_decode = baseline decode ms/token · drift / method decode ms/token"),
+               "rate was measured (marked e2e in the history). Interleaved (the default): the baseline decodes "
+               "on a second cache, a step at a time between the method's iterations, each clock stopped while "
+               "the other runs, so a machine that turns busy mid-run slows both alike. Sequential (the bench, or "
+               "a backend without a second cache): the baseline decoded earlier, rescaled by the drift; its raw "
+               "ratio is shown beside it.",
+               "S_decode = baseline ms over the same tokens / method ms  (sequential: × drift)"),
     FigureHelp("speedup_spread", ("±", "spread", "speedup ±"),
-               "The timing noise of a speedup: two standard errors (about 95%) of the drift and of both rates' "
-               "step times (err(step): the relative standard error of the baseline's one-token steps); a speedup "
-               "within its spread of 1.0 reads 'no measurable difference'.",
-               "± = 2 · √(err(drift)² + k · err(step)²) · speedup, k = 1 when the drift holds the run's own "
-               "steps (autoregressive), else 2"),
+               "The timing noise of a speedup, about 95%. Interleaved: the machine's step-to-step jitter (the "
+               "baseline's one-token steps are the same work, so their successive differences are noise) over "
+               "both sides' forwards, and one turn of the alternation by which a change of speed reaches one side "
+               "first. Sequential: the drift's error and both rates' step noise. A speedup within its spread of "
+               "1.0 reads 'no measurable difference'.",
+               "± = speedup · √((2·jitter·√(1/N_base + 1/N_iter))² + (2·|change − 1| / N_iter)²)"),
+    FigureHelp("machine_change", ("machine", "paired"),
+               "Interleaved runs: how far the machine's step time moved during the run, the baseline's last third "
+               "of steps over its first third. Both sides saw it; past 10% the sentence says so.",
+               "change = mean(last third of steps) / mean(first third)"),
     FigureHelp("drift", ("drift",),
-               "How much slower (> 1) the machine steps now than when the baseline was decoded (it is reused): "
-               "the run's own one-token steps (when it has as many as the probe) or a short probe after it, "
-               "each over the baseline's step at the same context.",
+               "Sequential runs: how much slower (> 1) the machine steps now than when the baseline was decoded "
+               "(it is reused): the run's own one-token steps (when it has as many as the probe) or a short probe "
+               "after it, each over the baseline's step at the same context. A drift past 20% read from the probe "
+               "alone withholds the verdict: it cannot say when the machine changed.",
                "drift = mean over pairs of (one-token step now / the baseline's step at that context)"),
     FigureHelp("ttft_ms", ("ttft",), "Time to the first token: the prompt's prefill and the first iteration.",
                "ttft = end of iteration 0 − start"),

@@ -48,7 +48,8 @@ class LiveRun:
     """The state of one run from ctrl+r to its result.
 
     ``phase`` is "starting", then "baseline" (the autoregressive reference, measured or reused),
-    then "method". Iterations arrive in the method phase only; the baseline reports progress.
+    then "method"; or "method" alone when the baseline steps in alternation with it (``paired``).
+    Iterations arrive in the method phase only; a baseline phase reports progress.
     Each measured phase begins with the prompt's prefill, which reports nothing until its first
     token: `prefilling` says so, and the status line shows the prefill as its own step.
     """
@@ -62,6 +63,7 @@ class LiveRun:
         self.started = clock()
         self.phase = "starting"
         self.baseline_cached = False
+        self.paired = False  # the baseline steps in alternation with the method (one phase for both)
         self.iterations: list[Iteration] = []
         self.stats = DecodeStats()  # observed iteration by iteration
         self.accepted = 0  # drafts emitted (see `emitted_drafts`)
@@ -90,6 +92,7 @@ class LiveRun:
             self.baseline_cached = phase.cached
         else:
             self.views_cleared = True
+            self.paired = phase.paired
 
     def _prefilled(self, seconds: float | None = None) -> None:
         if self.prefilling:
@@ -148,7 +151,8 @@ class LiveRun:
             if self.baseline_cached:
                 return "baseline: reusing the autoregressive run measured for this prompt"
             return f"baseline: autoregressive reference, {self.progress_tokens}/{self.progress_total} tokens{prefill}"
-        return f"{self.method_label}: {self.tokens}/{self.params.max_new_tokens} tokens{prefill}"
+        beside = " · baseline alongside" if self.paired else ""
+        return f"{self.method_label}: {self.tokens}/{self.params.max_new_tokens} tokens{beside}{prefill}"
 
     def figures(self) -> dict[str, Any]:
         """The figures known mid-run (`figures_of` its statistics)."""

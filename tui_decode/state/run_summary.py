@@ -28,17 +28,40 @@ def _against(value: float | None, baseline: float | None) -> str | None:
     return f"{value:.1f}" + ("" if baseline is None else f" (baseline {baseline:.1f})")
 
 
+#: A change of the machine's step time during a run beyond this share is named beside the figures.
+MACHINE_MOVED = 0.10
+
+
+def pairing_text(s: Summary) -> str | None:
+    """How the speedup's baseline was timed, in a few words: stepped in alternation with the run
+    (and how far the machine's speed moved meanwhile, which both sides saw), or decoded before it
+    and rescaled by the drift a probe after the run measured."""
+    if s.pairing == "interleaved":
+        change = s.machine_change
+        moved = change is not None and abs(change - 1.0) >= MACHINE_MOVED
+        return "interleaved with its baseline" + (f" · machine {change:.2f}x slower by the end" if moved and change > 1
+                                                  else f" · machine {1 / change:.2f}x faster by the end" if moved
+                                                  else "")
+    if s.drift is not None:
+        return f"baseline decoded earlier · drift {s.drift:.2f}x (probe after the run)"
+    return None
+
+
 def _timing_rows(s: Summary) -> list[tuple[str, str]]:
     """The speedups with their spread, then the times they come from, each labelled with what it
     covers, so that the table reads as the sentence under it does (the decode speedup first)."""
     spread = f" +/- {s.speedup_spread:.2f}" if s.speedup_spread is not None else ""
+    wall = s.speedup_wall_spread
+    raw = s.speedup_decode_raw
     rows = [
         ("decode speedup vs autoregressive", None if s.speedup_decode is None else f"{s.speedup_decode:.2f}x{spread}"),
-        ("end-to-end speedup (prefill included)", None if s.speedup_wall is None else f"{s.speedup_wall:.2f}x"),
+        ("decode speedup, raw (no drift)", None if raw is None else f"{raw:.2f}x"),
+        ("end-to-end speedup (prefill included)", None if s.speedup_wall is None else
+         f"{s.speedup_wall:.2f}x" + ("" if wall is None else f" +/- {wall:.2f}")),
+        ("pairing", pairing_text(s)),
         ("time to first token, ms", _against(s.ttft_ms, s.baseline_ttft_ms)),
         ("decode ms / token", _against(s.decode_ms_per_token, s.baseline_decode_ms_per_token)),
         ("ms / token, prefill included", _against(s.method_ms_per_token, s.baseline_ms_per_token)),
-        ("drift (machine now / at the baseline)", None if s.drift is None else f"{s.drift:.3f}"),
     ]
     if s.compared_tokens is not None and (s.compared_tokens < s.tokens or s.finish == "cancelled"):
         rows.append(("compared over", f"the first {s.compared_tokens} tokens"))

@@ -17,13 +17,14 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from decoders.analysis.summary import Summary
+from decoders.analysis.summary import Summary, drift_withheld
 from decoders.analysis.theory import cost_aware_speedup
 from decoders.analysis.timing import verdict
 from decoders.core.declarations import Figure, get_method
 from decoders.core.errors import DecodeError
 from decoders.records.run import RunResult
 from tui_decode.state.run_history import headline_speed
+from tui_decode.state.run_summary import pairing_text
 from tui_decode.widgets.acceptance_chart import AcceptanceChart
 from tui_decode.widgets.gamma_plot import GammaPlot, PlotData, Point
 from tui_decode.widgets.iteration_table import BARS
@@ -150,19 +151,27 @@ class StatsPane(VerticalScroll):
         else:
             grid.add_row("ms / token",
                          f"{s.method_ms_per_token or 0:.1f} (baseline {s.baseline_ms_per_token or 0:.1f})")
-        if s.speedup_decode is not None:
-            grid.add_row("decode speedup", self._speed(s.speedup_decode, s.speedup_spread))
+        if s.speedup_decode is not None and drift_withheld(s):  # no verdict, in no colour
+            raw = f" · {s.speedup_decode_raw:.2f}x raw" if s.speedup_decode_raw is not None else ""
+            grid.add_row("decode speedup", f"{s.speedup_decode:.2f}x corrected{raw} · machine's speed changed")
+        elif s.speedup_decode is not None:
+            speed = self._speed(s.speedup_decode, s.speedup_spread)
+            if s.speedup_decode_raw is not None and abs(s.speedup_decode_raw - s.speedup_decode) >= 0.005:
+                speed.append(f" · raw {s.speedup_decode_raw:.2f}x", style="dim")
+            grid.add_row("decode speedup", speed)
         if s.speedup_wall is not None:
+            wall_spread = s.speedup_wall_spread if s.speedup_wall_spread is not None else s.speedup_spread
             grid.add_row("end to end" if s.speedup_decode is not None else "speedup",
-                         self._speed(s.speedup_wall, s.speedup_spread))
+                         self._speed(s.speedup_wall, wall_spread))
+        paired = pairing_text(s)
+        if paired:
+            grid.add_row("paired", paired)
         compared = s.compared_tokens
         short_baseline = baseline_tokens is not None and compared is not None and compared < baseline_tokens
         if compared is not None and (compared < s.tokens or short_baseline):
             ran = [f"run {s.tokens}"] if compared < s.tokens else []
             ran += [f"AR {baseline_tokens}"] if baseline_tokens is not None and compared < baseline_tokens else []
             grid.add_row("compared", f"over {compared} tokens ({', '.join(ran)})")
-        if s.drift is not None and abs(s.drift - 1.0) >= 0.005:
-            grid.add_row("drift", f"step time {s.drift:.2f}x the AR's")
         if s.verify_cost is not None:
             grid.add_row("verify cost", f"{s.verify_cost:.2f} one-token steps")
         if s.identical is None:
