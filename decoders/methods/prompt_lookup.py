@@ -100,6 +100,7 @@ METHOD = register(Method(
     figures=(Figure("draft_hits", "draft hits", "iterations where an n-gram matched and a draft was verified",
                     "{}"),),
     draft_length="num_pred",
+    sweep_fixed=lambda name: {"draft_policy": "fixed"} if name == "num_pred" else {},  # k itself, not a cap
     bench_targets=(BenchTarget("counterpart"), BenchTarget(
         "variants_beat_plain",
         "prompt lookup with branches at least linear prompt lookup's speedup on every task group")),

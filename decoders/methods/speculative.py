@@ -160,6 +160,9 @@ def speculative(ctx: DecodeContext) -> MethodGen:
 
 
 PLOT_GAMMAS = 10  # gammas 1..10 on the plot; the best gamma is searched over the whole range
+#: A best gamma from alpha_hat at least this, on fewer judged drafts than this, is marked extrapolated.
+EXTRAPOLATED_ALPHA = 0.95
+EXTRAPOLATED_DRAFTS = 100
 
 
 def _best(curve: list[list[float]]) -> int | str:
@@ -204,6 +207,9 @@ def _extras(run, stats, params, summary) -> dict:
         "curve": curve,
         "gamma_star": _best(every),
     })
+    if alpha >= EXTRAPOLATED_ALPHA and stats.judged < EXTRAPOLATED_DRAFTS:
+        # alpha_hat near 1 on few drafts puts the best gamma far out, on evidence that says little
+        out["gamma_star_extrapolated"] = f"alpha_hat {alpha:.2f} from {stats.judged} judged drafts"
     T = summary.verify_cost_curve
     if T and len(T) > gamma:  # the measured cost of a (gamma + 1)-token verify
         cost_curve = [[g, round(cost_aware_speedup(alpha, g, c, T[g]), 3)] for g in gammas if g < len(T)]
@@ -267,8 +273,11 @@ METHOD = register(Method(
         Figure("expected_tokens", "expected tokens / iteration", "Eq. 1: tokens one iteration yields at alpha_hat"),
         Figure("gamma_star", "best γ", "the draft length Theorem 3.8 predicts is fastest", "{}"),
         Figure("gamma_star_cost_aware", "best γ (cost)", "the fastest draft length with the measured T(γ+1)", "{}"),
+        Figure("gamma_star_extrapolated", "best γ extrapolated", "alpha_hat near 1 on few drafts: the best γ "
+               "lies where the run has no evidence", "{}"),
     ),
     draft_length="gamma",
+    sweep_fixed=lambda name: {"draft_policy": "fixed"} if name == "gamma" else {},  # γ itself, not a cap
     bench_targets=(BenchTarget("theorem", "speculative speedup within 15% of the Theorem 3.8 prediction"),),
     bench_variants=((("tree_width", 2), ("tree_depth", 3)),),  # a 2x3 draft tree
     describe=_describe,

@@ -86,3 +86,30 @@ async def test_autoregressive_has_nothing_to_sweep(tiny_spec, loader, tmp_path):
         await pilot.press("s")
         assert app.screen is app.main_screen
         assert any("drafts nothing to sweep" in n.message for n in app._notifications)
+
+
+async def test_the_sweep_holds_gamma_fixed_keeps_its_columns_at_80x24_and_saves(tiny_spec, loader, tmp_path):
+    """The γ sweep measures γ itself (the draft policy fixed, said in its title), not a cap the
+    adaptive policy narrows; at 80x24 its table shows γ and the speedup uncut; ctrl+s writes it."""
+    app = make_app(tiny_spec, loader, tmp_path, max_new_tokens=8)
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+        assert app.main_screen.settings.params.draft_policy == "adaptive"
+        await pilot.press("s")
+        sweep = app.screen
+        await wait_for(pilot, lambda: not sweep.running, timeout=120)
+        assert "draft policy fixed" in sweep.query_one("#sweep-box").border_title
+        assert all(m.summary.label.startswith("Speculative") and "γ=" in m.summary.label for m in sweep.points)
+        shown = "\n".join(line.text for line in sweep.query_one("#sweep-table").render_lines(
+            sweep.query_one("#sweep-table").region.reset_offset))
+        header = shown.splitlines()[0]
+        assert header.split()[0] == "γ" and "speedup ± spread" in header
+        for value in range(1, 9):
+            assert any(line.split()[:1] == [str(value)] and "x" in line for line in shown.splitlines()[1:])
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        saved = sorted((tmp_path / "runs").glob("*-sweep-spec-gamma.*"))
+        assert [p.suffix for p in saved] == [".csv", ".md"]
+        csv_lines = saved[0].read_text().splitlines()
+        assert csv_lines[0].startswith("gamma,speedup,spread,verdict") and len(csv_lines) == 9
+        assert "| gamma | speedup |" in saved[1].read_text()

@@ -3,19 +3,20 @@ values of its `draft_length` parameter (speculative decoding's gamma, prompt loo
 Jacobi's block, ...) and plots each measured speedup, with its spread, on the predicted curve.
 
 The sweep runs in a thread worker on its own screen, on the engine the main screen holds, under
-the main screen's lock (one run at a time on an engine). The autoregressive baseline is the
-engine's cached one (its key is the prompt and settings, not the draft length), so each value
-costs one method run and its timing probe. Escape cancels at the next iteration; the points
-measured so far stay.
+the main screen's lock (one run at a time on an engine). Each value runs beside its own
+interleaved baseline (`decoders.engine`), so a machine that changes speed during the sweep does
+not tilt the curve. A method whose draft policy would narrow the swept length (adaptive) is swept
+with the length fixed (its declaration's `swept`), and the title says so. Escape cancels at the
+next iteration; the points measured so far stay; ctrl+s saves the table as Markdown and CSV.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rich.table import Table
-from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -26,12 +27,13 @@ from textual.widgets import Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from decoders.analysis.summary import Summary
+from decoders.analysis.timing import verdict
 from decoders.core.declarations import ParamSpec
 from decoders.core.errors import DecodeError
 from decoders.core.events import PhaseStarted
 from decoders.records.run import RunResult
 from tui_decode.widgets.gamma_plot import GammaPlot, PlotData, Point
-from tui_decode.widgets.stats_pane import headline_speed, speed_text
+from tui_decode.widgets.stats_pane import headline_speed
 from tui_decode.workers.messages import failure_message
 
 if TYPE_CHECKING:
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
     from tui_decode.state.settings import Settings
 
 MAX_VALUES = 8  # values one sweep runs: about eight method runs on the current prompt
+VERDICT_WORD = {"faster": "faster", "slower": "slower", "even": "even", "unknown": ""}
 
 
 def sweep_values(spec: ParamSpec, current: int, limit: int = MAX_VALUES) -> list[int]:
@@ -94,6 +97,7 @@ class SweepScreen(ModalScreen[None]):
     BINDINGS = [
         Binding("escape", "stop", "Cancel / close"),
         Binding("ctrl+r", "refuse_run", show=False, priority=True),  # the main screen's run waits for the sweep
+        Binding("ctrl+s", "save", "Save table", priority=True),  # not the main screen's save beneath
     ]
 
     class Progress(Message):
@@ -124,9 +128,11 @@ class SweepScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="sweep-box") as box:
+            fixed = self.settings.params.method_def.swept(self.key).get("draft_policy") == "fixed"
             box.border_title = (f"Sweep of {self.axis} = {', '.join(map(str, sorted(self.values)))} · "
-                                f"{self.settings.params.method_def.label}")
-            box.border_subtitle = "escape cancels · escape again closes"
+                                f"{self.settings.params.method_def.label}"
+                                + (" · draft policy fixed" if fixed else ""))
+            box.border_subtitle = "escape cancels · escape again closes · ctrl+s saves"
             yield GammaPlot(id="sweep-plot")
             yield Static(id="sweep-table")
             yield Static(id="sweep-status")
@@ -216,17 +222,50 @@ class SweepScreen(ModalScreen[None]):
             self.status(f"done: {done}{tail}; escape closes")
 
     def table(self) -> Table:
+        """Value and speedup first, uncut at 80 columns (the speedup as a number, its spread and a
+        one-word verdict; the long sentence is the main screen's); tau, acceptance and identity after."""
         grid = Table(box=None, padding=(0, 1), show_edge=False, header_style="bold")
-        for column in (self.axis, "measured speedup", "tau", "acceptance", "identical"):
+        grid.add_column(self.axis, no_wrap=True, min_width=len(self.axis))
+        grid.add_column("speedup ± spread", no_wrap=True, min_width=16)
+        for column in ("tau", "accept", "identical"):
             grid.add_column(column, no_wrap=True)
         for m in sorted(self.points, key=lambda m: m.value):
             s = m.summary
             speed = headline_speed(s)
-            words = Text(speed_text(speed, s.speedup_spread)[0]) if speed is not None else Text("–")
+            if speed is None:
+                words = "–"
+            else:
+                v = verdict(speed, s.speedup_spread)
+                noise = f" ± {s.speedup_spread:.2f}" if s.speedup_spread is not None else ""
+                words = f"{speed:.2f}x{noise} {VERDICT_WORD[v]}"
             same = "–" if s.identical is None else "yes" if s.identical else f"no @{s.first_divergence}"
             grid.add_row(str(m.value), words, f"{s.tau:.2f}" if s.tau is not None else "–",
                          f"{s.accept_rate:.0%}" if s.accept_rate is not None else "–", same)
         return grid
+
+    def action_save(self) -> None:
+        """ctrl+s: the table so far as Markdown and CSV in the runs folder (atomic writes)."""
+        from decoders.records import atomic
+        from tui_decode.state.exports import table_csv, table_markdown
+
+        if not self.points:
+            self.notify("Nothing measured yet to save.", title="Sweep", severity="warning")
+            return
+        rows = [(m.value, m.summary) for m in sorted(self.points, key=lambda m: m.value)]
+        method = self.settings.params.method_def
+        folder = self.host.runs_folder
+        stem = f"{time.strftime('%Y%m%d-%H%M%S')}-sweep-{method.name}-{self.key}"
+        notes = [f"prompt: {self.prompt[:200]!r}", f"family: {self.loaded.engine.family.label}",
+                 f"method: {method.run_label(self.settings.params)}"]
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            md = atomic.write_text(folder / f"{stem}.md", table_markdown(
+                f"Sweep of {self.axis}: {method.label}", self.key, rows, notes), "the sweep table")
+            atomic.write_text(folder / f"{stem}.csv", table_csv(self.key, rows), "the sweep table")
+        except (OSError, DecodeError) as error:
+            self.notify(str(error), title="Sweep not saved", severity="error", timeout=10)
+            return
+        self.notify(f"Saved {md.name} and {stem}.csv in {folder}", title="Sweep")
 
     def action_stop(self) -> None:
         if self.running:

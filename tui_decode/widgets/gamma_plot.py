@@ -105,11 +105,26 @@ class PlotData:
     gamma: int  # the draft length of the shown run (a tick on the axis)
     points: list[Point] = field(default_factory=list)  # measured runs
     name: str = "γ"  # what the x axis counts
+    # each curve's best draft length over the whole range (the run's `gamma_star`s), where the
+    # plot's range may end before it; None: the best of the points drawn
+    best_curve: int | str | None = None
+    best_cost_aware: int | str | None = None
+    extrapolated: bool = False  # the best lengths rest on alpha_hat near 1 from few drafts
 
     def best(self, series: list[list[float]] | None) -> int | None:
         return int(max(series, key=lambda row: row[1])[0]) if series else None
 
+    def best_text(self, series: list[list[float]] | None, whole: int | str | None) -> str:
+        """The best length the legend names: the one over the whole range, marked when it lies past
+        the plot's last length (or rests on little evidence)."""
+        best: int | str | None = whole if whole is not None else self.best(series)
+        edge = int(series[-1][0]) if series else 0
+        past = isinstance(best, str) or (isinstance(best, int) and best > edge)
+        marks = (["past the edge"] if past else []) + (["extrapolated"] if self.extrapolated else [])
+        return f"{best}" + (f" ({', '.join(marks)})" if marks else "")
 
+
+LEGEND_WIDTH = 46  # the statistics pane's inner width at 80 columns
 LAYERS = ("curve", "cost-aware", "even", "measured", "axis")
 
 
@@ -119,12 +134,13 @@ def legend(data: PlotData, styles: dict[str, Style]) -> Text:
     first = []
     if data.curve:
         first.append(Text.assemble(("━ Thm 3.8", styles.get("curve")),
-                                   f" best {data.name}{data.best(data.curve)}"))
+                                   f" best {data.name}{data.best_text(data.curve, data.best_curve)}"))
     if data.cost_aware:
         first.append(Text.assemble(("╍ cost-aware", styles.get("cost-aware")),
-                                   f" best {data.name}{data.best(data.cost_aware)}"))
-    if first:
-        out.append_text(Text("  ").join(first))
+                                   f" best {data.name}{data.best_text(data.cost_aware, data.best_cost_aware)}"))
+    if first:  # side by side where they fit the plot's pane, else one a line
+        together = sum(len(t.plain) for t in first) + 2 * (len(first) - 1) <= LEGEND_WIDTH
+        out.append_text(Text("  " if together else "\n").join(first))
         out.append("\n")
     out.append_text(Text.assemble(("┈ break-even 1.0x", styles.get("even")), "  ",
                                   ("● measured", styles.get("measured")), " ", ("│ spread", styles.get("measured"))))

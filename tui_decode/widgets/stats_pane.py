@@ -81,7 +81,9 @@ def gamma_plot_data(s: Summary) -> PlotData:
     gamma = int(extras.get("gamma_used") or extras.get("gamma") or 1)  # where the run drafted
     speed = headline_speed(s)
     points = [Point(gamma, speed, s.speedup_spread)] if speed is not None else []
-    return PlotData(extras["curve"], cost_curve, gamma, points)
+    return PlotData(extras["curve"], cost_curve, gamma, points, best_curve=extras.get("gamma_star"),
+                    best_cost_aware=extras.get("gamma_star_cost_aware") if extras.get("cost_curve") else None,
+                    extrapolated=bool(extras.get("gamma_star_extrapolated")))
 
 
 class StatsPane(VerticalScroll):
