@@ -150,7 +150,11 @@ def _vllm_acceptance(drafting: Sequence[Drafting]) -> dict[str, Any]:
 def _pooled_theorem(theorems: list[Theorem]) -> Theorem | None:
     if not theorems:
         return None
-    return Theorem(*(rounded(mean(getattr(t, key) for t in theorems)) for key in Theorem.__dataclass_fields__))
+    def pooled(key: str):
+        values = [getattr(t, key) for t in theorems]
+        return None if any(v is None for v in values) else rounded(mean(values))
+
+    return Theorem(**{key: pooled(key) for key in Theorem.__dataclass_fields__})
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,26 @@ class Theorem(FlatRecord):
     c_hat: float | None
     predicted_speedup: float | None
     predicted_speedup_cost_aware: float | None
+    # the theorem's premise, a full draft of gamma every decode iteration: the run's gamma, the mean
+    # length it drafted and its plain (undrafted) steps; None in reports from before they were kept
+    gamma: float | None = None
+    mean_drafted: float | None = None
+    plain_steps: float | None = None
+
+    def premise_broken(self) -> str | None:
+        """Why the theorem does not apply to this row, or None where it does (or is not known)."""
+        if self.plain_steps:
+            return (f"{self.plain_steps:g} plain steps a run (the adaptive policy drafted nothing there), "
+                    "outside the theorem's premise of a full draft every iteration")
+        if self.gamma and self.mean_drafted is not None and self.mean_drafted < PREMISE_SHARE * self.gamma:
+            return (f"drafts of {self.mean_drafted:.2f} tokens on average for γ {self.gamma:g}: the draft length "
+                    "varied, outside the theorem's premise of a fixed γ")
+        return None
+
+
+#: A row drafting at least this share of gamma on average keeps the theorem's fixed-length premise
+#: (the last draft of a run may be cut short by the token budget).
+PREMISE_SHARE = 0.9
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,15 @@ def _spread(speedup: float | None, spread: float | None) -> str:
     return f"+/- {spread:.2f}" + (" (no measurable difference)" if same and speedup != 1.0 else "")
 
 
+def _speedup_cell(speedup: float | None, spread: float | None, method: str, acceptance: float | None) -> str:
+    """The speedup, flagged "(noise)" in the column itself when 1.00x lies inside its spread (and,
+    for a drafting row that accepted nothing, said why: it cannot be faster but by chance)."""
+    cell = _num(speedup, suffix="x")
+    if speedup is None or spread is None or method == BASELINE or abs(speedup - 1.0) > spread:
+        return cell
+    return cell + (" (noise: nothing accepted)" if acceptance == 0 else " (noise)")
+
+
 def _positions(rates: list[float] | None) -> str:
     """Per-position acceptance, first draft position first: "0.80 0.55 0.30"."""
     return DASH if not rates else " ".join(f"{x:.2f}" for x in rates)
@@ -97,7 +106,7 @@ def _figure_cells(method: str, stats: MethodStats) -> list[str]:
     return [
         _method(method),
         _num(ours.tau),
-        _num(ours.speedup, suffix="x"),
+        _speedup_cell(ours.speedup, ours.speedup_spread, method, ours.acceptance),
         _spread(ours.speedup, ours.speedup_spread),
         _num(ours.acceptance),
         _num(ours.mean_acceptance_length),
