@@ -1,4 +1,4 @@
-"""Modal lists: the model family to switch to, and the saved run to open."""
+"""Modal lists: the model family to switch to, the saved run to open, and the prompt to start from."""
 
 from __future__ import annotations
 
@@ -63,3 +63,32 @@ def run_picker(runs: list[Path], folder: Path) -> Picker:
         stamp = time.strftime("%Y-%m-%d %H:%M", time.localtime(path.stat().st_mtime))
         options.append(Option(Text.assemble((path.name, "bold"), (f"  {stamp}", "dim")), id=str(path)))
     return Picker("Open a saved run", options, note=f"runs saved with ctrl+s in {folder}")
+
+
+class PromptPicker(Picker):
+    """The prompt library: enter puts the prompt in the Prompt pane, ctrl+r puts it there and runs
+    (the result is ``run:`` and the prompt's key)."""
+
+    BINDINGS = [Binding("escape", "dismiss_none", "Close"),
+                Binding("ctrl+r", "pick_and_run", "Pick and run", priority=True)]
+
+    def action_pick_and_run(self) -> None:
+        options = self.query_one(OptionList)
+        index = options.highlighted
+        if index is not None:
+            self.dismiss(f"run:{options.get_option_at_index(index).id}")
+
+
+def prompt_picker(prompts: list, problems: list[str], folder: Path) -> PromptPicker:
+    """Pick a prompt: the shipped Spec-Bench prompts by task group (copy-heavy groups first, where
+    prompt lookup pays most), then the user's own files."""
+    options: list[Option] = []
+    for prompt in prompts:
+        head = " ".join(prompt.text.split())
+        line = Text.assemble((f"{prompt.group}", "bold"), f"  {prompt.name}\n    ",
+                             (head[:70] + ("…" if len(head) > 70 else ""), "dim"))
+        options.append(Option(line, id=prompt.key))
+    note = f"enter picks · ctrl+r picks and runs · your own prompts: *.txt in {folder}"
+    if problems:
+        note += " · not read: " + "; ".join(problems)[:200]
+    return PromptPicker("Start from a prompt (Spec-Bench, by task group)", options, note=note)

@@ -170,7 +170,8 @@ COMPARE: tuple[Marking, ...] = (
 )
 
 KEYS: tuple[tuple[str, str], ...] = (
-    ("ctrl+r", "run the method on the prompt (the baseline first, reused once measured)"),
+    ("ctrl+r", "run the method on the prompt, its autoregressive baseline stepping alongside"),
+    ("p", "pick a prompt: the shipped Spec-Bench prompts by task group, or your own files"),
     ("escape", "cancel the run at the next iteration; close a screen"),
     ("m · g · [ ]", "next method · greedy / sampling · shorter / longer draft"),
     ("t · e · f", "chat template · edit the prompt · switch model family"),

@@ -106,7 +106,8 @@ class StatsPane(VerticalScroll):
     def on_mount(self) -> None:
         self.show_nothing()
 
-    def show_nothing(self, message: str = "Run a method (ctrl+r) to see its figures.") -> None:
+    def show_nothing(self, message: str = "Run a method (ctrl+r) to see its figures; p picks a Spec-Bench "
+                                          "prompt to start from.") -> None:
         self.figures.update(Text(message, style="dim"))
         self._plot(None)
         self.acceptance.show(None)

@@ -69,7 +69,7 @@ if TYPE_CHECKING:
 #: Actions on one-letter keys: off while the prompt editor has focus, so typing stays typing.
 LETTER_ACTIONS = frozenset({"cycle_method", "toggle_mode", "draft_length", "toggle_chat_template",
                             "pick_family", "edit_prompt", "toggle_detail", "sweep", "history",
-                            "compare_baseline"})
+                            "compare_baseline", "pick_prompt"})
 
 
 class MainScreen(ResponsiveLayout, RunView, RunFiles, FamilySwitching, FamilyLoadWorker, DraftBuildWorker, DecodeWorker,
@@ -95,6 +95,7 @@ class MainScreen(ResponsiveLayout, RunView, RunFiles, FamilySwitching, FamilyLoa
         Binding("t", "toggle_chat_template", "Template"),
         Binding("s", "sweep", "Sweep", tooltip="Run the draft length over up to 8 values and plot each speedup"),
         Binding("e", "edit_prompt", "Edit prompt", show=False),
+        Binding("p", "pick_prompt", "Prompts", show=False),  # named in the first screen and the help
         Binding("d", "toggle_detail", "Detail", show=False),
         Binding("h", "history", "History", tooltip="The session's runs; enter compares the last two"),
         Binding("c", "compare_baseline", "Compare", tooltip="The run shown beside its autoregressive baseline"),
@@ -202,6 +203,32 @@ class MainScreen(ResponsiveLayout, RunView, RunFiles, FamilySwitching, FamilyLoa
 
     def action_sweep(self) -> None:
         start_sweep(self)
+
+    def action_pick_prompt(self) -> None:
+        """p: the prompt library; the picked prompt replaces the Prompt pane's text (ctrl+r in the
+        list also runs it)."""
+        from tui_decode.screens.pickers import prompt_picker
+        from tui_decode.state.prompt_library import library, prompts_dir
+
+        prompts, problems = library()
+        if not prompts:
+            self.report_error("no prompts to pick: " + ("; ".join(problems) or "the library is empty"))
+            return
+        by_key = {p.key: p for p in prompts}
+
+        def picked(key: str | None) -> None:
+            if key is None:
+                return
+            run = key.startswith("run:")
+            prompt = by_key.get(key.removeprefix("run:"))
+            if prompt is None:
+                return
+            self.prompt_pane.text = prompt.text
+            self.notify(f"Prompt: {prompt.group} {prompt.name}", timeout=3)
+            if run:
+                self.action_run()
+
+        self.app.push_screen(prompt_picker(prompts, problems, prompts_dir()), picked)
 
     def action_history(self) -> None:
         open_history(self)

@@ -1,0 +1,63 @@
+"""The prompt library (p): the shipped Spec-Bench prompts by task group, copy-heavy groups first,
+and the user's own files; a first run of prompt lookup on a summarization prompt in at most four
+keystrokes from the main screen."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.support.app import make_app, run_and_wait, wait_for
+from tui_decode.screens.pickers import PromptPicker
+from tui_decode.state.prompt_library import library, shipped_prompts_file
+
+pytestmark = pytest.mark.anyio
+SIZE = (120, 40)
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+def test_the_shipped_library_lists_every_task_group_summarization_first(tmp_path):
+    prompts, problems = library(folder=tmp_path / "none")
+    assert problems == [] and shipped_prompts_file().is_file()
+    groups = list(dict.fromkeys(p.group for p in prompts))
+    assert groups[:2] == ["summarization", "retrieval-augmented generation"]
+    assert set(groups) == {"summarization", "retrieval-augmented generation", "translation", "question answering",
+                           "mathematical reasoning", "multi-turn conversation"}
+    assert len(prompts) == 24
+
+
+def test_the_users_own_files_come_after_and_a_bad_one_is_a_line_not_an_error(tmp_path):
+    (tmp_path / "mine.txt").write_text("Summarise: the cat sat on the mat.")
+    (tmp_path / "bad.txt").write_bytes(b"\xff\xfe not utf-8")
+    prompts, problems = library(folder=tmp_path)
+    assert prompts[-1].group == "your prompts" and prompts[-1].text.startswith("Summarise")
+    assert len(problems) == 1 and "bad.txt" in problems[0] and "UTF-8" in problems[0]
+
+
+async def test_prompt_lookup_on_a_summarization_prompt_in_four_keystrokes(tiny_spec, loader, tmp_path, monkeypatch):
+    """From the main screen: m (speculative -> prompt lookup), p (the library), ctrl+r (pick the
+    first prompt, a summarization one, and run): three keystrokes, the target is at most four."""
+    short = tmp_path / "short.jsonl"  # the tiny test model's context holds no real article
+    short.write_text("\n".join(json.dumps(r) for r in [
+        {"question_id": 1, "category": "writing", "turns": ["w10 w11 w12"]},
+        {"question_id": 2, "category": "summarization", "turns": ["w10 w11 w12 w13 w10 w11 w12 w13 w10 w11"]},
+    ]) + "\n")
+    monkeypatch.setattr("tui_decode.state.prompt_library.shipped_prompts_file", lambda: short)
+    monkeypatch.setenv("TUI_DECODE_PROMPTS_DIR", str(tmp_path / "no-prompts"))
+    app = make_app(tiny_spec, loader, tmp_path, method="spec", max_new_tokens=12)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        main = app.main_screen
+        await wait_for(pilot, lambda: main.loaded is not None)
+        keys = ["m", "p", "ctrl+r"]
+        await pilot.press(keys[0])
+        await pilot.press(keys[1])
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptPicker))
+        result = await run_and_wait(pilot, app)  # presses keys[2], ctrl+r: the picker picks and runs
+        assert len(keys) <= 4
+        assert result.method.method == "pld" and main.prompt_pane.text.startswith("w10 w11 w12 w13")
+        assert result.summary.speedup_decode is not None and main.status.state == "done"
