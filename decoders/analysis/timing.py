@@ -150,6 +150,30 @@ def wall_spread(method: Run, baseline: Run, tokens: int, speedup: float, jitter:
     return 2 * speedup * sum(parts) ** 0.5
 
 
+@dataclass(frozen=True)
+class Pooled:
+    """Repeated runs' decode speedups pooled: their mean and two standard errors."""
+
+    speedup: float
+    spread: float
+    n: int
+
+
+def pool(summaries) -> Pooled | None:
+    """The mean decode speedup of ``summaries`` (runs of one prompt and settings) and two standard
+    errors: the spread between the runs over sqrt n, or the runs' own mean spread over sqrt n where
+    that is larger (two runs that agree by chance say little)."""
+    speeds = [s.speedup_decode for s in summaries if s.speedup_decode is not None]
+    if not speeds:
+        return None
+    n = len(speeds)
+    mean = statistics.fmean(speeds)
+    between = 2 * statistics.stdev(speeds) / n ** 0.5 if n > 1 else 0.0
+    own = [s.speedup_spread for s in summaries if s.speedup_spread is not None]
+    within = statistics.fmean(own) / n ** 0.5 if own else 0.0
+    return Pooled(mean, max(between, within), n)
+
+
 def machine_change(baseline: Run) -> float | None:
     """How much slower (> 1) the machine stepped at the end of the run than at its start: the mean
     of the baseline's one-token steps in the last third over the first third (None: under six)."""

@@ -159,3 +159,23 @@ def test_the_app_takes_decoding_flags_at_launch():
     args = build_parser().parse_args(["--method", "pld", "--max-new-tokens", "32"])
     assert _flags_given(args) and decode_params(args).max_new_tokens == 32
     assert not _flags_given(build_parser().parse_args(["--family", "smollm2-135m"]))
+
+
+def test_run_repeats_pools_the_speedups_of_runs_each_beside_its_own_baseline(capsys, tmp_path):
+    from tests.support.tiny import save_tiny_model
+
+    folder = save_tiny_model(tmp_path / "tiny")
+    code, out, _ = run_cli(capsys, "run", "--main", str(folder), "--method", "pld", "--max-new-tokens", "12",
+                           "--repeats", "3", "--threads", "1", "--prompt", "w1 w2 w3 w1 w2 w3 w1")
+    assert code == 0
+    flat = " ".join(out.split())
+    assert "3 runs pooled" in flat and re.search(r"pooled │ \d+\.\d{3}x \+/- \d+\.\d{3}", flat)
+    assert re.search(r"(faster than|slower than|no measurable difference from) autoregressive.* over 3 runs", flat)
+
+
+@pytest.mark.parametrize("value,message", [("0", "--repeats must be in 1..20, got 0"),
+                                           ("21", "--repeats must be in 1..20, got 21"),
+                                           ("lots", "--repeats takes a whole number in 1..20, got 'lots'")])
+def test_run_repeats_is_bounded(capsys, value, message):
+    code, _, err = run_cli(capsys, "run", "--repeats", value, *PROMPT)
+    assert code == 2 and message in err and "Traceback" not in err

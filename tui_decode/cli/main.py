@@ -22,6 +22,24 @@ from decoders.core.params import DecodeParams, method_param_specs
 from decoders.models.families import DEFAULT_FAMILY
 from tui_decode.state.crash_report import report_crash
 
+MAX_REPEATS = 20  # `run --repeats`: each repeat is a method run and its baseline
+
+
+def bounded_int(flag: str, low: int, high: int):
+    """An argparse type: an integer in low..high, else one line saying so."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            message = f"{flag} takes a whole number in {low}..{high}, got {text[:40]!r}"
+            raise argparse.ArgumentTypeError(message) from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{flag} must be in {low}..{high}, got {value}")
+        return value
+
+    return parse
+
 
 class OneLineParser(argparse.ArgumentParser):
     """argparse, but a usage error is one line that says what was wrong and where help is."""
@@ -118,6 +136,11 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--prompt", help="the prompt text")
     src.add_argument("--prompt-file", metavar="PATH", help="read the prompt from a file")
     run.add_argument("--json", metavar="PATH", help="write the whole run as JSON to PATH (- for stdout)")
+    run.add_argument("--repeats", type=bounded_int("--repeats", 1, MAX_REPEATS), default=1, metavar="N",
+                     help=f"run N times (1..{MAX_REPEATS}) and pool the speedups (each run beside its own baseline)")
+    run.add_argument("--pairing", choices=["interleaved", "sequential"], default="interleaved",
+                     help="how the baseline is timed: stepped in alternation with the run (default), or decoded "
+                          "once before it and rescaled by a probe after it")
     add_threads_arg(run)
     add_model_args(run)
     add_decode_args(run)
@@ -230,10 +253,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         check_destination(args.json, "--json", "the run")  # before any model time is spent
     set_threads(args)
     family = load_with_progress(family_spec(args), err)
-    engine = Engine(family)
+    engine = Engine(family, pairing=args.pairing)
     params, _ = engine.check(prompt, params)  # fail on bad input before spending model time
-    with err.status("decoding ..."):
-        result = engine.run(prompt, params)
+    results = []
+    for i in range(args.repeats):
+        with err.status("decoding ..." if args.repeats == 1 else f"decoding {i + 1}/{args.repeats} ..."):
+            results.append(engine.run(prompt, params))
+    result = results[-1]
     if args.json == "-":
         sys.stdout.write(result.dumps() + "\n")
         return 0
@@ -247,6 +273,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     out = Console()
     out.print(Panel(Text(result.method.text), title="output", title_align="left", expand=False))
     out.print(summary_table(result))
+    if len(results) > 1:
+        from tui_decode.state.run_summary import pooled_table
+
+        out.print(pooled_table([r.summary for r in results]))
     if failed is not None:
         raise failed
     return 0

@@ -110,3 +110,28 @@ def summary_table(result: RunResult) -> Table:
     for label, value in summary_rows(s):
         table.add_row(label, value)
     return table
+
+
+def pooled_table(summaries: list[Summary]):
+    """`tui-decode run --repeats N`: each run's decode speedup with its spread and how the machine
+    moved, then the pooled figure (`decoders.analysis.timing.pool`)."""
+    from rich.table import Table
+
+    from decoders.analysis.timing import pool, ratio_text
+
+    table = Table(title=f"{len(summaries)} runs pooled", title_justify="left")
+    for column in ("run", "decode speedup", "raw", "end to end", "machine"):
+        table.add_column(column)
+    for i, s in enumerate(summaries, 1):
+        spread = f" +/- {s.speedup_spread:.2f}" if s.speedup_spread is not None else ""
+        machine = (f"{s.machine_change:.2f}x" if s.machine_change is not None else
+                   f"drift {s.drift:.2f}" if s.drift is not None else "")
+        table.add_row(str(i), "" if s.speedup_decode is None else f"{s.speedup_decode:.3f}x{spread}",
+                      "" if s.speedup_decode_raw is None else f"{s.speedup_decode_raw:.3f}x",
+                      "" if s.speedup_wall is None else f"{s.speedup_wall:.3f}x", machine)
+    pooled = pool(summaries)
+    if pooled is not None:
+        table.add_row("pooled", f"{pooled.speedup:.3f}x +/- {pooled.spread:.3f}", "", "", "")
+        table.caption = ratio_text(pooled.speedup, pooled.spread) + f" over {pooled.n} runs"
+        table.caption_justify = "left"
+    return table
