@@ -1,5 +1,6 @@
 """Two token streams side by side, line for line at the same token positions, each coloured by
-how its tokens were emitted, with the first token where they part marked on both sides."""
+how its tokens were emitted, with the first token where they part marked on both sides; above
+them both runs' time on one wall-clock axis (prefill, draft, verify)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from textual.widgets import Footer, Static
 from tui_decode.screens.keys import QUIT
 from tui_decode.state.run_history import Comparison, stream_tokens
 from tui_decode.widgets.aligned_stream import AlignedStream
+from tui_decode.widgets.timeline_strip import TimelineStrip
 from tui_decode.widgets.token_stream import legend_markup
 
 
@@ -40,7 +42,9 @@ class CompareScreen(Screen[None]):
         self.left = AlignedStream(id="compare-left", classes="pane")
         self.right = AlignedStream(id="compare-right", classes="pane")
         self.left.partner, self.right.partner = self.right, self.left
+        self.timeline = TimelineStrip(id="compare-timeline")
         yield self.heading
+        yield self.timeline
         with Horizontal(id="compare-panes"):
             yield self.left
             yield self.right
@@ -60,9 +64,14 @@ class CompareScreen(Screen[None]):
         heading.append("Compare  ", style="bold")
         heading.append(c.summary())
         self.heading.update(heading)
+        self.timeline.show([(self._short(c.left), c.left.run), (self._short(c.right), c.right.run)])
         self.left.focus()
         if at is not None:
             self.call_after_refresh(self.action_jump_divergence)
+
+    @staticmethod
+    def _short(stream) -> str:
+        return f"#{stream.entry.number} {'AR' if stream.role == 'baseline' else stream.run.method}"
 
     async def action_on_main(self, action: str) -> None:
         """The main screen's ``action`` (the screen at the bottom of the stack)."""
