@@ -55,3 +55,13 @@ async def test_the_compare_screen_draws_both_runs_timelines(tiny_spec, loader, t
         assert lines[0].startswith("#1 AR") and lines[1].startswith("#1 spec")
         assert "▓" in lines[0] and "█" in lines[1] and "░" in lines[1]  # prefill; verify and draft of the method
         assert "prefill" in lines[2] and "ms" in lines[2]
+
+
+def test_a_saved_run_without_end_times_is_drawn_from_its_parts():
+    run = run_of([(0.0, 100.0, 100.0), (0.0, 100.0, 200.0)])
+    for it in run.iters:
+        it.t_end_ms = None
+    from tui_decode.state.timeline import total_ms
+
+    assert total_ms(run) == 200.0 and columns(run, 4, 200.0) == ["prefill", "prefill", "verify", "verify"]
+    assert columns(run, 4, 0.0) == ["idle"] * 4

@@ -45,11 +45,13 @@ def spans(run: Run) -> list[Span]:
 
 def columns(run: Run, width: int, total_ms: float) -> list[str]:
     """The phase that fills most of each of ``width`` columns of ``total_ms`` (idle past the run's end)."""
-    per = total_ms / max(width, 1)
+    if total_ms <= 0 or width <= 0:
+        return [IDLE] * max(width, 0)
+    per = total_ms / width
     filled = [dict.fromkeys(PHASES, 0.0) for _ in range(width)]
     for span in spans(run):
         a, b = span.start_ms, span.end_ms
-        first, last = int(a // per), min(int(b // per), width - 1)
+        first, last = min(int(a // per), width - 1), min(int(b // per), width - 1)
         for col in range(first, last + 1):
             lo, hi = max(a, col * per), min(b, (col + 1) * per)
             if hi > lo:
@@ -66,4 +68,6 @@ def shares(run: Run) -> dict[str, float]:
 
 
 def total_ms(run: Run) -> float:
-    return run.iters[-1].t_end_ms or 0.0 if run.iters else 0.0
+    """Where the run's last span ends (a saved run without iteration end times: the sum of its parts)."""
+    timed = spans(run)
+    return timed[-1].end_ms if timed else 0.0
