@@ -65,3 +65,23 @@ def test_a_saved_run_without_end_times_is_drawn_from_its_parts():
 
     assert total_ms(run) == 200.0 and columns(run, 4, 200.0) == ["prefill", "prefill", "verify", "verify"]
     assert columns(run, 4, 0.0) == ["idle"] * 4
+
+
+async def test_the_compare_screen_tables_both_runs_figures_and_exports_them(tiny_spec, loader, tmp_path):
+    app = make_app(tiny_spec, loader, tmp_path, max_new_tokens=12)
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+        result = await run_and_wait(pilot, app)
+        await pilot.press("c")
+        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen))
+        await pilot.pause()
+        widget = app.screen.query_one("#compare-figures")
+        table = "\n".join(line.text for line in widget.render_lines(widget.region.reset_offset))
+        assert "decode speedup" in table and "1.00x (the baseline)" in table
+        assert f"{result.summary.speedup_decode:.2f}x" in table and "of judged drafts (" in table
+        await pilot.press("x")
+        await pilot.pause()
+        exported = list((tmp_path / "runs").glob("*-compare.md"))
+        assert len(exported) == 1
+        text = exported[0].read_text()
+        assert text.startswith("# Compare: #1 baseline") and "| decode speedup | 1.00x (the baseline) |" in text

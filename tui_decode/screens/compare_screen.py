@@ -4,6 +4,9 @@ them both runs' time on one wall-clock axis (prefill, draft, verify)."""
 
 from __future__ import annotations
 
+import time
+
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -12,6 +15,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from tui_decode.screens.keys import QUIT
+from tui_decode.state.exports import comparison_markdown, stream_figures
 from tui_decode.state.run_history import Comparison, stream_tokens
 from tui_decode.widgets.aligned_stream import AlignedStream
 from tui_decode.widgets.timeline_strip import TimelineStrip
@@ -25,6 +29,7 @@ class CompareScreen(Screen[None]):
         Binding("escape", "close", "Back"),
         Binding("j", "jump_divergence", "To divergence"),
         Binding("tab", "switch_side", "Other side", show=False),
+        Binding("x", "export", "Export"),
         # The workbench's run and file keys still act on the main screen beneath (ctrl+s says why it
         # saves nothing from here); ctrl+q first, where the footer has always shown it.
         QUIT,
@@ -43,7 +48,9 @@ class CompareScreen(Screen[None]):
         self.right = AlignedStream(id="compare-right", classes="pane")
         self.left.partner, self.right.partner = self.right, self.left
         self.timeline = TimelineStrip(id="compare-timeline")
+        self.figures = Static(id="compare-figures")
         yield self.heading
+        yield self.figures
         yield self.timeline
         with Horizontal(id="compare-panes"):
             yield self.left
@@ -65,9 +72,40 @@ class CompareScreen(Screen[None]):
         heading.append(c.summary())
         self.heading.update(heading)
         self.timeline.show([(self._short(c.left), c.left.run), (self._short(c.right), c.right.run)])
+        self.figures.update(self._figures_table())
         self.left.focus()
         if at is not None:
             self.call_after_refresh(self.action_jump_divergence)
+
+    def _figures_table(self) -> Table:
+        """Both sides' figures in one table, a column each."""
+        c = self.comparison
+        table = Table(box=None, padding=(0, 2, 0, 0), show_edge=False, header_style="bold")
+        table.add_column("figure", style="dim", no_wrap=True)
+        table.add_column(self._short(c.left), no_wrap=True)
+        table.add_column(self._short(c.right), no_wrap=True)
+        for (name, a), (_, b) in zip(stream_figures(c.left), stream_figures(c.right), strict=True):
+            table.add_row(name, a, b)
+        return table
+
+    def action_export(self) -> None:
+        """x: the comparison as Markdown in the runs folder (written atomically)."""
+        from decoders.core.errors import DecodeError
+        from decoders.records import atomic
+
+        main = self.app.screen_stack[0]
+        folder = getattr(main, "runs_folder", None)
+        if folder is None:
+            self.notify("No runs folder to export to.", severity="warning")
+            return
+        path = folder / f"{time.strftime('%Y%m%d-%H%M%S')}-compare.md"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            atomic.write_text(path, comparison_markdown(self.comparison), "the comparison")
+        except (OSError, DecodeError) as error:
+            self.notify(str(error), title="Not exported", severity="error", timeout=10)
+            return
+        self.notify(f"Exported {path.name} to {folder}", title="Compare")
 
     @staticmethod
     def _short(stream) -> str:

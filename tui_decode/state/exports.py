@@ -46,3 +46,38 @@ def table_markdown(title: str, key: str, rows: Sequence[tuple[object, Summary]],
     if notes:
         lines += ["", *(f"- {note}" for note in notes)]
     return "\n".join(lines) + "\n"
+
+
+def stream_figures(stream) -> list[tuple[str, str]]:
+    """(figure, value) of one side of a comparison (`tui_decode.state.run_history.Stream`): a run's
+    own figures, or, for a baseline, what the baseline measured (its speedup is 1 by definition)."""
+    result, run = stream.entry.result, stream.run
+    s = result.summary
+    if stream.role == "baseline":
+        decode, ttft = s.baseline_decode_ms_per_token, s.baseline_ttft_ms
+        return [("tokens", str(len(run.ids))), ("tau", "1.00"), ("decode ms/token", _f(decode, 1)),
+                ("first token ms", _f(ttft, 0)), ("decode speedup", "1.00x (the baseline)"),
+                ("acceptance", "–"), ("identical", "–")]
+    spread = f" ± {s.speedup_spread:.2f}" if s.speedup_spread is not None else ""
+    speed = "–" if s.speedup_decode is None else f"{s.speedup_decode:.2f}x{spread}"
+    judged = round((s.accepted or 0) / s.accept_rate) if s.accept_rate else 0  # accept_rate = accepted / judged
+    accept = "–" if s.accept_rate is None else f"{s.accept_rate:.0%} of judged drafts ({s.accepted}/{judged})"
+    same = "–" if s.identical is None else "yes" if s.identical else f"no, at token {s.first_divergence}"
+    return [("tokens", str(len(run.ids))), ("tau", _f(s.tau, 2)), ("decode ms/token", _f(s.decode_ms_per_token, 1)),
+            ("first token ms", _f(s.ttft_ms, 0)), ("decode speedup", speed), ("acceptance", accept),
+            ("identical", same)]
+
+
+def _f(x: float | None, digits: int) -> str:
+    return "–" if x is None else f"{x:.{digits}f}"
+
+
+def comparison_markdown(comparison) -> str:
+    """The compare screen as Markdown: both sides' figures in one table, and where the streams part."""
+    left, right = comparison.left, comparison.right
+    a, b = stream_figures(left), stream_figures(right)
+    lines = [f"# Compare: {left.label} | {right.label}", "", f"| figure | {left.label} | {right.label} |",
+             "|---|---|---|"]
+    lines += [f"| {name} | {x} | {y} |".replace("\n", " ") for (name, x), (_, y) in zip(a, b, strict=True)]
+    lines += ["", comparison.summary()]
+    return "\n".join(lines) + "\n"
