@@ -113,3 +113,23 @@ async def test_the_sweep_holds_gamma_fixed_keeps_its_columns_at_80x24_and_saves(
         csv_lines = saved[0].read_text().splitlines()
         assert csv_lines[0].startswith("gamma,speedup,spread,verdict") and len(csv_lines) == 9
         assert "| gamma | speedup |" in saved[1].read_text()
+
+
+async def test_r_repeats_the_current_settings_and_pools_the_speedups(tiny_spec, loader, tmp_path):
+    from tui_decode.screens.sweep import REPEATS, RepeatScreen
+
+    app = make_app(tiny_spec, loader, tmp_path, max_new_tokens=8)
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+        await pilot.press("r")
+        screen = app.screen
+        assert isinstance(screen, RepeatScreen)
+        await wait_for(pilot, lambda: not screen.running, timeout=120)
+        assert [m.value for m in screen.points] == list(range(1, REPEATS + 1))
+        labels = {m.summary.label for m in screen.points}
+        assert len(labels) == 1 and all(m.summary.pairing == "interleaved" for m in screen.points)
+        status = str(screen.query_one("#sweep-status").content)
+        assert f"done: {REPEATS}/{REPEATS} measured; pooled: " in status and " autoregressive (" in status
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert sorted(p.suffix for p in (tmp_path / "runs").glob("*-repeat-spec.*")) == [".csv", ".md"]

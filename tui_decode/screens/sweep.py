@@ -128,14 +128,31 @@ class SweepScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="sweep-box") as box:
-            fixed = self.settings.params.method_def.swept(self.key).get("draft_policy") == "fixed"
-            box.border_title = (f"Sweep of {self.axis} = {', '.join(map(str, sorted(self.values)))} · "
-                                f"{self.settings.params.method_def.label}"
-                                + (" · draft policy fixed" if fixed else ""))
+            box.border_title = self.heading_text()
             box.border_subtitle = "escape cancels · escape again closes · ctrl+s saves"
             yield GammaPlot(id="sweep-plot")
             yield Static(id="sweep-table")
             yield Static(id="sweep-status")
+
+    def heading_text(self) -> str:
+        fixed = self.settings.params.method_def.swept(self.key).get("draft_policy") == "fixed"
+        return (f"Sweep of {self.axis} = {', '.join(map(str, sorted(self.values)))} · "
+                f"{self.settings.params.method_def.label}" + (" · draft policy fixed" if fixed else ""))
+
+    def params_for(self, value: int):
+        """The parameters of the run at ``value``."""
+        return self.settings.params.replace(record=False, **{self.key: value},
+                                            **self.settings.params.method_def.swept(self.key))
+
+    def plot_data(self) -> PlotData:
+        return sweep_plot(self.points, self.values[0], self.axis)
+
+    def done_text(self) -> str:
+        best = max(self.points, key=lambda m: headline_speed(m.summary) or 0.0, default=None)
+        return f"; fastest measured {self.axis}={best.value}" if best is not None else ""
+
+    def file_stem(self) -> str:
+        return f"sweep-{self.settings.params.method_def.name}-{self.key}"
 
     def on_mount(self) -> None:
         self.status(f"running {self.axis}={self.values[0]} …")
@@ -163,8 +180,7 @@ class SweepScreen(ModalScreen[None]):
                 for value in self.values:
                     if worker.is_cancelled:
                         break
-                    params = self.settings.params.replace(record=False, **{self.key: value},
-                                                          **self.settings.params.method_def.swept(self.key))
+                    params = self.params_for(value)
                     result = None
                     for event in engine.stream(self.prompt, params, cancelled=lambda: worker.is_cancelled):
                         if isinstance(event, RunResult):
@@ -191,7 +207,7 @@ class SweepScreen(ModalScreen[None]):
     @on(PointMeasured)
     def point(self, event: SweepScreen.PointMeasured) -> None:
         self.points.append(event.measured)
-        self.query_one("#sweep-plot", GammaPlot).plot(sweep_plot(self.points, self.values[0], self.axis))
+        self.query_one("#sweep-plot", GammaPlot).plot(self.plot_data())
         self.query_one("#sweep-table", Static).update(self.table())
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
@@ -217,9 +233,7 @@ class SweepScreen(ModalScreen[None]):
         elif self.cancelled:
             self.status(f"cancelled: {done}; the points so far stay; escape closes")
         else:
-            best = max(self.points, key=lambda m: headline_speed(m.summary) or 0.0, default=None)
-            tail = f"; fastest measured {self.axis}={best.value}" if best is not None else ""
-            self.status(f"done: {done}{tail}; escape closes")
+            self.status(f"done: {done}{self.done_text()}; escape closes")
 
     def table(self) -> Table:
         """Value and speedup first, uncut at 80 columns (the speedup as a number, its spread and a
@@ -254,13 +268,13 @@ class SweepScreen(ModalScreen[None]):
         rows = [(m.value, m.summary) for m in sorted(self.points, key=lambda m: m.value)]
         method = self.settings.params.method_def
         folder = self.host.runs_folder
-        stem = f"{time.strftime('%Y%m%d-%H%M%S')}-sweep-{method.name}-{self.key}"
+        stem = f"{time.strftime('%Y%m%d-%H%M%S')}-{self.file_stem()}"
         notes = [f"prompt: {self.prompt[:200]!r}", f"family: {self.loaded.engine.family.label}",
                  f"method: {method.run_label(self.settings.params)}"]
         try:
             folder.mkdir(parents=True, exist_ok=True)
             md = atomic.write_text(folder / f"{stem}.md", table_markdown(
-                f"Sweep of {self.axis}: {method.label}", self.key, rows, notes), "the sweep table")
+                self.heading_text(), self.key, rows, notes), "the sweep table")
             atomic.write_text(folder / f"{stem}.csv", table_csv(self.key, rows), "the sweep table")
         except (OSError, DecodeError) as error:
             self.notify(str(error), title="Sweep not saved", severity="error", timeout=10)
@@ -301,3 +315,52 @@ def start_sweep(main: MainScreen) -> None:
     spec = all_param_specs()[key]
     values = sweep_values(spec, getattr(settings.params, key))
     main.app.push_screen(SweepScreen(main, main.loaded, prompt, settings, key, values, spec.label.split()[0]))
+
+
+class RepeatScreen(SweepScreen):
+    """r: the current settings run N times, each beside its own interleaved baseline; each run's
+    speedup with its spread (the raw one beside it where paired sequentially), and the pooled
+    figure (`decoders.analysis.timing.pool`)."""
+
+    def heading_text(self) -> str:
+        return (f"{len(self.values)} runs of {self.settings.params.method_def.run_label(self.settings.params)} "
+                "· pooled")
+
+    def params_for(self, value: int):
+        return self.settings.params.replace(record=False)
+
+    def plot_data(self) -> PlotData:
+        marks = [Point(m.value, speed, m.summary.speedup_spread) for m in self.points
+                 if (speed := headline_speed(m.summary)) is not None]
+        return PlotData([], None, 1, marks, "run ")
+
+    def done_text(self) -> str:
+        from decoders.analysis.timing import pool, ratio_text
+
+        pooled = pool([m.summary for m in self.points])
+        return "" if pooled is None else f"; pooled: {ratio_text(pooled.speedup, pooled.spread)}"
+
+    def file_stem(self) -> str:
+        return f"repeat-{self.settings.params.method_def.name}"
+
+
+REPEATS = 5  # runs the r key pools
+
+
+def start_repeat(main: MainScreen) -> None:
+    """The r key: the current settings, `REPEATS` times, pooled; or say why not."""
+    if main.running or main.loading_family:
+        main.notify("Wait for the current run or load to end (escape cancels a run).", severity="warning")
+        return
+    if main.loaded is None:
+        main.notify("No model is loaded yet; ctrl+r loads it and runs, then r repeats.", severity="warning")
+        return
+    settings, prompt = main.settings, main.prompt_pane.text
+    try:
+        if not prompt.strip():
+            raise DecodeError("the prompt is empty; type a prompt in the Prompt pane (e edits it)")
+        settings.params.validated(ui=True)
+    except DecodeError as error:
+        main.report_error(str(error))
+        return
+    main.app.push_screen(RepeatScreen(main, main.loaded, prompt, settings, "run", list(range(1, REPEATS + 1)), "run"))

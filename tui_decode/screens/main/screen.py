@@ -69,7 +69,7 @@ if TYPE_CHECKING:
 #: Actions on one-letter keys: off while the prompt editor has focus, so typing stays typing.
 LETTER_ACTIONS = frozenset({"cycle_method", "toggle_mode", "draft_length", "toggle_chat_template",
                             "pick_family", "edit_prompt", "toggle_detail", "sweep", "history",
-                            "compare_baseline", "pick_prompt"})
+                            "compare_baseline", "pick_prompt", "repeat"})
 
 
 class MainScreen(ResponsiveLayout, RunView, RunFiles, FamilySwitching, FamilyLoadWorker, DraftBuildWorker, DecodeWorker,
@@ -96,6 +96,7 @@ class MainScreen(ResponsiveLayout, RunView, RunFiles, FamilySwitching, FamilyLoa
         Binding("s", "sweep", "Sweep", tooltip="Run the draft length over up to 8 values and plot each speedup"),
         Binding("e", "edit_prompt", "Edit prompt", show=False),
         Binding("p", "pick_prompt", "Prompts", show=False),  # named in the first screen and the help
+        Binding("r", "repeat", "Repeat", show=False, tooltip="Run the current settings 5 times and pool"),
         Binding("d", "toggle_detail", "Detail", show=False),
         Binding("h", "history", "History", tooltip="The session's runs; enter compares the last two"),
         Binding("c", "compare_baseline", "Compare", tooltip="The run shown beside its autoregressive baseline"),
@@ -203,6 +204,11 @@ class MainScreen(ResponsiveLayout, RunView, RunFiles, FamilySwitching, FamilyLoa
 
     def action_sweep(self) -> None:
         start_sweep(self)
+
+    def action_repeat(self) -> None:
+        from tui_decode.screens.sweep import start_repeat
+
+        start_repeat(self)
 
     def action_pick_prompt(self) -> None:
         """p: the prompt library; the picked prompt replaces the Prompt pane's text (ctrl+r in the
