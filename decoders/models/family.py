@@ -179,8 +179,9 @@ def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bo
     main_share = 0.75 if spec.helper else 1.0
 
     main_model, tokenizer, main_source = load_source(
-        spec.main, device, load_dtype, "main", scaled_progress(report, 0.0, main_share), device_map
+        spec.main, device, load_dtype, "main", scaled_progress(report, 0.0, 0.8 * main_share), device_map
     )
+    report("Preparing the main model's fast backend (weights fused and packed)", 0.8 * main_share)
     positions = context_length(main_model, tokenizer)
     main_backend = make_backend(main_model, fast=fast, max_positions=positions, cuda_graph=spec.cuda_graph,
                                 fp16_weights=fp16_weights)
@@ -216,11 +217,11 @@ def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bo
         helper_backend = main_backend.early_exit(layer)
         helper_source = f"early exit @ layer {layer}"
     elif spec.self_draft:
-        report(f"Quantizing the main model to {spec.self_draft} for the draft", 1.0)
+        report(f"Quantizing the main model to {spec.self_draft} for the draft", 0.9)
         helper_backend = quantized_draft(main_backend, main_model, spec.self_draft)
         helper_source = f"{spec.self_draft} self-draft"
 
-    report("Warming up", 1.0)
+    report("Warming up (a first forward of each model)", 0.95)
     for backend in (main_backend, helper_backend):
         if backend is not None:
             warm_up(backend)

@@ -35,8 +35,11 @@ def load_source(source: str, device, dtype, role: str, report: LoadProgress, dev
         location = gguf_cache.check_gguf_file(location).resolve()
         recorded = "bundled" if kind == "bundled" else str(location)
         was_cached = gguf_cache.is_converted(location)
-        folder = gguf_cache.ensure_converted(location, scaled_progress(report, 0.0, 0.9))
-        report(f"Loading {role} model {location.name}", 0.9)
+        # the bar moves through what takes the time: a first load's conversion, then the load itself
+        convert_end = 0.0 if was_cached else 0.7
+        folder = gguf_cache.ensure_converted(location, scaled_progress(report, 0.0, max(convert_end, 0.05)))
+        report(f"Loading {role} model {location.name} from its converted copy"
+               + (" (cached)" if was_cached else ""), convert_end + 0.05)
         try:
             model, tokenizer = _load_folder(folder, device, dtype, f"converted copy of {location}", device_map)
         except DecodeError:
@@ -44,7 +47,7 @@ def load_source(source: str, device, dtype, role: str, report: LoadProgress, dev
                 raise
             # A cached copy that no longer loads (files deleted or damaged): convert it afresh.
             gguf_cache.discard_converted(location)
-            folder = gguf_cache.ensure_converted(location, scaled_progress(report, 0.0, 0.9))
+            folder = gguf_cache.ensure_converted(location, scaled_progress(report, 0.0, 0.7))
             model, tokenizer = _load_folder(folder, device, dtype, f"converted copy of {location}", device_map)
         return model, tokenizer, recorded
     if kind == "folder":
