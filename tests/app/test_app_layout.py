@@ -10,7 +10,7 @@ import msgspec.structs
 import pytest
 from rich.style import Style
 
-from decoders.records.run import RunResult
+from decoders.records.run import Emitted, RunResult
 from tui_decode.app import TuiDecodeApp
 from tui_decode.screens.main.layout import layout_for
 from tui_decode.widgets.details import DetailContext, view_for
@@ -162,7 +162,9 @@ def test_bonus_position_is_not_reached_when_a_draft_was_rejected():
     shown_text = text(rejected)
     assert "every draft passed" not in shown_text
     assert f"not reached: draft {rejected.n_accepted + 1} was rejected" in shown_text
-    passed = msgspec.structs.replace(rejected, draft=[msgspec.structs.replace(r, status="acc") for r in rejected.draft])
+    passed = msgspec.structs.replace(rejected, draft=[msgspec.structs.replace(r, status="acc") for r in rejected.draft],
+                                     emit=[Emitted(r.token, r.text, "acc") for r in rejected.draft]
+                                     + [Emitted(0, "x", "bonus")])
     assert "every draft passed" in text(passed)
 
 
