@@ -211,3 +211,29 @@ async def test_the_iterations_table_fits_at_120_columns_every_column_shown(metho
             assert fits(), (table.virtual_size.width, table.scrollable_content_region.width)
         assert table.row_count == len(rows) and table.draft_width >= 8
         assert str(table.get_row_at(len(rows) - 1)[-1]) == "987.6"
+
+
+async def test_acceptance_is_named_with_its_counts_wherever_it_is_shown():
+    """"69% of judged drafts (11/16)", not a bare "69%" beside the explanation's "11 of 26 drafted
+    tokens accepted": the statistics pane, the headless table, the history and the live figures."""
+    from rich.console import Console
+
+    from tui_decode.state.live_run import live_figures
+    from tui_decode.state.run_history import RunHistory, Stream, row_cells
+    from tui_decode.state.run_summary import judged_drafts, summary_table
+
+    result = RunResult.load(DATA / "run_spec.json")
+    s, judged = result.summary, judged_drafts(result.method)
+    assert judged and s.accepted is not None and round(s.accepted / judged, 3) == s.accept_rate
+    named = f"{s.accept_rate:.0%} of judged drafts ({s.accepted}/{judged})"
+    app = opened()
+    async with app.run_test(size=(140, 45)) as pilot:
+        await pilot.pause()
+        assert named in "\n".join(screen_lines(app))
+    console = Console(width=120, record=True, color_system=None)
+    console.print(summary_table(result))
+    table = console.export_text()
+    assert "acceptance of judged drafts" in table and f"{s.accept_rate:.1%} ({s.accepted}/{judged})" in table
+    assert row_cells(Stream(RunHistory().record(result), "method"))[6] == f"{s.accept_rate:.0%} ({s.accepted}/{judged})"
+    figures = live_figures(result.method.iters)
+    assert figures["judged"] == judged

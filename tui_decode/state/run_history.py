@@ -15,6 +15,7 @@ from decoders.analysis.summary import Summary, first_divergence
 from decoders.core.declarations import get_method
 from decoders.core.errors import DecodeError
 from decoders.records.run import Run, RunResult
+from tui_decode.state.run_summary import acceptance_text, judged_drafts
 from tui_decode.state.runs_folder import saved_runs
 from tui_decode.state.token_text import real_text, run_tokens
 
@@ -140,7 +141,7 @@ def row_cells(stream: Stream) -> list[str]:
     s = result.summary
     return [str(entry.number), source, clip(result.method.label, LABEL_WIDTH), key_params(result), str(s.tokens),
             "–" if s.tau is None else f"{s.tau:.2f}",
-            "–" if s.accept_rate is None else f"{s.accept_rate:.0%}",
+            acceptance_text(s, judged_drafts(result.method), named=False),
             speedup_text(result), identical_text(result)]
 
 

@@ -24,6 +24,7 @@ from decoders.core.declarations import Figure, get_method
 from decoders.core.errors import DecodeError
 from decoders.records.run import RunResult
 from tui_decode.state.run_history import headline_speed
+from tui_decode.state.run_summary import acceptance_text, judged_drafts
 from tui_decode.widgets.acceptance_chart import AcceptanceChart
 from tui_decode.widgets.gamma_plot import GammaPlot, PlotData, Point
 from tui_decode.widgets.iteration_table import BARS
@@ -117,7 +118,8 @@ class StatsPane(VerticalScroll):
         if figures.get("tau") is not None:
             grid.add_row("tokens / iter", f"{figures['tau']:.2f}")
         if figures.get("accept_rate") is not None:
-            grid.add_row("acceptance", f"{figures['accept_rate']:.0%} of judged drafts")
+            judged = f" ({figures['accepted']}/{figures['judged']})" if figures.get("judged") is not None else ""
+            grid.add_row("acceptance", f"{figures['accept_rate']:.0%} of judged drafts{judged}")
         self.figures.update(grid)
         self._plot(None)
         self.acceptance.show(None)
@@ -126,21 +128,22 @@ class StatsPane(VerticalScroll):
 
     def show_result(self, result: RunResult) -> None:
         """The run's `Summary`, with its tokens per iteration and its baseline's length."""
-        self.show_summary(result.summary, [len(it.emit) for it in result.method.iters], len(result.baseline.ids))
+        self.show_summary(result.summary, [len(it.emit) for it in result.method.iters], len(result.baseline.ids),
+                          judged_drafts(result.method))
 
     def show_summary(self, s: Summary, per_iter: list[int] | None = None,
-                     baseline_tokens: int | None = None) -> None:
+                     baseline_tokens: int | None = None, judged: int | None = None) -> None:
         """The figures every method has, then the method's own (its `Figure`s, from
-        ``Summary.extras``), then whether it matched the baseline."""
+        ``Summary.extras``), then whether it matched the baseline; ``judged`` (the drafts the
+        target judged) names the acceptance rate's counts."""
         grid = self._grid()
         if s.prompt_tokens is not None:
             grid.add_row("prompt", f"{s.prompt_tokens} tokens")
         grid.add_row("tokens", f"{s.tokens} in {s.iterations} iterations · {s.finish}")
         if s.tau is not None:
+            grid.add_row("tau", f"{s.tau:.2f} tokens / target forward")
             if s.accept_rate is not None:
-                grid.add_row("tau · accept", f"{s.tau:.2f} tokens/forward · {s.accept_rate:.0%}")
-            else:
-                grid.add_row("tau", f"{s.tau:.2f} tokens / target forward")
+                grid.add_row("acceptance", acceptance_text(s, judged))
         if s.ttft_ms is not None:
             base = f" (AR {_ms(s.baseline_ttft_ms)})" if s.baseline_ttft_ms is not None else ""
             grid.add_row("first token", f"{_ms(s.ttft_ms)} ms prefill{base}")
