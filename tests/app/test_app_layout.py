@@ -234,6 +234,6 @@ async def test_acceptance_is_named_with_its_counts_wherever_it_is_shown():
     console.print(summary_table(result))
     table = console.export_text()
     assert "acceptance of judged drafts" in table and f"{s.accept_rate:.1%} ({s.accepted}/{judged})" in table
-    assert row_cells(Stream(RunHistory().record(result), "method"))[6] == f"{s.accept_rate:.0%} ({s.accepted}/{judged})"
+    assert row_cells(Stream(RunHistory().record(result), "method"))[4] == f"{s.accept_rate:.0%} ({s.accepted}/{judged})"
     figures = live_figures(result.method.iters)
     assert figures["judged"] == judged
