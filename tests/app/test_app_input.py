@@ -52,6 +52,48 @@ async def test_type_a_seed_in_a_few_keys(tmp_path):
         assert main.settings.params.seed == 43
 
 
+def key(name: str) -> events.Key:
+    return events.Key(name, name if len(name) == 1 else None)
+
+
+async def test_no_digit_is_lost_however_fast_it_is_typed(tmp_path):
+    """Keys posted as a terminal delivers them, without waiting for the app between them: "6" then
+    "4" 50 ms apart gave "4" (the second digit reopened the input); enter then "123" in one burst
+    lost all three (they reached the pane before the input had focus, and the enter's binding was
+    resolved against the input once the digit behind it had moved the focus there)."""
+    app = bare_app(tmp_path)
+
+    async def settled(pilot, condition) -> None:
+        try:
+            await wait_for(pilot, condition, timeout=5)
+        except AssertionError:
+            pass  # the assertion below says what was left
+        await pilot.pause(0.1)
+
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        main.params_pane.select_key("seed")
+        app.post_message(key("6"))
+        await asyncio.sleep(0.05)
+        app.post_message(key("4"))
+        await settled(pilot, lambda: main.value_editor.input.value == "64")
+        assert main.value_editor.input.value == "64"
+        await pilot.press("enter")
+        assert main.settings.params.seed == 64
+
+        for keys, typed in ((["enter", "1", "2", "3"], "123"), (["7", "8", "9"], "789"), (["enter", "5"], "5")):
+            for name in keys:
+                app.post_message(key(name))
+            await settled(pilot, lambda typed=typed: main.value_editor.input.value == typed)
+            assert main.value_editor.input.value == typed, (keys, main.value_editor.input.value)
+            await pilot.press("enter")
+            assert main.settings.params.seed == int(typed) and app.focused is main.params_pane
+        for name in ("4", "2", "enter", "enter", "backspace", "7", "enter", "3", "enter"):  # set, then again
+            app.post_message(key(name))
+        await settled(pilot, lambda: main.settings.params.seed == 3)
+        assert main.settings.params.seed == 3 and app.focused is main.params_pane and not main.value_editor.editing
+
+
 async def test_type_a_temperature_over_the_old_value(tmp_path):
     app = bare_app(tmp_path, mode="sampling")
     async with app.run_test(size=SIZE) as pilot:

@@ -164,6 +164,7 @@ class MainScreen(ResponsiveLayout, RunView, RunFiles, FamilySwitching, FamilyLoa
 
     def on_mount(self) -> None:
         self.prompt_pane.editor.cursor_blink = self.cursor_blink
+        self.params_pane.editor = self.value_editor  # typed values open at once (see ParamsPane._edit)
         self.app.theme_changed_signal.subscribe(self, self.redraw_run)
         self.apply_layout(self.app.size.width)
         self.set_interval(0.5, self._tick)
