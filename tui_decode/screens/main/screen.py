@@ -125,6 +125,7 @@ class MainScreen(ResponsiveLayout, RunView, RunFiles, FamilySwitching, FamilyLoa
         self.runs_folder = runs_folder
         self.initial_prompt = prompt
         self.settings = settings
+        self.start_settings = settings  # what "edited" is measured against before any run (ctrl+o asks)
         self.cursor_blink = cursor_blink
         self.loaded: LoadedFamily | None = None
         self.result: RunResult | None = None
