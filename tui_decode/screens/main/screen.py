@@ -331,7 +331,7 @@ class MainScreen(ResponsiveLayout, RunView, RunFiles, FamilySwitching, FamilyLoa
             self.stream.clear()
             self.table.clear_iterations()
             self.detail.show(None, DetailContext())
-            self.stream.border_title = f"Output · {live.method_label} (running)"
+            self.stream.show_title(f"{live.method_label} (running)")
             self.stats.show_live(live.figures(), "running")
         self.status.set(live.status, "busy", live.fraction)
 
