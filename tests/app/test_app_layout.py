@@ -298,3 +298,15 @@ async def test_80x24_cuts_no_text_the_status_line_and_the_output_title_wrap_or_s
         main.stream.show_title("Speculative (greedy, γ=4)")
         await pilot.pause()
         assert any("Output · Speculative (greedy, γ=4)" in line for line in screen_lines(app))
+
+
+async def test_a_speedup_too_long_for_the_statistics_pane_breaks_before_its_spread():
+    """At 120 columns the statistics pane is narrow: "3.09x slower (0.32x; spread not measured)"
+    wrapped as "... spread not" / "measured)"; it breaks before the parenthesis instead."""
+    app = opened("spec")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        lines = screen_lines(app)
+        head = next(line for line in lines if "3.09x slower" in line)
+        assert "(0.32x" not in head, head
+        assert any("(0.32x; spread not measured)" in line for line in lines), "\n".join(lines)

@@ -69,6 +69,21 @@ def speed_text(speed: float, spread: float | None) -> tuple[str, str]:
     return f"{1.0 / speed:.2f}x slower ({speed:.2f}x{noise})", v
 
 
+def speed_lines(words: str, room: int) -> str:
+    """``words`` (see `speed_text`) on one line when ``room`` cells hold them; else broken where
+    the figure's parenthesis or its spread begins, so that a wrap never splits "+/- 0.02" or
+    "spread not measured" across lines."""
+    if len(words) <= room:
+        return words
+    at = words.find(" (")
+    if at > 0:
+        return words[:at] + "\n" + words[at + 1:]
+    at = words.find("; spread")
+    if at > 0:  # "1.05x faster; spread not measured"
+        return words[:at] + "\n(" + words[at + 2:] + ")"
+    return words
+
+
 def gamma_plot_data(s: Summary) -> PlotData:
     """Speculative decoding's predicted speedup against gamma (``extras["curve"]``), the
     cost-aware curve with the measured T(gamma+1) (``extras["cost_curve"]``; a saved run from
@@ -104,7 +119,13 @@ class StatsPane(VerticalScroll):
     def on_mount(self) -> None:
         self.show_nothing()
 
+    def on_resize(self) -> None:
+        shown = getattr(self, "_shown_summary", None)
+        if shown is not None and self.content_region.width != getattr(self, "_drawn_width", None):
+            self._drawn_width = self.content_region.width
+            self.show_summary(*shown)  # the speedups break where this width needs
     def show_nothing(self, message: str = "Run a method (ctrl+r) to see its figures.") -> None:
+        self._shown_summary = None
         self.figures.update(Text(message, style="dim"))
         self._plot(None)
         self.acceptance.show(None)
@@ -112,6 +133,7 @@ class StatsPane(VerticalScroll):
 
     def show_live(self, figures: dict[str, Any], phase: str) -> None:
         """Figures known mid-run: tokens, iterations, tokens per iteration, acceptance so far."""
+        self._shown_summary = None
         grid = self._grid()
         grid.add_row("tokens", f"{figures['tokens']}")
         grid.add_row("iterations", f"{figures['iterations']}")
@@ -184,14 +206,17 @@ class StatsPane(VerticalScroll):
             if value is not None:
                 own.add_row(figure.label, figure.shown(value))
         self.figures.update(Group(grid, own) if own.row_count else grid)
+        self._shown_summary = (s, per_iter, baseline_tokens, judged)
         self.acceptance.show(s)
         self._plot(gamma_plot_data(s) if curve else None)
         self.explanation.update(Text(s.explanation, style="italic"))
 
     def _speed(self, speed: float, spread: float | None) -> Text:
         """A speedup in words, green only beyond its spread when faster, red only beyond it when
-        slower, plain inside it (or with no spread measured)."""
+        slower, plain inside it (or with no spread measured); on two lines where one is too narrow."""
         words, v = speed_text(speed, spread)
+        label_width = len("decode speedup") + 1  # the longest label of the grid, and its padding
+        words = speed_lines(words, self.content_region.width - label_width if self.size.width else len(words))
         style = component_style(self, {"faster": "stats-pane--faster", "slower": "stats-pane--slower"}
                                 .get(v, "stats-pane--even"))
         return Text(words, style=style)
