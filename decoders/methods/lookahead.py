@@ -144,7 +144,7 @@ def lookahead(ctx: DecodeContext) -> MethodGen:
     shape = choose(params.window, params.verify_branches, N, ctx.cost_curve, ctx.family.device.type,
                    adaptive=params.draft_policy == "adaptive")
     W, G = shape.window, shape.branches
-    b = RunBuilder(ctx, "lookahead", ctx.params.method_def.run_label(params.replace(window=W, verify_branches=G)))
+    b = RunBuilder(ctx, "lookahead", run_label(params, W, G))
     disp = ctx.family.display
     gen = torch.Generator().manual_seed(params.seed)
     source = list(ctx.prompt_ids)
@@ -233,6 +233,17 @@ def _extras(run, stats, params, summary) -> dict:
     }
 
 
+def run_label(p, window: int | None = None, branches: int | None = None) -> str:
+    """The run's title: the parameters, and where the adaptive policy chose a narrower shape than
+    they allow, what it chose: "Lookahead (W≤4→1, N=3, G≤4→2)"."""
+    def part(name: str, asked: int, chosen: int | None) -> str:
+        return f"{name}={asked}" if chosen is None or chosen == asked else f"{name}≤{asked}→{chosen}"
+
+    return (f"Lookahead ({part('W', p.window, window)}, N={p.ngram_size}, {part('G', p.verify_branches, branches)}"
+            f"{', pool from the window only' if p.pool == 'window' else ''}"
+            f"{', fixed shape' if p.draft_policy == 'fixed' else ''})")
+
+
 def _short_shape(shape: str) -> str | None:
     """"W=1, G=1 (narrowed from W=4, G=4)" of the first step's "W=1, G=1: narrowed from ...: why"."""
     head, _, why = shape.partition(": ")
@@ -282,9 +293,7 @@ METHOD = register(Method(
     draft_length="window",
     sweep_fixed=swept,
     bench_targets=(BenchTarget("beats", "lookahead faster than Jacobi on every task group", other="jacobi"),),
-    describe=lambda p: f"Lookahead (W={p.window}, N={p.ngram_size}, G={p.verify_branches}"
-                       f"{', pool from the window only' if p.pool == 'window' else ''}"
-                       f"{', fixed shape' if p.draft_policy == 'fixed' else ''})",
+    describe=run_label,
     extras=_extras,
     explain=_explain,
     noun="lookahead decoding",

@@ -152,8 +152,42 @@ async def test_save_then_open_the_run_again(tiny_spec, loader, tmp_path):
         await pilot.press("m")  # show something else, then open the saved run from the picker
         await pilot.press("ctrl+o", "enter")
         await pilot.pause()
+        assert app.main_screen.settings.params.method != "jacobi"  # edited: it asks first
+        await pilot.press("down", "enter")  # open it anyway
+        await pilot.pause()
         assert app.main_screen.result.method.ids == result.method.ids and app.main_screen.settings.params.method == "jacobi"
         assert app.main_screen.status.message == f"opened {saved[0].name}"
+
+
+async def test_ctrl_o_asks_before_it_replaces_edited_parameters(tmp_path):
+    """A saved run shows its own prompt and parameters: with edits not yet run, ctrl+o asks, and
+    keeping them (enter on the first answer, or escape) leaves them and the screen as they were."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    shutil.copy(DATA / "run_spec.json", runs / "saved.json")
+    app = TuiDecodeApp(None, runs_folder=runs, cursor_blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        await pilot.pause()
+        await pilot.press("ctrl+o", "enter")  # nothing edited: it opens at once
+        await pilot.pause()
+        assert main.result is not None and main.status.message == "opened saved.json"
+        opened = main.result
+        main.params_pane.select_key("seed")
+        await pilot.press("7", "enter")  # an edit, not run
+        assert main.settings.params.seed == 7
+        await pilot.press("ctrl+o", "enter")
+        await pilot.pause()
+        assert "edited" in app.screen.query_one(".picker-title").render().plain
+        await pilot.press("enter")  # keep my edits
+        await pilot.pause()
+        assert app.screen is main and main.settings.params.seed == 7 and main.result is opened
+        await pilot.press("ctrl+o", "enter", "escape")  # escape keeps them too
+        await pilot.pause()
+        assert app.screen is main and main.settings.params.seed == 7
+        await pilot.press("ctrl+o", "enter", "down", "enter")  # open it anyway
+        await pilot.pause()
+        assert main.settings.params.seed == opened.params["seed"] and main.result is not opened
 
 
 async def test_open_a_saved_run_without_any_model(tmp_path):

@@ -65,10 +65,10 @@ def test_history_lists_runs_newest_first_each_baseline_once(tmp_path):
     assert rows == ([(2, "method"), (2, "baseline"), (1, "method")] if same else
                     [(2, "method"), (2, "baseline"), (1, "method"), (1, "baseline")])
     cells = row_cells(Stream(history.entries[0], "method"))
-    assert cells[2] == spec.method.label and cells[4] == str(spec.summary.tokens)
-    assert cells[5] == f"{spec.summary.tau:.2f}" and cells[8] == "yes"
-    assert cells[3] == "max 32"
-    assert row_cells(Stream(history.entries[0], "baseline"))[7] == "1.00x ref"
+    assert cells[7] == spec.method.label and cells[5] == str(spec.summary.tokens)
+    assert cells[3] == f"{spec.summary.tau:.2f}" and cells[6] == "yes"
+    assert cells[8] == "max 32"
+    assert row_cells(Stream(history.entries[0], "baseline"))[2] == "1.00x ref"
 
 
 def test_saved_runs_join_the_history_unless_already_there_and_bad_files_are_named(tmp_path):
@@ -266,4 +266,42 @@ async def test_the_history_shows_the_speedup_the_status_line_gives_under_a_label
         assert str(screen.table.get_row_at(0)[column]) == "1.00x ±0.33"
         assert str(screen.table.get_row_at(1)[column]) == "1.00x ref"  # its baseline
     s.speedup_decode = None  # too few tokens for a decode rate: the end-to-end figure, marked
-    assert row_cells(Stream(RunHistory().record(result), "method"))[7] == "1.09x ±0.33 e2e"
+    assert row_cells(Stream(RunHistory().record(result), "method"))[2] == "1.09x ±0.33 e2e"
+
+
+async def test_the_history_at_80_columns_shows_the_figures_before_the_label_and_saved_runs_by_time(tmp_path):
+    """At 80 columns the speedup, tau and acceptance are in view (the long label comes after them),
+    and a saved run's `from` reads when it was saved, not "20261201-19…" for every file."""
+    import datetime
+
+    stamped = tmp_path / f"{datetime.date.today():%Y%m%d}-193512-spec.json"
+    shutil.copy(DATA / "run_spec.json", stamped)
+    result = RunResult.load(stamped)
+    app = TuiDecodeApp(BUILTIN_FAMILIES["smollm2-135m"], opened=result, opened_name=stamped.name,
+                       runs_folder=tmp_path, cursor_blink=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("h")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, HistoryScreen)
+        lines = [strip.text for strip in screen._compositor.render_strips()]
+        row = next((line for line in lines if "19:35" in line and "ref" not in line), "")  # the run, not its baseline
+        assert row, "\n".join(lines)
+        s = result.summary
+        for cell in (f"{s.tau:.2f}", f"{headline_speed_of(result)}", f"{s.accept_rate:.0%}"):
+            assert cell in row, row
+        assert f"{datetime.date.today():%Y%m%d}-19…" not in "\n".join(lines)
+
+    from tui_decode.state.run_history import saved_at
+
+    named = tmp_path / "20261201-193512-spec.json"
+    assert saved_at(named, today=datetime.date(2026, 12, 1)) == "19:35"
+    assert saved_at(named, today=datetime.date(2026, 12, 2)) == "12-01 19:35"
+    assert saved_at(tmp_path / "mine.json") is None
+
+
+def headline_speed_of(result) -> str:
+    from tui_decode.state.run_history import speedup_text
+
+    return speedup_text(result)

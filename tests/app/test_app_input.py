@@ -5,7 +5,9 @@ status line, ctrl+q mid-run and the keys' latency while a run decodes, the launc
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from textual import events
@@ -48,6 +50,48 @@ async def test_type_a_seed_in_a_few_keys(tmp_path):
         assert app.focused is main.params_pane and not main.value_editor.editing
         await pilot.press("right")  # the arrows keep stepping
         assert main.settings.params.seed == 43
+
+
+def key(name: str) -> events.Key:
+    return events.Key(name, name if len(name) == 1 else None)
+
+
+async def test_no_digit_is_lost_however_fast_it_is_typed(tmp_path):
+    """Keys posted as a terminal delivers them, without waiting for the app between them: "6" then
+    "4" 50 ms apart gave "4" (the second digit reopened the input); enter then "123" in one burst
+    lost all three (they reached the pane before the input had focus, and the enter's binding was
+    resolved against the input once the digit behind it had moved the focus there)."""
+    app = bare_app(tmp_path)
+
+    async def settled(pilot, condition) -> None:
+        try:
+            await wait_for(pilot, condition, timeout=5)
+        except AssertionError:
+            pass  # the assertion below says what was left
+        await pilot.pause(0.1)
+
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        main.params_pane.select_key("seed")
+        app.post_message(key("6"))
+        await asyncio.sleep(0.05)
+        app.post_message(key("4"))
+        await settled(pilot, lambda: main.value_editor.input.value == "64")
+        assert main.value_editor.input.value == "64"
+        await pilot.press("enter")
+        assert main.settings.params.seed == 64
+
+        for keys, typed in ((["enter", "1", "2", "3"], "123"), (["7", "8", "9"], "789"), (["enter", "5"], "5")):
+            for name in keys:
+                app.post_message(key(name))
+            await settled(pilot, lambda typed=typed: main.value_editor.input.value == typed)
+            assert main.value_editor.input.value == typed, (keys, main.value_editor.input.value)
+            await pilot.press("enter")
+            assert main.settings.params.seed == int(typed) and app.focused is main.params_pane
+        for name in ("4", "2", "enter", "enter", "backspace", "7", "enter", "3", "enter"):  # set, then again
+            app.post_message(key(name))
+        await settled(pilot, lambda: main.settings.params.seed == 3)
+        assert main.settings.params.seed == 3 and app.focused is main.params_pane and not main.value_editor.editing
 
 
 async def test_type_a_temperature_over_the_old_value(tmp_path):
@@ -184,6 +228,67 @@ async def test_ctrl_q_mid_run_leaves_within_half_a_second(tiny_spec, loader, tmp
     assert elapsed < 0.5, f"ctrl+q took {elapsed:.2f} s"
     assert app.return_code == 0 and main.result is None
     assert main.decode_busy()  # the engine winds down in its daemon thread; run_app exits without it
+
+
+CHILD = """
+import sys
+from decoders.models.family import FamilySpec
+from tui_decode.app import run_app
+sys.exit(run_app(FamilySpec(name="tiny", main=sys.argv[1], device="cpu", dtype="float32", label="tiny llama")))
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a pseudo-terminal")
+def test_ctrl_q_with_no_run_going_ends_the_process_at_once(tiny_spec, tmp_path):
+    """The whole quit path, in a terminal of its own: from ctrl+q to the process's end. With torch
+    and a model loaded the interpreter's teardown after `App.run` took 1.5 s with this tiny model
+    (4.6-7.5 s with the bundled one), a blank terminal all along; `run_app` now leaves without it."""
+    import fcntl
+    import os
+    import pty
+    import select
+    import struct
+    import subprocess
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    env = dict(os.environ, TERM="xterm-256color", HOME=str(tmp_path), HF_HUB_OFFLINE="1",
+               PYTHONPATH=str(Path(__file__).parents[2]))
+    child = subprocess.Popen([sys.executable, "-c", CHILD, tiny_spec.main], stdin=slave, stdout=slave, stderr=slave,
+                             env=env, cwd=tmp_path)
+    os.close(slave)
+    screen = b""
+
+    def read(seconds: float) -> None:
+        nonlocal screen
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            if select.select([master], [], [], 0.02)[0]:
+                try:
+                    screen += os.read(master, 1 << 16)
+                except OSError:  # the child closed the terminal
+                    return
+
+    try:
+        deadline = time.monotonic() + 60
+        while b"ready: tiny llama" not in screen:  # the status line once the model is loaded
+            assert child.poll() is None and time.monotonic() < deadline, screen[-2000:]
+            read(0.1)
+        read(0.5)  # settled: nothing running
+        started = time.monotonic()
+        os.write(master, b"\x11")  # ctrl+q
+        while child.poll() is None and time.monotonic() - started < 20:
+            read(0.01)
+        elapsed = time.monotonic() - started
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+        os.close(master)
+    print(f"ctrl+q with no run going: the process ended in {1000 * elapsed:.0f} ms")
+    assert child.returncode == 0
+    assert elapsed < 1.0, f"ctrl+q took {elapsed:.2f} s to end the process"  # 0.3 s measured; 1.7 s before
 
 
 class BusyEngine(Engine):

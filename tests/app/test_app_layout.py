@@ -10,7 +10,7 @@ import msgspec.structs
 import pytest
 from rich.style import Style
 
-from decoders.records.run import RunResult
+from decoders.records.run import Emitted, RunResult
 from tui_decode.app import TuiDecodeApp
 from tui_decode.screens.main.layout import layout_for
 from tui_decode.widgets.details import DetailContext, view_for
@@ -162,7 +162,9 @@ def test_bonus_position_is_not_reached_when_a_draft_was_rejected():
     shown_text = text(rejected)
     assert "every draft passed" not in shown_text
     assert f"not reached: draft {rejected.n_accepted + 1} was rejected" in shown_text
-    passed = msgspec.structs.replace(rejected, draft=[msgspec.structs.replace(r, status="acc") for r in rejected.draft])
+    passed = msgspec.structs.replace(rejected, draft=[msgspec.structs.replace(r, status="acc") for r in rejected.draft],
+                                     emit=[Emitted(r.token, r.text, "acc") for r in rejected.draft]
+                                     + [Emitted(0, "x", "bonus")])
     assert "every draft passed" in text(passed)
 
 
@@ -209,3 +211,102 @@ async def test_the_iterations_table_fits_at_120_columns_every_column_shown(metho
             assert fits(), (table.virtual_size.width, table.scrollable_content_region.width)
         assert table.row_count == len(rows) and table.draft_width >= 8
         assert str(table.get_row_at(len(rows) - 1)[-1]) == "987.6"
+
+
+async def test_acceptance_is_named_with_its_counts_wherever_it_is_shown():
+    """"69% of judged drafts (11/16)", not a bare "69%" beside the explanation's "11 of 26 drafted
+    tokens accepted": the statistics pane, the headless table, the history and the live figures."""
+    from rich.console import Console
+
+    from tui_decode.state.live_run import live_figures
+    from tui_decode.state.run_history import RunHistory, Stream, row_cells
+    from tui_decode.state.run_summary import judged_drafts, summary_table
+
+    result = RunResult.load(DATA / "run_spec.json")
+    s, judged = result.summary, judged_drafts(result.method)
+    assert judged and s.accepted is not None and round(s.accepted / judged, 3) == s.accept_rate
+    named = f"{s.accept_rate:.0%} of judged drafts ({s.accepted}/{judged})"
+    app = opened()
+    async with app.run_test(size=(140, 45)) as pilot:
+        await pilot.pause()
+        assert named in "\n".join(screen_lines(app))
+    console = Console(width=120, record=True, color_system=None)
+    console.print(summary_table(result))
+    table = console.export_text()
+    assert "acceptance of judged drafts" in table and f"{s.accept_rate:.1%} ({s.accepted}/{judged})" in table
+    assert row_cells(Stream(RunHistory().record(result), "method"))[4] == f"{s.accept_rate:.0%} ({s.accepted}/{judged})"
+    figures = live_figures(result.method.iters)
+    assert figures["judged"] == judged
+
+
+FOOTER_KEYS = {"ctrl+q": "^q", "ctrl+r": "^r", "ctrl+s": "^s", "ctrl+o": "^o", "F1": "f1", "[": "[]", "]": "[]"}
+
+
+def readme_footer() -> dict[int, list[str]]:
+    """The README's footer sentence: the keys it shows from each width on (0: at any width)."""
+    import re
+
+    text = " ".join((Path(__file__).parents[2] / "README.md").read_text().split())
+    sentence = re.search(r"The footer shows the focused pane's keys, then as many of these as the terminal's "
+                         r"width holds: (.*?)\. ", text)
+    assert sentence, "the README's footer sentence"
+    tiers: dict[int, list[str]] = {}
+    for part in sentence.group(1).split(";"):
+        part = re.sub(r"\(and `escape` while a run goes\)", "", part)
+        width = re.search(r"from (\d+) columns", part)
+        tiers[int(width.group(1)) if width else 0] = re.findall(r"`([^`]+)`", part)
+    return tiers
+
+
+@pytest.mark.parametrize("width", [80, 120, 140, 160])
+async def test_the_footer_shows_the_keys_the_readme_says_at_each_width(width):
+    tiers = readme_footer()
+    assert sorted(tiers) == [0, 120, 140, 160], tiers
+    app = opened()
+    async with app.run_test(size=(width, 40)) as pilot:
+        await pilot.pause()
+        footer = screen_lines(app)[-1]
+        for below, keys in tiers.items():
+            for key in keys:
+                shown_key = FOOTER_KEYS.get(key, key)
+                if below <= width:
+                    assert f"{shown_key} " in footer, (width, key, footer)
+                elif key not in ("[", "]"):
+                    assert f" {shown_key} " not in footer, (width, key, footer)
+
+
+async def test_80x24_cuts_no_text_the_status_line_and_the_output_title_wrap_or_shorten():
+    """A long status message (the save folder, what a cancel kept) wraps onto a second line, and
+    the Output title drops its "Output ·" before it would cut the run's label."""
+    app = opened("spec")
+    async with app.run_test(size=(80, 24)) as pilot:
+        main = app.main_screen
+        await pilot.pause()
+        message = ("saved 20261201-193512-spec.json and .svg in /home/someone/.local/share/tui-decode/runs/"
+                   "a-folder-with-a-long-name")
+        main.status.set(message, "done")
+        await pilot.pause()
+        text = "".join(line.strip() for line in screen_lines(app))
+        assert message.replace(" ", "") in text.replace(" ", ""), screen_lines(app)[-4:]
+        assert "…" not in "".join(screen_lines(app)[-4:-1])
+        label = "Speculative (sampling, T=0.7, γ=4, tree 2x3) · int4 self-draft (cancelled)"
+        main.stream.show_title(label)
+        main.show_page("output")
+        await pilot.pause()
+        title_line = next(line for line in screen_lines(app) if "Speculative (sampling" in line)
+        assert label in title_line and "…" not in title_line, title_line
+        main.stream.show_title("Speculative (greedy, γ=4)")
+        await pilot.pause()
+        assert any("Output · Speculative (greedy, γ=4)" in line for line in screen_lines(app))
+
+
+async def test_a_speedup_too_long_for_the_statistics_pane_breaks_before_its_spread():
+    """At 120 columns the statistics pane is narrow: "3.09x slower (0.32x; spread not measured)"
+    wrapped as "... spread not" / "measured)"; it breaks before the parenthesis instead."""
+    app = opened("spec")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        lines = screen_lines(app)
+        head = next(line for line in lines if "3.09x slower" in line)
+        assert "(0.32x" not in head, head
+        assert any("(0.32x; spread not measured)" in line for line in lines), "\n".join(lines)

@@ -144,3 +144,28 @@ async def test_a_final_iteration_that_drafted_nothing_says_so_once():
         shown = text(detail)
         assert "A plain step: one target forward, one token, nothing drafted." in shown
         assert "guesses" not in shown and "before" not in shown and "after" not in shown
+
+
+def test_a_stop_token_inside_a_draft_shows_what_was_emitted():
+    """Four drafts accepted, the second a stop token: two reached the output, the two after it and
+    the bonus never did. The detail says so, as the statistics count it (2 accepted of 4 judged)."""
+    from decoders.analysis.stats import DecodeStats
+    from decoders.records.details import TopK
+    from decoders.records.run import DraftRow, Emitted, Iteration, TopEntry
+    from tui_decode.widgets.details.base import draft_table
+    from tui_decode.widgets.iteration_detail import IterationDetail
+
+    rows = [DraftRow(10 + i, f"t{i}", 0.9, 0.9, 1.0, "acc") for i in range(4)]
+    top = [[TopEntry(10 + i, f"t{i}", 0.9)] for i in range(5)]
+    it = Iteration(k=3, pos=12, draft=rows, emit=[Emitted(10, "t0", "acc"), Emitted(11, "</s>", "acc")],
+                   detail=TopK(p=top, q=top[:4]))
+    assert DecodeStats.of([it]).accepted == 2
+    shown = drawn(view_for("topk")(it, it.detail, DetailContext(method="spec"), lambda name: Style()))
+    assert "every draft passed" not in shown and "adds its own next token" not in shown
+    assert "no bonus: the output ended at draft 2" in shown
+    assert shown.count("accepted, not emitted") == 2
+    table = drawn([draft_table(it, lambda name: Style())])
+    assert table.count("accepted, not emitted") == 2
+    holder = type("H", (), {"_style": lambda self, name: Style()})()  # the line above every view
+    line = IterationDetail._summary_line(holder, it).plain  # type: ignore[arg-type]
+    assert "accepted 4 (2 emitted: the output ended inside the draft)" in line

@@ -197,7 +197,7 @@ def test_adaptive_lookahead_says_which_shape_it_ran_and_stays_exact():
     steps = [it.detail for it in result.method.iters]
     assert steps[0].shape.startswith("W=1, G=1: narrowed from W=4, G=4") and all(not s.shape for s in steps[1:])
     assert all(len(s.window[0]) == 1 for s in steps) and all(s.hits <= 1 for s in steps)
-    assert result.method.label == "Lookahead (W=1, N=3, G=1)"
+    assert result.method.label == "Lookahead (W≤4→1, N=3, G≤4→1)"  # the caps asked for, and what ran
     assert result.summary.extras["shape"] == "W=1, G=1 (narrowed from W=4, G=4)"
     assert "lookahead decoding emitted" in result.summary.explanation and "held a candidate for the last token" in result.summary.explanation
     assert "shape W=1, G=1 (narrowed from W=4, G=4)" in result.summary.explanation

@@ -16,9 +16,9 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label
 
 from tui_decode.screens.compare_screen import CompareScreen
-from tui_decode.state.run_history import Comparison, RunHistory, Stream, row_cells
+from tui_decode.state.run_history import HISTORY_COLUMNS, Comparison, RunHistory, Stream, row_cells
 
-COLUMNS = ("#", "from", "method", "budget", "tokens", "tau", "accept", "decode speedup ±", "same?")
+COLUMNS = HISTORY_COLUMNS
 
 
 class HistoryScreen(ModalScreen[None]):

@@ -56,6 +56,21 @@ def family_picker(families: dict, current: str | None, config_file: Path) -> Pic
     return Picker("Switch model family", options, note=f"more families: {config_file}")
 
 
+#: The answer of `replace_edits_picker` that opens the run.
+OPEN_ANYWAY = "open"
+
+
+def replace_edits_picker(name: str) -> Picker:
+    """Ask before a saved run replaces the prompt and parameters the user edited; keeping them
+    comes first (enter on it, or escape, keeps them)."""
+    options = [Option(Text.assemble(("Keep my edits", "bold"), ("  and do not open the run", "dim")), id="keep"),
+               Option(Text.assemble((f"Open {name}", "bold"),
+                                    ("  replacing the edited prompt and parameters with the run's", "dim")),
+                      id=OPEN_ANYWAY)]
+    return Picker("The prompt or parameters were edited and not run", options,
+                  note="opening a saved run shows its own prompt and parameters")
+
+
 def run_picker(runs: list[Path], folder: Path) -> Picker:
     """Pick a saved run, newest first."""
     options = []

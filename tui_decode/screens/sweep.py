@@ -32,6 +32,7 @@ from decoders.core.declarations import ParamSpec
 from decoders.core.errors import DecodeError
 from decoders.core.events import PhaseStarted
 from decoders.records.run import RunResult
+from tui_decode.state.run_summary import acceptance_text, judged_drafts
 from tui_decode.widgets.gamma_plot import GammaPlot, PlotData, Point
 from tui_decode.widgets.stats_pane import headline_speed
 from tui_decode.workers.messages import failure_message
@@ -62,6 +63,7 @@ def sweep_values(spec: ParamSpec, current: int, limit: int = MAX_VALUES) -> list
 class Measured:
     value: int
     summary: Summary
+    judged: int | None = None  # drafts the target judged: the acceptance rate's denominator
 
 
 def sweep_plot(points: list[Measured], current: int, name: str) -> PlotData:
@@ -190,7 +192,7 @@ class SweepScreen(ModalScreen[None]):
                             self.post_message(self.Progress(f"running {what} …"))
                     if result is None or result.method.finish == "cancelled":
                         break
-                    self.post_message(self.PointMeasured(Measured(value, result.summary)))
+                    self.post_message(self.PointMeasured(Measured(value, result.summary, judged_drafts(result.method))))
         except DecodeError as error:
             self.post_message(self.Ended(str(error)))
             return
@@ -241,7 +243,7 @@ class SweepScreen(ModalScreen[None]):
         grid = Table(box=None, padding=(0, 1), show_edge=False, header_style="bold")
         grid.add_column(self.axis, no_wrap=True, min_width=len(self.axis))
         grid.add_column("speedup ± spread", no_wrap=True, min_width=16)
-        for column in ("tau", "accept", "identical"):
+        for column in ("tau", "of judged drafts", "identical"):
             grid.add_column(column, no_wrap=True)
         for m in sorted(self.points, key=lambda m: m.value):
             s = m.summary
@@ -254,7 +256,7 @@ class SweepScreen(ModalScreen[None]):
                 words = f"{speed:.2f}x{noise} {VERDICT_WORD[v]}"
             same = "–" if s.identical is None else "yes" if s.identical else f"no @{s.first_divergence}"
             grid.add_row(str(m.value), words, f"{s.tau:.2f}" if s.tau is not None else "–",
-                         f"{s.accept_rate:.0%}" if s.accept_rate is not None else "–", same)
+                         acceptance_text(s, m.judged, named=False), same)
         return grid
 
     def action_save(self) -> None:

@@ -34,6 +34,7 @@ def figures_of(stats: DecodeStats, accepted: int) -> dict[str, Any]:
         "tau": stats.tau,
         "drafted": stats.draft_tokens,
         "accepted": accepted,
+        "judged": stats.judged,
         "accept_rate": round(accepted / stats.judged, 3) if stats.judged else None,
     }
 

@@ -8,6 +8,8 @@ result, tokens included), so a run can be compared with another run or with its 
 
 from __future__ import annotations
 
+import datetime
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from decoders.analysis.summary import Summary, first_divergence
 from decoders.core.declarations import get_method
 from decoders.core.errors import DecodeError
 from decoders.records.run import Run, RunResult
+from tui_decode.state.run_summary import acceptance_text, judged_drafts
 from tui_decode.state.runs_folder import saved_runs
 from tui_decode.state.token_text import real_text, run_tokens
 
@@ -125,23 +128,45 @@ def baseline_tau(run: Run) -> str:
     return f"{len(run.ids) / forwards:.2f}" if forwards else "1.00"
 
 
-def row_cells(stream: Stream) -> list[str]:
-    """The history's cells for ``stream``: #, from, method (its label), budget, tokens, tau,
-    acceptance, speedup (± its spread), identical to the baseline."""
+#: The history's columns, in the order `row_cells` gives them: the figures a run is judged by
+#: first, so that at 80 columns they stay in view before the long label.
+HISTORY_COLUMNS = ("#", "from", "decode speedup ±", "tau", "accept", "tokens", "same?", "method", "budget")
+#: A saved run's file name starts with when it was saved (`runs_folder.run_file_stem`).
+STAMPED = re.compile(r"(\d{4})(\d{2})(\d{2})-(\d{2})(\d{2})(\d{2})")
+
+
+def saved_at(path: Path, today: datetime.date | None = None) -> str | None:
+    """When a run file was saved, from its name: "19:35" today, "12-01 19:35" another day; None
+    for a name without the stamp."""
+    match = STAMPED.match(path.name)
+    if match is None:
+        return None
+    year, month, day, hour, minute, _ = (int(g) for g in match.groups())
+    try:
+        when = datetime.datetime(year, month, day, hour, minute)
+    except ValueError:
+        return None
+    if when.date() == (today or datetime.date.today()):
+        return when.strftime("%H:%M")
+    return when.strftime("%m-%d %H:%M")
+
+
+def row_cells(stream: Stream, today: datetime.date | None = None) -> list[str]:
+    """The history's cells for ``stream``, in `HISTORY_COLUMNS` order: #, from (the session, or
+    when the file was saved), speedup (± its spread), tau, acceptance, tokens, identical to the
+    baseline, method (its label), budget."""
     entry, result = stream.entry, stream.entry.result
     source = SOURCES.get(entry.source, entry.source)
     if entry.path is not None and entry.source != "run":
-        source = clip(entry.path.name, SOURCE_WIDTH)
+        source = saved_at(entry.path, today) or clip(entry.path.name, SOURCE_WIDTH)
     if stream.role == "baseline":
         run = result.baseline
-        return [f"{entry.number}b", source, clip(f"↳ baseline {run.label}", LABEL_WIDTH), key_params(result),
-                str(len(run.ids)),
-                baseline_tau(run), "–", "1.00x ref", "–"]
+        return [f"{entry.number}b", source, "1.00x ref", baseline_tau(run), "–", str(len(run.ids)), "–",
+                clip(f"↳ baseline {run.label}", LABEL_WIDTH), key_params(result)]
     s = result.summary
-    return [str(entry.number), source, clip(result.method.label, LABEL_WIDTH), key_params(result), str(s.tokens),
-            "–" if s.tau is None else f"{s.tau:.2f}",
-            "–" if s.accept_rate is None else f"{s.accept_rate:.0%}",
-            speedup_text(result), identical_text(result)]
+    return [str(entry.number), source, speedup_text(result), "–" if s.tau is None else f"{s.tau:.2f}",
+            acceptance_text(s, judged_drafts(result.method), named=False), str(s.tokens), identical_text(result),
+            clip(result.method.label, LABEL_WIDTH), key_params(result)]
 
 
 def same_baseline(a: RunResult, b: RunResult) -> bool:

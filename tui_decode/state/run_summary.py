@@ -7,7 +7,7 @@ from rich.table import Table
 
 from decoders.analysis.summary import Summary
 from decoders.core.declarations import Figure, get_method
-from decoders.records.run import RunResult
+from decoders.records.run import Run, RunResult
 
 #: The figures every method has, in order; the timing rows (`_timing_rows`) and the method's own
 #: `Figure`s follow.
@@ -17,7 +17,7 @@ COMMON = (
     Figure("finish", "finished by", "", "{}"),
     Figure("target_forwards", "target forwards", "", "{}"),
     Figure("tau", "tau (tokens / target forward)", "", "{:.3f}"),
-    Figure("accept_rate", "acceptance rate", "", "{:.1%}"),
+    Figure("accept_rate", "acceptance of judged drafts", "", "{:.1%}"),
     Figure("mean_acceptance_length", "mean acceptance length", "", "{:.2f}"),
 )
 
@@ -70,12 +70,29 @@ def _timing_rows(s: Summary) -> list[tuple[str, str]]:
     return [(label, value) for label, value in rows if value is not None]
 
 
-def summary_rows(summary: Summary) -> list[tuple[str, str]]:
-    """(label, value) of every figure the run has, common ones first, then the method's."""
+def judged_drafts(run: Run) -> int:
+    """Drafted tokens the target judged (accepted or rejected): what the acceptance rate divides by."""
+    return sum(it.n_judged for it in run.iters)
+
+
+def acceptance_text(s: Summary, judged: int | None, digits: int = 0, named: bool = True) -> str:
+    """The acceptance rate with what it counts: "69% of judged drafts (11/16)"; "69% (11/16)"
+    where a column header names it (``named`` False)."""
+    if s.accept_rate is None:
+        return "–"
+    rate = f"{s.accept_rate:.{digits}%}" + (" of judged drafts" if named else "")
+    return rate + (f" ({s.accepted}/{judged})" if judged is not None and s.accepted is not None else "")
+
+
+def summary_rows(summary: Summary, judged: int | None = None) -> list[tuple[str, str]]:
+    """(label, value) of every figure the run has, common ones first, then the method's;
+    ``judged`` (see `judged_drafts`) names the acceptance rate's counts."""
     rows = []
     for fig in COMMON:
         value = getattr(summary, fig.key)
-        if value is not None:
+        if fig.key == "accept_rate" and value is not None:
+            rows.append((fig.label, acceptance_text(summary, judged, digits=1, named=False)))
+        elif value is not None:
             rows.append((fig.label, fig.shown(value)))
     rows += _timing_rows(summary)
     try:
@@ -107,7 +124,7 @@ def summary_table(result: RunResult) -> Table:
     table = Table(title=run_title(result), caption=s.explanation, caption_justify="left", show_header=False)
     table.add_column("figure", style="bold")
     table.add_column("value", justify="right")
-    for label, value in summary_rows(s):
+    for label, value in summary_rows(s, judged_drafts(result.method)):
         table.add_row(label, value)
     return table
 

@@ -20,6 +20,7 @@ from decoders.core.params import METHOD_NAMES
 from decoders.methods.shared.draft_policy import STOP_TEXT
 from decoders.records.run import Iteration
 from tui_decode.widgets.details import PLAIN, DetailContext, view_for
+from tui_decode.widgets.details.base import emitted_drafts, output_cut
 from tui_decode.widgets.details.plain import plain_step_text
 from tui_decode.widgets.styles import component_style
 
@@ -98,6 +99,8 @@ class IterationDetail(VerticalScroll, can_focus=True):
         line.append(f"position {it.pos}", style=self._style("heading"))
         if it.draft:
             line.append(f" · drafted {len(it.draft)}, accepted {it.n_accepted}")
+            if output_cut(it):
+                line.append(f" ({emitted_drafts(it)} emitted: the output ended inside the draft)")
         line.append(f" · emitted {len(it.emit)}: ")
         for n, emitted in enumerate(it.emit):
             if n:

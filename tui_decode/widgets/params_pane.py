@@ -18,7 +18,7 @@ from textual.widget import Widget
 
 from tui_decode.state.settings import DraftOptions, Knob, Settings, knobs_for
 from tui_decode.widgets.styles import component_style
-from tui_decode.widgets.value_editor import typeable
+from tui_decode.widgets.value_editor import ValueEditor, typeable
 
 TYPING_STARTS = frozenset("0123456789.")
 
@@ -41,6 +41,8 @@ class ParamsPane(Widget, can_focus=True):
     draft_options: reactive[DraftOptions] = reactive(DraftOptions)  # what may draft: helper, layers, int4
     helper_label: reactive[str] = reactive("none")
     selected: reactive[int] = reactive(0)
+    #: The input a typed value goes to (the screen attaches it); opened from the key's own handler.
+    editor: ValueEditor | None = None
 
     class Changed(Message):
         """A key changed the settings."""
@@ -92,17 +94,45 @@ class ParamsPane(Widget, can_focus=True):
 
     def action_type_value(self) -> None:
         knob = self.selected_knob
-        if typeable(knob, self.draft_layers):
-            self.post_message(self.EditRequested(self, knob, None))
+        if self.editor is not None and self.editor.editing:  # typed fast: the input had no focus yet
+            self.editor.submit()
+        elif typeable(knob, self.draft_layers):
+            self._edit(knob, None)
         else:
             self.action_change(1)
 
     def on_key(self, event: events.Key) -> None:
-        """A digit (or a decimal point) on a number's row starts typing its value."""
-        if event.character and event.character in TYPING_STARTS and typeable(self.selected_knob, self.draft_layers):
+        """A digit (or a decimal point) on a number's row starts typing its value; keys typed
+        before the input has focus (a burst, or keys a few milliseconds apart) go on into it.
+
+        Enter is handled here, in the order the keys came, not by its binding: Textual resolves a
+        binding once the key has bubbled up to the app, against whatever has focus by then (the
+        input, after a digit typed right behind the enter)."""
+        editor = self.editor if self.editor is not None and self.editor.editing else None
+        if event.key == "enter":
             event.stop()
             event.prevent_default()
-            self.post_message(self.EditRequested(self, self.selected_knob, event.character))
+            self.action_type_value()
+        elif editor is not None and (event.is_printable or event.key == "backspace"):
+            event.stop()
+            event.prevent_default()
+            if event.key == "backspace":
+                editor.input.action_delete_left()
+            else:
+                assert event.character is not None
+                editor.type_more(event.character)
+        elif event.character and event.character in TYPING_STARTS and typeable(self.selected_knob, self.draft_layers):
+            event.stop()
+            event.prevent_default()
+            self._edit(self.selected_knob, event.character)
+
+    def _edit(self, knob: Knob, text: str | None) -> None:
+        """Open the value editor on ``knob`` at once (not through a message, which keys typed right
+        after would overtake), or ask the screen to when none is attached."""
+        if self.editor is None:
+            self.post_message(self.EditRequested(self, knob, text))
+        else:
+            self.editor.start(knob, self.settings, text, self.draft_layers)
 
     def action_change(self, direction: int) -> None:
         knob = self.selected_knob

@@ -24,7 +24,7 @@ from decoders.core.declarations import Figure, get_method
 from decoders.core.errors import DecodeError
 from decoders.records.run import RunResult
 from tui_decode.state.run_history import headline_speed
-from tui_decode.state.run_summary import pairing_text
+from tui_decode.state.run_summary import acceptance_text, judged_drafts, pairing_text
 from tui_decode.widgets.acceptance_chart import AcceptanceChart
 from tui_decode.widgets.gamma_plot import GammaPlot, PlotData, Point
 from tui_decode.widgets.iteration_table import BARS
@@ -69,6 +69,21 @@ def speed_text(speed: float, spread: float | None) -> tuple[str, str]:
     return f"{1.0 / speed:.2f}x slower ({speed:.2f}x{noise})", v
 
 
+def speed_lines(words: str, room: int) -> str:
+    """``words`` (see `speed_text`) on one line when ``room`` cells hold them; else broken where
+    the figure's parenthesis or its spread begins, so that a wrap never splits "+/- 0.02" or
+    "spread not measured" across lines."""
+    if len(words) <= room:
+        return words
+    at = words.find(" (")
+    if at > 0:
+        return words[:at] + "\n" + words[at + 1:]
+    at = words.find("; spread")
+    if at > 0:  # "1.05x faster; spread not measured"
+        return words[:at] + "\n(" + words[at + 2:] + ")"
+    return words
+
+
 def gamma_plot_data(s: Summary) -> PlotData:
     """Speculative decoding's predicted speedup against gamma (``extras["curve"]``), the
     cost-aware curve with the measured T(gamma+1) (``extras["cost_curve"]``; a saved run from
@@ -106,8 +121,15 @@ class StatsPane(VerticalScroll):
     def on_mount(self) -> None:
         self.show_nothing()
 
+    def on_resize(self) -> None:
+        shown = getattr(self, "_shown_summary", None)
+        if shown is not None and self.content_region.width != getattr(self, "_drawn_width", None):
+            self._drawn_width = self.content_region.width
+            self.show_summary(*shown)  # the speedups break where this width needs
+
     def show_nothing(self, message: str = "Run a method (ctrl+r) to see its figures; p picks a Spec-Bench "
                                           "prompt to start from.") -> None:
+        self._shown_summary = None
         self.figures.update(Text(message, style="dim"))
         self._plot(None)
         self.acceptance.show(None)
@@ -115,13 +137,15 @@ class StatsPane(VerticalScroll):
 
     def show_live(self, figures: dict[str, Any], phase: str) -> None:
         """Figures known mid-run: tokens, iterations, tokens per iteration, acceptance so far."""
+        self._shown_summary = None
         grid = self._grid()
         grid.add_row("tokens", f"{figures['tokens']}")
         grid.add_row("iterations", f"{figures['iterations']}")
         if figures.get("tau") is not None:
             grid.add_row("tokens / iter", f"{figures['tau']:.2f}")
         if figures.get("accept_rate") is not None:
-            grid.add_row("acceptance", f"{figures['accept_rate']:.0%} of judged drafts")
+            judged = f" ({figures['accepted']}/{figures['judged']})" if figures.get("judged") is not None else ""
+            grid.add_row("acceptance", f"{figures['accept_rate']:.0%} of judged drafts{judged}")
         self.figures.update(grid)
         self._plot(None)
         self.acceptance.show(None)
@@ -130,21 +154,22 @@ class StatsPane(VerticalScroll):
 
     def show_result(self, result: RunResult) -> None:
         """The run's `Summary`, with its tokens per iteration and its baseline's length."""
-        self.show_summary(result.summary, [len(it.emit) for it in result.method.iters], len(result.baseline.ids))
+        self.show_summary(result.summary, [len(it.emit) for it in result.method.iters], len(result.baseline.ids),
+                          judged_drafts(result.method))
 
     def show_summary(self, s: Summary, per_iter: list[int] | None = None,
-                     baseline_tokens: int | None = None) -> None:
+                     baseline_tokens: int | None = None, judged: int | None = None) -> None:
         """The figures every method has, then the method's own (its `Figure`s, from
-        ``Summary.extras``), then whether it matched the baseline."""
+        ``Summary.extras``), then whether it matched the baseline; ``judged`` (the drafts the
+        target judged) names the acceptance rate's counts."""
         grid = self._grid()
         if s.prompt_tokens is not None:
             grid.add_row("prompt", f"{s.prompt_tokens} tokens")
         grid.add_row("tokens", f"{s.tokens} in {s.iterations} iterations · {s.finish}")
         if s.tau is not None:
+            grid.add_row("tau", f"{s.tau:.2f} tokens / target forward")
             if s.accept_rate is not None:
-                grid.add_row("tau · accept", f"{s.tau:.2f} tokens/forward · {s.accept_rate:.0%}")
-            else:
-                grid.add_row("tau", f"{s.tau:.2f} tokens / target forward")
+                grid.add_row("acceptance", acceptance_text(s, judged))
         if s.ttft_ms is not None:
             base = f" (AR {_ms(s.baseline_ttft_ms)})" if s.baseline_ttft_ms is not None else ""
             grid.add_row("first token", f"{_ms(s.ttft_ms)} ms prefill{base}")
@@ -193,14 +218,17 @@ class StatsPane(VerticalScroll):
             if value is not None:
                 own.add_row(figure.label, figure.shown(value))
         self.figures.update(Group(grid, own) if own.row_count else grid)
+        self._shown_summary = (s, per_iter, baseline_tokens, judged)
         self.acceptance.show(s)
         self._plot(gamma_plot_data(s) if curve else None)
         self.explanation.update(Text(s.explanation, style="italic"))
 
     def _speed(self, speed: float, spread: float | None) -> Text:
         """A speedup in words, green only beyond its spread when faster, red only beyond it when
-        slower, plain inside it (or with no spread measured)."""
+        slower, plain inside it (or with no spread measured); on two lines where one is too narrow."""
         words, v = speed_text(speed, spread)
+        label_width = len("decode speedup") + 1  # the longest label of the grid, and its padding
+        words = speed_lines(words, self.content_region.width - label_width if self.size.width else len(words))
         style = component_style(self, {"faster": "stats-pane--faster", "slower": "stats-pane--slower"}
                                 .get(v, "stats-pane--even"))
         return Text(words, style=style)

@@ -1,5 +1,6 @@
 """One line saying what is happening (loading, baseline, method, done, cancelled, error), with a
-progress bar while a load or a run is under way."""
+progress bar while a load or a run is under way. A message longer than the terminal is wide
+wraps onto a second line (at most three), never cut: it names folders and what a cancel kept."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ class StatusLine(Widget):
 
     def render(self) -> RenderableType:
         grid = Table.grid(expand=True)
-        grid.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
+        grid.add_column(ratio=1, overflow="fold")
         text = Text(self.message, style=component_style(self, f"status-line--{self.state}"))
         if self.fraction is None:
             grid.add_row(text)

@@ -193,6 +193,24 @@ class TokenStream(ScrollView, can_focus=True):
     def on_resize(self, event: events.Resize) -> None:
         if self.scrollable_content_region.width != self._layout_width:
             self._relayout()
+        self._fit_title()
+
+    def show_title(self, label: str) -> None:
+        """Title the pane with the run's ``label``: "Output · Speculative (greedy, γ=4)"; where that
+        does not fit the pane's border, the label alone, so that it is not cut."""
+        self._run_label = label
+        self._fit_title()
+
+    def _fit_title(self) -> None:
+        label = getattr(self, "_run_label", None)
+        if label is None:  # titled by its owner (the compare screen's sides)
+            return
+        if not label:
+            self.border_title = self.BORDER_TITLE
+            return
+        room = self.size.width - 4  # the corners and the space either side of the title
+        full = f"{self.BORDER_TITLE} · {label}"
+        self.border_title = full if len(full) <= room or room <= 0 else label
 
     # -- drawing ---------------------------------------------------------------------------------
     def kind_styles(self) -> dict[str, Style]:

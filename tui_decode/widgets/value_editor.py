@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
 from textual.validation import ValidationResult, Validator
+from textual.widget import Widget
 from textual.widgets import Input, Static
+from textual.widgets.input import Selection
 
 from decoders.core.declarations import ParamSpec
 from decoders.core.errors import DecodeError
@@ -81,9 +83,27 @@ class KnobValidator(Validator):
 
 
 class ValueInput(Input):
-    """The input; escape gives up the edit."""
+    """The input; escape gives up the edit. Enter sets the value from the key's own handler, in
+    the order the keys came (a binding is resolved only once the key has bubbled up to the app,
+    after the keys typed behind it); keys that reach it after the edit ended go back to where the
+    edit started (the parameters pane)."""
 
     BINDINGS = [Binding("escape", "cancel_edit", "Keep old value", priority=True)]
+
+    async def _on_key(self, event: events.Key) -> None:
+        editor = self.parent
+        if isinstance(editor, ValueEditor) and not editor.editing:
+            event.stop()
+            event.prevent_default()
+            if editor.return_to is not None and editor.return_to.is_attached:
+                editor.return_to.post_message(events.Key(event.key, event.character))
+            return
+        if event.key == "enter" and isinstance(editor, ValueEditor):
+            event.stop()
+            event.prevent_default()
+            editor.submit()
+            return
+        await super()._on_key(event)
 
     def action_cancel_edit(self) -> None:
         editor = self.parent
@@ -111,6 +131,8 @@ class ValueEditor(Vertical):
         super().__init__(id=id, classes=classes)
         self.knob: Knob | None = None
         self.draft_layers = 0
+        #: What had focus when the edit started (the parameters pane): it gets the focus back at once.
+        self.return_to: Widget | None = None
 
     def compose(self) -> ComposeResult:
         self.input = ValueInput(validators=[KnobValidator(self)], validate_on=["changed", "submitted"],
@@ -137,10 +159,31 @@ class ValueEditor(Vertical):
         self.border_subtitle = "enter sets · esc keeps the old value"
         self.input.value = text if text is not None else ("" if current is None else knob.shown(settings))
         self.input.cursor_position = len(self.input.value)
-        self.input.select_on_focus = text is None  # enter: typing replaces the value; a digit: it goes on
+        # enter: the old value selected, so that typing replaces it; a digit: typing goes on after it.
+        # Selected here, not on focus: keys typed before the focus arrives go on through `type_more`.
+        self.input.select_on_focus = False
+        if text is None:
+            self.input.selection = Selection(0, len(self.input.value))
         self.say("")
         self.add_class("-editing")
-        self.input.focus()
+        if self.screen.focused is not self.input:
+            self.return_to = self.screen.focused
+        self.screen.set_focus(self.input)  # now: the next key already goes to the input
+        if self.screen.focused is not self.input:  # not focusable until its styles apply
+            self.input.focus()
+
+    def type_more(self, text: str) -> None:
+        """Keys that reached the parameters pane before the input had focus: typed as the input
+        types them (over the selection, else at the cursor)."""
+        selection = self.input.selection
+        if selection.is_empty:
+            self.input.insert_text_at_cursor(text)
+        else:
+            self.input.replace(text, *selection)
+
+    def submit(self) -> None:
+        """Enter that reached the parameters pane before the input had focus."""
+        self._submit(self.input.value)
 
     def say(self, reason: str) -> None:
         """The one line under the input: what is wrong with the text, or nothing."""
@@ -158,11 +201,14 @@ class ValueEditor(Vertical):
     @on(Input.Submitted, "#value-input")
     def submitted(self, event: Input.Submitted) -> None:
         event.stop()
+        self._submit(event.value)
+
+    def _submit(self, text: str) -> None:
         knob = self.knob
         if knob is None:
             return
         try:
-            value = parse_value(knob, event.value, self.draft_layers)
+            value = parse_value(knob, text, self.draft_layers)
         except DecodeError as error:
             self.say(str(error))  # the old value stays; fix the text or press escape
             return
@@ -174,3 +220,5 @@ class ValueEditor(Vertical):
         self.remove_class("-editing")
         if knob is not None:
             self.post_message(self.Done(self, knob.key, value))
+        if self.return_to is not None and self.return_to.is_attached and self.screen.focused is self.input:
+            self.screen.set_focus(self.return_to)  # now: the next key already goes back to the pane

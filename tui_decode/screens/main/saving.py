@@ -16,7 +16,7 @@ from decoders.core.errors import DecodeError
 from decoders.core.params import DecodeParams
 from decoders.records import atomic
 from decoders.records.run import RunResult
-from tui_decode.screens.pickers import run_picker
+from tui_decode.screens.pickers import OPEN_ANYWAY, replace_edits_picker, run_picker
 from tui_decode.state.runs_folder import run_file_stem, saved_runs
 
 if TYPE_CHECKING:
@@ -35,6 +35,8 @@ class RunFilesHost(Protocol):
     result: RunResult | None  # the run shown
     running: bool
     settings: Settings
+    initial_prompt: str
+    start_settings: Settings  # the settings the app started with
     runs_folder: Path
     history: RunHistory
     prompt_pane: PromptPane
@@ -68,8 +70,17 @@ class RunFiles:
             return
 
         def picked(path: str | None) -> None:
-            if path is not None:
+            if path is None:
+                return
+            if not inputs_edited(self):
                 self.open_path(Path(path))
+                return
+
+            def answered(choice: str | None) -> None:
+                if choice == OPEN_ANYWAY:
+                    self.open_path(Path(path))
+
+            self.app.push_screen(replace_edits_picker(Path(path).name), answered)
 
         self.app.push_screen(run_picker(runs, self.runs_folder), picked)
 
@@ -82,6 +93,15 @@ class RunFiles:
         self.history.record(result, "opened", path)
         self.show_result(result, opened_name=path.name)
         self.status.set(f"opened {path.name}", "done")
+
+
+def inputs_edited(screen: RunFilesHost) -> bool:
+    """Whether the prompt or the parameters were edited since the run shown (or since the start,
+    with no run shown): opening a saved run would replace them, so ctrl+o asks first."""
+    prompt, settings = screen.prompt_pane.text, screen.settings
+    if screen.result is None:
+        return prompt != screen.initial_prompt or settings != screen.start_settings
+    return prompt != screen.result.prompt or settings != run_settings(screen, screen.result)
 
 
 def run_settings(screen: RunFilesHost, result: RunResult) -> Settings:

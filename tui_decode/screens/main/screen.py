@@ -127,6 +127,7 @@ class MainScreen(ResponsiveLayout, RunView, RunFiles, FamilySwitching, FamilyLoa
         self.runs_folder = runs_folder
         self.initial_prompt = prompt
         self.settings = settings
+        self.start_settings = settings  # what "edited" is measured against before any run (ctrl+o asks)
         self.cursor_blink = cursor_blink
         self.loaded: LoadedFamily | None = None
         self.result: RunResult | None = None
@@ -166,6 +167,7 @@ class MainScreen(ResponsiveLayout, RunView, RunFiles, FamilySwitching, FamilyLoa
 
     def on_mount(self) -> None:
         self.prompt_pane.editor.cursor_blink = self.cursor_blink
+        self.params_pane.editor = self.value_editor  # typed values open at once (see ParamsPane._edit)
         self.app.theme_changed_signal.subscribe(self, self.redraw_run)
         self.apply_layout(self.app.size.width)
         self.set_interval(0.5, self._tick)
@@ -362,7 +364,7 @@ class MainScreen(ResponsiveLayout, RunView, RunFiles, FamilySwitching, FamilyLoa
             self.stream.clear()
             self.table.clear_iterations()
             self.detail.show(None, DetailContext())
-            self.stream.border_title = f"Output · {live.method_label} (running)"
+            self.stream.show_title(f"{live.method_label} (running)")
             self.stats.show_live(live.figures(), "running")
         self.status.set(live.status, "busy", live.fraction)
 

@@ -58,7 +58,7 @@ class RunView:
         if streamed and self.table.cursor_row == 0:  # not moved during the run: show the newest iteration
             self.table.select_last()
         state = " (cancelled)" if run.finish == "cancelled" else ""
-        self.stream.border_title = f"Output · {run_title(result)}{state}"
+        self.stream.show_title(f"{run_title(result)}{state}")
         self.stream.marked_iteration = self.table.cursor_row if self.table.row_count else None
         self.stream.refresh()
         self.stats.show_result(result)

@@ -11,8 +11,9 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
+from decoders.analysis.stats import depth_of
 from decoders.core.declarations import baseline_method
-from decoders.records.run import Iteration
+from decoders.records.run import KIND_ACCEPTED, STATUS_ACCEPTED, Iteration
 
 BAR_WIDTH = 12
 STATUS_WORDS = {"acc": "accepted", "rej": "rejected", "unv": "not reached"}
@@ -100,6 +101,27 @@ def depth_first(it: Iteration) -> list[int]:
     return out
 
 
+def emitted_drafts(it: Iteration) -> int:
+    """Drafts of ``it`` that reached the output: a stop token (or the token limit) inside the
+    draft ends the output there, and the accepted drafts after it were never emitted."""
+    return sum(1 for e in it.emit if e.kind == KIND_ACCEPTED)
+
+
+def output_cut(it: Iteration) -> bool:
+    """True when the output ended inside this iteration's accepted drafts (a stop token or the
+    token limit): no fix or bonus token followed them."""
+    return bool(it.draft) and emitted_drafts(it) < it.n_accepted
+
+
+def status_word(it: Iteration, n: int) -> str:
+    """Draft row ``n``'s verdict in words; an accepted draft after the output ended says it was
+    not emitted."""
+    row = it.draft[n]
+    if row.status == STATUS_ACCEPTED and depth_of(it.draft, n) >= emitted_drafts(it):
+        return "accepted, not emitted"
+    return STATUS_WORDS.get(row.status, row.status)
+
+
 def draft_table(it: Iteration, style: StyleOf) -> Table:
     """Any drafted block: each draft token, its status and its q, p and acceptance probability.
     A tree of drafts is drawn indented: each node under its parent, the accepted path in the
@@ -115,7 +137,7 @@ def draft_table(it: Iteration, style: StyleOf) -> Table:
         if depths is not None:
             token = Text("  " * depths[n] + ("└ " if depths[n] else "┬ "), style="dim") + token
         table.add_row(str(n + 1), token,
-                      Text(STATUS_WORDS.get(row.status, ""), style=row_style),
+                      Text(status_word(it, n), style=row_style),
                       fmt_prob(row.q), fmt_prob(row.p), fmt_prob(row.acc_prob))
     return table
 

@@ -13,12 +13,14 @@ from rich.text import Text
 from decoders.records.run import Iteration, TopEntry
 from tui_decode.widgets.details.base import (
     BAR_WIDTH,
-    STATUS_WORDS,
     DetailContext,
     StyleOf,
+    emitted_drafts,
     fmt_prob,
+    output_cut,
     prob_bar,
     register_view,
+    status_word,
 )
 from tui_decode.widgets.details.plain import plain_view
 
@@ -36,7 +38,7 @@ def topk_view(it: Iteration, detail: Any, context: DetailContext, style: StyleOf
         if row is not None:
             head.append(f"\n{i + 1}. draft ", style=style("heading"))
             head.append(row.text, style=style(row.status))
-            head.append(f"  {STATUS_WORDS.get(row.status, row.status)}", style=style(row.status))
+            head.append(f"  {status_word(it, i)}", style=style(row.status))
             head.append(f"   q {fmt_prob(row.q)}   p {fmt_prob(row.p)}   accept {fmt_prob(row.acc_prob)}",
                         style="dim")
         else:
@@ -52,7 +54,11 @@ def topk_view(it: Iteration, detail: Any, context: DetailContext, style: StyleOf
 
 
 def bonus_note(it: Iteration) -> str:
-    """What the position after the last draft did: a bonus token only when every draft passed."""
+    """What the position after the last draft did: a bonus token only when every draft passed and
+    the output had not ended inside the draft."""
+    if output_cut(it):
+        return (f"   no bonus: the output ended at draft {emitted_drafts(it)} (a stop token or the token "
+                "limit), so the drafts after it and this position were never emitted")
     if it.n_accepted >= len(it.draft):
         return "   every draft passed: the target adds its own next token"
     return (f"   not reached: draft {it.n_accepted + 1} was rejected, and the target's own token "
