@@ -50,7 +50,8 @@ def evaluate_targets(figures: Figures, rows: Mapping[str, str] | Sequence[str], 
     judged = [t for t in targets if t is not None]
     if len(samples) < MIN_RUNS_TO_JUDGE:  # a figure from a prompt or two is an anecdote, not a verdict
         judged = [replace(t, met=None, margin=f"too few runs to judge ({len(samples)} prompt runs; "
-                          f"{MIN_RUNS_TO_JUDGE} or more judge it)") if t.met is not None else t for t in judged]
+                          f"{MIN_RUNS_TO_JUDGE} or more judge it); as measured: {t.margin}")
+                  if t.met is not None else t for t in judged]
     return judged
 
 

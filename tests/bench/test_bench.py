@@ -102,7 +102,9 @@ def test_report_has_every_figure(bench_run):
     keys = {t["key"] for t in report["targets"]}
     assert {"ar_vs_transformers", "ar_noise", "pld_tau", "pld_speedup", "pld_not_slower", "spec_thm38",
             "record_overhead_spec", "record_overhead_pld", "record_overhead_jacobi"} <= keys
-    assert all(t["met"] in (True, False) and t["margin"] for t in report["targets"])
+    # two prompt runs: every target is shown with its figures, none called met or missed
+    assert all(t["met"] is None and t["margin"].startswith("too few runs to judge (2 prompt runs")
+               or t["margin"].startswith("not judged") for t in report["targets"])
     assert any("Jacobi has no transformers counterpart" in note for note in report["notes"])
 
 
@@ -412,7 +414,8 @@ def test_ar_is_timed_again_against_its_own_baseline(bench_run):
     target = next(t for t in report["targets"] if t["key"] == "ar_noise")
     assert target["value"] == f"{pooled['speedup']:.3f}x +/- {pooled['speedup_spread']:.3f}"
     inside = abs(pooled["speedup"] - 1) <= pooled["speedup_spread"]
-    assert target["met"] == (inside and pooled["speedup_spread"] < 0.03 and "outside" not in target["margin"])
+    assert target["met"] is None and "too few runs to judge" in target["margin"]  # two prompts
+    assert ("is outside its spread" in target["margin"]) == (not inside)  # what it would say, still shown
     assert "| Autoregressive [again] |" in (bench_run["dir"] / "report.md").read_text()
     assert "[2/2] q481 rag: ours ar again" in bench_run["err"]
 

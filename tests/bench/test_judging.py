@@ -49,7 +49,8 @@ def test_too_few_runs_are_not_judged(monkeypatch):
         groups = {}
 
     few = evaluate_targets(Figures(), [], samples=[object()] * (MIN_RUNS_TO_JUDGE - 2))
-    assert few[0].met is None and few[0].margin == f"too few runs to judge (2 prompt runs; {MIN_RUNS_TO_JUDGE} or more judge it)"
+    assert few[0].met is None and few[0].margin == (f"too few runs to judge (2 prompt runs; {MIN_RUNS_TO_JUDGE} or "
+                                                    "more judge it); as measured: missed by 0.2")
     enough = evaluate_targets(Figures(), [], samples=[object()] * MIN_RUNS_TO_JUDGE)
     assert enough[0].met is False and enough[0].margin == "missed by 0.2"
 
