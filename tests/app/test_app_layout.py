@@ -310,3 +310,23 @@ async def test_a_speedup_too_long_for_the_statistics_pane_breaks_before_its_spre
         head = next(line for line in lines if "3.09x slower" in line)
         assert "(0.32x" not in head, head
         assert any("(0.32x; spread not measured)" in line for line in lines), "\n".join(lines)
+
+
+async def test_the_sentence_comes_first_in_the_statistics_pane_and_is_in_view_at_every_size(tiny_spec, loader, tmp_path):
+    """The explanation (what the run bought, in one sentence) is the statistics pane's first line
+    block, above the figures, the acceptance bars and the plot: in view without scrolling."""
+    from tests.support.app import make_app, run_and_wait, wait_for
+
+    for size in ((200, 60), (120, 40)):
+        app = make_app(tiny_spec, loader, tmp_path, max_new_tokens=12)
+        async with app.run_test(size=size) as pilot:
+            await wait_for(pilot, lambda app=app: app.main_screen.loaded is not None)
+            result = await run_and_wait(pilot, app)
+            pane = app.main_screen.stats
+            children = list(pane.children)
+            assert children[0].id == "explanation"
+            explanation = pane.query_one("#explanation")
+            assert explanation.region.y >= pane.region.y and explanation.region.bottom <= pane.region.bottom
+            words = result.summary.explanation.split()[:3]
+            shown = " ".join(line.text for line in explanation.render_lines(explanation.region.reset_offset))
+            assert " ".join(words) in " ".join(shown.split())

@@ -113,8 +113,8 @@ class StatsPane(VerticalScroll):
         self.explanation = Static(id="explanation")
         self.acceptance = AcceptanceChart(id="acceptance-chart")
         self.plot = GammaPlot(id="gamma-plot")
+        yield self.explanation  # first: the one sentence that says what the run bought stays in view
         yield self.figures
-        yield self.explanation  # before the plot: the one sentence must stay in view
         yield self.acceptance
         yield self.plot
 
