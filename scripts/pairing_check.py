@@ -12,7 +12,7 @@ spread] (the true speedup itself moves with the load); autoregressive passes whe
 its spread. Prints one line per run and the counts; run it alone (another job on the machine is
 another competitor).
 
-    python scripts/pairing_check.py [--runs 10] [--steady 2] [--tokens 64] [--method spec]
+    PYTHONPATH=. python scripts/pairing_check.py [--runs 10] [--steady 2] [--tokens 64] [--method spec]
 """
 
 from __future__ import annotations
@@ -85,7 +85,9 @@ def main() -> None:
     from decoders.models.family import load_family
 
     family = load_family(replace(BUILTIN_FAMILIES["smollm2-135m"], device="cpu", dtype="float32"))
-    params = DecodeParams(method=args.method, max_new_tokens=args.tokens)
+    # a fixed draft length: the adaptive policy reads the machine's speed, so under a changing load it
+    # would change the work itself, and the true speedup with it
+    params = DecodeParams(method=args.method, max_new_tokens=args.tokens, draft_policy="fixed")
     ar = params.replace(method="ar")
     engine = Engine(family)
     competitor = Competitor()
