@@ -373,7 +373,7 @@ class SlowBaselineEngine(Engine):
     """A real engine whose baseline phase pauses at each token, so a test can cancel it there:
     paired sequentially, as a backend that cannot run a second cache is."""
 
-    pause = 0.03
+    pause = 0.1  # long enough that a loaded machine still shows the baseline phase to the test
 
     def __init__(self, family, clock=None):
         super().__init__(family, clock, pairing="sequential")
@@ -388,7 +388,7 @@ class SlowBaselineEngine(Engine):
 async def test_cancelling_in_the_baseline_says_what_stays_shown(tiny_spec, loader, tmp_path):
     """Escape during the baseline: with no run before there is nothing to keep, and the status line
     says so; after a run it says that run stays (and it does)."""
-    app = make_app(tiny_spec, loader, tmp_path, engine_factory=SlowBaselineEngine, method="spec", max_new_tokens=48)
+    app = make_app(tiny_spec, loader, tmp_path, engine_factory=SlowBaselineEngine, method="spec", max_new_tokens=24)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         main = app.main_screen
         await wait_for(pilot, lambda: main.loaded is not None)
