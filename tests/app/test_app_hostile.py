@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from decoders.core.errors import DecodeError
 from tests.support.app import errors, make_app, run_and_wait, wait_for
 
 pytestmark = pytest.mark.anyio
@@ -71,3 +72,68 @@ async def test_the_status_line_gives_the_speedup_with_its_spread_in_words(tiny_s
         assert "vs autoregressive: " in message and "+/-" in message, message
         assert ("faster" in message or "slower" in message or "no measurable difference" in message)
         assert result.summary.speedup_spread is not None
+
+
+def _saved_run(runs, name: str, change) -> None:
+    """``tests/data/run_spec.json`` with ``change(d)`` applied, saved as ``runs/name``."""
+    import json
+    from pathlib import Path
+
+    data = json.loads((Path(__file__).parents[1] / "data" / "run_spec.json").read_text())
+    change(data)
+    runs.mkdir(exist_ok=True)
+    (runs / name).write_text(json.dumps(data))
+
+
+async def _open_first_keeping_the_session(app, pilot, message: str) -> None:
+    """Run, edit the prompt, ctrl+o the newest saved run: one error naming ``message``, and the
+    run, the prompt edit and the session are all still there."""
+    await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+    first = await run_and_wait(pilot, app)
+    screen = app.main_screen
+    screen.prompt_pane.editor.insert(" w13 w14")  # an edit not saved anywhere
+    edited = screen.prompt_pane.text
+    await pilot.press("escape", "ctrl+o", "enter")
+    await wait_for(pilot, lambda: errors(app))
+    await pilot.pause()
+    assert message in errors(app)[-1], errors(app)
+    assert len(errors(app)) == 1 and "Traceback" not in errors(app)[-1]
+    assert app.is_running and app.screen is screen
+    assert screen.result is first and screen.prompt_pane.text == edited
+    second = await run_and_wait(pilot, app)
+    assert second is not first and second.prompt == edited
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda d: d["params"].__setitem__("method", "nosuch"), "params.method"),
+    (lambda d: d["params"].__setitem__("gamma", "many"), "gamma"),
+    (lambda d: d["params"].__setitem__("mode", ["greedy"]), "mode"),
+])
+async def test_ctrl_o_on_a_run_with_bad_params_keeps_the_session(tiny_spec, loader, tmp_path, change, message):
+    """Issue 26: `params` checked in full by RunResult.load (an unknown method ended the app)."""
+    _saved_run(tmp_path / "runs", "zz-bad.json", change)
+    app = make_app(tiny_spec, loader, tmp_path, method="ar", max_new_tokens=6)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await _open_first_keeping_the_session(app, pilot, message)
+        assert "zz-bad.json" in errors(app)[-1]
+
+
+async def test_a_decode_error_while_showing_an_opened_run_keeps_the_session(tiny_spec, loader, tmp_path,
+                                                                            monkeypatch):
+    """Issue 26: a DecodeError raised while the panes are filled from an opened run is one
+    notification; the run shown before and the prompt edit stay."""
+    from tui_decode.widgets.stats_pane import StatsPane
+
+    shown = StatsPane.show_result
+
+    def show_result(self, result):
+        if result.prompt == "a run the panes cannot show":
+            raise DecodeError("this run cannot be shown")
+        return shown(self, result)
+
+    monkeypatch.setattr(StatsPane, "show_result", show_result)
+    _saved_run(tmp_path / "runs", "zz-odd.json", lambda d: d.__setitem__("prompt", "a run the panes cannot show"))
+    app = make_app(tiny_spec, loader, tmp_path, method="ar", max_new_tokens=6)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await _open_first_keeping_the_session(app, pilot, "this run cannot be shown")
+        assert "zz-odd.json" in errors(app)[-1]

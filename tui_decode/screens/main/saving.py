@@ -79,8 +79,19 @@ class RunFiles:
         except DecodeError as error:
             self.report_error(str(error))
             return
+        previous, prompt, settings = self.result, self.prompt_pane.text, self.settings
+        try:
+            self.show_result(result, opened_name=path.name)
+        except DecodeError as error:  # the session keeps what it showed: its run, prompt and parameters
+            self.prompt_pane.text = prompt
+            self.apply_settings(settings)
+            if previous is not None:
+                self.show_result(previous)
+            else:
+                self.result = None
+            self.report_error(f"cannot show {path.name}: {error}")
+            return
         self.history.record(result, "opened", path)
-        self.show_result(result, opened_name=path.name)
         self.status.set(f"opened {path.name}", "done")
 
 
