@@ -137,3 +137,21 @@ async def test_a_decode_error_while_showing_an_opened_run_keeps_the_session(tiny
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await _open_first_keeping_the_session(app, pilot, "this run cannot be shown")
         assert "zz-odd.json" in errors(app)[-1]
+
+
+async def test_ctrl_o_with_a_dangling_symlink_in_the_runs_folder_keeps_the_session(tiny_spec, loader, tmp_path):
+    """Issue 26: the picker lists the runs there are; a dangling ``*.json`` symlink is left out
+    (sorting the files by time ended the app on it)."""
+    import os
+
+    runs = tmp_path / "runs"
+    _saved_run(runs, "a-good.json", lambda d: None)
+    (runs / "zz-gone.json").symlink_to(runs / "nowhere.json")
+    os.mkfifo(runs / "zz-fifo.json")
+    app = make_app(tiny_spec, loader, tmp_path, method="ar", max_new_tokens=6)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+        await run_and_wait(pilot, app)
+        await pilot.press("escape", "ctrl+o", "enter")
+        await wait_for(pilot, lambda: "opened a-good.json" in app.main_screen.status.message)
+        assert not errors(app) and app.is_running
