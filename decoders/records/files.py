@@ -106,7 +106,14 @@ def from_plain(data: Any, details: Iterable[type[Detail]] | None = None) -> RunR
 
 
 def dumps(result: RunResult) -> str:
-    return json.dumps(result.to_json(), ensure_ascii=False, indent=1)
+    """The run as JSON text that is valid UTF-8: a lone surrogate (which no UTF-8 file can hold,
+    and which the reader refuses even escaped) is written as U+FFFD, so the rest is never lost."""
+    text = json.dumps(result.to_json(), ensure_ascii=False, indent=1)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
 
 
 def save(result: RunResult, path: Path) -> Path:

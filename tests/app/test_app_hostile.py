@@ -155,3 +155,58 @@ async def test_ctrl_o_with_a_dangling_symlink_in_the_runs_folder_keeps_the_sessi
         await pilot.press("escape", "ctrl+o", "enter")
         await wait_for(pilot, lambda: "opened a-good.json" in app.main_screen.status.message)
         assert not errors(app) and app.is_running
+
+
+
+async def test_a_lone_surrogate_in_the_prompt_is_one_line_and_ctrl_s_keeps_the_run(tiny_spec, loader, tmp_path):
+    """Issue 26: ctrl+r on a prompt holding a lone surrogate says so in one line (it was the
+    tokenizer's TypeError); a run whose prompt holds one is saved with U+FFFD in its place, not
+    lost to a UnicodeEncodeError in the writer, which saving caught only as OSError."""
+    from decoders.records.run import RunResult
+
+    runs = tmp_path / "runs"
+    app = make_app(tiny_spec, loader, tmp_path, method="ar", max_new_tokens=6)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+        first = await run_and_wait(pilot, app)
+        screen = app.main_screen
+        screen.prompt_pane.editor.insert(" hello \ud800 world")
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: errors(app))
+        assert "the prompt is not valid UTF-8 text" in errors(app)[-1] and "TypeError" not in errors(app)[-1]
+        assert screen.result is first and not screen.running
+        first.prompt = "hello \ud800 world"  # as a prompt that got past every check would be
+        screen.prompt_pane.text = first.prompt
+        await pilot.press("escape", "ctrl+s")
+        await wait_for(pilot, lambda: "saved" in screen.status.message or len(errors(app)) > 1)
+        assert len(errors(app)) == 1 and app.is_running, errors(app)
+    saved = list(runs.glob("*.json"))
+    assert len(saved) == 1 and RunResult.load(saved[0]).prompt == "hello \ufffd world"
+    assert saved[0].with_suffix(".svg").is_file()
+
+
+async def test_ctrl_s_with_room_for_the_json_but_not_the_svg_says_the_json_was_saved(tiny_spec, loader, tmp_path,
+                                                                                     monkeypatch):
+    """Issue 26: "cannot save" was said though the JSON had been written."""
+    import errno
+
+    from decoders.records import atomic
+
+    write_bytes = atomic.write_bytes
+
+    def full_for_svg(path, data, what="", mode=None):
+        if str(path).endswith(".svg"):
+            raise atomic.write_error(path, OSError(errno.ENOSPC, "No space left on device"), what)
+        return write_bytes(path, data, what, mode)
+
+    monkeypatch.setattr(atomic, "write_bytes", full_for_svg)
+    app = make_app(tiny_spec, loader, tmp_path, method="ar", max_new_tokens=6)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+        await run_and_wait(pilot, app)
+        await pilot.press("escape", "ctrl+s")
+        await wait_for(pilot, lambda: errors(app))
+        message = errors(app)[-1]
+        assert message.startswith("saved ") and ".json" in message and "not its screenshot" in message, message
+        assert "No space left on device" in message and "cannot save" not in message
+    assert len(list((tmp_path / "runs").glob("*.json"))) == 1

@@ -140,11 +140,23 @@ def _write(screen: RunFilesHost, result: RunResult, svg: str) -> None:
     stem = run_file_stem(result, folder)
     try:
         result.save(folder / f"{stem}.json")
-        atomic.write_text(folder / f"{stem}.svg", svg, "screenshot")
-    except OSError as error:
-        screen.report_error(f"cannot save in {folder}: {error.strerror or error}; set TUI_DECODE_RUNS_DIR "
+    except (OSError, DecodeError) as error:
+        screen.report_error(f"cannot save in {folder}: {_reason(error)}; set TUI_DECODE_RUNS_DIR "
                             "to a writable folder")
         return
     screen.history.mark_saved(result, folder / f"{stem}.json")
+    try:  # the screenshot's text as UTF-8, a character no file can hold as U+FFFD
+        atomic.write_bytes(folder / f"{stem}.svg", svg.encode("utf-8", "replace"), "screenshot")
+    except (OSError, DecodeError) as error:
+        screen.report_error(f"saved {stem}.json in {folder}, but not its screenshot {stem}.svg: {_reason(error)}; "
+                            "free some disk space and press ctrl+s again for both")
+        screen.status.set(f"saved {stem}.json in {folder} (no screenshot)", "done")
+        return
     screen.status.set(f"saved {stem}.json and {stem}.svg in {folder}", "done")
     screen.notify(f"{stem}.json + .svg in {folder}", title="Saved")
+
+
+def _reason(error: Exception) -> str:
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    return str(error)
