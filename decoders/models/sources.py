@@ -40,9 +40,11 @@ def load_source(source: str, device, dtype, role: str, report: LoadProgress, dev
         try:
             model, tokenizer = _load_folder(folder, device, dtype, f"converted copy of {location}", device_map)
         except DecodeError:
-            if not was_cached:
+            # A cached copy that no longer loads because its files changed: convert it afresh. One
+            # that matches its checksums in full is sound, and the fault is elsewhere (a device map,
+            # a device): say so, and keep the copy.
+            if not was_cached or gguf_cache.verify_converted(folder, full=True) is None:
                 raise
-            # A cached copy that no longer loads (files deleted or damaged): convert it afresh.
             gguf_cache.discard_converted(location)
             folder = gguf_cache.ensure_converted(location, scaled_progress(report, 0.0, 0.9))
             model, tokenizer = _load_folder(folder, device, dtype, f"converted copy of {location}", device_map)

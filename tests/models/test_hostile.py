@@ -575,18 +575,120 @@ def test_killed_conversion_leaves_partial_cleaned_on_next_start(isolated, fake_c
     assert (root / target / gguf_cache.MARKER_FILE).is_file()
 
 
-def test_cache_from_before_checksums_gets_them_once(isolated, fake_conversion):
+@pytest.fixture
+def conversions(monkeypatch):
+    """Counts the conversions `ensure_converted` starts (the loads of the copy are not counted)."""
+    from decoders.models import gguf_cache
+
+    calls = []
+    real = gguf_cache._convert
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gguf_cache, "_convert", counted)
+    return calls
+
+
+def _damage_the_middle(weights: Path) -> bytes:
+    """Overwrite bytes in the middle of ``weights`` (its modification time moves); the old bytes."""
+    before = weights.read_bytes()
+    with weights.open("r+b") as handle:
+        handle.seek(len(before) // 2)
+        handle.write(os.urandom(min(4096, len(before) // 4)))
+    return before
+
+
+@pytest.mark.parametrize("marker_files", [None, ["config.json"]])
+def test_a_marker_that_does_not_check_the_weights_is_not_trusted(isolated, fake_conversion, conversions,
+                                                                 marker_files):
+    """Issue 26: with `files` gone from the marker (or listing only config.json), damaged weights
+    were loaded as they were and their checksums recorded, trusted for good. The folder's own
+    files are what is checked: such a copy is converted afresh."""
     from decoders.models import gguf_cache
 
     gguf = fake_gguf(isolated)
     folder = gguf_cache.ensure_converted(gguf)
     marker = folder / gguf_cache.MARKER_FILE
     record = json.loads(marker.read_text())
-    del record["files"]
+    if marker_files is None:
+        del record["files"]
+    else:
+        record["files"] = {name: record["files"][name] for name in marker_files}
     marker.write_text(json.dumps(record))
+    good = _damage_the_middle(folder / "model.safetensors")
+    assert gguf_cache.verify_converted(folder) is not None
+    messages = []
+    assert gguf_cache.ensure_converted(gguf, lambda m, f=None: messages.append(m)) == folder
+    assert len(conversions) == 2 and any("damaged" in m for m in messages), messages
+    assert (folder / "model.safetensors").read_bytes() == good
     assert gguf_cache.verify_converted(folder) is None
-    assert "files" in json.loads(marker.read_text())
-    assert len(fake_conversion) == 1
+
+
+def test_a_device_map_typo_keeps_a_good_cached_copy(capsys, isolated, fake_conversion, conversions):
+    """Issue 26: any error loading the cached copy was taken for a damaged cache, reconverted
+    (97 s for the bundled model), and then the same error came anyway."""
+    pytest.importorskip("accelerate")
+    from decoders.models import gguf_cache
+
+    gguf = fake_gguf(isolated)
+    folder = gguf_cache.ensure_converted(gguf)
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    device_map = isolated / "work" / "map.json"
+    device_map.write_text(json.dumps({"model.nosuch": "cpu"}))
+    assert main(["run", "--main", str(gguf), *PROMPT, "--device-map", str(device_map)]) == 2
+    err = one_line(capsys)
+    assert "'model.nosuch'" in err and "device map" in err
+    assert len(conversions) == 1 and {p.name: p.read_bytes() for p in folder.iterdir()} == before
+
+
+def test_a_damaged_copy_in_a_read_only_cache_is_one_line(capsys, isolated, fake_conversion, monkeypatch):
+    """Issue 26: EROFS while discarding a damaged copy ended in a crash report (exit 1)."""
+    from decoders.models import gguf_cache
+
+    gguf = fake_gguf(isolated)
+    folder = gguf_cache.ensure_converted(gguf)
+    _damage_the_middle(folder / "model.safetensors")
+    real_unlink = Path.unlink
+
+    def read_only(self, *args, **kwargs):
+        if str(self).startswith(str(isolated / "cache")):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+        return real_unlink(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "unlink", read_only)
+    hostile(capsys, isolated, ["run", "--main", str(gguf), *PROMPT], 2,
+            "cannot be removed (read-only file system); set TUI_DECODE_CACHE_DIR to a writable folder")
+
+
+def test_a_full_disk_while_safetensors_writes_is_one_line(capsys, isolated, fake_conversion, monkeypatch):
+    """Issue 26: safetensors' SafetensorError (a full disk mid-write) is no OSError: exit 1."""
+    import transformers
+    from safetensors import SafetensorError
+
+    def full(self, folder, *args, **kwargs):
+        raise SafetensorError('Error while serializing: IoError(Os { code: 28, kind: StorageFull, '
+                              'message: "No space left on device" })')
+
+    monkeypatch.setattr(transformers.PreTrainedModel, "save_pretrained", full)
+    gguf = fake_gguf(isolated)
+    hostile(capsys, isolated, ["run", "--main", str(gguf), *PROMPT], 2,
+            "No space left on device\" }); free disk space or set TUI_DECODE_CACHE_DIR")
+    assert list((isolated / "cache" / "gguf").iterdir()) == []
+
+
+def test_a_junk_file_where_the_copy_goes_is_replaced(isolated, fake_conversion, conversions):
+    """Issue 26: a file where the converted folder goes cost a whole conversion, then "free disk
+    space", again on every run."""
+    from decoders.models import gguf_cache
+
+    gguf = fake_gguf(isolated)
+    target = gguf_cache.converted_folder(gguf)
+    target.parent.mkdir(parents=True)
+    target.write_text("junk")
+    assert gguf_cache.ensure_converted(gguf) == target
+    assert target.is_dir() and gguf_cache.verify_converted(target) is None and len(conversions) == 1
 
 
 # -- 7. the error boundary: crashes, interrupts, signals ----------------------------------------
