@@ -66,12 +66,11 @@ class BenchPrompt:
 
 def load_prompts(path: str | os.PathLike) -> list[BenchPrompt]:
     """Read a Spec-Bench JSONL file; DecodeError naming the file and line for anything malformed."""
-    from decoders.records.inputs import MAX_PROMPTS_BYTES, decode_utf8
+    from decoders.records.inputs import MAX_PROMPTS_BYTES, decode_utf8, read_upto
 
     path = Path(path)
     try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_PROMPTS_BYTES + 1)
+        raw = read_upto(path, MAX_PROMPTS_BYTES)
     except FileNotFoundError:
         raise DecodeError(f"no prompts file at {path}; give a Spec-Bench JSONL file to --prompts "
                           "(e.g. bench/spec_bench_dev.jsonl)") from None

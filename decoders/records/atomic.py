@@ -103,7 +103,17 @@ def _write_special(path: Path, shown: Path, data: bytes, what: str) -> Path:
     """A device, FIFO or socket (``/dev/stdout``, ``/dev/full``): written in place, since renaming a
     file over it would replace the device itself."""
     try:
-        with path.open("wb") as handle:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)  # a FIFO nothing reads: ENXIO, not a wait forever
+    except OSError as err:
+        if err.errno == errno.ENXIO:
+            noun = f"{what} " if what else ""
+            raise WriteError(f"nothing was written to {noun}{shown}: it is a FIFO (named pipe) that nothing reads; "
+                             "start the reader first (e.g. `cat FIFO`) or write to a regular file",
+                             err.errno, err.strerror) from None
+        raise write_error(shown, err, what) from None
+    try:
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "wb") as handle:
             _write_all(handle, data)
             handle.flush()
     except OSError as err:

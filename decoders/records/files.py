@@ -127,9 +127,10 @@ def save(result: RunResult, path: Path) -> Path:
 
 
 def read_bounded(path: Path) -> bytes:
+    from decoders.records.inputs import read_upto
+
     try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_RUN_BYTES + 1)
+        raw = read_upto(path, MAX_RUN_BYTES)
     except FileNotFoundError:
         raise DecodeError(f"no saved run at {path}; give the path of a RUN.json written by tui-decode") from None
     except IsADirectoryError:

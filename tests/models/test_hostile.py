@@ -294,6 +294,63 @@ def test_prompt_file_unusable(capsys, isolated, tiny_folder, path, message):
     hostile(capsys, isolated, ["run", "--main", str(tiny_folder), "--prompt-file", path], 2, message)
 
 
+def _within(seconds: float, call):
+    """``call()``'s value, failing (not hanging) when it takes longer than ``seconds``."""
+    import threading
+
+    box: list = []
+    worker = threading.Thread(target=lambda: box.append(call()), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert box, f"still waiting after {seconds} s"
+    return box[0]
+
+
+@pytest.mark.parametrize("flag", ["--prompt-file", "--open", "bench --prompts"])
+def test_a_fifo_nothing_writes_to_is_one_line_not_a_wait_forever(capsys, isolated, tiny_folder, flag):
+    """Issue 26: FIFOs given to --prompt-file, bench --prompts and --open waited without a word."""
+    fifo = isolated / "work" / "pipe"
+    os.mkfifo(fifo)
+    argv = {"--prompt-file": ["run", "--main", str(tiny_folder), "--prompt-file", str(fifo)],
+            "--open": ["--open", str(fifo)],
+            "bench --prompts": ["bench", "--main", str(tiny_folder), "--prompts", str(fifo)]}[flag]
+    assert _within(20, lambda: main(argv)) == 2
+    err = one_line(capsys)
+    assert "FIFO (named pipe) that nothing writes to; start the writer first" in err and str(fifo) in err
+
+
+def test_a_fifo_being_written_to_is_read(isolated):
+    """A pipe with a writer (``/dev/stdin`` of ``echo hi | tui-decode run --prompt-file /dev/stdin``)
+    is read as before."""
+    import threading
+
+    from decoders.records.inputs import read_text
+
+    fifo = isolated / "work" / "pipe"
+    os.mkfifo(fifo)
+
+    def write():
+        with fifo.open("wb") as handle:
+            handle.write(b"w5 w6 w7")
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    time.sleep(0.05)  # the writer is waiting in its open() for a reader
+    assert _within(20, lambda: read_text(fifo, "the prompt file", 1000, "fix")) == "w5 w6 w7"
+
+
+def test_json_to_a_fifo_nothing_reads_shows_the_run_and_says_so(capsys, isolated, tiny_folder):
+    """Issue 26: the run decoded, then waited forever opening the FIFO; ctrl+c discarded it."""
+    fifo = isolated / "work" / "out.json"
+    os.mkfifo(fifo)
+    argv = ["run", "--main", str(tiny_folder), "--method", "pld", *PROMPT, "--max-new-tokens", "4",
+            "--json", str(fifo)]
+    assert _within(60, lambda: main(argv)) == 2
+    out, err = capsys.readouterr()
+    assert "tokens emitted" in out  # the run is shown
+    assert err.count("\n") == 1 and "FIFO (named pipe) that nothing reads; start the reader first" in err
+
+
 def test_dev_zero_is_not_read_to_the_end(monkeypatch, capsys, isolated):
     from decoders.records import inputs
 
