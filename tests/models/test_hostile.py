@@ -355,16 +355,16 @@ def test_dev_zero_is_not_read_to_the_end(monkeypatch, capsys, isolated):
     from decoders.records import inputs
 
     reads = []
-    real_open = Path.open
+    real_fdopen = os.fdopen
 
-    def counting_open(self, *args, **kwargs):
-        handle = real_open(self, *args, **kwargs)
+    def counting_fdopen(fd, *args, **kwargs):
+        handle = real_fdopen(fd, *args, **kwargs)
         real_read = handle.read
         handle_read = lambda n=-1: reads.append(n) or real_read(n)  # noqa: E731
         return type("H", (), {"read": staticmethod(handle_read), "__enter__": lambda s: s,
                               "__exit__": lambda s, *a: handle.close()})()
 
-    monkeypatch.setattr(Path, "open", counting_open)
+    monkeypatch.setattr(os, "fdopen", counting_fdopen)
     with pytest.raises(Exception, match="larger than 4 MiB"):
         inputs.read_text("/dev/zero", "the prompt file", inputs.MAX_PROMPT_BYTES, "fix")
     assert reads == [inputs.MAX_PROMPT_BYTES + 1]
