@@ -787,6 +787,25 @@ def test_app_crash_is_one_line_exit_1_and_a_report(monkeypatch, capsys, isolated
     assert "Traceback" in text and "broken_mount" in text
 
 
+def test_a_crash_while_the_first_screen_mounts_ends_in_one_line_and_a_report(monkeypatch, capsys, isolated):
+    """Issue 26: an exception raised while the first screen mounted (a saved run the statistics
+    pane could not show) left a blank screen that ignored ctrl+q and SIGTERM, with no report."""
+    import tui_decode.app as app_mod
+    from tui_decode.widgets.stats_pane import StatsPane
+
+    def broken(self, result):
+        raise RuntimeError("the pane broke on this run")
+
+    real_run = app_mod.TuiDecodeApp.run
+    monkeypatch.setattr(StatsPane, "show_result", broken)
+    monkeypatch.setattr(app_mod.TuiDecodeApp, "run", lambda self, **kw: real_run(self, headless=True, **kw))
+    assert _within(30, lambda: main(["--open", str(isolated / "work" / "run.json")])) == 1
+    err = one_line(capsys)
+    assert "internal error: RuntimeError: the pane broke on this run" in err
+    reports = list((isolated / "cache").glob("crash-*.txt"))
+    assert len(reports) == 1 and "broken" in reports[0].read_text()
+
+
 def test_crash_report_on_a_full_disk_falls_back(monkeypatch, capsys, isolated):
     """Fault injection, writer 4: the crash report itself cannot be written where it should."""
     import tempfile
