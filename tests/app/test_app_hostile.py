@@ -108,6 +108,7 @@ async def _open_first_keeping_the_session(app, pilot, message: str) -> None:
     (lambda d: d["params"].__setitem__("method", "nosuch"), "params.method"),
     (lambda d: d["params"].__setitem__("gamma", "many"), "gamma"),
     (lambda d: d["params"].__setitem__("mode", ["greedy"]), "mode"),
+    (lambda d: d["summary"].__setitem__("speedup_decode", 0), "summary.speedup_decode must be a number > 0"),
 ])
 async def test_ctrl_o_on_a_run_with_bad_params_keeps_the_session(tiny_spec, loader, tmp_path, change, message):
     """Issue 26: `params` checked in full by RunResult.load (an unknown method ended the app)."""
@@ -210,3 +211,24 @@ async def test_ctrl_s_with_room_for_the_json_but_not_the_svg_says_the_json_was_s
         assert message.startswith("saved ") and ".json" in message and "not its screenshot" in message, message
         assert "No space left on device" in message and "cannot save" not in message
     assert len(list((tmp_path / "runs").glob("*.json"))) == 1
+
+
+@pytest.mark.parametrize("curve", [[[1]], "up", [[1, "x"]], [[0, 1.0], [2, 1.1]], [[1, 1.2], None]])
+async def test_a_saved_curve_that_is_not_one_opens_without_a_plot(tiny_spec, loader, tmp_path, curve):
+    """Issue 26: ``summary.curve = [[1]]`` raised in the plot while the first screen mounted,
+    wedging the app; the run opens, its figures shown, with no plot."""
+    import json
+
+    from decoders.records.run import RunResult
+    from tests.support.app import DATA
+
+    data = json.loads((DATA / "run_spec.json").read_text())
+    data["summary"]["curve"] = curve
+    path = tmp_path / "odd-curve.json"
+    path.write_text(json.dumps(data))
+    app = make_app(tiny_spec, loader, tmp_path, opened=RunResult.load(path), opened_name=path.name)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.set_up.is_set())
+        await pilot.pause()
+        assert app.is_running and not errors(app)
+        assert not app.main_screen.stats.plot.display and "identical" in app.export_screenshot()

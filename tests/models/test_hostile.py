@@ -421,6 +421,19 @@ def test_open_run_with_bad_fields(capsys, isolated, edit, message):
     hostile(capsys, isolated, ["--open", path], 2, message)
 
 
+@pytest.mark.parametrize("edit,message", [
+    (_set(["params", "method"], "nosuch"), "params.method is 'nosuch', not a method this version has"),
+    (_set(["params", "gamma"], 10 ** 6), "params: gamma must be an integer <="),
+    (_set(["summary", "speedup_decode"], 0), "summary.speedup_decode must be a number > 0.0"),
+    (_set(["summary", "speedup_wall"], -2.5), "summary.speedup_wall must be a number > 0.0"),
+])
+def test_open_run_the_app_cannot_show_is_exit_2(capsys, isolated, edit, message):
+    """Issue 26: `--open` of a run whose method is unknown exited 1 (a crash in the app); a
+    speedup of 0 wedged the app (ZeroDivisionError while the first screen mounted)."""
+    path = bad_run(isolated, edit)
+    hostile(capsys, isolated, ["--open", path], 2, message)
+
+
 def _drop(path: list):
     def edit(d):
         for key in path[:-1]:
