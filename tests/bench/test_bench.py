@@ -220,6 +220,10 @@ def test_helper_model_runs_transformers_assisted_generation(tmp_path, prompts_fi
     ('{"question_id": 1, "turns": ["x"]}\n', [], "line 1 lacks category"),
     ('{"question_id": 1, "category": "qa", "turns": []}\n', [], "turns must be a list whose first item"),
     ("\n\n", [], "holds no prompts"),
+    ('{"question_id": NaN, "category": "qa", "turns": ["x"]}\n', [],  # issue 26: bare NaN in report.json
+     "line 1: question_id is nan, which the JSON report cannot hold"),
+    ('{"question_id": 1, "category": "qa", "turns": ["a \\ud800 b"]}\n', [],  # issue 26: the tokenizer's TypeError
+     "line 1: the first turn is not valid UTF-8 text"),
     (PROMPTS, ["--methods", "ar,warp"], "unknown method 'warp' in --methods"),
     (PROMPTS, ["--methods", " , "], "no methods given"),
     (PROMPTS, ["--sweep", "gamma=5..1"], "bad sweep 'gamma=5..1': 5 > 1"),
