@@ -70,7 +70,13 @@ def classify_source(source: str) -> tuple[str, Path | None]:
         or source.count("/") > 1
         or not _HUB_ID.match(source)
     )
-    if path.exists():
+    try:
+        exists = path.exists()
+    except OSError as err:  # a name too long for the file system (ENAMETOOLONG), a symlink loop
+        shown = source if len(source) <= 120 else f"{source[:120]}... ({len(source)} characters)"
+        raise DecodeError(f"Model path {shown} cannot be looked up: {err.strerror or err}; "
+                          "pass a shorter path to an existing model folder or .gguf file.") from None
+    if exists:
         if path.is_dir():
             if not os.access(path, os.R_OK | os.X_OK):
                 raise DecodeError(f"Cannot read model folder {path}: permission denied; "

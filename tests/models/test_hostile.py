@@ -351,6 +351,40 @@ def test_json_to_a_fifo_nothing_reads_shows_the_run_and_says_so(capsys, isolated
     assert err.count("\n") == 1 and "FIFO (named pipe) that nothing reads; start the reader first" in err
 
 
+@pytest.mark.parametrize("flag", ["--family", "--main", "--helper", "--json", "--prompt-file", "--device-map"])
+def test_an_empty_value_is_refused_not_ignored(capsys, isolated, tiny_folder, flag):
+    """Issue 26: `--family ''`, `--main ''` and `--json ''` were ignored, with exit 0."""
+    argv = ["run", "--main", str(tiny_folder), *PROMPT, "--max-new-tokens", "2"]
+    if flag == "--main":
+        argv = ["run", *PROMPT, "--max-new-tokens", "2"]
+    if flag == "--prompt-file":
+        argv = ["run", "--main", str(tiny_folder), "--max-new-tokens", "2"]
+    hostile(capsys, isolated, [*argv, flag, ""], 2, f"{flag} is empty")
+
+
+def test_open_of_an_empty_path_is_refused(capsys, isolated):
+    hostile(capsys, isolated, ["--open", ""], 2, "--open is empty")
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["run", "--main", "{tiny}", *PROMPT, "--json", "{work}/" + "j" * 300], "(given to --json): file name too long"),
+    (["run", "--main", "/" + "m" * 5000, *PROMPT], "cannot be looked up: File name too long"),
+    (["bench", "--main", "{tiny}", "--prompts", "{prompts}", "--out", "{work}/" + "o" * 5000],
+     "(given to --out): file name too long"),
+])
+def test_names_too_long_for_the_file_system_are_one_short_line(capsys, isolated, tiny_folder, argv, message):
+    """Issue 26: is_dir() / exists() raised ENAMETOOLONG, exit 1; and the line must not echo 5,000
+    characters back."""
+    prompts = isolated / "work" / "p.jsonl"
+    prompts.write_text('{"question_id": 1, "category": "qa", "turns": ["w5 w6"]}\n')
+    argv = [a.format(tiny=tiny_folder, work=isolated / "work", prompts=prompts) for a in argv]
+    before = snapshot(isolated)
+    assert main(argv) == 2
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert message in err and len(err) < 1000 and "Traceback" not in err, err
+    assert snapshot(isolated) == before
+
+
 def test_dev_zero_is_not_read_to_the_end(monkeypatch, capsys, isolated):
     from decoders.records import inputs
 

@@ -135,6 +135,11 @@ def family_spec(args: argparse.Namespace):
     from decoders.models.families import resolve_family
     from decoders.models.family import FamilySpec
 
+    for flag, value in (("--family", args.family), ("--main", args.main), ("--helper", args.helper),
+                        ("--self-draft", getattr(args, "self_draft", None)),
+                        ("--device-map", getattr(args, "device_map", None))):
+        if value is not None and not value.strip():
+            raise DecodeError(f"{flag} is empty; give it a value or leave the flag out (see `tui-decode --help`)")
     if args.main and args.family:
         raise DecodeError("give either --family NAME or --main SRC, not both")
     if args.helper and args.self_draft_layer is not None:
@@ -190,6 +195,8 @@ def read_prompt(args: argparse.Namespace) -> str:
     """The prompt text: from --prompt-file (read up to a bound, UTF-8) or --prompt (valid UTF-8)."""
     from decoders.records.inputs import MAX_PROMPT_BYTES, check_text, read_text
 
+    if args.prompt_file is not None and not args.prompt_file.strip():
+        raise DecodeError("--prompt-file is empty; give the path of a UTF-8 text file")
     if args.prompt_file:
         return read_text(args.prompt_file, "the prompt file", MAX_PROMPT_BYTES,
                          "give a readable UTF-8 text file to --prompt-file")
@@ -226,6 +233,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     prompt = read_prompt(args)
     if not prompt.strip():
         raise DecodeError("the prompt is empty; give some text with --prompt or --prompt-file")
+    if args.json is not None and not args.json.strip():
+        raise DecodeError("--json is empty; give the path of a file to write the run to (or - for stdout)")
     if args.json and args.json != "-":
         check_destination(args.json, "--json", "the run")  # before any model time is spent
     set_threads(args)
@@ -283,6 +292,8 @@ def cmd_app(args: argparse.Namespace) -> int:
     from tui_decode.state.settings import DEFAULT_PROMPT, START_PARAMS, Settings
 
     check_threads(args)
+    if getattr(args, "open", None) is not None and not args.open.strip():
+        raise DecodeError("--open is empty; give the path of a RUN.json saved by tui-decode")
     opened = RunResult.load(args.open) if getattr(args, "open", None) else None
     settings = None
     if getattr(args, "method", None) is not None:  # the launch flags: the first run's parameters
