@@ -96,6 +96,7 @@ PROMPT = ["--prompt", "w5 w6 w7 w5 w6"]
     (["--mode", "sampling", "--method", "pld", "--temperature", "inf"], "temperature must be a number <= 100"),
     (["--mode", "sampling", "--method", "pld", "--temperature", "nan"], "temperature must be a number in 0..100"),
     (["--max-new-tokens", "8.5"], "invalid int value"),
+    (["--temperature", "-inf"], "temperature must be a number >= 0, got -inf"),  # issue 26: "expected one argument"
 ])
 def test_numbers_out_of_bounds(capsys, isolated, tiny_folder, argv, message):
     hostile(capsys, isolated, ["run", "--main", str(tiny_folder), *PROMPT, *argv], 2, message)

@@ -26,6 +26,13 @@ from tui_decode.state.crash_report import report_crash
 class OneLineParser(argparse.ArgumentParser):
     """argparse, but a usage error is one line that says what was wrong and where help is."""
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # `--temperature -inf` is a value, as `-1.5` is, not an unknown flag ("expected one argument").
+        import re
+
+        self._negative_number_matcher = re.compile(r"^-(\d+\.?\d*(e[+-]?\d+)?|\.\d+|inf|infinity|nan)$", re.I)
+
     def error(self, message: str):  # type: ignore[override]
         raise DecodeError(f"{message} (see `{self.prog} --help`)")
 
