@@ -158,3 +158,15 @@ def test_the_app_takes_decoding_flags_at_launch():
     args = build_parser().parse_args(["--method", "pld", "--max-new-tokens", "32"])
     assert _flags_given(args) and decode_params(args).max_new_tokens == 32
     assert not _flags_given(build_parser().parse_args(["--family", "smollm2-135m"]))
+
+
+def test_stdout_closed_early_is_exit_141_as_the_readme_says():
+    """Issue 26: `tui-decode families | head -1` (rich's broken-pipe handler) exited 1 without a word."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "tui_decode", "families"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader is gone before anything is written
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 141 and b"Traceback" not in err, err

@@ -49,6 +49,18 @@ class OneLineParser(argparse.ArgumentParser):
 MAX_THREADS = 1024  # torch threads a user can ask for
 
 
+def stdout_console(**kwargs):
+    """A rich Console on stdout whose broken pipe (`tui-decode run | head -1`) is the BrokenPipeError
+    `main` turns into exit 141; rich's own handler exits 1 without a word."""
+    from rich.console import Console
+
+    class PipeConsole(Console):
+        def on_broken_pipe(self) -> None:
+            raise BrokenPipeError(32, "Broken pipe")
+
+    return PipeConsole(**kwargs)
+
+
 def add_model_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model")
     g.add_argument("--family", help=f"a named family (default {DEFAULT_FAMILY}, the bundled offline SmolLM2-135M); "
@@ -260,7 +272,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             err.print(f"run written to {args.json}")
         except DecodeError as exc:  # keep the result: show it, then say what was not written
             failed = exc
-    out = Console()
+    out = stdout_console()
     out.print(Panel(Text(result.method.text), title="output", title_align="left", expand=False))
     out.print(summary_table(result))
     if failed is not None:
@@ -269,16 +281,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_families(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from decoders.models.families import all_families, config_path
     from tui_decode.cli.families import families_table
 
     table = families_table(all_families(), config_path())
-    console = Console()
+    console = stdout_console()
     if not console.is_terminal:  # piped: every id whole on its row, however wide, for grep and cut
         wide = console.measure(table, options=console.options.update_width(1000)).maximum
-        console = Console(width=max(console.width, wide))
+        console = stdout_console(width=max(console.width, wide))
     console.print(table)
     return 0
 
