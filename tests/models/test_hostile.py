@@ -422,6 +422,20 @@ def test_families_toml_bad(capsys, isolated, data, message):
     hostile(capsys, isolated, ["families"], 2, message)
 
 
+@pytest.mark.parametrize("make,message", [
+    (lambda p: p.mkdir(), "is not a file; make it a TOML file"),
+    (lambda p: p.symlink_to(p), "is a symlink that leads to no file (a loop"),
+    (lambda p: p.symlink_to(p.parent / "gone.toml"), "is a symlink that leads to no file"),
+    (lambda p: p.write_text('[families.x]\nmain = ""\n'), "[families.x] has no `main`"),
+    (lambda p: p.write_text('[families.x]\nmain = "bundled"\nhelper = " "\n'), "`helper` is empty"),
+])
+def test_a_families_toml_that_is_no_file_is_said_not_ignored(capsys, isolated, make, message):
+    """Issue 26: a families.toml that is a folder or a symlink loop was silently ignored while
+    `families` named it as the config; `main = ""` read the current folder."""
+    make(isolated / "config" / "families.toml")
+    hostile(capsys, isolated, ["families"], 2, message)
+
+
 # -- 4. saved runs with bad content (read before the app starts: the same check the app uses) ----
 def bad_run(isolated: Path, edit) -> str:
     data = json.loads(RUN_DATA.read_text())
