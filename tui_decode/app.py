@@ -118,8 +118,18 @@ class TuiDecodeApp(App[int]):
         except (NotImplementedError, RuntimeError, ValueError):  # Windows; not the main thread
             pass
         # The main screen composes and mounts in its own task; the app is ready (keys, pilots)
-        # only once it has, so that no early key meets a half-built screen.
-        await self.main_screen.set_up.wait()
+        # only once it has, so that no early key meets a half-built screen. An exception before
+        # then (a saved run the panes cannot show) must end the app with its crash report, not
+        # leave it waiting for a screen that never comes.
+        import asyncio
+
+        waits = {asyncio.ensure_future(self.main_screen.set_up.wait()),
+                 asyncio.ensure_future(self._exception_event.wait())}
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
 
     @property
     def main_screen(self) -> MainScreen:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,12 +67,11 @@ class BenchPrompt:
 
 def load_prompts(path: str | os.PathLike) -> list[BenchPrompt]:
     """Read a Spec-Bench JSONL file; DecodeError naming the file and line for anything malformed."""
-    from decoders.records.inputs import MAX_PROMPTS_BYTES, decode_utf8
+    from decoders.records.inputs import MAX_PROMPTS_BYTES, decode_utf8, read_upto
 
     path = Path(path)
     try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_PROMPTS_BYTES + 1)
+        raw = read_upto(path, MAX_PROMPTS_BYTES)
     except FileNotFoundError:
         raise DecodeError(f"no prompts file at {path}; give a Spec-Bench JSONL file to --prompts "
                           "(e.g. bench/spec_bench_dev.jsonl)") from None
@@ -106,7 +106,18 @@ def _parse_line(line: str, where: str) -> BenchPrompt:
         raise DecodeError(f"{where}: turns must be a list whose first item is the (non-empty) user message")
     if not isinstance(record["category"], str):
         raise DecodeError(f"{where}: category must be a string")
-    return BenchPrompt(record["question_id"], record["category"], turns[0])
+    qid = record["question_id"]
+    if isinstance(qid, float) and not math.isfinite(qid):
+        raise DecodeError(f"{where}: question_id is {qid}, which the JSON report cannot hold; give an integer or a "
+                          "string")
+    if isinstance(qid, bool) or not isinstance(qid, (int, float, str)):
+        raise DecodeError(f"{where}: question_id must be an integer or a string, got {str(qid)[:40]}")
+    from decoders.records.inputs import check_text
+
+    for name, text in (("the first turn", turns[0]), ("category", record["category"])) + (
+            (("question_id", qid),) if isinstance(qid, str) else ()):
+        check_text(text, f"{where}: {name}", "write it as UTF-8 text (a lone \\ud800 escape is not a character)")
+    return BenchPrompt(qid, record["category"], turns[0])
 
 
 def select_prompts(prompts: Sequence[BenchPrompt], limit: int | None) -> list[BenchPrompt]:

@@ -84,6 +84,11 @@ class Sweep:
         return {"name": self.name, "method": self.method, "values": list(self.values)}
 
 
+def _shown(text: str, most: int = 60) -> str:
+    """``text`` quoted for a message, cut short if long (an error line must not echo 200 kB)."""
+    return repr(text) if len(text) <= most else repr(text[:most]) + f"... ({len(text)} characters)"
+
+
 def parse_sweep(text: str) -> Sweep:
     """``NAME=A..B`` or ``NAME=a,b,c`` with NAME an integer parameter of a registered method
     (gamma, num_pred or k, block or m, ...), the values within its declared bounds."""
@@ -93,27 +98,33 @@ def parse_sweep(text: str) -> Sweep:
     name, sep, values = text.partition("=")
     name = name.strip()
     if not sep or not values.strip():
-        raise DecodeError(f"bad sweep {text!r}; {hint}")
+        raise DecodeError(f"bad sweep {_shown(text)}; {hint}")
     if name not in names:
-        raise DecodeError(f"cannot sweep {name!r}; {hint}")
+        raise DecodeError(f"cannot sweep {_shown(name)}; {hint}")
     method, param = names[name]
     spec = next(spec for spec in get_method(method).params if spec.name == param)
     try:
         if ".." in values:
             low, high = (int(v) for v in values.split("..", 1))
             if low > high:
-                raise DecodeError(f"bad sweep {text!r}: {low} > {high}; {hint}")
+                first, last = (_shown(str(v), 20)[1:-1] for v in (low, high))
+                raise DecodeError(f"bad sweep {_shown(text)}: {first} > {last}; {hint}")
+            if high - low + 1 > MAX_SWEEP_VALUES:  # counted, not built: 1..10**20 is no list to make
+                count = high - low + 1
+                raise DecodeError(f"bad sweep {_shown(text)}: {count if count < 10 ** 12 else 'over 10^12'} values, "
+                                  f"at most {MAX_SWEEP_VALUES}; {hint}")
             numbers = list(range(low, high + 1))
         else:
             numbers = [int(v) for v in values.split(",") if v.strip()]
     except ValueError:
-        raise DecodeError(f"bad sweep {text!r}: the values must be integers; {hint}") from None
+        raise DecodeError(f"bad sweep {_shown(text)}: the values must be integers; {hint}") from None
     if not numbers or min(numbers) < spec.low:
-        raise DecodeError(f"bad sweep {text!r}: the values must be integers >= {spec.low:g}; {hint}")
+        raise DecodeError(f"bad sweep {_shown(text)}: the values must be integers >= {spec.low:g}; {hint}")
     if len(numbers) > MAX_SWEEP_VALUES:
-        raise DecodeError(f"bad sweep {text!r}: {len(numbers)} values, at most {MAX_SWEEP_VALUES}; {hint}")
+        raise DecodeError(f"bad sweep {_shown(text)}: {len(numbers)} values, at most {MAX_SWEEP_VALUES}; {hint}")
     if max(numbers) > spec.high:
-        raise DecodeError(f"bad sweep {text!r}: the values must be integers <= {spec.high:g} ({param}'s bound); {hint}")
+        raise DecodeError(f"bad sweep {_shown(text)}: the values must be integers <= {spec.high:g} ({param}'s bound); "
+                          f"{hint}")
     return Sweep(param, method, tuple(dict.fromkeys(numbers)))
 
 

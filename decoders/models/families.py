@@ -72,8 +72,18 @@ def config_path() -> Path:
 def user_families(path: Path | None = None) -> dict[str, FamilySpec]:
     """Families defined in the user's config file; empty when there is no file."""
     path = path or config_path()
-    if not path.is_file():
+    try:
+        present = path.exists() or path.is_symlink()
+        is_file = path.is_file()
+    except OSError as err:  # a symlink loop, a name too long
+        raise DecodeError(f"Config file {path} cannot be read: {err.strerror or err}; fix or remove it.") from None
+    if not present:
         return {}
+    if not is_file:
+        dangling = path.is_symlink() and not path.exists()
+        what = "a symlink that leads to no file (a loop, or its file is gone)" if dangling else "not a file"
+        raise DecodeError(f"Config file {path} is {what}; make it a TOML file of [families.NAME] tables, or "
+                          "remove it.")
     import tomllib
 
     from decoders.records.inputs import MAX_CONFIG_BYTES, read_text
@@ -100,8 +110,11 @@ def _spec_from_table(path: Path, name: str, table) -> FamilySpec:
     for key in _STRING_KEYS:
         if key in table and not isinstance(table[key], str):
             raise DecodeError(f"{where}: `{key}` must be a string.")
-    if "main" not in table:
+    if "main" not in table or not table["main"].strip():
         raise DecodeError(f"{where} has no `main`; set it to a model folder, .gguf file, hub id or \"bundled\".")
+    for key in ("helper", "label"):
+        if key in table and not table[key].strip():
+            raise DecodeError(f"{where}: `{key}` is empty; give it a value or leave it out.")
     layer = table.get("self_draft_layer")
     if layer is not None and (not isinstance(layer, int) or isinstance(layer, bool)):
         raise DecodeError(f"{where}: `self_draft_layer` must be an integer.")

@@ -8,8 +8,10 @@ temporary folders of conversions that were killed are removed on the next start.
 
 The marker file records each file's size, modification time and SHA-256. A load checks the copy
 against it: a file whose size or modification time changed is hashed in full (0.5-1 s for the
-538 MB bundled model); an unchanged one has a sample of its blocks hashed (milliseconds). A copy
-that fails the check is converted afresh.
+538 MB bundled model); an unchanged one has a sample of its blocks hashed (milliseconds). The
+folder's own files are what is checked: every one must be listed, the weights among them, so a
+marker with no checksums, or one listing only some files, is not trusted. A copy that fails the
+check is converted afresh.
 """
 
 from __future__ import annotations
@@ -71,10 +73,18 @@ def is_converted(gguf_path: str | os.PathLike) -> bool:
 
 
 def discard_converted(gguf_path: str | os.PathLike) -> None:
-    """Remove the converted copy of this file version (e.g. after it failed to load)."""
+    """Remove the converted copy of this file version (e.g. after it failed to load); DecodeError
+    when it cannot be removed (a read-only cache), since it would be trusted again next time."""
     target = converted_folder(gguf_path)
     with _conversion_lock:
-        (target / MARKER_FILE).unlink(missing_ok=True)  # first, so a half-deleted copy is never trusted
+        try:
+            if target.is_symlink() or (target.exists() and not target.is_dir()):
+                target.unlink()
+                return
+            (target / MARKER_FILE).unlink(missing_ok=True)  # first, so a half-deleted copy is never trusted
+        except OSError as err:
+            raise cache_error(target.parent, f"its damaged copy {target.name} cannot be removed "
+                                             f"({_reason(err)})") from None
         shutil.rmtree(target, ignore_errors=True)
 
 
@@ -182,10 +192,11 @@ def folder_checksums(folder: Path) -> dict[str, dict]:
     return out
 
 
-def verify_converted(folder: Path) -> str | None:
+def verify_converted(folder: Path, full: bool = False) -> str | None:
     """None when the converted copy in ``folder`` matches its recorded checksums, else what is wrong.
 
-    A copy converted before checksums were recorded gets them recorded now (once).
+    ``full`` hashes every file whole, even one whose size and modification time are unchanged.
+    A copy whose marker records no checksums (an older version's) is converted afresh.
     """
     try:
         record = json.loads((folder / MARKER_FILE).read_text(encoding="utf-8"))
@@ -193,9 +204,18 @@ def verify_converted(folder: Path) -> str | None:
     except (OSError, ValueError):
         return "its marker file is unreadable"
     if files is None:
-        return _record_checksums(folder, record if isinstance(record, dict) else {})
+        return "its marker file records no checksums"
     if not isinstance(files, dict) or not files:
         return "its marker file lists no files"
+    try:
+        present = {e.name for e in folder.iterdir() if e.name != MARKER_FILE}
+    except OSError as err:
+        return f"the folder cannot be listed ({_reason(err)})"
+    unlisted = sorted(present - set(files))
+    if unlisted:
+        return f"its marker file does not list {unlisted[0]}"
+    if not any(str(name).endswith(".safetensors") for name in files):
+        return "its marker file lists no weights"
     for name, want in files.items():
         entry = folder / name
         try:
@@ -203,25 +223,13 @@ def verify_converted(folder: Path) -> str | None:
             if not isinstance(want, dict) or stat.st_size != want.get("size"):
                 return f"{name} has the wrong size"
             unchanged = stat.st_mtime_ns == want.get("mtime_ns")
-            if unchanged and "sample" in want:
+            if unchanged and "sample" in want and not full:
                 if sample_digest(entry, stat.st_size) != want["sample"]:
                     return f"{name} does not match its checksum"
             elif file_digest(entry) != want.get("sha256"):
                 return f"{name} does not match its checksum"
         except OSError as err:
             return f"{name}: {_reason(err)}"
-    return None
-
-
-def _record_checksums(folder: Path, record: dict) -> str | None:
-    """Add checksums to the marker of a copy converted by an older version (trusted as it is)."""
-    from decoders.records import atomic
-
-    try:
-        record["files"] = folder_checksums(folder)
-        atomic.write_text(folder / MARKER_FILE, json.dumps(record, indent=2), what="the cache marker")
-    except OSError:  # a read-only cache still loads; it is checked in full next time
-        pass
     return None
 
 
@@ -233,8 +241,14 @@ def _convert(path: Path, target: Path, report: LoadProgress) -> None:
 
     root = prepare_cache_root(target.parent)
     _remove_stale_partials(root)
-    if target.exists():  # a folder without the marker: an older, broken copy
-        shutil.rmtree(target, ignore_errors=True)
+    try:  # before any dequantising: what stands where the copy goes (a broken copy, a stray file)
+        if target.is_symlink() or (target.exists() and not target.is_dir()):
+            target.unlink()
+        elif target.exists():  # a folder without the marker: an older, broken copy
+            shutil.rmtree(target)
+    except OSError as err:
+        raise cache_error(root, f"{target.name} is in the way of the converted copy and cannot be removed "
+                                f"({_reason(err)})") from None
     partial = root / f"{PARTIAL_PREFIX}{target.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     started = time.perf_counter()
     try:
@@ -274,6 +288,13 @@ def _convert(path: Path, target: Path, report: LoadProgress) -> None:
     except OSError as err:  # atomic.WriteError included
         raise DecodeError(
             f"Cannot write the converted model to {root}: {_reason(err)}; "
+            f"free disk space or set {CACHE_ENV} to a writable folder."
+        ) from None
+    except Exception as err:  # safetensors' SafetensorError (a full disk while it writes) is no OSError
+        if type(err).__name__ != "SafetensorError":
+            raise
+        raise DecodeError(
+            f"Cannot write the converted model to {root}: {_first_line(err)[:300]}; "
             f"free disk space or set {CACHE_ENV} to a writable folder."
         ) from None
     finally:

@@ -43,9 +43,11 @@ def load_source(source: str, device, dtype, role: str, report: LoadProgress, dev
         try:
             model, tokenizer = _load_folder(folder, device, dtype, f"converted copy of {location}", device_map)
         except DecodeError:
-            if not was_cached:
+            # A cached copy that no longer loads because its files changed: convert it afresh. One
+            # that matches its checksums in full is sound, and the fault is elsewhere (a device map,
+            # a device): say so, and keep the copy.
+            if not was_cached or gguf_cache.verify_converted(folder, full=True) is None:
                 raise
-            # A cached copy that no longer loads (files deleted or damaged): convert it afresh.
             gguf_cache.discard_converted(location)
             folder = gguf_cache.ensure_converted(location, scaled_progress(report, 0.0, 0.7))
             model, tokenizer = _load_folder(folder, device, dtype, f"converted copy of {location}", device_map)
@@ -71,7 +73,13 @@ def classify_source(source: str) -> tuple[str, Path | None]:
         or source.count("/") > 1
         or not _HUB_ID.match(source)
     )
-    if path.exists():
+    try:
+        exists = path.exists()
+    except OSError as err:  # a name too long for the file system (ENAMETOOLONG), a symlink loop
+        shown = source if len(source) <= 120 else f"{source[:120]}... ({len(source)} characters)"
+        raise DecodeError(f"Model path {shown} cannot be looked up: {err.strerror or err}; "
+                          "pass a shorter path to an existing model folder or .gguf file.") from None
+    if exists:
         if path.is_dir():
             if not os.access(path, os.R_OK | os.X_OK):
                 raise DecodeError(f"Cannot read model folder {path}: permission denied; "

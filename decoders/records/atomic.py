@@ -39,6 +39,12 @@ def reason(err: OSError) -> str:
     return text[:1].lower() + text[1:]
 
 
+def shown_path(path: str | os.PathLike, most: int = 400) -> str:
+    """``path`` for a message: whole if short, else its start and its length (never 5,000 characters)."""
+    text = str(path)
+    return text if len(text) <= most else f"{text[:most]}... ({len(text)} characters)"
+
+
 def fix_for(err: OSError) -> str:
     return _FIXES.get(err.errno or 0, "check the path and try again")
 
@@ -60,7 +66,7 @@ class WriteError(DecodeError, OSError):
 def write_error(path: Path | str, err: OSError, what: str = "") -> WriteError:
     """One line: nothing was written to ``path``, why, and what to do."""
     noun = f"{what} " if what else ""
-    return WriteError(f"nothing was written to {noun}{path}: {reason(err)}; {fix_for(err)}",
+    return WriteError(f"nothing was written to {noun}{shown_path(path)}: {reason(err)}; {fix_for(err)}",
                       err.errno, err.strerror)
 
 
@@ -71,11 +77,17 @@ def write_bytes(path: str | os.PathLike, data: bytes, what: str = "", mode: int 
     (default: those of the file it replaces, else 0o666 less the umask, as `open` would).
     """
     shown = Path(path)
-    path = Path(os.path.realpath(path))  # through symlinks: replace the file, keep the link
-    folder = path.parent
-    if path.is_dir():
-        raise write_error(shown, OSError(errno.EISDIR, os.strerror(errno.EISDIR)), what)
-    if path.exists() and not path.is_file():
+    try:
+        path = Path(os.path.realpath(path))  # through symlinks: replace the file, keep the link
+        folder = path.parent
+        if path.is_dir():
+            raise write_error(shown, OSError(errno.EISDIR, os.strerror(errno.EISDIR)), what)
+        special = path.exists() and not path.is_file()
+    except WriteError:
+        raise
+    except OSError as err:  # a name too long for the file system
+        raise write_error(shown, err, what) from None
+    if special:
         return _write_special(path, shown, data, what)
     tmp_name = None
     try:
@@ -103,7 +115,17 @@ def _write_special(path: Path, shown: Path, data: bytes, what: str) -> Path:
     """A device, FIFO or socket (``/dev/stdout``, ``/dev/full``): written in place, since renaming a
     file over it would replace the device itself."""
     try:
-        with path.open("wb") as handle:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)  # a FIFO nothing reads: ENXIO, not a wait forever
+    except OSError as err:
+        if err.errno == errno.ENXIO:
+            noun = f"{what} " if what else ""
+            raise WriteError(f"nothing was written to {noun}{shown}: it is a FIFO (named pipe) that nothing reads; "
+                             "start the reader first (e.g. `cat FIFO`) or write to a regular file",
+                             err.errno, err.strerror) from None
+        raise write_error(shown, err, what) from None
+    try:
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "wb") as handle:
             _write_all(handle, data)
             handle.flush()
     except OSError as err:
@@ -156,7 +178,15 @@ def check_destination(path: str | os.PathLike, flag: str = "", what: str = "") -
     folder is writable (by creating and removing a temporary file, which also catches read-only
     file systems that `os.access` misses).
     """
-    path = Path(path)
+    try:
+        return _check_destination(Path(path), flag, what)
+    except OSError as err:  # a name too long for the file system, a symlink loop
+        given = f" (given to {flag})" if flag else ""
+        noun = f"{what} " if what else ""
+        raise DecodeError(f"cannot write {noun}to {shown_path(path)}{given}: {reason(err)}; {fix_for(err)}") from None
+
+
+def _check_destination(path: Path, flag: str, what: str) -> Path:
     folder = Path(os.path.realpath(path)).parent if path.is_symlink() else path.parent
     given = f" (given to {flag})" if flag else ""
     noun = f"{what} " if what else ""
@@ -180,7 +210,16 @@ def check_destination(path: str | os.PathLike, flag: str = "", what: str = "") -
 def check_folder_destination(folder: str | os.PathLike, flag: str = "", what: str = "") -> Path:
     """``folder`` as a Path when files can be written into it (it may not exist yet: then its
     nearest existing parent must be a writable folder); DecodeError saying why not, otherwise."""
-    folder = Path(folder)
+    try:
+        return _check_folder_destination(Path(folder), flag, what)
+    except OSError as err:  # a name too long for the file system, a symlink loop
+        given = f" (given to {flag})" if flag else ""
+        noun = f"{what} " if what else ""
+        raise DecodeError(f"cannot write {noun}into {shown_path(folder)}{given}: {reason(err)}; "
+                          f"{fix_for(err)}") from None
+
+
+def _check_folder_destination(folder: Path, flag: str, what: str) -> Path:
     given = f" (given to {flag})" if flag else ""
     noun = f"{what} " if what else ""
     if folder.exists() and not folder.is_dir():

@@ -77,6 +77,10 @@ def one_line(exc: msgspec.ValidationError, data: Any = None, root: str = "the re
         if length:
             want += f" of {length.group(1) or ''}{length.group(2)} items"
         return f"{where} must be {want}, got {m.group('got')}"
+    bound = re.match(r"Expected `(?P<want>[^`]+)` (?P<op>[<>]=?) (?P<n>\S+)$", what)
+    if bound:  # a declared bound: "Expected `float` > 0.0"
+        want = _WORDS.get(bound.group("want"), bound.group("want"))
+        return f"{where} must be {want} {bound.group('op')} {bound.group('n')}"
     if what.startswith("."):  # a check of the record's own: ".kinds has 1 entries for 20 tokens"
         return f"{where}{what}"
     return f"{where}: {what}"

@@ -70,6 +70,25 @@ def _check_lengths(run: Run, at: str) -> None:
             raise DecodeError(f"{at}.{key} has {len(getattr(run, key))} entries for {len(run.ids)} tokens")
 
 
+def check_params(params: dict[str, Any]) -> None:
+    """The saved parameters as the app will apply them: a registered method and every value within
+    its declared bounds (the app sets its panes from them when the run is opened)."""
+    from decoders.core.declarations import method_names
+    from decoders.core.params import DecodeParams
+
+    method = params.get("method")
+    if not isinstance(method, str) or method not in method_names():
+        shown = repr(method)[:60]
+        raise DecodeError(f"params.method is {shown}, not a method this version has "
+                          f"({', '.join(method_names())})")
+    try:
+        DecodeParams.from_json(params).validated(ui=True)
+    except DecodeError as exc:
+        raise DecodeError(f"params: {exc}") from None
+    except (TypeError, ValueError) as exc:
+        raise DecodeError(f"params: {type(exc).__name__}: {str(exc)[:200]}") from None
+
+
 def from_plain(data: Any, details: Iterable[type[Detail]] | None = None) -> RunResult:
     """A run record from plain JSON values (either schema); DecodeError naming the first bad field."""
     data = migrate(data)
@@ -80,12 +99,21 @@ def from_plain(data: Any, details: Iterable[type[Detail]] | None = None) -> RunR
     f.summary.extras = {k: v for k, v in data["summary"].items() if k not in Summary.__struct_fields__}
     for name in ("baseline", "method"):
         _check_lengths(getattr(f.runs, name), f"runs.{name}")
+    if f.params:
+        check_params(f.params)
     return RunResult(method=f.runs.method, baseline=f.runs.baseline, summary=f.summary, params=f.params,
                      prompt=f.prompt, prompt_ids=f.prompt_ids, family=f.family)
 
 
 def dumps(result: RunResult) -> str:
-    return json.dumps(result.to_json(), ensure_ascii=False, indent=1)
+    """The run as JSON text that is valid UTF-8: a lone surrogate (which no UTF-8 file can hold,
+    and which the reader refuses even escaped) is written as U+FFFD, so the rest is never lost."""
+    text = json.dumps(result.to_json(), ensure_ascii=False, indent=1)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
 
 
 def save(result: RunResult, path: Path) -> Path:
@@ -99,9 +127,10 @@ def save(result: RunResult, path: Path) -> Path:
 
 
 def read_bounded(path: Path) -> bytes:
+    from decoders.records.inputs import read_upto
+
     try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_RUN_BYTES + 1)
+        raw = read_upto(path, MAX_RUN_BYTES)
     except FileNotFoundError:
         raise DecodeError(f"no saved run at {path}; give the path of a RUN.json written by tui-decode") from None
     except IsADirectoryError:

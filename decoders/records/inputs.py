@@ -7,7 +7,10 @@ of memory and a clear message, not the machine.
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
+import time
 from pathlib import Path
 
 from decoders.core.errors import DecodeError
@@ -24,6 +27,44 @@ def _size_words(n: int) -> str:
     return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
 
 
+class NoWriterError(OSError):
+    """A FIFO that no process writes to: reading it would wait forever."""
+
+    def __init__(self, path: os.PathLike | str):
+        super().__init__(errno.EAGAIN, "it is a FIFO (named pipe) that nothing writes to; start the writer first "
+                                       "or give a regular file", str(path))
+
+
+def read_upto(path: str | os.PathLike, limit: int) -> bytes:
+    """At most ``limit`` bytes of ``path``. A FIFO is opened without waiting for a writer: one with
+    none is `NoWriterError`, not a read that never ends; a pipe being written to (``/dev/stdin``
+    of ``echo hi |``) is read as usual. OSError as `open` and `read` raise them."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if stat.S_ISFIFO(os.fstat(fd).st_mode):
+            first, writer = b"", False
+            for _ in range(10):  # a writer waiting in its own open() gets a moment to arrive
+                try:
+                    first = os.read(fd, min(limit + 1, 1 << 16))
+                except BlockingIOError:  # a writer is there, nothing written yet
+                    writer = True
+                    break
+                if first:
+                    writer = True
+                    break
+                time.sleep(0.02)
+            if not writer:
+                raise NoWriterError(path)
+            os.set_blocking(fd, True)
+            with os.fdopen(os.dup(fd), "rb") as handle:
+                return first + handle.read(limit + 1 - len(first))
+        os.set_blocking(fd, True)
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            return handle.read(limit + 1)
+    finally:
+        os.close(fd)
+
+
 def read_bytes(path: str | os.PathLike, what: str, limit: int, fix: str) -> bytes:
     """At most ``limit`` bytes of ``path``; DecodeError if it is larger, missing, a folder or unreadable.
 
@@ -31,8 +72,7 @@ def read_bytes(path: str | os.PathLike, what: str, limit: int, fix: str) -> byte
     """
     path = Path(path)
     try:
-        with path.open("rb") as handle:
-            data = handle.read(limit + 1)
+        data = read_upto(path, limit)
     except FileNotFoundError:
         raise DecodeError(f"cannot read {what} {path}: it does not exist; {fix}") from None
     except IsADirectoryError:

@@ -3,11 +3,15 @@ by `decoders.analysis.summary`, which this layer does not import)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
 from decoders.records.codec import convert
+
+#: A ratio of two speeds or step times: a saved one of 0 or less cannot have been measured (and
+#: every "x faster / x slower" divides by it). Checked when a run is read, not when one is made.
+Ratio = Annotated[float, msgspec.Meta(gt=0)]
 
 #: Top-2 logit margins below this are float32 noise between a wide forward and a one-token step.
 NEAR_TIE = 1e-3
@@ -28,7 +32,7 @@ class Summary(msgspec.Struct, kw_only=True):
     baseline_forwards: int = 0
     iterations: int = 0
     tau: float | None = None
-    speedup_wall: float | None = None  # end to end, over the tokens both runs produced (see compared_tokens)
+    speedup_wall: Ratio | None = None  # end to end, over the tokens both runs produced (see compared_tokens)
     baseline_ms: float = 0.0
     method_ms: float = 0.0
     baseline_ms_per_token: float = 0.0
@@ -39,14 +43,14 @@ class Summary(msgspec.Struct, kw_only=True):
     decode_ms_per_token: float | None = None  # after the first iteration
     baseline_ttft_ms: float | None = None
     baseline_decode_ms_per_token: float | None = None
-    speedup_decode: float | None = None  # decode tokens/s over the baseline's, rescaled by the drift
+    speedup_decode: Ratio | None = None  # decode tokens/s over the baseline's, rescaled by the drift
     speedup_spread: float | None = None  # two standard errors of the decode speedup, as a ratio
     speedup_wall_spread: float | None = None  # two standard errors of the end-to-end one (the prefill's noise in it)
     compared_tokens: int | None = None  # the first N tokens both runs produced (N < tokens: one stopped early)
     pairing: str | None = None  # how the baseline was timed: interleaved with the method, or sequential
     speedup_decode_raw: float | None = None  # sequential: the decode speedup before the drift's rescaling
     machine_change: float | None = None  # interleaved: the machine's step time at the run's end over its start
-    drift: float | None = None  # one-token step now over the baseline's then (probe after the run)
+    drift: Ratio | None = None  # one-token step now over the baseline's then (probe after the run)
     drift_own_steps: int | None = None  # of the drift's pairs, the run's own one-token steps (0: the probe alone)
     probe_ms: list[float] | None = None
     verify_cost_curve: list[float] | None = None  # T(k), k = 1..16: a k-token forward in one-token forwards

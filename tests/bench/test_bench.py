@@ -222,6 +222,10 @@ def test_helper_model_runs_transformers_assisted_generation(tmp_path, prompts_fi
     ('{"question_id": 1, "turns": ["x"]}\n', [], "line 1 lacks category"),
     ('{"question_id": 1, "category": "qa", "turns": []}\n', [], "turns must be a list whose first item"),
     ("\n\n", [], "holds no prompts"),
+    ('{"question_id": NaN, "category": "qa", "turns": ["x"]}\n', [],  # issue 26: bare NaN in report.json
+     "line 1: question_id is nan, which the JSON report cannot hold"),
+    ('{"question_id": 1, "category": "qa", "turns": ["a \\ud800 b"]}\n', [],  # issue 26: the tokenizer's TypeError
+     "line 1: the first turn is not valid UTF-8 text"),
     (PROMPTS, ["--methods", "ar,warp"], "unknown method 'warp' in --methods"),
     (PROMPTS, ["--methods", " , "], "no methods given"),
     (PROMPTS, ["--sweep", "gamma=5..1"], "bad sweep 'gamma=5..1': 5 > 1"),
@@ -229,6 +233,9 @@ def test_helper_model_runs_transformers_assisted_generation(tmp_path, prompts_fi
     (PROMPTS, ["--sweep", "gamma=a..b"], "the values must be integers"),
     (PROMPTS, ["--sweep", "gamma"], "bad sweep 'gamma'"),
     (PROMPTS, ["--sweep", "block=0..2"], "the values must be integers >= 1"),
+    (PROMPTS, ["--sweep", "gamma=1..99999999999999999999"], "over 10^12 values, at most 32"),  # issue 26: OverflowError
+    (PROMPTS, ["--sweep", "gamma=1..1000000000"], "1000000000 values, at most 32"),  # issue 26: an 8 GB list first
+    (PROMPTS, ["--sweep", "gamma=1," + "2" * 200_000], "bad sweep 'gamma=1,222"),  # not the whole 200 kB again
     (PROMPTS, ["--limit", "0"], "limit must be an integer >= 1"),
     (PROMPTS, ["--repeats", "0"], "repeats must be an integer >= 1"),
     (PROMPTS, ["--threads", "0"], "threads must be an integer >= 1"),
@@ -245,7 +252,7 @@ def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, content, argv, messa
     code, out, err = run_cli(capsys, "bench", "--prompts", str(path), "--main", "/nonexistent/model", *argv)
     assert code == 2
     assert message in err
-    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.count("\n") == 1 and "Traceback" not in err and len(err) < 2000
     assert out == ""
 
 

@@ -179,3 +179,15 @@ def test_run_repeats_pools_the_speedups_of_runs_each_beside_its_own_baseline(cap
 def test_run_repeats_is_bounded(capsys, value, message):
     code, _, err = run_cli(capsys, "run", "--repeats", value, *PROMPT)
     assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_stdout_closed_early_is_exit_141_as_the_readme_says():
+    """Issue 26: `tui-decode families | head -1` (rich's broken-pipe handler) exited 1 without a word."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "tui_decode", "families"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader is gone before anything is written
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 141 and b"Traceback" not in err, err

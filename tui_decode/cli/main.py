@@ -44,6 +44,13 @@ def bounded_int(flag: str, low: int, high: int):
 class OneLineParser(argparse.ArgumentParser):
     """argparse, but a usage error is one line that says what was wrong and where help is."""
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # `--temperature -inf` is a value, as `-1.5` is, not an unknown flag ("expected one argument").
+        import re
+
+        self._negative_number_matcher = re.compile(r"^-(\d+\.?\d*(e[+-]?\d+)?|\.\d+|inf|infinity|nan)$", re.I)
+
     def error(self, message: str):  # type: ignore[override]
         raise DecodeError(f"{message} (see `{self.prog} --help`)")
 
@@ -58,6 +65,18 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 MAX_THREADS = 1024  # torch threads a user can ask for
+
+
+def stdout_console(**kwargs):
+    """A rich Console on stdout whose broken pipe (`tui-decode run | head -1`) is the BrokenPipeError
+    `main` turns into exit 141; rich's own handler exits 1 without a word."""
+    from rich.console import Console
+
+    class PipeConsole(Console):
+        def on_broken_pipe(self) -> None:
+            raise BrokenPipeError(32, "Broken pipe")
+
+    return PipeConsole(**kwargs)
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
@@ -158,6 +177,11 @@ def family_spec(args: argparse.Namespace):
     from decoders.models.families import resolve_family
     from decoders.models.family import FamilySpec
 
+    for flag, value in (("--family", args.family), ("--main", args.main), ("--helper", args.helper),
+                        ("--self-draft", getattr(args, "self_draft", None)),
+                        ("--device-map", getattr(args, "device_map", None))):
+        if value is not None and not value.strip():
+            raise DecodeError(f"{flag} is empty; give it a value or leave the flag out (see `tui-decode --help`)")
     if args.main and args.family:
         raise DecodeError("give either --family NAME or --main SRC, not both")
     if args.helper and args.self_draft_layer is not None:
@@ -213,6 +237,8 @@ def read_prompt(args: argparse.Namespace) -> str:
     """The prompt text: from --prompt-file (read up to a bound, UTF-8) or --prompt (valid UTF-8)."""
     from decoders.records.inputs import MAX_PROMPT_BYTES, check_text, read_text
 
+    if args.prompt_file is not None and not args.prompt_file.strip():
+        raise DecodeError("--prompt-file is empty; give the path of a UTF-8 text file")
     if args.prompt_file:
         return read_text(args.prompt_file, "the prompt file", MAX_PROMPT_BYTES,
                          "give a readable UTF-8 text file to --prompt-file")
@@ -249,6 +275,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     prompt = read_prompt(args)
     if not prompt.strip():
         raise DecodeError("the prompt is empty; give some text with --prompt or --prompt-file")
+    if args.json is not None and not args.json.strip():
+        raise DecodeError("--json is empty; give the path of a file to write the run to (or - for stdout)")
     if args.json and args.json != "-":
         check_destination(args.json, "--json", "the run")  # before any model time is spent
     set_threads(args)
@@ -270,7 +298,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             err.print(f"run written to {args.json}")
         except DecodeError as exc:  # keep the result: show it, then say what was not written
             failed = exc
-    out = Console()
+    out = stdout_console()
     out.print(Panel(Text(result.method.text), title="output", title_align="left", expand=False))
     out.print(summary_table(result))
     if len(results) > 1:
@@ -283,16 +311,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_families(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from decoders.models.families import all_families, config_path
     from tui_decode.cli.families import families_table
 
     table = families_table(all_families(), config_path())
-    console = Console()
+    console = stdout_console()
     if not console.is_terminal:  # piped: every id whole on its row, however wide, for grep and cut
         wide = console.measure(table, options=console.options.update_width(1000)).maximum
-        console = Console(width=max(console.width, wide))
+        console = stdout_console(width=max(console.width, wide))
     console.print(table)
     return 0
 
@@ -313,6 +339,8 @@ def cmd_app(args: argparse.Namespace) -> int:
     from tui_decode.state.settings import DEFAULT_PROMPT, START_PARAMS, Settings
 
     check_threads(args)
+    if getattr(args, "open", None) is not None and not args.open.strip():
+        raise DecodeError("--open is empty; give the path of a RUN.json saved by tui-decode")
     opened = RunResult.load(args.open) if getattr(args, "open", None) else None
     settings = None
     if getattr(args, "method", None) is not None:  # the launch flags: the first run's parameters

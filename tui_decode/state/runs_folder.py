@@ -4,6 +4,7 @@ and the saved runs newest first."""
 from __future__ import annotations
 
 import os
+import stat
 import time
 from pathlib import Path
 
@@ -34,7 +35,19 @@ def run_file_stem(result: RunResult, folder: Path, now: float | None = None) -> 
 
 
 def saved_runs(folder: Path) -> list[Path]:
-    """Saved run files in ``folder``, newest first."""
-    if not folder.is_dir():
+    """Saved run files in ``folder``, newest first: regular files only (a dangling symlink, a
+    folder or a FIFO named ``*.json`` is not a run, and opening a FIFO would wait forever)."""
+    try:
+        if not folder.is_dir():
+            return []
+        found = []
+        for path in folder.glob("*.json"):
+            try:
+                info = path.stat()
+            except OSError:  # a dangling or looping symlink, a name too long, a file gone meanwhile
+                continue
+            if stat.S_ISREG(info.st_mode):
+                found.append((info.st_mtime, path))
+    except OSError:
         return []
-    return sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+    return [path for _, path in sorted(found, key=lambda pair: pair[0], reverse=True)]

@@ -8,6 +8,7 @@ green means faster beyond the spread, red slower beyond it."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from rich.console import Group
@@ -84,21 +85,46 @@ def speed_lines(words: str, room: int) -> str:
     return words
 
 
-def gamma_plot_data(s: Summary) -> PlotData:
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _pairs(series: Any) -> list[list[float]] | None:
+    """``series`` when it is a list of [draft length >= 1, speedup] pairs of finite numbers (a
+    saved run's extras are not declared types: a hand-edited one may hold anything), else None."""
+    if not isinstance(series, list):
+        return None
+    for row in series:
+        if not (isinstance(row, list) and len(row) == 2 and _number(row[0]) and _number(row[1])
+                and 1 <= row[0] <= 1 << 16):
+            return None
+    return series
+
+
+def gamma_plot_data(s: Summary) -> PlotData | None:
     """Speculative decoding's predicted speedup against gamma (``extras["curve"]``), the
     cost-aware curve with the measured T(gamma+1) (``extras["cost_curve"]``; a saved run from
-    before T(k) was measured: its one verify cost), and the run as a measured point."""
+    before T(k) was measured: its one verify cost), and the run as a measured point; None when
+    the curve is not one (a saved run that holds something else there: no plot, not a crash)."""
     extras = s.extras
-    cost_curve = extras.get("cost_curve")
-    if not cost_curve and s.verify_cost:
-        cost_curve = [[g, round(cost_aware_speedup(extras["alpha_hat"], int(g), extras["c_hat"], s.verify_cost), 3)]
-                      for g, _ in extras["curve"]]
-    gamma = int(extras.get("gamma_used") or extras.get("gamma") or 1)  # where the run drafted
+    curve = _pairs(extras.get("curve"))
+    if not curve:
+        return None
+    cost_curve = _pairs(extras.get("cost_curve")) if extras.get("cost_curve") else None
+    alpha, c_hat = extras.get("alpha_hat"), extras.get("c_hat")
+    if (not cost_curve and _number(s.verify_cost) and s.verify_cost > 0 and _number(alpha) and _number(c_hat)
+            and c_hat >= 0):
+        cost_curve = _pairs([[g, round(cost_aware_speedup(alpha, int(g), c_hat, s.verify_cost), 3)]
+                             for g, _ in curve])
+    drafted = extras.get("gamma_used") or extras.get("gamma") or 1
+    gamma = int(drafted) if _number(drafted) and 1 <= drafted <= 1 << 16 else 1  # where the run drafted
     speed = headline_speed(s)
     points = [Point(gamma, speed, s.speedup_spread)] if speed is not None else []
-    return PlotData(extras["curve"], cost_curve, gamma, points, best_curve=extras.get("gamma_star"),
-                    best_cost_aware=extras.get("gamma_star_cost_aware") if extras.get("cost_curve") else None,
-                    extrapolated=bool(extras.get("gamma_star_extrapolated")))
+    best, best_cost = extras.get("gamma_star"), extras.get("gamma_star_cost_aware")
+    if not isinstance(best_cost, (int, str)) or not extras.get("cost_curve"):
+        best_cost = None  # the curve drawn is the one rebuilt from the verify cost: its own best
+    return PlotData(curve, cost_curve, gamma, points, best_curve=best if isinstance(best, (int, str)) else None,
+                    best_cost_aware=best_cost, extrapolated=bool(extras.get("gamma_star_extrapolated")))
 
 
 class StatsPane(VerticalScroll):
@@ -220,7 +246,7 @@ class StatsPane(VerticalScroll):
         self.figures.update(Group(grid, own) if own.row_count else grid)
         self._shown_summary = (s, per_iter, baseline_tokens, judged)
         self.acceptance.show(s)
-        self._plot(gamma_plot_data(s) if curve else None)
+        self._plot(gamma_plot_data(s) if curve else None)  # None for a curve that is not one
         self.explanation.update(Text(s.explanation, style="italic"))
 
     def _speed(self, speed: float, spread: float | None) -> Text:

@@ -90,8 +90,19 @@ class RunFiles:
         except DecodeError as error:
             self.report_error(str(error))
             return
+        previous, prompt, settings = self.result, self.prompt_pane.text, self.settings
+        try:
+            self.show_result(result, opened_name=path.name)
+        except DecodeError as error:  # the session keeps what it showed: its run, prompt and parameters
+            self.prompt_pane.text = prompt
+            self.apply_settings(settings)
+            if previous is not None:
+                self.show_result(previous)
+            else:
+                self.result = None
+            self.report_error(f"cannot show {path.name}: {error}")
+            return
         self.history.record(result, "opened", path)
-        self.show_result(result, opened_name=path.name)
         self.status.set(f"opened {path.name}", "done")
 
 
@@ -149,11 +160,23 @@ def _write(screen: RunFilesHost, result: RunResult, svg: str) -> None:
     stem = run_file_stem(result, folder)
     try:
         result.save(folder / f"{stem}.json")
-        atomic.write_text(folder / f"{stem}.svg", svg, "screenshot")
-    except OSError as error:
-        screen.report_error(f"cannot save in {folder}: {error.strerror or error}; set TUI_DECODE_RUNS_DIR "
+    except (OSError, DecodeError) as error:
+        screen.report_error(f"cannot save in {folder}: {_reason(error)}; set TUI_DECODE_RUNS_DIR "
                             "to a writable folder")
         return
     screen.history.mark_saved(result, folder / f"{stem}.json")
+    try:  # the screenshot's text as UTF-8, a character no file can hold as U+FFFD
+        atomic.write_bytes(folder / f"{stem}.svg", svg.encode("utf-8", "replace"), "screenshot")
+    except (OSError, DecodeError) as error:
+        screen.report_error(f"saved {stem}.json in {folder}, but not its screenshot {stem}.svg: {_reason(error)}; "
+                            "free some disk space and press ctrl+s again for both")
+        screen.status.set(f"saved {stem}.json in {folder} (no screenshot)", "done")
+        return
     screen.status.set(f"saved {stem}.json and {stem}.svg in {folder}", "done")
     screen.notify(f"{stem}.json + .svg in {folder}", title="Saved")
+
+
+def _reason(error: Exception) -> str:
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    return str(error)

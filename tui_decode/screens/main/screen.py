@@ -26,6 +26,7 @@ from textual.screen import Screen
 from textual.widgets import TextArea
 
 from decoders.core.errors import DecodeError
+from decoders.records.inputs import check_text
 from decoders.records.run import RunResult
 from tui_decode.screens.history_screen import compare_with_baseline, open_history
 from tui_decode.screens.keys import QUIT
@@ -318,6 +319,7 @@ class MainScreen(ResponsiveLayout, RunView, RunFiles, FamilySwitching, FamilyLoa
         try:
             if not prompt.strip():
                 raise DecodeError("the prompt is empty; type a prompt in the Prompt pane (e edits it)")
+            check_text(prompt, "the prompt", "retype that character in the Prompt pane (e edits it)")
             settings.params.validated(ui=True)
         except DecodeError as error:
             self.report_error(str(error))
