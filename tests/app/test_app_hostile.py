@@ -93,7 +93,8 @@ async def _open_first_keeping_the_session(app, pilot, message: str) -> None:
     screen = app.main_screen
     screen.prompt_pane.editor.insert(" w13 w14")  # an edit not saved anywhere
     edited = screen.prompt_pane.text
-    await pilot.press("escape", "ctrl+o", "enter")
+    await pilot.press("escape", "ctrl+o", "enter")  # the newest saved run ...
+    await pilot.press("down", "enter")  # ... opened anyway over the edit (ctrl+o asks first)
     await wait_for(pilot, lambda: errors(app))
     await pilot.pause()
     assert message in errors(app)[-1], errors(app)
