@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from decoders.bench.common import BASELINE
@@ -51,17 +51,6 @@ class HFRun:
     @property
     def tau(self) -> float | None:
         return len(self.ids) / self.target_forwards if self.target_forwards else None
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> HFRun:
-        return cls(**{name: d[name] for name in cls.__dataclass_fields__})
-
-    def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["tokens"] = len(self.ids)
-        d["ms_per_token"] = round(self.ms_per_token, 3)
-        d["tau"] = None if self.tau is None else round(self.tau, 3)
-        return d
 
 
 def transformers_model(obj) -> Any | None:

@@ -12,13 +12,14 @@ from typing import Any, Sequence
 
 from decoders.analysis.summary import first_divergence
 from decoders.bench.aggregate import MethodStats
-from decoders.bench.common import BASELINE
+from decoders.bench.common import BASELINE, known
 from decoders.bench.prompts import group_label
 from decoders.bench.suite import REPORT_SCHEMA, BenchReport
 from decoders.bench.sweep import SweepReport
 from decoders.bench.targets import is_tree
 from decoders.core.declarations import get_method
 from decoders.core.errors import DecodeError
+from decoders.records.codec import convert
 
 DASH = "–"
 NO_COUNTERPART = "no counterpart"
@@ -106,19 +107,19 @@ def _figure_cells(method: str, stats: MethodStats) -> list[str]:
     return [
         _method(method),
         _num(ours.tau),
-        _speedup_cell(ours.speedup, ours.speedup_spread, method, ours.acceptance),
+        _speedup_cell(ours.speedup, ours.speedup_spread, method, known(ours.acceptance)),
         _spread(ours.speedup, ours.speedup_spread),
-        _num(ours.acceptance),
-        _num(ours.mean_acceptance_length),
-        _positions(ours.per_position_acceptance),
+        _num(known(ours.acceptance)),
+        _num(known(ours.mean_acceptance_length)),
+        _positions(known(ours.per_position_acceptance)),
         _count(ours.identical, ours.n),
         _num(ours.ms_per_token, 1),
         _num(theirs and theirs.tau),
         _num(theirs and theirs.speedup, suffix="x") if theirs or method == BASELINE else NO_COUNTERPART,
         _num(theirs and theirs.ms_per_token, 1),
         _count(ours.matches_transformers, ours.n) if theirs else DASH,
-        _num(stats.ratio_ms_per_token),
-        _num(stats.ratio_speedup),
+        _num(known(stats.ratio_ms_per_token)),
+        _num(known(stats.ratio_speedup)),
     ]
 
 
@@ -180,13 +181,14 @@ def spec_section(report: BenchReport) -> str | None:
             (group_label(g), per[label]) for g, per in report.groups.items() if label in per]
         for scope, stats in scopes:
             s, theirs = stats.ours, stats.theirs
-            measured, predicted, aware = s.speedup, s.predicted_speedup, s.predicted_speedup_cost_aware
+            measured, predicted, aware = s.speedup, known(s.predicted_speedup), known(s.predicted_speedup_cost_aware)
             if is_tree(label):  # the theorem's E[tokens] is a linear draft's
                 predicted = aware = None
             rows.append([_method(label), scope, _num(measured, suffix="x"), _num(predicted, suffix="x"),
                          DASH if not (measured and predicted) else f"{measured / predicted - 1:+.0%}",
                          _num(aware, suffix="x"), DASH if not (measured and aware) else f"{measured / aware - 1:+.0%}",
-                         _num(s.acceptance), _num(s.alpha_hat), _num(s.c_hat), _num(s.verify_cost), _num(s.tau),
+                         _num(known(s.acceptance)), _num(known(s.alpha_hat)), _num(known(s.c_hat)), _num(s.verify_cost),
+                         _num(s.tau),
                          _count(s.identical, s.n),
                          _num(theirs.speedup, suffix="x") if theirs else NO_COUNTERPART])
     return _table(("row", "", "measured", "Thm 3.8", "off by", "cost-aware", "off by", "acceptance", "alpha_hat",
@@ -208,13 +210,13 @@ def variants_section(report: BenchReport) -> str | None:
 def record_section(report: BenchReport) -> str | None:
     rows = []
     for method, stats in report.overall.items():
-        if not stats.record_runs or stats.record_overhead is None:
+        if stats.overhead is None:
             continue
         samples = [s for s in report.samples if method in s.record_on]
         off = sum(s.ours[method].wall_ms for s in samples)
         on = sum(s.record_on[method].wall_ms for s in samples)
         rows.append([_method(method), f"{off / 1000:.2f} s", f"{on / 1000:.2f} s",
-                     f"{stats.record_overhead:+.1%}", str(len(samples))])
+                     f"{stats.overhead:+.1%}", str(len(samples))])
     if not rows:
         return None
     return _table(("method", "record=False", "record=True", "overhead", "runs"), rows)
@@ -365,24 +367,28 @@ def render_sweep_markdown(report: SweepReport) -> str:
     return "\n".join(lines + _notes(report))
 
 
-def report_from_json(data: dict[str, Any]) -> Report:
-    """A report back from report.json's contents; DecodeError for another schema or kind."""
+def report_from_json(data: Any, root: str = "the report") -> Report:
+    """A report back from report.json's contents, every field checked by its declared type;
+    DecodeError for another schema or kind, or in one line naming the first bad field."""
     if not isinstance(data, dict) or data.get("schema") != REPORT_SCHEMA:
         raise DecodeError(f"not a bench report of schema {REPORT_SCHEMA}; give the report.json that "
                           "`tui-decode bench` wrote")
-    kinds = {"bench": BenchReport, "sweep": SweepReport}
+    kinds: dict[str, type[BenchReport] | type[SweepReport]] = {"bench": BenchReport, "sweep": SweepReport}
     if data.get("kind") not in kinds:
         raise DecodeError(f"unknown report kind {data.get('kind')!r}; a bench report is of kind bench or sweep")
-    return kinds[data["kind"]].from_json(data)
+    return convert(data, kinds[data["kind"]], root=root)
 
 
 def load_report(path: str | Path) -> Report:
-    """Read a saved report.json."""
+    """Read a saved report.json; DecodeError naming the file (and the field, for a damaged one)."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise DecodeError(f"cannot read the report {path}: {getattr(exc, 'strerror', None) or exc}") from None
-    return report_from_json(data)
+    try:
+        return report_from_json(data)
+    except DecodeError as exc:
+        raise DecodeError(f"{path} is not a valid bench report: {exc}") from None
 
 
 def write_report(report: Report, out_dir: str | Path) -> tuple[Path, Path]:

@@ -3,15 +3,17 @@ missed, by how much, and the figures that say why."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
+from msgspec.structs import replace
+
 from decoders.bench.aggregate import Figures, MethodStats, speedup_spread
-from decoders.bench.common import BASELINE, FlatRecord
+from decoders.bench.common import BASELINE, known
 from decoders.bench.measure import AGAIN, Sample
 from decoders.bench.prompts import group_label
 from decoders.bench.variants import variant_of
 from decoders.core.declarations import BENCH_TARGET_KINDS, BenchTarget, Method, all_methods, get_method
+from decoders.records.codec import Record
 
 AR_RATIO_TARGET = 0.8  # our AR ms/token <= 0.8 x transformers generate()
 THM38_TOLERANCE = 0.15  # measured speculative speedup within 15% of Theorem 3.8
@@ -20,8 +22,7 @@ NOISE_TARGET = 0.03  # autoregressive against its own baseline: spread under 3% 
 MIN_RUNS_TO_JUDGE = 4  # prompt runs below which no target is called met or missed
 
 
-@dataclass(frozen=True)
-class Target(FlatRecord):
+class Target(Record, frozen=True):
     """One row of the targets table."""
 
     key: str
@@ -46,7 +47,7 @@ def evaluate_targets(figures: Figures, rows: Mapping[str, str] | Sequence[str], 
             labels = [label for label, name in rows.items() if name == method.name]
             for declared in (t for t in method.bench_targets if t.kind == kind and labels):
                 targets += _declared_targets(declared, method, labels, figures)
-    targets += [_record_target(label, method, figures.overall[label]) for label, method in rows.items()]
+    targets += [_record_target(label, method, figures.overall[label], samples) for label, method in rows.items()]
     judged = [t for t in targets if t is not None]
     if len(samples) < MIN_RUNS_TO_JUDGE:  # a figure from a prompt or two is an anecdote, not a verdict
         judged = [replace(t, met=None, margin=f"too few runs to judge ({len(samples)} prompt runs; "
@@ -94,8 +95,8 @@ def _beats_target(groups: dict[str, dict[str, MethodStats]], label: str, other: 
 
 
 def _ar_target(ar: MethodStats, samples: Sequence[Sample], floor_ms: float | None) -> Target | None:
-    ratio = ar.ratio_ms_per_token
-    if ratio is None:
+    ratio = known(ar.ratio_ms_per_token)
+    if ratio is None or ar.theirs is None:
         return None
     same = sum(1 for s in samples if s.ours[BASELINE].ids == s.theirs[BASELINE].ids)
     met = ratio <= AR_RATIO_TARGET
@@ -174,17 +175,18 @@ def _counterpart_targets(groups: dict[str, dict[str, MethodStats]], method: Meth
 
 
 def _theorem_target(label: str, method: Method, text: str, spec: MethodStats | None) -> Target | None:
-    if spec is None or not spec.ours.predicted_speedup:
+    theorem = spec.ours.theorem if spec is not None else None
+    if spec is None or theorem is None or not theorem.predicted_speedup:
         return None
     ours = spec.ours
-    broken = ours.theorem.premise_broken() if ours.theorem is not None else None
+    broken = theorem.premise_broken()
     if broken:
         return Target(f"{method.name}_thm38" + ("" if label == method.name else f":{label}"),
                       text + ("" if label == method.name else f", {label}"),
                       f"measured within {THM38_TOLERANCE:.0%} of predicted",
-                      f"measured {ours.speedup:.2f}x vs predicted {ours.predicted_speedup:.2f}x", None,
+                      f"measured {ours.speedup:.2f}x vs predicted {theorem.predicted_speedup:.2f}x", None,
                       "not judged: " + broken, "a fixed-γ row is judged: add --methods 'spec[draft_policy=fixed]'")
-    measured, predicted, aware = ours.speedup, ours.predicted_speedup, ours.predicted_speedup_cost_aware
+    measured, predicted, aware = ours.speedup, theorem.predicted_speedup, theorem.predicted_speedup_cost_aware
     error = measured / predicted - 1
     aware_note = (f"cost-aware prediction {aware:.2f}x (measured {measured / aware - 1:+.0%} off it, verify cost "
                   f"{ours.verify_cost or 0:.2f} one-token forwards)" if aware else "")
@@ -193,16 +195,18 @@ def _theorem_target(label: str, method: Method, text: str, spec: MethodStats | N
         f"{method.name}_thm38" + ("" if label == method.name else f":{label}"),
         text + ("" if label == method.name else f", {label}"),
         f"measured within {THM38_TOLERANCE:.0%} of predicted",
-        f"measured {measured:.2f}x vs predicted {predicted:.2f}x (alpha {ours.alpha_hat:.2f}, c {ours.c_hat:.2f})",
+        f"measured {measured:.2f}x vs predicted {predicted:.2f}x "
+        f"(alpha {theorem.alpha_hat:.2f}, c {theorem.c_hat:.2f})",
         within, f"{error:+.0%} off the prediction" + ("" if within else
                                                      f" (missed by {abs(error) - THM38_TOLERANCE:.0%})"),
         aware_note)
 
 
-def _record_target(label: str, method: str, stats: MethodStats) -> Target | None:
-    overhead = stats.record_overhead
-    if not stats.record_runs or overhead is None:
+def _record_target(label: str, method: str, stats: MethodStats, samples: Sequence[Sample]) -> Target | None:
+    overhead = stats.overhead
+    if overhead is None:
         return None
+    runs = sum(1 for s in samples if label in s.record_on)
     met = overhead <= RECORD_OVERHEAD_TARGET
     return Target(
         f"record_overhead_{label}",
@@ -210,4 +214,4 @@ def _record_target(label: str, method: str, stats: MethodStats) -> Target | None
         f"<= {RECORD_OVERHEAD_TARGET:.0%} of wall time", f"{overhead:+.1%}", met,
         f"{RECORD_OVERHEAD_TARGET - overhead:.1%} to spare" if met else
         f"missed by {overhead - RECORD_OVERHEAD_TARGET:.1%}",
-        f"total wall time of {stats.record_runs} record=True runs against their record=False twins")
+        f"total wall time of {runs} record=True runs against their record=False twins")
