@@ -19,7 +19,7 @@ from decoders.bench.prompts import group_rank
 from decoders.records.codec import Record
 
 
-class SideStats(Record, frozen=True, kw_only=True, omit_defaults=True):
+class SideStats(Record, kw_only=True, omit_defaults=True):
     """Pooled figures of one method on one side (ours or transformers') over a set of prompts, as
     report.json holds them: acceptance only where it was judged (drafting methods of ours) and
     Theorem 3.8's figures only where the method predicts them (UNSET: left out), None figures
@@ -117,15 +117,16 @@ def speedup_spread(entries: Sequence[OursEntry | TheirsEntry], speedup: float | 
 def _vllm_acceptance(drafting: Sequence[Drafting]) -> dict[str, Any]:
     """Mean acceptance length and per-position acceptance pooled over runs: counts are summed
     before dividing, as vLLM does over a serving window."""
-    counted = [d for d in drafting if d.drafts is not None and d.accepted_per_pos is not None]
-    drafts = sum(d.drafts for d in counted)
+    counted = [(d, d.drafts, d.accepted_per_pos) for d in drafting]
+    counts = [(d, n, per) for d, n, per in counted if n is not None and per is not None]
+    drafts = sum(n for _, n, _ in counts)
     if not drafts:
         return {}
-    per_pos = [0] * max(len(d.accepted_per_pos) for d in counted)
-    for d in counted:
-        for i, accepted in enumerate(d.accepted_per_pos):
+    per_pos = [0] * max(len(per) for _, _, per in counts)
+    for _, _, per in counts:
+        for i, accepted in enumerate(per):
             per_pos[i] += accepted
-    return {"mean_acceptance_length": round(1 + sum(d.accepted for d in counted) / drafts, 3),
+    return {"mean_acceptance_length": round(1 + sum(d.accepted for d, _, _ in counts) / drafts, 3),
             "per_position_acceptance": [round(a / drafts, 3) for a in per_pos]}
 
 
@@ -140,7 +141,7 @@ def _pooled_theorem(theorems: list[Theorem]) -> Theorem | None:
     return Theorem(**{key: pooled(key) for key in Theorem.__struct_fields__})
 
 
-class MethodStats(Record, frozen=True, kw_only=True, omit_defaults=True):
+class MethodStats(Record, kw_only=True, omit_defaults=True):
     """Ours, transformers' and the ratios ours/theirs for one method over a set of prompts, as
     report.json holds them: the ratios only beside transformers' figures, the recording overhead
     only where the method also ran with recording on (UNSET: left out)."""

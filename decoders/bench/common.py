@@ -18,8 +18,8 @@ T = TypeVar("T")
 
 def mean(values: Iterable[float | None]) -> float | None:
     """The mean of the values that are not None (None when there are none)."""
-    values = [v for v in values if v is not None]
-    return statistics.fmean(values) if values else None
+    present = [v for v in values if v is not None]
+    return statistics.fmean(present) if present else None
 
 
 def ratio(a: float | None, b: float | None) -> float | None:

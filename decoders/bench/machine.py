@@ -82,14 +82,14 @@ def busy_note(load: list[float] | None) -> str | None:
 
 def family_info(family: Family) -> dict[str, Any]:
     """The model family as the report describes it, with its backend and weight bytes."""
-    info = dict(family.describe())
+    info: dict[str, Any] = dict(family.describe())
     info["backend"] = type(family.main).__name__
     info["weight_bytes"] = int(getattr(family.main, "weight_bytes", 0) or 0)
     info["n_layers"] = getattr(family.main, "n_layers", None)
     return info
 
 
-class Floor(Record, frozen=True, kw_only=True):
+class Floor(Record, kw_only=True):
     """The floor for one decode step (every weight read once) and our figures as multiples of it
     (a figure a report leaves out reads as None)."""
 

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from decoders.models.family import Family
 
 
-class Theorem(Record, frozen=True, kw_only=True):
+class Theorem(Record, kw_only=True):
     """Theorem 3.8's inputs and predictions for speculative decoding (Leviathan et al. 2023)."""
 
     alpha_hat: float | None = None
@@ -64,7 +64,7 @@ class Theorem(Record, frozen=True, kw_only=True):
 PREMISE_SHARE = 0.9
 
 
-class Drafting(Record, frozen=True, kw_only=True):
+class Drafting(Record, kw_only=True):
     """What a drafting method's run did with its drafts, in the engine's `DecodeStats` terms
     (vLLM's names: a draft is one iteration that proposed tokens)."""
 
@@ -181,9 +181,10 @@ def timing_noise(result: RunResult) -> float | None:
 
 
 def _timing(run: Run) -> dict[str, Any]:
-    tokens = len(run.ids)
-    return {"method": run.method, "label": run.label, "tokens": tokens, "wall_ms": run.time_ms["wall"],
-            "ms_per_token": round(run.time_ms["wall"] / max(tokens, 1), 3), "finish": run.finish,
+    tokens, wall = len(run.ids), run.time_ms["wall"]
+    assert wall is not None  # every run times its wall clock
+    return {"method": run.method, "label": run.label, "tokens": tokens, "wall_ms": wall,
+            "ms_per_token": round(wall / max(tokens, 1), 3), "finish": run.finish,
             "decode_step_ms": run.time_ms.get("main_fwd_mean"), "ids": run.ids}
 
 
@@ -263,7 +264,7 @@ class PromptMeasurer:
         self.record_labels, self.tick, self.reference = record_labels, tick, reference
 
     def _first_run(self, engine, prompt: BenchPrompt, ids: list[int], params: DecodeParams,
-                   label: str) -> tuple[RunResult, HFRun]:
+                   label: str) -> tuple[RunResult, HFRun | None]:
         """The engine's baseline, then transformers' greedy generate(), then the method run."""
         from decoders.core.events import PhaseStarted
 
@@ -287,8 +288,8 @@ class PromptMeasurer:
         # a fresh engine: the baseline is decoded, not taken from a cache (the bench pairs by its own rows)
         engine = Engine(self.family, pairing="sequential")
         sample = Sample(prompt.question_id, prompt.category, prompt.group, repeat, len(ids))
-        theirs_ar_run = None
-        shared: dict[str, HFRun] = {}  # transformers runs by their generate() call
+        theirs_ar_run: HFRun | None = None
+        shared: dict[str, HFRun | None] = {}  # transformers runs by their generate() call
         baseline_row = Row(Variant(BASELINE), self.base.replace(method=BASELINE), self.family, self.reference)
         rows = list(self.rows) or [baseline_row]
         for row in rows:
@@ -312,13 +313,16 @@ class PromptMeasurer:
                 if call not in shared:
                     self.tick(f"transformers {label}")
                     shared[call] = row.reference.run(row.method, ids, params)
-                sample.theirs[label] = TheirsEntry.of(shared[call], theirs_ar_run.ids)
+                counterpart = shared[call]
+                if counterpart is not None and theirs_ar_run is not None:
+                    sample.theirs[label] = TheirsEntry.of(counterpart, theirs_ar_run.ids)
             if twin:
                 self.tick(f"ours {label}" + ("" if first_on else " (recording on)"))
                 second = OursEntry.of_run(engine.run(prompt.text, params.replace(record=not first_on)))
                 (sample.ours if first_on else sample.record_on)[label] = second
         self.tick("ours ar again")
         sample.ours[AGAIN] = OursEntry.of_run(engine.run(prompt.text, self.base.replace(method=BASELINE)))
-        sample.theirs[BASELINE] = TheirsEntry.of(theirs_ar_run, None)
+        if theirs_ar_run is not None:
+            sample.theirs[BASELINE] = TheirsEntry.of(theirs_ar_run, None)
         sample.compare()
         return sample

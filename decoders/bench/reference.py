@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Collection, Iterator, Sequence
 
 from decoders.bench.common import BASELINE
 from decoders.core.errors import DecodeError
@@ -140,7 +140,7 @@ class HFReference:
     ``spec`` is unavailable, as it is in the engine.
     """
 
-    def __init__(self, model, stop_ids: Sequence[int], pad_id: int | None = None,
+    def __init__(self, model, stop_ids: Collection[int], pad_id: int | None = None,
                  helper_model=None, early_exit_layer: int | None = None):
         import torch
 

@@ -249,8 +249,11 @@ def run_bench(family: Family, prompts: Sequence[BenchPrompt], methods: Sequence[
         for index, (prompt, ids) in enumerate(runnable):
             number = repeat * len(runnable) + index + 1
             where = head(number, total, prompt) + (f" (repeat {repeat + 1}/{repeats})" if repeats > 1 else "")
-            measurer = PromptMeasurer(family, rows, base, record_labels,
-                                      lambda what, where=where: say(f"{where}: {what}"), reference)
+
+            def tick(what: str, where: str = where) -> None:
+                say(f"{where}: {what}")
+
+            measurer = PromptMeasurer(family, rows, base, record_labels, tick, reference)
             with_twins = bool(record_labels) and (number - 1) % record_overhead_every == 0
             samples.append(measurer.measure(prompt, ids, repeat, flip=twins % 2 == 1, record_twins=with_twins))
             twins += with_twins

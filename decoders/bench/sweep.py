@@ -66,7 +66,7 @@ def sweep_names() -> str:
     return ", ".join(param + (f" ({', '.join(short)})" if short else "") for param, short in aliases.items())
 
 
-class Sweep(Record, frozen=True):
+class Sweep(Record):
     """One parameter swept over integer values, e.g. ``gamma=1..8``."""
 
     name: str  # the DecodeParams field
@@ -92,6 +92,7 @@ def parse_sweep(text: str) -> Sweep:
         raise DecodeError(f"cannot sweep {name!r}; {hint}")
     method, param = names[name]
     spec = next(spec for spec in get_method(method).params if spec.name == param)
+    assert spec.low is not None and spec.high is not None  # an integer parameter is bounded
     try:
         if ".." in values:
             low, high = (int(v) for v in values.split("..", 1))
@@ -140,7 +141,7 @@ class SweepSample(OursEntry, kw_only=True):
     repeat: int
 
 
-class SweepRow(Record, frozen=True, kw_only=True):
+class SweepRow(Record, kw_only=True):
     """The pooled figures at one value of the swept parameter (a figure a report leaves out reads as None)."""
 
     value: int

@@ -22,7 +22,7 @@ NOISE_TARGET = 0.03  # autoregressive against its own baseline: spread under 3% 
 MIN_RUNS_TO_JUDGE = 4  # prompt runs below which no target is called met or missed
 
 
-class Target(Record, frozen=True):
+class Target(Record):
     """One row of the targets table."""
 
     key: str
@@ -80,9 +80,12 @@ def is_tree(label: str) -> bool:
 def _beats_target(groups: dict[str, dict[str, MethodStats]], label: str, other: str, name: str,
                   strict: bool) -> Target | None:
     """``label``'s speedup against ``other``'s on every task group where both ran."""
-    pairs = [(g, per[label].ours.speedup, per[other].ours.speedup) for g, per in groups.items()
-             if label in per and other in per]
-    pairs = [(g, a, b) for g, a, b in pairs if a is not None and b is not None]
+    pairs: list[tuple[str, float, float]] = []
+    for g, per in groups.items():
+        if label in per and other in per:
+            mine, theirs = per[label].ours.speedup, per[other].ours.speedup
+            if mine is not None and theirs is not None:
+                pairs.append((g, mine, theirs))
     if not pairs:
         return None
     behind = [(g, a, b) for g, a, b in pairs if (a <= b if strict else a < b)]
@@ -155,15 +158,18 @@ def _counterpart_targets(groups: dict[str, dict[str, MethodStats]], method: Meth
             ", ".join(f"{group_label(g)} {gap:+.2f}" for g, gap in gaps), not missed,
             f"missed on {len(missed)}/{len(gaps)} groups, worst {group_label(worst_group)} {worst:+.2f}" if missed
             else f"all {len(gaps)} groups met (smallest gap {worst:+.2f})", note))
-    speed = [(g, per[name].ours.speedup) for g, per in groups.items() if name in per]
-    speed = [(g, s) for g, s in speed if s is not None]
+    speed: list[tuple[str, float]] = []
+    for g, per in groups.items():
+        value = per[name].ours.speedup if name in per else None
+        if value is not None:
+            speed.append((g, value))
     if speed:
         slow = [g for g, s in speed if s < 1.0]
         worst_group, worst = min(speed, key=lambda item: item[1])
         why = []
         for g in slow:
             st = groups[g][name].ours
-            why.append(f"{group_label(g)}: tau {st.tau or 0:.2f}, acceptance {st.acceptance or 0:.2f}, "
+            why.append(f"{group_label(g)}: tau {st.tau or 0:.2f}, acceptance {known(st.acceptance) or 0:.2f}, "
                        f"a verify forward costs {st.verify_cost or 0:.2f}x a one-token step")
         targets.append(Target(
             f"{name}_not_slower", f"{noun} never slower than autoregressive on any task group",
@@ -187,6 +193,7 @@ def _theorem_target(label: str, method: Method, text: str, spec: MethodStats | N
                       f"measured {ours.speedup:.2f}x vs predicted {theorem.predicted_speedup:.2f}x", None,
                       "not judged: " + broken, "a fixed-γ row is judged: add --methods 'spec[draft_policy=fixed]'")
     measured, predicted, aware = ours.speedup, theorem.predicted_speedup, theorem.predicted_speedup_cost_aware
+    assert measured is not None  # a predicted row was measured
     error = measured / predicted - 1
     aware_note = (f"cost-aware prediction {aware:.2f}x (measured {measured / aware - 1:+.0%} off it, verify cost "
                   f"{ours.verify_cost or 0:.2f} one-token forwards)" if aware else "")

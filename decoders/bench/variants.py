@@ -170,6 +170,7 @@ def parse_variant(piece: str) -> Variant:
                                   f"tree 2x3; {_hint()}")
             for key, text in zip(("tree_width", "tree_depth"), shape.groups(), strict=False):
                 spec = specs[key]
+                assert spec.low is not None and spec.high is not None  # tree shapes are bounded
                 overrides[key] = _number(piece, key, text, int(spec.low), int(spec.high))
         elif word in specs:
             if not value:
