@@ -13,18 +13,18 @@ from typing import Any, Sequence
 from decoders.analysis.summary import first_divergence
 from decoders.bench.aggregate import MethodStats
 from decoders.bench.common import BASELINE, known
+from decoders.bench.files import Report, report_from_json
+from decoders.bench.files import load_report as load_report  # read here beside write_report
 from decoders.bench.prompts import group_label
-from decoders.bench.suite import REPORT_SCHEMA, BenchReport
+from decoders.bench.suite import BenchReport
 from decoders.bench.sweep import SweepReport
 from decoders.bench.targets import is_tree
 from decoders.core.declarations import get_method
 from decoders.core.errors import DecodeError
-from decoders.records.codec import convert
 
 DASH = "–"
 NO_COUNTERPART = "no counterpart"
 
-Report = BenchReport | SweepReport
 
 
 def _num(x: float | None, digits: int = 2, suffix: str = "") -> str:
@@ -365,30 +365,6 @@ def render_sweep_markdown(report: SweepReport) -> str:
              "only when its n-gram matches.", "",
              sweep_table(report), "", f"Fastest measured: {sw.name}={report.best_value}.", ""]
     return "\n".join(lines + _notes(report))
-
-
-def report_from_json(data: Any, root: str = "the report") -> Report:
-    """A report back from report.json's contents, every field checked by its declared type;
-    DecodeError for another schema or kind, or in one line naming the first bad field."""
-    if not isinstance(data, dict) or data.get("schema") != REPORT_SCHEMA:
-        raise DecodeError(f"not a bench report of schema {REPORT_SCHEMA}; give the report.json that "
-                          "`tui-decode bench` wrote")
-    kinds: dict[str, type[BenchReport] | type[SweepReport]] = {"bench": BenchReport, "sweep": SweepReport}
-    if data.get("kind") not in kinds:
-        raise DecodeError(f"unknown report kind {data.get('kind')!r}; a bench report is of kind bench or sweep")
-    return convert(data, kinds[data["kind"]], root=root)
-
-
-def load_report(path: str | Path) -> Report:
-    """Read a saved report.json; DecodeError naming the file (and the field, for a damaged one)."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise DecodeError(f"cannot read the report {path}: {getattr(exc, 'strerror', None) or exc}") from None
-    try:
-        return report_from_json(data)
-    except DecodeError as exc:
-        raise DecodeError(f"{path} is not a valid bench report: {exc}") from None
 
 
 def write_report(report: Report, out_dir: str | Path) -> tuple[Path, Path]:

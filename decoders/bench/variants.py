@@ -68,10 +68,6 @@ class Variant:
         return {"label": self.label, "method": self.method, "params": dict(self.overrides), "draft": self.draft,
                 "layer": self.layer}
 
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Variant:
-        return cls(d["method"], tuple(d.get("params", {}).items()), d.get("draft"), d.get("layer"))
-
 
 def _hint(methods: bool = False) -> str:
     return (f"write --variants as a comma-separated list of METHOD or METHOD[ITEM, ...], e.g. {EXAMPLE}"
