@@ -30,7 +30,7 @@ from decoders.bench.machine import (
     verify_cost_curve,
 )
 from decoders.bench.measure import AGAIN, PromptMeasurer, Sample
-from decoders.bench.prompts import BenchPrompt, select_prompts
+from decoders.bench.prompts import BenchPrompt, PromptRecord, select_prompts
 from decoders.bench.reference import HFReference, reference_for
 from decoders.bench.targets import Target, evaluate_targets
 from decoders.bench.variants import Variant
@@ -109,8 +109,8 @@ def params_settings(base: DecodeParams) -> dict[str, Any]:
             "block": base.block, "jacobi_init": base.init, "draft_policy": getattr(base, "draft_policy", None)}
 
 
-def prompt_records(runnable: Prepared) -> list[dict[str, Any]]:
-    return [prompt.to_json(len(ids)) for prompt, ids in runnable]
+def prompt_records(runnable: Prepared) -> list[PromptRecord]:
+    return [prompt.record(len(ids)) for prompt, ids in runnable]
 
 
 def created() -> str:
@@ -129,7 +129,7 @@ class BenchReport(Record, kw_only=True):
     family: dict[str, Any]
     machine: dict[str, Any]
     settings: dict[str, Any]
-    prompts: list[dict[str, Any]]
+    prompts: list[PromptRecord]
     bandwidth: dict[str, Any]  # runs (each measure_read_bandwidth's figures), best_gb_per_s
     floor: Floor
     overall: dict[str, MethodStats]

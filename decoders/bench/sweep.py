@@ -12,7 +12,7 @@ from decoders.bench.aggregate import SideStats
 from decoders.bench.common import known, mean, off_by, rounded
 from decoders.bench.machine import family_info, machine_info
 from decoders.bench.measure import OursEntry
-from decoders.bench.prompts import BenchPrompt
+from decoders.bench.prompts import BenchPrompt, PromptRecord
 from decoders.bench.suite import (
     REPORT_SCHEMA,
     ProgressFn,
@@ -185,7 +185,7 @@ class SweepReport(Record, kw_only=True):
     machine: dict[str, Any]
     sweep: Sweep
     settings: dict[str, Any]
-    prompts: list[dict[str, Any]]
+    prompts: list[PromptRecord]
     ar_ms_per_token: float | None
     rows: list[SweepRow]
     best_value: int = 0
