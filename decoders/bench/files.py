@@ -15,16 +15,22 @@ from decoders.records.codec import convert
 Report = BenchReport | SweepReport
 
 
-def report_from_json(data: Any, root: str = "the report") -> Report:
-    """A report back from report.json's contents, every field checked by its declared type;
-    DecodeError for another schema or kind, or in one line naming the first bad field."""
+def report_from_json(data: Any, source: str = "") -> Report:
+    """A report back from report.json's contents (``source``: the file, for messages), every field
+    checked by its declared type; DecodeError for another schema or kind, or in one line naming
+    the first bad field."""
+    where = f"{source} is " if source else ""
     if not isinstance(data, dict) or data.get("schema") != REPORT_SCHEMA:
-        raise DecodeError(f"not a bench report of schema {REPORT_SCHEMA}; give the report.json that "
-                          "`tui-decode bench` wrote")
+        raise DecodeError(f"{where}not a bench report of schema {REPORT_SCHEMA}; give the report.json "
+                          "that `tui-decode bench` wrote")
     kinds: dict[str, type[BenchReport] | type[SweepReport]] = {"bench": BenchReport, "sweep": SweepReport}
     if data.get("kind") not in kinds:
-        raise DecodeError(f"unknown report kind {data.get('kind')!r}; a bench report is of kind bench or sweep")
-    return convert(data, kinds[data["kind"]], root=root)
+        raise DecodeError(f"{source + ': ' if source else ''}unknown report kind {data.get('kind')!r}; "
+                          "a bench report is of kind bench or sweep")
+    try:
+        return convert(data, kinds[data["kind"]], root="the report")
+    except DecodeError as exc:
+        raise DecodeError(f"{where}not a valid bench report: {exc}") from None
 
 
 def load_report(path: str | Path) -> Report:
@@ -33,7 +39,4 @@ def load_report(path: str | Path) -> Report:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise DecodeError(f"cannot read the report {path}: {getattr(exc, 'strerror', None) or exc}") from None
-    try:
-        return report_from_json(data)
-    except DecodeError as exc:
-        raise DecodeError(f"{path} is not a valid bench report: {exc}") from None
+    return report_from_json(data, str(path))
