@@ -25,7 +25,8 @@ Modules, one per concern:
 * `drafts`    - each row resolved against the family: its draft (built once per run), its counterpart;
 * `suite`     - the whole benchmark into a `BenchReport`;
 * `sweep`     - one parameter swept against Theorem 3.8 into a `SweepReport`;
-* `report`    - report.md and report.json (`to_json()` of either report; `load_report` reads one back).
+* `files`     - report.json read back (`load_report`), every field checked by the report's declared type;
+* `report`    - report.md and report.json (`to_json()` of either report, a msgspec Struct).
 
 Importing this package does not import torch or transformers; running a benchmark does.
 """

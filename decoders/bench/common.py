@@ -1,24 +1,25 @@
-"""What the benchmark's modules share: means and ratios that tolerate gaps, and flat records
-whose JSON form is their fields."""
+"""What the benchmark's modules share: means and ratios that tolerate gaps, and reading a record
+field that a report may leave out (``UNSET``: the key is not in report.json)."""
 
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, fields
-from typing import Any, Iterable, TypeVar
+from typing import Iterable, TypeVar
+
+from msgspec import UnsetType
 
 from decoders.core.declarations import baseline_method
 
 #: The method every speedup is measured against (the registry's baseline: autoregressive decoding).
 BASELINE = baseline_method().name
 
-R = TypeVar("R", bound="FlatRecord")
+T = TypeVar("T")
 
 
 def mean(values: Iterable[float | None]) -> float | None:
     """The mean of the values that are not None (None when there are none)."""
-    values = [v for v in values if v is not None]
-    return statistics.fmean(values) if values else None
+    present = [v for v in values if v is not None]
+    return statistics.fmean(present) if present else None
 
 
 def ratio(a: float | None, b: float | None) -> float | None:
@@ -35,13 +36,6 @@ def off_by(measured: float | None, predicted: float | None, digits: int = 4) -> 
     return rounded(measured / predicted - 1 if measured and predicted else None, digits)
 
 
-class FlatRecord:
-    """A dataclass whose JSON form is a dict of its fields (mixed into flat report records)."""
-
-    @classmethod
-    def from_json(cls: type[R], d: dict[str, Any]) -> R:
-        """The record back from its JSON form; keys it does not have read as None."""
-        return cls(**{f.name: d.get(f.name) for f in fields(cls)})
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+def known(value: T | UnsetType) -> T | None:
+    """A field's value, None where the report leaves it out (UNSET)."""
+    return None if isinstance(value, UnsetType) else value

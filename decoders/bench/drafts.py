@@ -82,7 +82,7 @@ class Drafts:
         """The early-exit layer of ``variant``: its own, the family's, the bench's, else two thirds up."""
         if variant.layer is not None:
             return variant.layer
-        if self.own == "early-exit":
+        if self.own == "early-exit" and self.family.helper is not None:
             return int(self.family.helper.n_layers)
         return self.early_exit_layer or default_draft_layer(self.n_layers)
 
@@ -123,11 +123,12 @@ class Drafts:
     def _build(self, kind: str, layer: int | None) -> Family:
         family = self.family
         if kind == "early-exit":
-            if self.own == "early-exit" and layer == family.helper.n_layers:
+            if self.own == "early-exit" and family.helper is not None and layer == family.helper.n_layers:
                 return family
             why = self.reason(kind)
             if why is not None:
                 raise DecodeError(why)
+            assert layer is not None  # an early-exit draft is built at a layer (`layer`)
             if not 1 <= layer < self.n_layers:
                 raise DecodeError(f"the early-exit layer must be in 1..{self.n_layers - 1} (the main model has "
                                   f"{self.n_layers} layers), got {layer}")

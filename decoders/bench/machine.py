@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 import platform
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from decoders.bench.common import FlatRecord, ratio, rounded
+from decoders.bench.common import ratio, rounded
+from decoders.records.codec import Record
 
 if TYPE_CHECKING:
     from decoders.models.family import Family
@@ -51,7 +51,7 @@ def machine_info() -> dict[str, Any]:
         "processor": platform.processor() or platform.machine(),
         "cpus": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
-        "torch": torch.__version__,
+        "torch": str(torch.__version__),  # a TorchVersion, a str subclass that msgspec does not encode
         "transformers": transformers.__version__,
         "python": platform.python_version(),
         "load_average": load_average(),
@@ -82,26 +82,26 @@ def busy_note(load: list[float] | None) -> str | None:
 
 def family_info(family: Family) -> dict[str, Any]:
     """The model family as the report describes it, with its backend and weight bytes."""
-    info = dict(family.describe())
+    info: dict[str, Any] = dict(family.describe())
     info["backend"] = type(family.main).__name__
     info["weight_bytes"] = int(getattr(family.main, "weight_bytes", 0) or 0)
     info["n_layers"] = getattr(family.main, "n_layers", None)
     return info
 
 
-@dataclass(frozen=True)
-class Floor(FlatRecord):
-    """The floor for one decode step (every weight read once) and our figures as multiples of it."""
+class Floor(Record, kw_only=True):
+    """The floor for one decode step (every weight read once) and our figures as multiples of it
+    (a figure a report leaves out reads as None)."""
 
     weight_bytes: int
     gb_per_s: float
-    floor_ms: float | None
-    ours_ms_per_token: float | None
-    ours_ms_per_token_x_floor: float | None
-    ours_decode_step_ms: float | None
-    ours_decode_step_x_floor: float | None
-    transformers_ms_per_token: float | None
-    transformers_ms_per_token_x_floor: float | None
+    floor_ms: float | None = None
+    ours_ms_per_token: float | None = None
+    ours_ms_per_token_x_floor: float | None = None
+    ours_decode_step_ms: float | None = None
+    ours_decode_step_x_floor: float | None = None
+    transformers_ms_per_token: float | None = None
+    transformers_ms_per_token_x_floor: float | None = None
 
 
 def bandwidth_floor(bandwidth: dict[str, float], weight_bytes: int, ours_ms_per_token: float | None,

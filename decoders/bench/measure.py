@@ -7,16 +7,20 @@ other processes on the machine hits both sides alike.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import dataclasses
 from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+import msgspec
+from msgspec import UNSET, UnsetType
 
 from decoders.analysis.stats import DecodeStats
 from decoders.analysis.summary import Summary, first_divergence
 from decoders.analysis.timing import paired_drift
-from decoders.bench.common import BASELINE, FlatRecord
+from decoders.bench.common import BASELINE
 from decoders.bench.prompts import BenchPrompt
 from decoders.bench.reference import HFReference, HFRun
 from decoders.core.params import DecodeParams
+from decoders.records.codec import Record
 from decoders.records.run import Run, RunResult
 
 if TYPE_CHECKING:
@@ -24,19 +28,18 @@ if TYPE_CHECKING:
     from decoders.models.family import Family
 
 
-@dataclass(frozen=True)
-class Theorem(FlatRecord):
+class Theorem(Record, kw_only=True):
     """Theorem 3.8's inputs and predictions for speculative decoding (Leviathan et al. 2023)."""
 
-    alpha_hat: float | None
-    c_hat: float | None
-    predicted_speedup: float | None
-    predicted_speedup_cost_aware: float | None
+    alpha_hat: float | None = None
+    c_hat: float | None = None
+    predicted_speedup: float | None = None
+    predicted_speedup_cost_aware: float | None = None
     # the theorem's premise, a full draft of gamma every decode iteration: the run's gamma, the mean
     # length it drafted and its plain (undrafted) steps; None in reports from before they were kept
-    gamma: float | None = None
+    gamma: int | float | None = None
     mean_drafted: float | None = None
-    plain_steps: float | None = None
+    plain_steps: int | float | None = None
 
     def premise_broken(self) -> str | None:
         """Why the theorem does not apply to this row, or None where it does (or is not known)."""
@@ -48,14 +51,20 @@ class Theorem(FlatRecord):
                     "varied, outside the theorem's premise of a fixed γ")
         return None
 
+    @classmethod
+    def view(cls, record: Any) -> Theorem | None:
+        """The theorem's fields of a flat record (an entry, a side's figures); None where it has none."""
+        if isinstance(record.alpha_hat, UnsetType):
+            return None
+        return cls(**{key: getattr(record, key) for key in cls.__struct_fields__})
+
 
 #: A row drafting at least this share of gamma on average keeps the theorem's fixed-length premise
 #: (the last draft of a run may be cut short by the token budget).
 PREMISE_SHARE = 0.9
 
 
-@dataclass(frozen=True)
-class Drafting(FlatRecord):
+class Drafting(Record, kw_only=True):
     """What a drafting method's run did with its drafts, in the engine's `DecodeStats` terms
     (vLLM's names: a draft is one iteration that proposed tokens)."""
 
@@ -78,12 +87,13 @@ class Drafting(FlatRecord):
                    per_position_acceptance=stats.per_position_acceptance)
 
 
-@dataclass
-class OursEntry:
-    """What one engine run contributes to the report; ``speedup`` and the comparison with
-    transformers are filled in once the prompt's other runs are known."""
+class OursEntry(Record, kw_only=True, omit_defaults=True):
+    """What one engine run contributes to the report, as report.json holds it: flat, the drafting
+    figures (every method but autoregressive) and Theorem 3.8's (speculative decoding) left out
+    (UNSET) where the run has none; ``speedup`` and the comparison with transformers are filled
+    in once the prompt's other runs are known, and left out while None."""
 
-    method: str
+    method: str = ""  # a report that does not name it: the row the entry is in (`Sample`)
     label: str
     tokens: int
     wall_ms: float
@@ -95,12 +105,27 @@ class OursEntry:
     first_divergence: int | None
     decode_step_ms: float | None
     ids: list[int]
-    drafting: Drafting | None = None  # every method but autoregressive
-    gamma: int | None = None  # speculative decoding only, with theorem
-    theorem: Theorem | None = None
+    # `Drafting`'s fields
+    accepted: int | UnsetType = UNSET
+    verified: int | UnsetType = UNSET
+    drafted: int | None | UnsetType = UNSET
+    accept_rate: float | None | UnsetType = UNSET
+    verify_cost: float | None | UnsetType = UNSET
+    drafts: int | None | UnsetType = UNSET
+    accepted_per_pos: list[int] | None | UnsetType = UNSET
+    mean_acceptance_length: float | None | UnsetType = UNSET
+    per_position_acceptance: list[float] | None | UnsetType = UNSET
+    # `Theorem`'s fields (speculative decoding only)
+    gamma: int | float | None | UnsetType = UNSET
+    alpha_hat: float | None | UnsetType = UNSET
+    c_hat: float | None | UnsetType = UNSET
+    predicted_speedup: float | None | UnsetType = UNSET
+    predicted_speedup_cost_aware: float | None | UnsetType = UNSET
+    mean_drafted: float | None | UnsetType = UNSET
+    plain_steps: int | float | None | UnsetType = UNSET
     speedup: float | None = None
     matches_transformers: bool | None = None  # None: transformers has no counterpart
-    transformers_divergence: int | None = None
+    transformers_divergence: int | None | UnsetType = UNSET
     timing_noise: float | None = None  # relative: how far the machine's step moved on this prompt (`timing_noise`)
 
     @classmethod
@@ -108,14 +133,13 @@ class OursEntry:
         """The method run of an engine result: its summary, and its acceptance counted again
         from the iterations (the summary keeps rates, the bench pools counts)."""
         run, s = result.method, result.summary
-        entry = cls(**_timing(run), target_forwards=s.target_forwards, tau=s.tau, identical=s.identical,
-                    first_divergence=s.first_divergence, timing_noise=timing_noise(result))
+        figures: dict[str, Any] = {}
         if s.drafted is not None:  # a drafting method (the summary leaves these out for plain decoding)
-            entry.drafting = Drafting.of(DecodeStats.of(run.iters), s)
+            figures.update(msgspec.structs.asdict(Drafting.of(DecodeStats.of(run.iters), s)))
         if "predicted_speedup" in s.extras:  # a method that Theorem 3.8 predicts
-            entry.gamma = s.extras.get("gamma")
-            entry.theorem = Theorem.from_json(s.extras)
-        return entry
+            figures.update({key: s.extras.get(key) for key in Theorem.__struct_fields__})
+        return cls(**_timing(run), target_forwards=s.target_forwards, tau=s.tau, identical=s.identical,
+                   first_divergence=s.first_divergence, timing_noise=timing_noise(result), **figures)
 
     @classmethod
     def of_baseline(cls, result: RunResult) -> OursEntry:
@@ -126,25 +150,15 @@ class OursEntry:
                    tau=round(len(base.ids) / forwards, 3) if forwards else None, identical=True,
                    first_divergence=None, timing_noise=timing_noise(result))
 
-    @classmethod
-    def from_json(cls, d: dict[str, Any], method: str) -> OursEntry:
-        """An entry back from report.json (``method``: the row it is an entry of, for a report
-        that does not name the entry's method)."""
-        plain = ("label", "tokens", "wall_ms", "ms_per_token", "target_forwards", "tau", "finish", "identical",
-                 "first_divergence", "decode_step_ms", "ids")
-        return cls(method=d.get("method", method), **{key: d[key] for key in plain},
-                   drafting=Drafting.from_json(d) if "verified" in d else None, gamma=d.get("gamma"),
-                   theorem=Theorem.from_json(d) if "alpha_hat" in d else None, speedup=d.get("speedup"),
-                   matches_transformers=d.get("matches_transformers"),
-                   transformers_divergence=d.get("transformers_divergence"), timing_noise=d.get("timing_noise"))
+    @property
+    def drafting(self) -> Drafting | None:
+        if isinstance(self.verified, UnsetType):
+            return None
+        return Drafting(**{key: getattr(self, key) for key in Drafting.__struct_fields__})
 
     @property
-    def accept_rate(self) -> float | None:
-        return self.drafting.accept_rate if self.drafting else None
-
-    @property
-    def verify_cost(self) -> float | None:
-        return self.drafting.verify_cost if self.drafting else None
+    def theorem(self) -> Theorem | None:
+        return Theorem.view(self)
 
     def compare(self, ar_ms_per_token: float, theirs: TheirsEntry | None) -> None:
         """Speedup over our AR on the same prompt, and the output against transformers'."""
@@ -152,28 +166,6 @@ class OursEntry:
         if theirs is not None:
             self.matches_transformers = self.ids == theirs.ids
             self.transformers_divergence = first_divergence(theirs.ids, self.ids)
-
-    def to_json(self) -> dict[str, Any]:
-        d: dict[str, Any] = {
-            "method": self.method, "label": self.label, "tokens": self.tokens, "wall_ms": self.wall_ms,
-            "ms_per_token": self.ms_per_token,
-            "target_forwards": self.target_forwards, "tau": self.tau, "finish": self.finish,
-            "identical": self.identical, "first_divergence": self.first_divergence,
-            "decode_step_ms": self.decode_step_ms, "ids": self.ids,
-        }
-        if self.drafting is not None:
-            d.update(self.drafting.to_json())
-        if self.theorem is not None:
-            d["gamma"] = self.gamma
-            d.update(self.theorem.to_json())
-        if self.speedup is not None:
-            d["speedup"] = self.speedup
-        if self.matches_transformers is not None:
-            d.update(matches_transformers=self.matches_transformers,
-                     transformers_divergence=self.transformers_divergence)
-        if self.timing_noise is not None:
-            d["timing_noise"] = self.timing_noise
-        return d
 
 
 def timing_noise(result: RunResult) -> float | None:
@@ -189,48 +181,41 @@ def timing_noise(result: RunResult) -> float | None:
 
 
 def _timing(run: Run) -> dict[str, Any]:
-    tokens = len(run.ids)
-    return {"method": run.method, "label": run.label, "tokens": tokens, "wall_ms": run.time_ms["wall"],
-            "ms_per_token": round(run.time_ms["wall"] / max(tokens, 1), 3), "finish": run.finish,
+    tokens, wall = len(run.ids), run.time_ms["wall"]
+    assert wall is not None  # every run times its wall clock
+    return {"method": run.method, "label": run.label, "tokens": tokens, "wall_ms": wall,
+            "ms_per_token": round(wall / max(tokens, 1), 3), "finish": run.finish,
             "decode_step_ms": run.time_ms.get("main_fwd_mean"), "ids": run.ids}
 
 
-@dataclass
-class TheirsEntry:
-    """One transformers run, compared with transformers' own greedy output."""
+class TheirsEntry(Record, kw_only=True, omit_defaults=True):
+    """One transformers run (`HFRun`'s fields, with its tokens, ms/token and tau), compared with
+    transformers' own greedy output (left out for the greedy run itself)."""
 
-    run: HFRun
+    method: str  # ar | pld | spec (our name for the counterpart)
+    label: str
+    ids: list[int]
+    wall_ms: float
+    target_forwards: int
+    draft_forwards: int
+    finish: str
+    tokens: int
+    ms_per_token: float
+    tau: float | None
     identical: bool | None = None  # None: this is the greedy run itself
-    first_divergence: int | None = None
+    first_divergence: int | None | UnsetType = UNSET
     speedup: float | None = None
 
     @classmethod
     def of(cls, run: HFRun, ar_ids: list[int] | None) -> TheirsEntry:
-        if ar_ids is None:
-            return cls(run)
-        return cls(run, identical=run.ids == ar_ids, first_divergence=first_divergence(ar_ids, run.ids))
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> TheirsEntry:
-        return cls(HFRun.from_json(d), d.get("identical"), d.get("first_divergence"), d.get("speedup"))
-
-    ids = property(lambda self: self.run.ids)
-    wall_ms = property(lambda self: self.run.wall_ms)
-    target_forwards = property(lambda self: self.run.target_forwards)
-    tokens = property(lambda self: len(self.run.ids))
-    ms_per_token = property(lambda self: round(self.run.ms_per_token, 3))
-
-    def to_json(self) -> dict[str, Any]:
-        d = self.run.to_json()
-        if self.identical is not None:
-            d.update(identical=self.identical, first_divergence=self.first_divergence)
-        if self.speedup is not None:
-            d["speedup"] = self.speedup
-        return d
+        compared: dict[str, Any] = {}
+        if ar_ids is not None:
+            compared = {"identical": run.ids == ar_ids, "first_divergence": first_divergence(ar_ids, run.ids)}
+        return cls(**dataclasses.asdict(run), tokens=len(run.ids), ms_per_token=round(run.ms_per_token, 3),
+                   tau=None if run.tau is None else round(run.tau, 3), **compared)
 
 
-@dataclass
-class Sample:
+class Sample(Record):
     """Every run on one prompt: ours, transformers', and ours with recording on."""
 
     question_id: Any
@@ -238,33 +223,23 @@ class Sample:
     group: str
     repeat: int
     prompt_tokens: int
-    ours: dict[str, OursEntry] = field(default_factory=dict)
-    theirs: dict[str, TheirsEntry] = field(default_factory=dict)
-    record_on: dict[str, OursEntry] = field(default_factory=dict)
+    ours: dict[str, OursEntry] = msgspec.field(default_factory=dict)
+    theirs: dict[str, TheirsEntry] = msgspec.field(default_factory=dict)
+    record_on: dict[str, OursEntry] = msgspec.field(default_factory=dict)
     text: str = ""
 
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Sample:
-        return cls(d["question_id"], d["category"], d["group"], d["repeat"], d["prompt_tokens"],
-                   ours={m: OursEntry.from_json(e, m) for m, e in d["ours"].items()},
-                   theirs={m: TheirsEntry.from_json(e) for m, e in d["theirs"].items()},
-                   record_on={m: OursEntry.from_json(e, m) for m, e in d["record_on"].items()}, text=d.get("text", ""))
+    def __post_init__(self) -> None:
+        for per in (self.ours, self.record_on):  # a report that does not name an entry's method: its row's
+            for method, entry in per.items():
+                entry.method = entry.method or method
 
     def compare(self) -> None:
         """Speedups over each side's own AR, and our outputs against transformers'."""
         ours_ar, theirs_ar = self.ours[BASELINE].ms_per_token, self.theirs[BASELINE].ms_per_token
         for method, entry in self.ours.items():
             entry.compare(ours_ar, self.theirs.get(method))
-        for entry in self.theirs.values():
-            entry.speedup = round(theirs_ar / entry.ms_per_token, 4)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"question_id": self.question_id, "category": self.category, "group": self.group,
-                "repeat": self.repeat, "prompt_tokens": self.prompt_tokens,
-                "ours": {m: e.to_json() for m, e in self.ours.items()},
-                "theirs": {m: e.to_json() for m, e in self.theirs.items()},
-                "record_on": {m: e.to_json() for m, e in self.record_on.items()},
-                "text": self.text}
+        for them in self.theirs.values():
+            them.speedup = round(theirs_ar / them.ms_per_token, 4)
 
 
 AGAIN = "ar[again]"  # autoregressive decoding timed once more against the prompt's own baseline
@@ -289,7 +264,7 @@ class PromptMeasurer:
         self.record_labels, self.tick, self.reference = record_labels, tick, reference
 
     def _first_run(self, engine, prompt: BenchPrompt, ids: list[int], params: DecodeParams,
-                   label: str) -> tuple[RunResult, HFRun]:
+                   label: str) -> tuple[RunResult, HFRun | None]:
         """The engine's baseline, then transformers' greedy generate(), then the method run."""
         from decoders.core.events import PhaseStarted
 
@@ -313,8 +288,8 @@ class PromptMeasurer:
         # a fresh engine: the baseline is decoded, not taken from a cache (the bench pairs by its own rows)
         engine = Engine(self.family, pairing="sequential")
         sample = Sample(prompt.question_id, prompt.category, prompt.group, repeat, len(ids))
-        theirs_ar_run = None
-        shared: dict[str, HFRun] = {}  # transformers runs by their generate() call
+        theirs_ar_run: HFRun | None = None
+        shared: dict[str, HFRun | None] = {}  # transformers runs by their generate() call
         baseline_row = Row(Variant(BASELINE), self.base.replace(method=BASELINE), self.family, self.reference)
         rows = list(self.rows) or [baseline_row]
         for row in rows:
@@ -338,13 +313,16 @@ class PromptMeasurer:
                 if call not in shared:
                     self.tick(f"transformers {label}")
                     shared[call] = row.reference.run(row.method, ids, params)
-                sample.theirs[label] = TheirsEntry.of(shared[call], theirs_ar_run.ids)
+                counterpart = shared[call]
+                if counterpart is not None and theirs_ar_run is not None:
+                    sample.theirs[label] = TheirsEntry.of(counterpart, theirs_ar_run.ids)
             if twin:
                 self.tick(f"ours {label}" + ("" if first_on else " (recording on)"))
                 second = OursEntry.of_run(engine.run(prompt.text, params.replace(record=not first_on)))
                 (sample.ours if first_on else sample.record_on)[label] = second
         self.tick("ours ar again")
         sample.ours[AGAIN] = OursEntry.of_run(engine.run(prompt.text, self.base.replace(method=BASELINE)))
-        sample.theirs[BASELINE] = TheirsEntry.of(theirs_ar_run, None)
+        if theirs_ar_run is not None:
+            sample.theirs[BASELINE] = TheirsEntry.of(theirs_ar_run, None)
         sample.compare()
         return sample

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from decoders.core.errors import DecodeError
+from decoders.records.codec import Record
 
 #: Spec-Bench's task groups, in its column order: (key, label, categories).
 TASK_GROUPS: tuple[tuple[str, str, frozenset[str]], ...] = (
@@ -59,10 +60,18 @@ class BenchPrompt:
     def name(self) -> str:
         return f"q{self.question_id}"
 
-    def to_json(self, prompt_tokens: int) -> dict[str, Any]:
+    def record(self, prompt_tokens: int) -> PromptRecord:
         """The report's record of this prompt, with its length in tokens."""
-        return {"question_id": self.question_id, "category": self.category, "group": self.group,
-                "prompt_tokens": prompt_tokens}
+        return PromptRecord(self.question_id, self.category, self.group, prompt_tokens)
+
+
+class PromptRecord(Record):
+    """One prompt as a report lists it."""
+
+    question_id: Any
+    category: str
+    group: str
+    prompt_tokens: int
 
 
 def load_prompts(path: str | os.PathLike) -> list[BenchPrompt]:

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Collection, Iterator, Sequence
 
 from decoders.bench.common import BASELINE
 from decoders.core.errors import DecodeError
@@ -51,17 +51,6 @@ class HFRun:
     @property
     def tau(self) -> float | None:
         return len(self.ids) / self.target_forwards if self.target_forwards else None
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> HFRun:
-        return cls(**{name: d[name] for name in cls.__dataclass_fields__})
-
-    def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["tokens"] = len(self.ids)
-        d["ms_per_token"] = round(self.ms_per_token, 3)
-        d["tau"] = None if self.tau is None else round(self.tau, 3)
-        return d
 
 
 def transformers_model(obj) -> Any | None:
@@ -151,7 +140,7 @@ class HFReference:
     ``spec`` is unavailable, as it is in the engine.
     """
 
-    def __init__(self, model, stop_ids: Sequence[int], pad_id: int | None = None,
+    def __init__(self, model, stop_ids: Collection[int], pad_id: int | None = None,
                  helper_model=None, early_exit_layer: int | None = None):
         import torch
 

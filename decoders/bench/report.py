@@ -12,9 +12,11 @@ from typing import Any, Sequence
 
 from decoders.analysis.summary import first_divergence
 from decoders.bench.aggregate import MethodStats
-from decoders.bench.common import BASELINE
+from decoders.bench.common import BASELINE, known
+from decoders.bench.files import Report, report_from_json
+from decoders.bench.files import load_report as load_report  # read here beside write_report
 from decoders.bench.prompts import group_label
-from decoders.bench.suite import REPORT_SCHEMA, BenchReport
+from decoders.bench.suite import BenchReport
 from decoders.bench.sweep import SweepReport
 from decoders.bench.targets import is_tree
 from decoders.core.declarations import get_method
@@ -23,7 +25,6 @@ from decoders.core.errors import DecodeError
 DASH = "–"
 NO_COUNTERPART = "no counterpart"
 
-Report = BenchReport | SweepReport
 
 
 def _num(x: float | None, digits: int = 2, suffix: str = "") -> str:
@@ -106,19 +107,19 @@ def _figure_cells(method: str, stats: MethodStats) -> list[str]:
     return [
         _method(method),
         _num(ours.tau),
-        _speedup_cell(ours.speedup, ours.speedup_spread, method, ours.acceptance),
+        _speedup_cell(ours.speedup, ours.speedup_spread, method, known(ours.acceptance)),
         _spread(ours.speedup, ours.speedup_spread),
-        _num(ours.acceptance),
-        _num(ours.mean_acceptance_length),
-        _positions(ours.per_position_acceptance),
+        _num(known(ours.acceptance)),
+        _num(known(ours.mean_acceptance_length)),
+        _positions(known(ours.per_position_acceptance)),
         _count(ours.identical, ours.n),
         _num(ours.ms_per_token, 1),
-        _num(theirs and theirs.tau),
-        _num(theirs and theirs.speedup, suffix="x") if theirs or method == BASELINE else NO_COUNTERPART,
-        _num(theirs and theirs.ms_per_token, 1),
+        _num(theirs.tau if theirs else None),
+        _num(theirs.speedup if theirs else None, suffix="x") if theirs or method == BASELINE else NO_COUNTERPART,
+        _num(theirs.ms_per_token if theirs else None, 1),
         _count(ours.matches_transformers, ours.n) if theirs else DASH,
-        _num(stats.ratio_ms_per_token),
-        _num(stats.ratio_speedup),
+        _num(known(stats.ratio_ms_per_token)),
+        _num(known(stats.ratio_speedup)),
     ]
 
 
@@ -180,13 +181,14 @@ def spec_section(report: BenchReport) -> str | None:
             (group_label(g), per[label]) for g, per in report.groups.items() if label in per]
         for scope, stats in scopes:
             s, theirs = stats.ours, stats.theirs
-            measured, predicted, aware = s.speedup, s.predicted_speedup, s.predicted_speedup_cost_aware
+            measured, predicted, aware = s.speedup, known(s.predicted_speedup), known(s.predicted_speedup_cost_aware)
             if is_tree(label):  # the theorem's E[tokens] is a linear draft's
                 predicted = aware = None
             rows.append([_method(label), scope, _num(measured, suffix="x"), _num(predicted, suffix="x"),
                          DASH if not (measured and predicted) else f"{measured / predicted - 1:+.0%}",
                          _num(aware, suffix="x"), DASH if not (measured and aware) else f"{measured / aware - 1:+.0%}",
-                         _num(s.acceptance), _num(s.alpha_hat), _num(s.c_hat), _num(s.verify_cost), _num(s.tau),
+                         _num(known(s.acceptance)), _num(known(s.alpha_hat)), _num(known(s.c_hat)), _num(s.verify_cost),
+                         _num(s.tau),
                          _count(s.identical, s.n),
                          _num(theirs.speedup, suffix="x") if theirs else NO_COUNTERPART])
     return _table(("row", "", "measured", "Thm 3.8", "off by", "cost-aware", "off by", "acceptance", "alpha_hat",
@@ -208,13 +210,13 @@ def variants_section(report: BenchReport) -> str | None:
 def record_section(report: BenchReport) -> str | None:
     rows = []
     for method, stats in report.overall.items():
-        if not stats.record_runs or stats.record_overhead is None:
+        if stats.overhead is None:
             continue
         samples = [s for s in report.samples if method in s.record_on]
         off = sum(s.ours[method].wall_ms for s in samples)
         on = sum(s.record_on[method].wall_ms for s in samples)
         rows.append([_method(method), f"{off / 1000:.2f} s", f"{on / 1000:.2f} s",
-                     f"{stats.record_overhead:+.1%}", str(len(samples))])
+                     f"{stats.overhead:+.1%}", str(len(samples))])
     if not rows:
         return None
     return _table(("method", "record=False", "record=True", "overhead", "runs"), rows)
@@ -363,26 +365,6 @@ def render_sweep_markdown(report: SweepReport) -> str:
              "only when its n-gram matches.", "",
              sweep_table(report), "", f"Fastest measured: {sw.name}={report.best_value}.", ""]
     return "\n".join(lines + _notes(report))
-
-
-def report_from_json(data: dict[str, Any]) -> Report:
-    """A report back from report.json's contents; DecodeError for another schema or kind."""
-    if not isinstance(data, dict) or data.get("schema") != REPORT_SCHEMA:
-        raise DecodeError(f"not a bench report of schema {REPORT_SCHEMA}; give the report.json that "
-                          "`tui-decode bench` wrote")
-    kinds = {"bench": BenchReport, "sweep": SweepReport}
-    if data.get("kind") not in kinds:
-        raise DecodeError(f"unknown report kind {data.get('kind')!r}; a bench report is of kind bench or sweep")
-    return kinds[data["kind"]].from_json(data)
-
-
-def load_report(path: str | Path) -> Report:
-    """Read a saved report.json."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DecodeError(f"cannot read the report {path}: {getattr(exc, 'strerror', None) or exc}") from None
-    return report_from_json(data)
 
 
 def write_report(report: Report, out_dir: str | Path) -> tuple[Path, Path]:

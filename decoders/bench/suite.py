@@ -12,8 +12,9 @@ and the settings both reports record.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Sequence
+
+import msgspec
 
 from decoders.bench.aggregate import Figures, MethodStats, aggregate
 from decoders.bench.common import BASELINE
@@ -29,13 +30,14 @@ from decoders.bench.machine import (
     verify_cost_curve,
 )
 from decoders.bench.measure import AGAIN, PromptMeasurer, Sample
-from decoders.bench.prompts import BenchPrompt, select_prompts
+from decoders.bench.prompts import BenchPrompt, PromptRecord, select_prompts
 from decoders.bench.reference import HFReference, reference_for
 from decoders.bench.targets import Target, evaluate_targets
 from decoders.bench.variants import Variant
 from decoders.core.declarations import get_method, method_names
 from decoders.core.errors import DecodeError
 from decoders.core.params import DecodeParams
+from decoders.records.codec import Record
 
 if TYPE_CHECKING:
     from decoders.models.family import Family
@@ -107,8 +109,8 @@ def params_settings(base: DecodeParams) -> dict[str, Any]:
             "block": base.block, "jacobi_init": base.init, "draft_policy": getattr(base, "draft_policy", None)}
 
 
-def prompt_records(runnable: Prepared) -> list[dict[str, Any]]:
-    return [prompt.to_json(len(ids)) for prompt, ids in runnable]
+def prompt_records(runnable: Prepared) -> list[PromptRecord]:
+    return [prompt.record(len(ids)) for prompt, ids in runnable]
 
 
 def created() -> str:
@@ -117,51 +119,30 @@ def created() -> str:
 
 # -- the suite ---------------------------------------------------------------------------------
 
-@dataclass
-class BenchReport:
-    """A whole benchmark run; ``to_json()`` is report.json (schema ``REPORT_SCHEMA``)."""
+class BenchReport(Record, kw_only=True):
+    """A whole benchmark run as report.json holds it (schema ``REPORT_SCHEMA``): `Figures`'
+    overall, groups and group_prompts beside the run's other fields."""
 
+    schema: int = REPORT_SCHEMA
+    kind: Literal["bench"] = "bench"
+    created: str = msgspec.field(default_factory=created)
     family: dict[str, Any]
     machine: dict[str, Any]
     settings: dict[str, Any]
-    prompts: list[dict[str, Any]]
+    prompts: list[PromptRecord]
     bandwidth: dict[str, Any]  # runs (each measure_read_bandwidth's figures), best_gb_per_s
     floor: Floor
-    figures: Figures
+    overall: dict[str, MethodStats]
+    groups: dict[str, dict[str, MethodStats]]
+    group_prompts: dict[str, int]  # distinct prompts per group
     samples: list[Sample]
     notes: list[str]
-    targets: list[Target] = field(default_factory=list)
+    targets: list[Target] = msgspec.field(default_factory=list)
     elapsed_s: float = 0.0
-    created: str = field(default_factory=created)
-    schema: int = REPORT_SCHEMA
-    kind: str = "bench"
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> BenchReport:
-        samples = [Sample.from_json(s) for s in d["samples"]]
-        return cls(family=d["family"], machine=d["machine"], settings=d["settings"], prompts=d["prompts"],
-                   bandwidth=d["bandwidth"], floor=Floor.from_json(d["floor"]), figures=Figures.from_json(d, samples),
-                   samples=samples, notes=d["notes"], targets=[Target.from_json(t) for t in d["targets"]],
-                   elapsed_s=d["elapsed_s"], created=d["created"], schema=d["schema"])
 
     @property
-    def overall(self) -> dict[str, MethodStats]:
-        return self.figures.overall
-
-    @property
-    def groups(self) -> dict[str, dict[str, MethodStats]]:
-        return self.figures.groups
-
-    @property
-    def group_prompts(self) -> dict[str, int]:
-        return self.figures.group_prompts
-
-    def to_json(self) -> dict[str, Any]:
-        return {"schema": self.schema, "kind": self.kind, "created": self.created, "family": self.family,
-                "machine": self.machine, "settings": self.settings, "prompts": self.prompts,
-                "bandwidth": self.bandwidth, "floor": self.floor.to_json(), **self.figures.to_json(),
-                "samples": [s.to_json() for s in self.samples], "notes": self.notes,
-                "targets": [t.to_json() for t in self.targets], "elapsed_s": self.elapsed_s}
+    def figures(self) -> Figures:
+        return Figures(self.overall, self.groups, self.group_prompts)
 
 
 def _warm_up(family: Family, reference: HFReference, prompt: BenchPrompt, ids: list[int], base: DecodeParams,
@@ -268,8 +249,11 @@ def run_bench(family: Family, prompts: Sequence[BenchPrompt], methods: Sequence[
         for index, (prompt, ids) in enumerate(runnable):
             number = repeat * len(runnable) + index + 1
             where = head(number, total, prompt) + (f" (repeat {repeat + 1}/{repeats})" if repeats > 1 else "")
-            measurer = PromptMeasurer(family, rows, base, record_labels,
-                                      lambda what, where=where: say(f"{where}: {what}"), reference)
+
+            def tick(what: str, where: str = where) -> None:
+                say(f"{where}: {what}")
+
+            measurer = PromptMeasurer(family, rows, base, record_labels, tick, reference)
             with_twins = bool(record_labels) and (number - 1) % record_overhead_every == 0
             samples.append(measurer.measure(prompt, ids, repeat, flip=twins % 2 == 1, record_twins=with_twins))
             twins += with_twins
@@ -288,7 +272,8 @@ def run_bench(family: Family, prompts: Sequence[BenchPrompt], methods: Sequence[
         family=info, machine={**machine_info(), "load_average_at_start": load_at_start, "verify_cost_curve": curve},
         settings=_settings(base, rows, limit, repeats, reference, record_overhead_every),
         prompts=prompt_records(runnable), bandwidth={"runs": bandwidth, "best_gb_per_s": best["gb_per_s"]},
-        floor=floor, figures=figures, samples=samples, notes=notes,
+        floor=floor, overall=figures.overall, groups=figures.groups, group_prompts=figures.group_prompts,
+        samples=samples, notes=notes,
         targets=evaluate_targets(figures, {BASELINE: BASELINE, **{row.label: row.method for row in rows}}, samples,
                                  floor.floor_ms),
         elapsed_s=round(time.perf_counter() - started, 1))

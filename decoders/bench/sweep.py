@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Sequence
+
+import msgspec
 
 from decoders.analysis.theory import cost_aware_speedup, predicted_speedup
 from decoders.bench.aggregate import SideStats
-from decoders.bench.common import FlatRecord, mean, off_by, rounded
+from decoders.bench.common import known, mean, off_by, rounded
 from decoders.bench.machine import family_info, machine_info
 from decoders.bench.measure import OursEntry
-from decoders.bench.prompts import BenchPrompt
+from decoders.bench.prompts import BenchPrompt, PromptRecord
 from decoders.bench.suite import (
     REPORT_SCHEMA,
     ProgressFn,
@@ -26,6 +27,7 @@ from decoders.bench.suite import (
 from decoders.core.declarations import all_methods, get_method
 from decoders.core.errors import DecodeError
 from decoders.core.params import DecodeParams
+from decoders.records.codec import Record
 
 if TYPE_CHECKING:
     from decoders.models.family import Family
@@ -64,8 +66,7 @@ def sweep_names() -> str:
     return ", ".join(param + (f" ({', '.join(short)})" if short else "") for param, short in aliases.items())
 
 
-@dataclass(frozen=True)
-class Sweep:
+class Sweep(Record):
     """One parameter swept over integer values, e.g. ``gamma=1..8``."""
 
     name: str  # the DecodeParams field
@@ -75,13 +76,6 @@ class Sweep:
     @property
     def spec(self) -> str:
         return f"{self.name}={','.join(map(str, self.values))}"
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Sweep:
-        return cls(d["name"], d["method"], tuple(d["values"]))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "method": self.method, "values": list(self.values)}
 
 
 def _shown(text: str, most: int = 60) -> str:
@@ -103,6 +97,7 @@ def parse_sweep(text: str) -> Sweep:
         raise DecodeError(f"cannot sweep {_shown(name)}; {hint}")
     method, param = names[name]
     spec = next(spec for spec in get_method(method).params if spec.name == param)
+    assert spec.low is not None and spec.high is not None  # an integer parameter is bounded
     try:
         if ".." in values:
             low, high = (int(v) for v in values.split("..", 1))
@@ -136,110 +131,85 @@ def sweep_prediction(entry: OursEntry, draft_length: int | None) -> tuple[float 
     alpha; the theorem assumes ``draft_length`` drafts every iteration, which prompt lookup does
     only when its n-gram matches. No draft length (a method without one): no prediction.
     """
-    if entry.theorem is not None:
-        return entry.theorem.predicted_speedup, entry.theorem.predicted_speedup_cost_aware
-    alpha = entry.accept_rate
+    theorem, drafting = entry.theorem, entry.drafting
+    if theorem is not None:
+        return theorem.predicted_speedup, theorem.predicted_speedup_cost_aware
+    alpha = drafting.accept_rate if drafting else None
     if alpha is None or draft_length is None:
         return None, None
-    cost = entry.verify_cost
+    cost = drafting.verify_cost if drafting else None
     return (predicted_speedup(alpha, draft_length, 0.0),
             cost_aware_speedup(alpha, draft_length, 0.0, cost) if cost else None)
 
 
-@dataclass
-class SweepSample:
-    """One run at one value on one prompt, with the theorem's prediction for it."""
+class SweepSample(OursEntry, kw_only=True):
+    """One run at one value on one prompt (its entry's fields), with the theorem's prediction for it."""
 
-    entry: OursEntry
     predicted: float | None
     predicted_cost_aware: float | None
     question_id: Any
     group: str
     repeat: int
 
-    @classmethod
-    def from_json(cls, d: dict[str, Any], method: str) -> SweepSample:
-        return cls(OursEntry.from_json(d, method), d.get("predicted"), d.get("predicted_cost_aware"),
-                   d.get("question_id"), d.get("group", ""), d.get("repeat", 0))
 
-    def to_json(self) -> dict[str, Any]:
-        return {**self.entry.to_json(), "predicted": self.predicted,
-                "predicted_cost_aware": self.predicted_cost_aware, "question_id": self.question_id,
-                "group": self.group, "repeat": self.repeat}
-
-
-@dataclass(frozen=True)
-class SweepRow(FlatRecord):
-    """The pooled figures at one value of the swept parameter."""
+class SweepRow(Record, kw_only=True):
+    """The pooled figures at one value of the swept parameter (a figure a report leaves out reads as None)."""
 
     value: int
-    measured_speedup: float | None
-    predicted_speedup: float | None
-    error: float | None
-    predicted_cost_aware: float | None
-    error_cost_aware: float | None
-    tau: float | None
-    acceptance: float | None
-    mean_acceptance_length: float | None
-    per_position_acceptance: list[float] | None
-    alpha_hat: float | None
-    c_hat: float | None
-    identical: int | None
+    measured_speedup: float | None = None
+    predicted_speedup: float | None = None
+    error: float | None = None
+    predicted_cost_aware: float | None = None
+    error_cost_aware: float | None = None
+    tau: float | None = None
+    acceptance: float | None = None
+    mean_acceptance_length: float | None = None
+    per_position_acceptance: list[float] | None = None
+    alpha_hat: float | None = None
+    c_hat: float | None = None
+    identical: int | None = None
     n: int
-    ms_per_token: float | None
+    ms_per_token: float | None = None
 
     @classmethod
     def of(cls, value: int, samples: Sequence[SweepSample], ar: Sequence[OursEntry]) -> SweepRow:
-        stats = SideStats.of([s.entry for s in samples], ar)
+        stats = SideStats.of(samples, ar)
         predicted = mean(s.predicted for s in samples)
         aware = mean(s.predicted_cost_aware for s in samples)
         return cls(value=value, measured_speedup=stats.speedup, predicted_speedup=rounded(predicted),
                    error=off_by(stats.speedup, predicted), predicted_cost_aware=rounded(aware),
-                   error_cost_aware=off_by(stats.speedup, aware), tau=stats.tau, acceptance=stats.acceptance,
-                   mean_acceptance_length=stats.mean_acceptance_length,
-                   per_position_acceptance=stats.per_position_acceptance,
-                   alpha_hat=stats.alpha_hat, c_hat=stats.c_hat, identical=stats.identical, n=stats.n,
+                   error_cost_aware=off_by(stats.speedup, aware), tau=stats.tau, acceptance=known(stats.acceptance),
+                   mean_acceptance_length=known(stats.mean_acceptance_length),
+                   per_position_acceptance=known(stats.per_position_acceptance),
+                   alpha_hat=known(stats.alpha_hat), c_hat=known(stats.c_hat), identical=stats.identical, n=stats.n,
                    ms_per_token=stats.ms_per_token)
 
 
-@dataclass
-class SweepReport:
-    """A whole sweep; ``to_json()`` is its report.json (schema ``REPORT_SCHEMA``, kind "sweep")."""
+class SweepReport(Record, kw_only=True):
+    """A whole sweep as its report.json holds it (schema ``REPORT_SCHEMA``, kind "sweep");
+    ``best_value`` is worked out from the rows."""
 
+    schema: int = REPORT_SCHEMA
+    kind: Literal["sweep"] = "sweep"
+    created: str = msgspec.field(default_factory=created)
     family: dict[str, Any]
     machine: dict[str, Any]
     sweep: Sweep
     settings: dict[str, Any]
-    prompts: list[dict[str, Any]]
+    prompts: list[PromptRecord]
     ar_ms_per_token: float | None
     rows: list[SweepRow]
+    best_value: int = 0
     samples: dict[int, list[SweepSample]]  # per value
     notes: list[str]
     elapsed_s: float = 0.0
-    created: str = field(default_factory=created)
-    schema: int = REPORT_SCHEMA
-    kind: str = "sweep"
 
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> SweepReport:
-        sweep = Sweep.from_json(d["sweep"])
-        return cls(family=d["family"], machine=d["machine"], sweep=sweep, settings=d["settings"], prompts=d["prompts"],
-                   ar_ms_per_token=d["ar_ms_per_token"], rows=[SweepRow.from_json(r) for r in d["rows"]],
-                   samples={int(v): [SweepSample.from_json(e, sweep.method) for e in per]
-                            for v, per in d["samples"].items()},
-                   notes=d["notes"], elapsed_s=d["elapsed_s"], created=d["created"], schema=d["schema"])
-
-    @property
-    def best_value(self) -> int:
-        return max(self.rows, key=lambda row: row.measured_speedup or 0).value
-
-    def to_json(self) -> dict[str, Any]:
-        return {"schema": self.schema, "kind": self.kind, "created": self.created, "family": self.family,
-                "machine": self.machine, "sweep": self.sweep.to_json(), "settings": self.settings,
-                "prompts": self.prompts, "ar_ms_per_token": self.ar_ms_per_token,
-                "rows": [r.to_json() for r in self.rows], "best_value": self.best_value,
-                "samples": {str(v): [s.to_json() for s in per] for v, per in self.samples.items()},
-                "notes": self.notes, "elapsed_s": self.elapsed_s}
+    def __post_init__(self) -> None:
+        if self.rows:
+            self.best_value = max(self.rows, key=lambda row: row.measured_speedup or 0).value
+        for per in self.samples.values():  # a report that does not name an entry's method: the sweep's
+            for sample in per:
+                sample.method = sample.method or self.sweep.method
 
 
 def run_sweep(family: Family, prompts: Sequence[BenchPrompt], sweep: Sweep, max_new_tokens: int = 64,
@@ -287,9 +257,10 @@ def run_sweep(family: Family, prompts: Sequence[BenchPrompt], sweep: Sweep, max_
                 entry = OursEntry.of_run(result)
                 entry.compare(ar.ms_per_token, None)
                 draft_length = getattr(at(value), method.draft_length) if method.draft_length else None
-                per_value[value].append(SweepSample(entry, *sweep_prediction(entry, draft_length),
-                                                    question_id=prompt.question_id, group=prompt.group,
-                                                    repeat=repeat))
+                predicted, aware = sweep_prediction(entry, draft_length)
+                per_value[value].append(SweepSample(**msgspec.structs.asdict(entry), predicted=predicted,
+                                                    predicted_cost_aware=aware, question_id=prompt.question_id,
+                                                    group=prompt.group, repeat=repeat))
                 ar_samples[value].append(ar)
 
     first = ar_samples[sweep.values[0]]

@@ -3,15 +3,17 @@ missed, by how much, and the figures that say why."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
+from msgspec.structs import replace
+
 from decoders.bench.aggregate import Figures, MethodStats, speedup_spread
-from decoders.bench.common import BASELINE, FlatRecord
+from decoders.bench.common import BASELINE, known
 from decoders.bench.measure import AGAIN, Sample
 from decoders.bench.prompts import group_label
 from decoders.bench.variants import variant_of
 from decoders.core.declarations import BENCH_TARGET_KINDS, BenchTarget, Method, all_methods, get_method
+from decoders.records.codec import Record
 
 AR_RATIO_TARGET = 0.8  # our AR ms/token <= 0.8 x transformers generate()
 THM38_TOLERANCE = 0.15  # measured speculative speedup within 15% of Theorem 3.8
@@ -20,8 +22,7 @@ NOISE_TARGET = 0.03  # autoregressive against its own baseline: spread under 3% 
 MIN_RUNS_TO_JUDGE = 4  # prompt runs below which no target is called met or missed
 
 
-@dataclass(frozen=True)
-class Target(FlatRecord):
+class Target(Record):
     """One row of the targets table."""
 
     key: str
@@ -46,7 +47,7 @@ def evaluate_targets(figures: Figures, rows: Mapping[str, str] | Sequence[str], 
             labels = [label for label, name in rows.items() if name == method.name]
             for declared in (t for t in method.bench_targets if t.kind == kind and labels):
                 targets += _declared_targets(declared, method, labels, figures)
-    targets += [_record_target(label, method, figures.overall[label]) for label, method in rows.items()]
+    targets += [_record_target(label, method, figures.overall[label], samples) for label, method in rows.items()]
     judged = [t for t in targets if t is not None]
     if len(samples) < MIN_RUNS_TO_JUDGE:  # a figure from a prompt or two is an anecdote, not a verdict
         judged = [replace(t, met=None, margin=f"too few runs to judge ({len(samples)} prompt runs; "
@@ -80,9 +81,12 @@ def is_tree(label: str) -> bool:
 def _beats_target(groups: dict[str, dict[str, MethodStats]], label: str, other: str, name: str,
                   strict: bool) -> Target | None:
     """``label``'s speedup against ``other``'s on every task group where both ran."""
-    pairs = [(g, per[label].ours.speedup, per[other].ours.speedup) for g, per in groups.items()
-             if label in per and other in per]
-    pairs = [(g, a, b) for g, a, b in pairs if a is not None and b is not None]
+    pairs: list[tuple[str, float, float]] = []
+    for g, per in groups.items():
+        if label in per and other in per:
+            mine, theirs = per[label].ours.speedup, per[other].ours.speedup
+            if mine is not None and theirs is not None:
+                pairs.append((g, mine, theirs))
     if not pairs:
         return None
     behind = [(g, a, b) for g, a, b in pairs if (a <= b if strict else a < b)]
@@ -95,8 +99,8 @@ def _beats_target(groups: dict[str, dict[str, MethodStats]], label: str, other: 
 
 
 def _ar_target(ar: MethodStats, samples: Sequence[Sample], floor_ms: float | None) -> Target | None:
-    ratio = ar.ratio_ms_per_token
-    if ratio is None:
+    ratio = known(ar.ratio_ms_per_token)
+    if ratio is None or ar.theirs is None:
         return None
     same = sum(1 for s in samples if s.ours[BASELINE].ids == s.theirs[BASELINE].ids)
     met = ratio <= AR_RATIO_TARGET
@@ -155,15 +159,18 @@ def _counterpart_targets(groups: dict[str, dict[str, MethodStats]], method: Meth
             ", ".join(f"{group_label(g)} {gap:+.2f}" for g, gap in gaps), not missed,
             f"missed on {len(missed)}/{len(gaps)} groups, worst {group_label(worst_group)} {worst:+.2f}" if missed
             else f"all {len(gaps)} groups met (smallest gap {worst:+.2f})", note))
-    speed = [(g, per[name].ours.speedup) for g, per in groups.items() if name in per]
-    speed = [(g, s) for g, s in speed if s is not None]
+    speed: list[tuple[str, float]] = []
+    for g, per in groups.items():
+        value = per[name].ours.speedup if name in per else None
+        if value is not None:
+            speed.append((g, value))
     if speed:
         slow = [g for g, s in speed if s < 1.0]
         worst_group, worst = min(speed, key=lambda item: item[1])
         why = []
         for g in slow:
             st = groups[g][name].ours
-            why.append(f"{group_label(g)}: tau {st.tau or 0:.2f}, acceptance {st.acceptance or 0:.2f}, "
+            why.append(f"{group_label(g)}: tau {st.tau or 0:.2f}, acceptance {known(st.acceptance) or 0:.2f}, "
                        f"a verify forward costs {st.verify_cost or 0:.2f}x a one-token step")
         targets.append(Target(
             f"{name}_not_slower", f"{noun} never slower than autoregressive on any task group",
@@ -175,17 +182,19 @@ def _counterpart_targets(groups: dict[str, dict[str, MethodStats]], method: Meth
 
 
 def _theorem_target(label: str, method: Method, text: str, spec: MethodStats | None) -> Target | None:
-    if spec is None or not spec.ours.predicted_speedup:
+    theorem = spec.ours.theorem if spec is not None else None
+    if spec is None or theorem is None or not theorem.predicted_speedup:
         return None
     ours = spec.ours
-    broken = ours.theorem.premise_broken() if ours.theorem is not None else None
+    broken = theorem.premise_broken()
     if broken:
         return Target(f"{method.name}_thm38" + ("" if label == method.name else f":{label}"),
                       text + ("" if label == method.name else f", {label}"),
                       f"measured within {THM38_TOLERANCE:.0%} of predicted",
-                      f"measured {ours.speedup:.2f}x vs predicted {ours.predicted_speedup:.2f}x", None,
+                      f"measured {ours.speedup:.2f}x vs predicted {theorem.predicted_speedup:.2f}x", None,
                       "not judged: " + broken, "a fixed-γ row is judged: add --methods 'spec[draft_policy=fixed]'")
-    measured, predicted, aware = ours.speedup, ours.predicted_speedup, ours.predicted_speedup_cost_aware
+    measured, predicted, aware = ours.speedup, theorem.predicted_speedup, theorem.predicted_speedup_cost_aware
+    assert measured is not None  # a predicted row was measured
     error = measured / predicted - 1
     aware_note = (f"cost-aware prediction {aware:.2f}x (measured {measured / aware - 1:+.0%} off it, verify cost "
                   f"{ours.verify_cost or 0:.2f} one-token forwards)" if aware else "")
@@ -194,16 +203,18 @@ def _theorem_target(label: str, method: Method, text: str, spec: MethodStats | N
         f"{method.name}_thm38" + ("" if label == method.name else f":{label}"),
         text + ("" if label == method.name else f", {label}"),
         f"measured within {THM38_TOLERANCE:.0%} of predicted",
-        f"measured {measured:.2f}x vs predicted {predicted:.2f}x (alpha {ours.alpha_hat:.2f}, c {ours.c_hat:.2f})",
+        f"measured {measured:.2f}x vs predicted {predicted:.2f}x "
+        f"(alpha {theorem.alpha_hat:.2f}, c {theorem.c_hat:.2f})",
         within, f"{error:+.0%} off the prediction" + ("" if within else
                                                      f" (missed by {abs(error) - THM38_TOLERANCE:.0%})"),
         aware_note)
 
 
-def _record_target(label: str, method: str, stats: MethodStats) -> Target | None:
-    overhead = stats.record_overhead
-    if not stats.record_runs or overhead is None:
+def _record_target(label: str, method: str, stats: MethodStats, samples: Sequence[Sample]) -> Target | None:
+    overhead = stats.overhead
+    if overhead is None:
         return None
+    runs = sum(1 for s in samples if label in s.record_on)
     met = overhead <= RECORD_OVERHEAD_TARGET
     return Target(
         f"record_overhead_{label}",
@@ -211,4 +222,4 @@ def _record_target(label: str, method: str, stats: MethodStats) -> Target | None
         f"<= {RECORD_OVERHEAD_TARGET:.0%} of wall time", f"{overhead:+.1%}", met,
         f"{RECORD_OVERHEAD_TARGET - overhead:.1%} to spare" if met else
         f"missed by {overhead - RECORD_OVERHEAD_TARGET:.1%}",
-        f"total wall time of {stats.record_runs} record=True runs against their record=False twins")
+        f"total wall time of {runs} record=True runs against their record=False twins")

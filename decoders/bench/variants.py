@@ -68,10 +68,6 @@ class Variant:
         return {"label": self.label, "method": self.method, "params": dict(self.overrides), "draft": self.draft,
                 "layer": self.layer}
 
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Variant:
-        return cls(d["method"], tuple(d.get("params", {}).items()), d.get("draft"), d.get("layer"))
-
 
 def _hint(methods: bool = False) -> str:
     return (f"write --variants as a comma-separated list of METHOD or METHOD[ITEM, ...], e.g. {EXAMPLE}"
@@ -170,6 +166,7 @@ def parse_variant(piece: str) -> Variant:
                                   f"tree 2x3; {_hint()}")
             for key, text in zip(("tree_width", "tree_depth"), shape.groups(), strict=False):
                 spec = specs[key]
+                assert spec.low is not None and spec.high is not None  # tree shapes are bounded
                 overrides[key] = _number(piece, key, text, int(spec.low), int(spec.high))
         elif word in specs:
             if not value:

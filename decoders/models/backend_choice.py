@@ -3,7 +3,7 @@ built from it. torch is imported inside the functions that need it."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, get_args
 
 from decoders.core.errors import DecodeError
 
@@ -12,8 +12,10 @@ if TYPE_CHECKING:
 
     from decoders.backends.hf import Backend
 
-DEVICES = ("auto", "cpu", "cuda", "mps")
-DTYPES = ("auto", "float32", "bfloat16", "float16")
+Device = Literal["auto", "cpu", "cuda", "mps"]
+Dtype = Literal["auto", "float32", "bfloat16", "float16"]
+DEVICES: tuple[str, ...] = get_args(Device)
+DTYPES: tuple[str, ...] = get_args(Dtype)
 
 
 def make_backend(model, fast: bool = True, max_positions: int | None = None, cuda_graph: str = "auto",

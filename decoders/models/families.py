@@ -24,12 +24,16 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, get_args
+
+import msgspec
 
 from decoders.core.errors import DecodeError
-from decoders.models.backend_choice import DEVICES, DTYPES
+from decoders.models.backend_choice import Device, Dtype
 from decoders.models.bundled import DEFAULT_FAMILY
 from decoders.models.bundled import LABEL as BUNDLED_LABEL
-from decoders.models.family import SELF_DRAFT_KINDS, FamilySpec
+from decoders.models.family import FamilySpec, SelfDraft
+from decoders.records.codec import field_path
 
 CONFIG_ENV = "TUI_DECODE_CONFIG_DIR"
 CONFIG_FILE = "families.toml"
@@ -55,8 +59,67 @@ BUILTIN_FAMILIES: dict[str, FamilySpec] = {
     )
 }
 
-_STRING_KEYS = ("main", "helper", "device", "dtype", "label", "self_draft")
-_KNOWN_KEYS = frozenset(_STRING_KEYS + ("self_draft_layer",))
+
+class FamilyTable(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """One ``[families.NAME]`` table as the file holds it: every key declared once, its type and
+    its allowed values checked by msgspec (`user_families` turns the error into one line)."""
+
+    main: str
+    helper: str | None = None
+    self_draft_layer: int | None = None
+    self_draft: SelfDraft | None = None
+    device: Device = "auto"
+    dtype: Dtype = "auto"
+    label: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.main.strip():  # an empty main read the current folder
+            raise ValueError("has no `main`; set it to a model folder, .gguf file, hub id or \"bundled\".")
+        for key in ("helper", "label"):
+            value = getattr(self, key)
+            if value is not None and not value.strip():
+                raise ValueError(f"`{key}` is empty; give it a value or leave it out.")
+        if self.helper and self.self_draft_layer is not None:
+            raise ValueError("sets both `helper` and `self_draft_layer`; keep one.")
+        if self.self_draft is not None and (self.helper or self.self_draft_layer is not None):
+            raise ValueError(f"sets `self_draft` and `{'helper' if self.helper else 'self_draft_layer'}`; keep one.")
+
+    def spec(self, name: str) -> FamilySpec:
+        return FamilySpec(name=name, **msgspec.structs.asdict(self))
+
+
+class ConfigFile(msgspec.Struct):
+    """families.toml: its ``families`` table of tables (other top-level keys are not ours)."""
+
+    families: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+_KINDS = {"str": "a string", "int": "an integer"}
+
+
+def _choices(key: str) -> tuple[str, ...]:
+    """The values a Literal-typed key allows (device: auto, cpu, ...)."""
+    hint = next(f.type for f in msgspec.structs.fields(FamilyTable) if f.name == key)
+    return tuple(a for arg in get_args(hint) for a in (get_args(arg) or (arg,)) if isinstance(a, str))
+
+
+def _table_error(where: str, table: Any, exc: msgspec.ValidationError) -> str:
+    """msgspec's complaint about one table as the line the user fixes it from."""
+    key, what = field_path(exc)
+    if what.startswith("Expected `object`"):
+        return f"{where} must be a table with at least `main = \"...\"`."
+    if what.startswith("Object contains unknown field"):
+        known = FamilyTable.__struct_fields__
+        unknown = sorted(set(table) - set(known))
+        return f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(known))}."
+    if what.startswith("Object missing required field `main`"):
+        return f"{where} has no `main`; set it to a model folder, .gguf file, hub id or \"bundled\"."
+    if what.startswith("Invalid enum value"):
+        return f"{where}: {key} {table[key]!r} is not one of {', '.join(_choices(key))}."
+    if what.startswith("Expected `"):
+        kind = "int" if key == "self_draft_layer" else "str"
+        return f"{where}: `{key}` must be {_KINDS[kind]}."
+    return f"{where} {what}" if not key else f"{where}: `{key}`: {what}"
 
 
 def config_path() -> Path:
@@ -93,56 +156,20 @@ def user_families(path: Path | None = None) -> dict[str, FamilySpec]:
         data = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, RecursionError) as err:
         raise DecodeError(f"Config file {path} is not valid TOML: {err}; fix or remove it.") from None
-    tables = data.get("families", {})
-    if not isinstance(tables, dict):
-        raise DecodeError(f"Config file {path}: `families` must be a table of [families.NAME] tables.")
+    try:
+        tables = msgspec.convert(data, ConfigFile).families
+    except msgspec.ValidationError:
+        raise DecodeError(f"Config file {path}: `families` must be a table of [families.NAME] tables.") from None
     return {name: _spec_from_table(path, name, table) for name, table in tables.items()}
 
 
-def _spec_from_table(path: Path, name: str, table) -> FamilySpec:
-    """One [families.NAME] table, checked key by key so the error names what is wrong."""
+def _spec_from_table(path: Path, name: str, table: Any) -> FamilySpec:
+    """One [families.NAME] table, checked by its declared type; DecodeError naming the key."""
     where = f"Config file {path}, [families.{name}]"
-    if not isinstance(table, dict):
-        raise DecodeError(f"{where} must be a table with at least `main = \"...\"`.")
-    unknown = sorted(set(table) - _KNOWN_KEYS)
-    if unknown:
-        raise DecodeError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_KNOWN_KEYS))}.")
-    for key in _STRING_KEYS:
-        if key in table and not isinstance(table[key], str):
-            raise DecodeError(f"{where}: `{key}` must be a string.")
-    if "main" not in table or not table["main"].strip():
-        raise DecodeError(f"{where} has no `main`; set it to a model folder, .gguf file, hub id or \"bundled\".")
-    for key in ("helper", "label"):
-        if key in table and not table[key].strip():
-            raise DecodeError(f"{where}: `{key}` is empty; give it a value or leave it out.")
-    layer = table.get("self_draft_layer")
-    if layer is not None and (not isinstance(layer, int) or isinstance(layer, bool)):
-        raise DecodeError(f"{where}: `self_draft_layer` must be an integer.")
-    device = table.get("device", "auto")
-    if device not in DEVICES:
-        raise DecodeError(f"{where}: device {device!r} is not one of {', '.join(DEVICES)}.")
-    dtype = table.get("dtype", "auto")
-    if dtype not in DTYPES:
-        raise DecodeError(f"{where}: dtype {dtype!r} is not one of {', '.join(DTYPES)}.")
-    if table.get("helper") and layer is not None:
-        raise DecodeError(f"{where} sets both `helper` and `self_draft_layer`; keep one.")
-    self_draft = table.get("self_draft")
-    if self_draft is not None:
-        if self_draft not in SELF_DRAFT_KINDS:
-            raise DecodeError(f"{where}: self_draft {self_draft!r} is not one of {', '.join(SELF_DRAFT_KINDS)}.")
-        if table.get("helper") or layer is not None:
-            other = "helper" if table.get("helper") else "self_draft_layer"
-            raise DecodeError(f"{where} sets `self_draft` and `{other}`; keep one.")
-    return FamilySpec(
-        name=name,
-        main=table["main"],
-        helper=table.get("helper"),
-        self_draft_layer=layer,
-        self_draft=self_draft,
-        device=device,
-        dtype=dtype,
-        label=table.get("label"),
-    )
+    try:
+        return msgspec.convert(table, FamilyTable).spec(name)
+    except msgspec.ValidationError as exc:
+        raise DecodeError(_table_error(where, table, exc)) from None
 
 
 def all_families() -> dict[str, FamilySpec]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from decoders.core.errors import DecodeError
 from decoders.core.events import LoadProgress
@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 # End-of-turn markers of common chat formats: a chat reply ends at these even when the
 # generation config names only the base model's end-of-text token.
 #: Quantized self-drafts a family may ask for (built by `decoders.backends.quantized`).
-SELF_DRAFT_KINDS = ("int4",)
+SelfDraft = Literal["int4"]
+SELF_DRAFT_KINDS: tuple[str, ...] = get_args(SelfDraft)
 END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>")
 
 

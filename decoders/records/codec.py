@@ -39,23 +39,36 @@ def field_path(exc: msgspec.ValidationError, data: Any = None, root: str = "") -
 
 
 def _name_keys(path: str, data: Any, what: str) -> str:
-    """msgspec writes a mapping's key as ``[...]``: name the first key whose value is of the type
-    the message says it got (the offending value in practice)."""
+    """msgspec writes a mapping's key as ``[...]``: name the first key under which the rest of the
+    path leads to a value of the type the message says it got (the offending value in practice),
+    or, for a missing field, to an object without it."""
     m = _EXPECTED.search(what)
     got = _JSON_TYPES.get(m.group("got")) if m else None
-    node, out = data, ""
-    for part in re.findall(r"\.\w+|\[\d+\]|\[\.\.\.\]", path):
+    missing = what.split("`")[1] if what.startswith("Object missing required field `") else None
+    parts = re.findall(r"\.\w+|\[\d+\]|\[\.\.\.\]", path)
+
+    def walk(node: Any, rest: list[str]) -> str | None:
+        if not rest:
+            if missing is not None:
+                return "" if isinstance(node, dict) and missing not in node else None
+            return "" if got is not None and type(node) is got else None
+        part, tail = rest[0], rest[1:]
         if part == "[...]" and isinstance(node, dict):
-            key = next((k for k, v in node.items() if got is not None and type(v) is got), None)
-            out, node = (out + part, None) if key is None else (f"{out}.{key}", node[key])
-        elif part.startswith("[") and isinstance(node, list):
+            for key, value in node.items():
+                found = walk(value, tail)
+                if found is not None:
+                    return f".{key}{found}"
+            return None
+        if part.startswith("[") and isinstance(node, list):
             i = int(part[1:-1])
-            out, node = out + part, node[i] if i < len(node) else None
-        elif part.startswith(".") and isinstance(node, dict):
-            out, node = out + part, node.get(part[1:])
-        else:
-            out += part
-    return out
+            found = walk(node[i], tail) if i < len(node) else None
+            return None if found is None else part + found
+        if part.startswith(".") and isinstance(node, dict) and part[1:] in node:
+            found = walk(node[part[1:]], tail)
+            return None if found is None else part + found
+        return None
+
+    return walk(data, parts) or path
 
 
 def one_line(exc: msgspec.ValidationError, data: Any = None, root: str = "the record") -> str:
@@ -87,18 +100,28 @@ def one_line(exc: msgspec.ValidationError, data: Any = None, root: str = "the re
 
 
 def convert(data: Any, type_: type[T] | Any, root: str = "the record") -> T:
-    """``data`` (plain JSON values) as ``type_``, every field checked; DecodeError in one line."""
+    """``data`` (plain JSON values) as ``type_``, every field checked; DecodeError in one line.
+    Object keys are JSON's strings: a ``dict[int, ...]`` reads them as integers."""
     try:
-        return msgspec.convert(data, type_)
+        return msgspec.convert(data, type_, str_keys=True)
     except msgspec.ValidationError as exc:
         raise DecodeError(one_line(exc, data, root)) from None
+
+
+def _lists(plain: Any) -> Any:
+    """JSON's values: a tuple (msgspec keeps them) as the list that reading the JSON gives back."""
+    if isinstance(plain, dict):
+        return {k: _lists(v) for k, v in plain.items()}
+    if isinstance(plain, (list, tuple)):
+        return [_lists(v) for v in plain]
+    return plain
 
 
 class Record(msgspec.Struct):
     """A declared record: plain JSON out (``to_json``), checked JSON in (``from_json``)."""
 
     def to_json(self) -> Any:
-        return msgspec.to_builtins(self)
+        return _lists(msgspec.to_builtins(self, str_keys=True))
 
     @classmethod
     def from_json(cls: type[T], data: Any) -> T:
