@@ -16,7 +16,6 @@ check is converted afresh.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -24,11 +23,11 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 from decoders.core.errors import DecodeError
 from decoders.core.events import LoadProgress
+from decoders.models.hf_progress import quiet_progress_bars, tensor_progress
 
 CACHE_ENV = "TUI_DECODE_CACHE_DIR"
 MARKER_FILE = "tui-decode-gguf.json"  # written last: a folder without it is not a finished copy
@@ -257,7 +256,7 @@ def _convert(path: Path, target: Path, report: LoadProgress) -> None:
             with quiet_progress_bars():
                 tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
                 report(f"Dequantising {path.name} (first load only; later loads use a cached copy)", 0.2)
-                with _tensor_progress(report, 0.2, 0.85):
+                with tensor_progress(report, 0.2, 0.85):
                     model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name)
         except DecodeError:
             raise
@@ -315,52 +314,6 @@ def _clear_quantizer_marker(model) -> None:
         model.quantization_method = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-
-
-@contextlib.contextmanager
-def quiet_progress_bars() -> Iterator[None]:
-    """Keep transformers' tqdm bars off the terminal (the app draws there), then restore them."""
-    from transformers.utils import logging as hf_logging
-
-    was_enabled = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            hf_logging.enable_progress_bar()
-
-
-@contextlib.contextmanager
-def _tensor_progress(report: LoadProgress, start: float, end: float) -> Iterator[None]:
-    """Route transformers' per-tensor GGUF dequantising progress into ``report``.
-
-    Its tqdm bar would otherwise write to the terminal the app is drawing on.
-    """
-    try:
-        import transformers.modeling_gguf_pytorch_utils as gguf_utils
-    except ImportError:
-        yield
-        return
-    original = getattr(gguf_utils, "tqdm", None)
-    if original is None:
-        yield
-        return
-
-    def reporting(iterable, desc=None, **_kwargs):
-        items = list(iterable)
-        total = max(len(items), 1)
-        step = max(total // 20, 1)
-        for index, item in enumerate(items):
-            if index % step == 0:
-                report(f"Dequantising tensors ({index}/{total})", start + (end - start) * index / total)
-            yield item
-
-    gguf_utils.tqdm = reporting
-    try:
-        yield
-    finally:
-        gguf_utils.tqdm = original
 
 
 def _remove_stale_partials(root: Path) -> None:

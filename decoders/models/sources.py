@@ -104,7 +104,7 @@ def classify_source(source: str) -> tuple[str, Path | None]:
 def _load_folder(folder, device, dtype, described: str, device_map=None):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from decoders.models.gguf_cache import quiet_progress_bars
+    from decoders.models.hf_progress import quiet_progress_bars
 
     try:
         with quiet_progress_bars():
@@ -207,7 +207,7 @@ def _load_hub(repo_id: str, device, dtype, role: str = "main", device_map=None):
     os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", str(HUB_TIMEOUT_SECONDS))
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from decoders.models.gguf_cache import quiet_progress_bars
+    from decoders.models.hf_progress import quiet_progress_bars
 
     def load(local_only: bool):
         with quiet_progress_bars():

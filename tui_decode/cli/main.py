@@ -20,25 +20,8 @@ from decoders.core.declarations import COMMON_PARAMS, DEFAULT_METHOD
 from decoders.core.errors import DecodeError
 from decoders.core.params import DecodeParams, method_param_specs
 from decoders.models.families import DEFAULT_FAMILY
+from tui_decode.cli.numbers import MAX_REPEATS, bounded_int
 from tui_decode.state.crash_report import report_crash
-
-MAX_REPEATS = 20  # `run --repeats`: each repeat is a method run and its baseline
-
-
-def bounded_int(flag: str, low: int, high: int):
-    """An argparse type: an integer in low..high, else one line saying so."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            message = f"{flag} takes a whole number in {low}..{high}, got {text[:40]!r}"
-            raise argparse.ArgumentTypeError(message) from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{flag} must be in {low}..{high}, got {value}")
-        return value
-
-    return parse
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -111,3 +111,26 @@ def prompt_picker(prompts: list, problems: list[str], folder: Path) -> PromptPic
     if problems:
         note += " · not read: " + "; ".join(problems)[:200]
     return PromptPicker("Start from a prompt (Spec-Bench, by task group)", options, note=note)
+
+
+def open_prompt_library(main) -> None:
+    """p on the main screen: the prompt library; the picked prompt replaces the Prompt pane's text
+    (ctrl+r in the list also runs it)."""
+    from tui_decode.state.prompt_library import library, prompts_dir
+
+    prompts, problems = library()
+    if not prompts:
+        main.report_error("no prompts to pick: " + ("; ".join(problems) or "the library is empty"))
+        return
+    by_key = {p.key: p for p in prompts}
+
+    def picked(key: str | None) -> None:
+        prompt = by_key.get((key or "").removeprefix("run:"))
+        if key is None or prompt is None:
+            return
+        main.prompt_pane.text = prompt.text
+        main.notify(f"Prompt: {prompt.group} {prompt.name}", timeout=3)
+        if key.startswith("run:"):
+            main.action_run()
+
+    main.app.push_screen(prompt_picker(prompts, problems, prompts_dir()), picked)

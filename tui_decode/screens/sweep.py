@@ -33,6 +33,7 @@ from decoders.core.errors import DecodeError
 from decoders.core.events import PhaseStarted
 from decoders.records.run import RunResult
 from tui_decode.state.run_summary import acceptance_text, judged_drafts
+from tui_decode.state.settings import input_error
 from tui_decode.widgets.gamma_plot import GammaPlot, PlotData, Point
 from tui_decode.widgets.stats_pane import headline_speed
 from tui_decode.workers.messages import failure_message
@@ -307,12 +308,9 @@ def start_sweep(main: MainScreen) -> None:
     if main.loaded is None:
         main.notify("No model is loaded yet; ctrl+r loads it and runs, then s sweeps.", severity="warning")
         return
-    try:
-        if not prompt.strip():
-            raise DecodeError("the prompt is empty; type a prompt in the Prompt pane (e edits it)")
-        settings.params.validated(ui=True)
-    except DecodeError as error:
-        main.report_error(str(error))
+    error = input_error(prompt, settings)
+    if error is not None:
+        main.report_error(error)
         return
     spec = all_param_specs()[key]
     values = sweep_values(spec, getattr(settings.params, key))
@@ -358,11 +356,8 @@ def start_repeat(main: MainScreen) -> None:
         main.notify("No model is loaded yet; ctrl+r loads it and runs, then r repeats.", severity="warning")
         return
     settings, prompt = main.settings, main.prompt_pane.text
-    try:
-        if not prompt.strip():
-            raise DecodeError("the prompt is empty; type a prompt in the Prompt pane (e edits it)")
-        settings.params.validated(ui=True)
-    except DecodeError as error:
-        main.report_error(str(error))
+    error = input_error(prompt, settings)
+    if error is not None:
+        main.report_error(error)
         return
     main.app.push_screen(RepeatScreen(main, main.loaded, prompt, settings, "run", list(range(1, REPEATS + 1)), "run"))

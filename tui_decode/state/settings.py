@@ -85,6 +85,22 @@ class DraftOptions:
         return settings.replace(draft_layer=value, self_draft=None)
 
 
+def input_error(prompt: str, settings: Settings) -> str | None:
+    """What is wrong with running ``settings`` on ``prompt`` (an empty prompt, a character that is
+    not text, a parameter out of bounds), in one line; None when it can run."""
+    from decoders.core.errors import DecodeError
+    from decoders.records.inputs import check_text
+
+    try:
+        if not prompt.strip():
+            raise DecodeError("the prompt is empty; type a prompt in the Prompt pane (e edits it)")
+        check_text(prompt, "the prompt", "retype that character in the Prompt pane (e edits it)")
+        settings.params.validated(ui=True)
+    except DecodeError as error:
+        return str(error)
+    return None
+
+
 def draft_options(value: int | DraftOptions) -> DraftOptions:
     """Draft options from a plain layer count (early exit only) or as given."""
     return value if isinstance(value, DraftOptions) else DraftOptions(layers=int(value or 0))

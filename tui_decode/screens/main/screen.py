@@ -25,8 +25,6 @@ from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import TextArea
 
-from decoders.core.errors import DecodeError
-from decoders.records.inputs import check_text
 from decoders.records.run import RunResult
 from tui_decode.screens.history_screen import compare_with_baseline, open_history
 from tui_decode.screens.keys import QUIT
@@ -34,11 +32,12 @@ from tui_decode.screens.main.family import FamilySwitching
 from tui_decode.screens.main.layout import ResponsiveLayout, page_tabs
 from tui_decode.screens.main.saving import RunFiles
 from tui_decode.screens.main.showing import RunView
-from tui_decode.screens.sweep import start_sweep
+from tui_decode.screens.pickers import open_prompt_library
+from tui_decode.screens.sweep import start_repeat, start_sweep
 from tui_decode.state.live_run import LiveRun
 from tui_decode.state.loaded_family import LoadedFamily
 from tui_decode.state.run_history import RunHistory
-from tui_decode.state.settings import KNOB_BY_KEY, Settings, draft_length_key, knobs_for
+from tui_decode.state.settings import KNOB_BY_KEY, Settings, draft_length_key, input_error, knobs_for
 from tui_decode.widgets import (
     AppFooter,
     DetailContext,
@@ -209,35 +208,10 @@ class MainScreen(ResponsiveLayout, RunView, RunFiles, FamilySwitching, FamilyLoa
         start_sweep(self)
 
     def action_repeat(self) -> None:
-        from tui_decode.screens.sweep import start_repeat
-
         start_repeat(self)
 
     def action_pick_prompt(self) -> None:
-        """p: the prompt library; the picked prompt replaces the Prompt pane's text (ctrl+r in the
-        list also runs it)."""
-        from tui_decode.screens.pickers import prompt_picker
-        from tui_decode.state.prompt_library import library, prompts_dir
-
-        prompts, problems = library()
-        if not prompts:
-            self.report_error("no prompts to pick: " + ("; ".join(problems) or "the library is empty"))
-            return
-        by_key = {p.key: p for p in prompts}
-
-        def picked(key: str | None) -> None:
-            if key is None:
-                return
-            run = key.startswith("run:")
-            prompt = by_key.get(key.removeprefix("run:"))
-            if prompt is None:
-                return
-            self.prompt_pane.text = prompt.text
-            self.notify(f"Prompt: {prompt.group} {prompt.name}", timeout=3)
-            if run:
-                self.action_run()
-
-        self.app.push_screen(prompt_picker(prompts, problems, prompts_dir()), picked)
+        open_prompt_library(self)
 
     def action_history(self) -> None:
         open_history(self)
@@ -314,15 +288,10 @@ class MainScreen(ResponsiveLayout, RunView, RunFiles, FamilySwitching, FamilyLoa
         if self.running:
             self.notify("A run is already going; escape cancels it.", severity="warning")
             return
-        prompt = self.prompt_pane.text
-        settings = self.settings
-        try:
-            if not prompt.strip():
-                raise DecodeError("the prompt is empty; type a prompt in the Prompt pane (e edits it)")
-            check_text(prompt, "the prompt", "retype that character in the Prompt pane (e edits it)")
-            settings.params.validated(ui=True)
-        except DecodeError as error:
-            self.report_error(str(error))
+        prompt, settings = self.prompt_pane.text, self.settings
+        error = input_error(prompt, settings)
+        if error is not None:
+            self.report_error(error)
             return
         if self.loaded is None:
             if self.spec is None:
