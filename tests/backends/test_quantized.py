@@ -160,7 +160,7 @@ def test_an_engine_switches_between_its_helper_model_int4_and_back(tmp_path):
     folders = {name: save_tiny_model(tmp_path / name, model=model)
                for name, model in (("main", main), ("helper", peaked_model(seed=1)))}
     family = load_family(FamilySpec(name="t", main=str(folders["main"]), helper=str(folders["helper"]), device="cpu"))
-    engine = Engine(family)
+    engine = Engine(family, pairing="sequential")  # its cached baseline must survive the draft switches
     own = family.helper
     assert engine.helper_model_source == str(folders["helper"]) and not engine.has_self_draft("int4")
     engine.set_self_draft("int4")
