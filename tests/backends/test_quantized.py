@@ -146,7 +146,8 @@ def test_bundled_int4_draft_is_accepted_almost_always_and_the_output_is_the_targ
     the GGUF file's own Q4_1 blocks; the LM head is the target's)."""
     drafted = accepted = 0
     for prompt in ("Explain why the sky is blue in two sentences.", "Write a haiku about autumn leaves."):
-        result = smollm2_int4.run(prompt, DecodeParams(method="spec", gamma=4, max_new_tokens=48))
+        # a fixed draft length: the adaptive one reads the machine's timings, so under load its drafts differ
+        result = smollm2_int4.run(prompt, DecodeParams(method="spec", gamma=4, max_new_tokens=48, draft_policy="fixed"))
         assert result.method.ids == result.baseline.ids and result.summary.identical
         drafted += result.summary.drafted
         accepted += result.summary.accepted
