@@ -27,6 +27,18 @@ def one_torch_thread(request):
     torch.set_num_threads(threads)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _stay_in_process():
+    """`run_app` leaves with os._exit after the app (a fast quit); called in-process by the tests
+    (`main(["--open", ...])`), that would end pytest itself, silently, mid-run. A child process of
+    a test (the ctrl+q timing test) keeps the real behaviour."""
+    import tui_decode.app
+
+    tui_decode.app.LEAVE_AT_ONCE = False
+    yield
+    tui_decode.app.LEAVE_AT_ONCE = True
+
+
 @pytest.fixture(scope="session")
 def smollm2():
     """The bundled SmolLM2-135M family on CPU in float32 (reproducible numerics on any machine),

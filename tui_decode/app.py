@@ -187,6 +187,11 @@ class TuiDecodeApp(App[int]):
         return main is not None and (main.loader_busy() or main.decode_busy())
 
 
+#: `run_app` ends the process itself once the app has run (see there). The test suite, which calls
+#: the command line in-process, turns it off (tests/conftest.py): os._exit would end pytest too.
+LEAVE_AT_ONCE = True
+
+
 def run_app(
     spec: FamilySpec | None,
     *,
@@ -207,7 +212,7 @@ def run_app(
         code = report_crash(app.crash, None)  # one line naming the crash report; exit 1
     elif app.terminated:
         print("tui-decode: terminated", file=sys.stderr)
-    if app.started or app.loader_busy():
+    if LEAVE_AT_ONCE and (app.started or app.loader_busy()):
         # Leave at once. A model load, or a run winding down after ctrl+q, cannot be interrupted
         # (it holds no files open for writing that matter: the GGUF conversion writes to a
         # temporary folder first, saved runs are written atomically before the key returns). And
