@@ -21,31 +21,8 @@ from decoders.core.errors import DecodeError
 from decoders.core.params import DecodeParams, method_param_specs
 from decoders.models.families import DEFAULT_FAMILY
 from tui_decode.cli.numbers import MAX_REPEATS, bounded_int
+from tui_decode.cli.parser import OneLineParser
 from tui_decode.state.crash_report import report_crash
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line that says what was wrong and where help is."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        # `--temperature -inf` is a value, as `-1.5` is, not an unknown flag ("expected one argument").
-        import re
-
-        self._negative_number_matcher = re.compile(r"^-(\d+\.?\d*(e[+-]?\d+)?|\.\d+|inf|infinity|nan)$", re.I)
-
-    def error(self, message: str):  # type: ignore[override]
-        raise DecodeError(f"{message} (see `{self.prog} --help`)")
-
-    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
-        """As argparse's, but arguments no parser took point at the help of the command given."""
-        parsed, extras = self.parse_known_args(args, namespace)
-        if extras:
-            command = getattr(parsed, "command", None)
-            where = f"{self.prog} {command}" if command else self.prog
-            raise DecodeError(f"unrecognized arguments: {' '.join(extras)} (see `{where} --help`)")
-        return parsed
-
 
 MAX_THREADS = 1024  # torch threads a user can ask for
 
