@@ -185,6 +185,20 @@ def family_spec(args: argparse.Namespace):
     return spec
 
 
+def drafts_for(spec, args: argparse.Namespace):
+    """``spec`` for one run of ``args.method``: a method that drafts with nothing (ar, pld, jacobi,
+    lookahead) does not build the family's own self-draft, which a device map cannot split (a draft
+    asked for by a flag is kept, and its conflict said)."""
+    from dataclasses import replace
+
+    from decoders.core.declarations import get_method
+
+    asked = getattr(args, "self_draft", None) is not None or args.self_draft_layer is not None
+    if spec.device_map is None or asked or get_method(args.method).needs_helper:
+        return spec
+    return replace(spec, self_draft=None, self_draft_layer=None)
+
+
 def decode_params(args: argparse.Namespace, method: str | None = None) -> DecodeParams:
     """The parameters the flags ask for, validated (bounds and cross-parameter rules)."""
     from decoders.core.params import all_param_specs
@@ -240,7 +254,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.json and args.json != "-":
         check_destination(args.json, "--json", "the run")  # before any model time is spent
     set_threads(args)
-    family = load_with_progress(family_spec(args), err)
+    family = load_with_progress(drafts_for(family_spec(args), args), err)
     engine = Engine(family, pairing=args.pairing)
     params, _ = engine.check(prompt, params)  # fail on bad input before spending model time
     results = []

@@ -1,0 +1,50 @@
+"""Issue 26's second sweep on the command line: each case one line and the exit code the README
+promises (2 bad input, 130 ctrl+c, 143 SIGTERM), and nothing that was there before lost."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.tiny import save_tiny_model, tiny_model
+from tui_decode.cli.main import main
+
+PROMPT = ["--prompt", "w5 w6 w7 w5 w6"]
+
+
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory) -> Path:
+    return save_tiny_model(tmp_path_factory.mktemp("tiny") / "model", model=tiny_model(layers=3))
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path, monkeypatch, one_torch_thread):
+    monkeypatch.setenv("TUI_DECODE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TUI_DECODE_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("TUI_DECODE_RUNS_DIR", str(tmp_path / "runs"))
+    (tmp_path / "config").mkdir()
+    return tmp_path
+
+
+def error_line(capsys, argv, code: int = 2) -> str:
+    got = main(argv)
+    out, err = capsys.readouterr()
+    assert got == code, err
+    assert err.count("\n") == 1 and "Traceback" not in err + out, err
+    return err
+
+
+def test_ar_with_a_device_map_runs_without_the_family_s_self_draft(capsys, isolated, tiny_folder):
+    """Issue 26: `run --method ar --device-map m.json` blamed the family's int4 self-draft, which
+    ar does not use; a method that drafts with nothing runs, a speculative run still says why not."""
+    (isolated / "config" / "families.toml").write_text(f'[families.t]\nmain = "{tiny_folder}"\nself_draft = "int4"\n')
+    device_map = isolated / "m.json"
+    device_map.write_text(json.dumps({"": "cpu"}))
+    argv = ["run", "--family", "t", "--device-map", str(device_map), "--max-new-tokens", "4", *PROMPT]
+    for method in ("ar", "pld"):
+        assert main([*argv, "--method", method]) == 0, capsys.readouterr().err
+        assert "tokens / target forward" in capsys.readouterr().out
+    err = error_line(capsys, [*argv, "--method", "spec"])
+    assert "An int4 self-draft needs the whole main model on one device" in err
