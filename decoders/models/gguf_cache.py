@@ -236,8 +236,10 @@ def _convert(path: Path, target: Path, report: LoadProgress) -> None:
     """Dequantise ``path`` through transformers and save it atomically as ``target``."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from decoders.models.gguf_check import check_gguf_intact
     from decoders.records import atomic
 
+    check_gguf_intact(path)  # a file cut short is one line, before anything is written or dequantised
     root = prepare_cache_root(target.parent)
     _remove_stale_partials(root)
     try:  # before any dequantising: what stands where the copy goes (a broken copy, a stray file)

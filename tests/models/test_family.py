@@ -21,6 +21,7 @@ from decoders.models.families import BUILTIN_FAMILIES, all_families, resolve_fam
 from decoders.models.family import FamilySpec, load_family
 from decoders.models.sources import classify_source
 from decoders.models.token_display import visible_text
+from tests.support.gguf import empty_gguf
 from tests.support.tiny import perturbed_copy, save_tiny_model, tiny_model, tiny_tokenizer
 
 
@@ -156,7 +157,7 @@ def fake_gguf(tmp_path, monkeypatch):
 
     monkeypatch.setenv("TUI_DECODE_CACHE_DIR", str(tmp_path / "cache"))
     path = tmp_path / "fake.gguf"
-    path.write_bytes(b"GGUF" + bytes(60))
+    path.write_bytes(empty_gguf(padding=60))
     real_model, real_tokenizer = transformers.AutoModelForCausalLM.from_pretrained, transformers.AutoTokenizer.from_pretrained
     conversions = []
 

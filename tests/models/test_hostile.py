@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.gguf import empty_gguf
 from tests.support.tiny import save_tiny_model, tiny_model, tiny_tokenizer
 from tui_decode.cli.main import main
 
@@ -560,7 +561,7 @@ def test_model_folder_with_unreadable_weights(monkeypatch, capsys, isolated, tin
 
 def fake_gguf(isolated: Path) -> Path:
     path = isolated / "work" / "model.gguf"
-    path.write_bytes(b"GGUF" + bytes(64))
+    path.write_bytes(empty_gguf(padding=64))
     return path
 
 
