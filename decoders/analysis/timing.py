@@ -229,8 +229,9 @@ def decode_rate(run: Run) -> tuple[float | None, int]:
 
 def verdict(speedup: float, spread: float | None) -> str:
     """"faster" or "slower" when the speedup is beyond its spread, "even" inside it, and "unknown"
-    when no spread was measured (a saved run from before the probe): colour only what is measured."""
-    if spread is None:
+    when no spread was measured (a saved run from before the probe) or the figures are not numbers
+    (NaN, infinity): colour only what is measured."""
+    if spread is None or not math.isfinite(speedup) or not math.isfinite(spread):
         return "unknown"
     if abs(speedup - 1.0) <= spread:
         return "even"
@@ -240,7 +241,12 @@ def verdict(speedup: float, spread: float | None) -> str:
 def ratio_text(speedup: float, spread: float | None, than: str = "autoregressive") -> str:
     """"1.35x faster than autoregressive (+/- 0.04)", "3.12x slower than ... (0.32x +/- 0.01)" (the
     spread belongs to the speedup, so a slowdown shows both), or "no measurable difference from ...
-    (0.98x +/- 0.03)" when the speedup is inside its spread."""
+    (0.98x +/- 0.03)" when the speedup is inside its spread; "speedup n/a" when it is not a
+    positive number (NaN, infinity: nothing was measured)."""
+    if not (math.isfinite(speedup) and speedup > 0):
+        return f"speedup over {than} n/a"
+    if spread is not None and not math.isfinite(spread):
+        spread = None
     if spread is not None and abs(speedup - 1.0) <= spread:
         return f"no measurable difference from {than} ({speedup:.2f}x +/- {spread:.2f})"
     if speedup >= 1.0:

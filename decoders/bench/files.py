@@ -33,10 +33,17 @@ def report_from_json(data: Any, source: str = "") -> Report:
         raise DecodeError(f"{where}not a valid bench report: {exc}") from None
 
 
+def _not_json(name: str) -> Any:
+    raise ValueError(f"it holds {name}, which is not a JSON number")
+
+
 def load_report(path: str | Path) -> Report:
     """Read a saved report.json; DecodeError naming the file (and the field, for a damaged one)."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(Path(path).read_text(encoding="utf-8"), parse_constant=_not_json)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise DecodeError(f"cannot read the report {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    except ValueError as exc:  # NaN or Infinity, which Python's json reads and JSON does not have
+        raise DecodeError(f"cannot read the report {path}: {exc}; give the report.json that `tui-decode bench` "
+                          "wrote") from None
     return report_from_json(data, str(path))

@@ -6,7 +6,6 @@ Rendering is kept apart from measuring so that a saved report.json can be re-ren
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -21,6 +20,7 @@ from decoders.bench.sweep import SweepReport
 from decoders.bench.targets import is_tree
 from decoders.core.declarations import get_method
 from decoders.core.errors import DecodeError
+from decoders.records.codec import json_text
 
 DASH = "–"
 NO_COUNTERPART = "no counterpart"
@@ -380,5 +380,5 @@ def write_report(report: Report, out_dir: str | Path) -> tuple[Path, Path]:
     md, js = out / "report.md", out / "report.json"
     # Each file is written atomically: a failure (a full disk) leaves the earlier report as it was.
     atomic.write_text(md, render_markdown(report), what="the report")
-    atomic.write_text(js, json.dumps(report.to_json(), ensure_ascii=False, indent=1), what="the report")
+    atomic.write_text(js, json_text(report.to_json(), ensure_ascii=False, indent=1), what="the report")
     return md, js

@@ -10,6 +10,7 @@ methods and their parameters before any model loads.
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Generator
 
@@ -149,6 +150,8 @@ class Figure:
     def shown(self, value: Any) -> str:
         if value is None:
             return "–"
+        if isinstance(value, float) and not math.isfinite(value):
+            return "n/a"
         try:
             return self.fmt.format(value)
         except (ValueError, TypeError):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from decoders.core.declarations import Figure, Method, ParamSpec, register
 from decoders.methods.shared.common import DecodeContext, HostValues, MethodGen, RunBuilder, ms
 from decoders.methods.shared.verify import accept_prefix
+from decoders.records.bounds import Count
 from decoders.records.run import Detail, register_detail
 
 BLOCK = ParamSpec("block", "m block size", "Jacobi: guesses refined together per iteration", 4,
@@ -25,7 +26,7 @@ class JacobiBlock(Detail, tag="jacobi"):
 
     before: list[list]  # [[token, text], ...] the guesses fed in
     after: list[list]  # [[token, text], ...] the model's greedy answer at each guess
-    fixed: int  # tokens committed by this iteration
+    fixed: Count  # tokens committed by this iteration
 
 
 def initial_fill(seq: list[int], m: int, how: str, gen, vocab: int) -> list[int]:

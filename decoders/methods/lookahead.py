@@ -33,6 +33,7 @@ from decoders.methods.shared.lookup_tree import branch_of
 from decoders.methods.shared.ngram import NgramIndex
 from decoders.methods.shared.tree_budget import AlternativeRates, budget
 from decoders.methods.shared.tree_step import commit_tree, verify_tree, with_extra
+from decoders.records.bounds import Count
 from decoders.records.run import Detail, register_detail
 
 WINDOW = ParamSpec("window", "W window", "lookahead: Jacobi window width (positions guessed ahead per level)", 4,
@@ -56,12 +57,12 @@ class LookaheadStep(Detail, tag="lookahead"):
     """The pool before the step, the n-grams it offered for the last token, what was accepted,
     and the Jacobi window that ran (the tree of candidates is the iteration's draft rows)."""
 
-    pool: int  # the window's n-grams in the pool before this step
-    hits: int  # candidates offered for the last token: the text's continuation, the pool's n-grams
+    pool: Count  # the window's n-grams in the pool before this step
+    hits: Count  # candidates offered for the last token: the text's continuation, the pool's n-grams
     # (the adaptive policy verifies those that pay for their positions: the iteration's draft rows)
-    accepted: int  # tokens of the verification branch accepted
+    accepted: Count  # tokens of the verification branch accepted
     window: list[list[str]]  # level by level, the guesses that ran (level 0's column 0 is the last token)
-    added: int  # n-grams this step's window added to the pool that it did not hold
+    added: Count  # n-grams this step's window added to the pool that it did not hold
     shape: str = ""  # the run's W and G and why (`lookahead_shape.choose`); the first step only
     source: str = ""  # where the accepted candidate came from: "text", "window", "" (none accepted)
 

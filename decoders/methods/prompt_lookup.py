@@ -14,6 +14,7 @@ from decoders.methods.shared.common import DecodeContext, HostValues, MethodGen,
 from decoders.methods.shared.draft_policy import DRAFT_POLICY, AdaptiveDraftLength
 from decoders.methods.shared.ngram import NgramIndex
 from decoders.methods.shared.verify import accept_prefix
+from decoders.records.bounds import Count
 from decoders.records.run import Detail, register_detail
 
 NUM_PRED = ParamSpec("num_pred", "k copy length", "prompt lookup: at most K tokens copied per match", 10,
@@ -29,8 +30,8 @@ BRANCHES = ParamSpec("branches", "B branches",
 class LookupMatch(Detail, tag="lookup"):
     """Where prompt lookup found its draft: the n-gram and the position its continuation starts."""
 
-    start: int  # index in the full sequence (prompt + output) where the copied tokens start
-    n: int  # length of the matched n-gram
+    start: Count  # index in the full sequence (prompt + output) where the copied tokens start
+    n: Count  # length of the matched n-gram
     in_prompt: bool
     ngram: list[str]
 

@@ -8,6 +8,8 @@ same ``to_json`` / ``from_json`` pair (no class writes its own).
 
 from __future__ import annotations
 
+import json
+import math
 import re
 from typing import Any, TypeVar
 
@@ -106,6 +108,25 @@ def convert(data: Any, type_: type[T] | Any, root: str = "the record") -> T:
         return msgspec.convert(data, type_, str_keys=True)
     except msgspec.ValidationError as exc:
         raise DecodeError(one_line(exc, data, root)) from None
+
+
+def json_text(data: Any, **kwargs: Any) -> str:
+    """``json.dumps(data, **kwargs)``, but never NaN or Infinity, which JSON does not have (a reader
+    refuses the whole file for one): a number that is not finite is written as null."""
+    try:
+        return json.dumps(data, allow_nan=False, **kwargs)
+    except ValueError:
+        return json.dumps(_finite(data), allow_nan=False, **kwargs)
+
+
+def _finite(plain: Any) -> Any:
+    if isinstance(plain, float) and not math.isfinite(plain):
+        return None
+    if isinstance(plain, dict):
+        return {k: _finite(v) for k, v in plain.items()}
+    if isinstance(plain, (list, tuple)):
+        return [_finite(v) for v in plain]
+    return plain
 
 
 def _lists(plain: Any) -> Any:

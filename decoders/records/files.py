@@ -8,7 +8,6 @@ checked by the same declared types.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -16,7 +15,8 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from decoders.core.errors import DecodeError
-from decoders.records.codec import one_line
+from decoders.records.bounds import TokenId, unbounded_figure
+from decoders.records.codec import json_text, one_line
 from decoders.records.details import Detail, detail_union
 from decoders.records.run import MAX_RUN_BYTES, Run, RunResult
 from decoders.records.summary import Summary
@@ -39,7 +39,7 @@ class RunFile(msgspec.Struct, Generic[D], kw_only=True):
     summary: Summary
     params: dict[str, Any] = msgspec.field(default_factory=dict)
     prompt: str = ""
-    prompt_ids: list[int] = msgspec.field(default_factory=list)
+    prompt_ids: list[TokenId] = msgspec.field(default_factory=list)
     family: dict[str, Any] = msgspec.field(default_factory=dict)
     runs: Runs[D]
 
@@ -97,6 +97,10 @@ def from_plain(data: Any, details: Iterable[type[Detail]] | None = None) -> RunR
     except msgspec.ValidationError as exc:
         raise DecodeError(one_line(exc, data, root="the run")) from None
     f.summary.extras = {k: v for k, v in data["summary"].items() if k not in Summary.__struct_fields__}
+    unbounded = unbounded_figure(f.summary.extras, "summary")
+    unbounded = unbounded or unbounded_figure(f.summary.divergence, "summary.divergence")
+    if unbounded:
+        raise DecodeError(unbounded)
     for name in ("baseline", "method"):
         _check_lengths(getattr(f.runs, name), f"runs.{name}")
     if f.params:
@@ -108,7 +112,7 @@ def from_plain(data: Any, details: Iterable[type[Detail]] | None = None) -> RunR
 def dumps(result: RunResult) -> str:
     """The run as JSON text that is valid UTF-8: a lone surrogate (which no UTF-8 file can hold,
     and which the reader refuses even escaped) is written as U+FFFD, so the rest is never lost."""
-    text = json.dumps(result.to_json(), ensure_ascii=False, indent=1)
+    text = json_text(result.to_json(), ensure_ascii=False, indent=1)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

@@ -3,8 +3,11 @@ and top-k entries. Each is saved as a JSON list (``array_like``), the format the
 
 from __future__ import annotations
 
-from typing import get_args
+from typing import Annotated, get_args
 
+import msgspec
+
+from decoders.records.bounds import MAX_COUNT, Prob, TokenId
 from decoders.records.codec import Record
 from decoders.records.kinds import (
     EMIT_KINDS,
@@ -34,19 +37,19 @@ class DraftRow(Record, array_like=True, omit_defaults=True):
     ``[token, text, q, p, acc_prob, status]``, then the parent where the row does not continue
     the row before it (a tree)."""
 
-    token: int
+    token: TokenId
     text: str
-    q: float | None  # helper probability of the token (None: no helper model)
-    p: float | None  # target probability of the token
-    acc_prob: float | None  # probability that verification accepts it
+    q: Prob | None  # helper probability of the token (None: no helper model)
+    p: Prob | None  # target probability of the token
+    acc_prob: Prob | None  # probability that verification accepts it
     status: Status  # acc | rej | unv
-    parent: int = CHAIN  # index of the draft row this one continues; -1: the sequence so far
+    parent: Annotated[int, msgspec.Meta(ge=CHAIN, le=MAX_COUNT)] = CHAIN  # the row this one continues; -1: the sequence
 
 
 class Emitted(Record, array_like=True):
     """``[token, text, kind]``."""
 
-    token: int
+    token: TokenId
     text: str
     kind: EmitKind
 
@@ -54,8 +57,8 @@ class Emitted(Record, array_like=True):
 class TopEntry(Record, array_like=True):
     """``[token, text, prob]``."""
 
-    token: int
+    token: TokenId
     text: str
-    prob: float
+    prob: Prob
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import msgspec
 
+from decoders.records.bounds import Count, Ms, Prob, TokenId
 from decoders.records.codec import Record, convert
 from decoders.records.details import DETAIL_KINDS, Detail, TopK, detail_union, register_detail
 from decoders.records.rows import (
@@ -61,14 +62,14 @@ class Iteration(Record, Generic[D], omit_defaults=True):
     """One draft-and-verify step (or one plain step for autoregressive decoding). Read as
     ``Iteration[detail_union()]``, which `from_json` does."""
 
-    k: int  # index of the iteration
-    pos: int  # number of tokens emitted before it
+    k: Count  # index of the iteration
+    pos: Count  # number of tokens emitted before it
     draft: list[DraftRow]
     emit: list[Emitted]
-    t_draft_ms: float = 0.0
-    t_verify_ms: float = 0.0
-    t_end_ms: float | None = None  # when its tokens were out, from the run's start (consumer time excluded)
-    beta: list[float] = msgspec.field(default_factory=list)  # sum(min(p, q)) at each verified position
+    t_draft_ms: Ms = 0.0
+    t_verify_ms: Ms = 0.0
+    t_end_ms: Ms | None = None  # when its tokens were out, from the run's start (consumer time excluded)
+    beta: list[Prob] = msgspec.field(default_factory=list)  # sum(min(p, q)) at each verified position
     detail: D | None = None  # the method's own record of the iteration (see `Detail`)
     draft_stop: str = ""  # why the draft ended where it did, under an adaptive policy (see draft_policy.STOP_TEXT)
 
@@ -100,15 +101,15 @@ class Run(Record, Generic[D]):
 
     label: str
     method: str  # ar | spec | pld | jacobi | ...
-    ids: list[int]
+    ids: list[TokenId]
     kinds: list[EmitKind]
-    tok_iter: list[int]  # iteration index of each emitted token
+    tok_iter: list[Count]  # iteration index of each emitted token
     finish: str  # length | eos | context | cancelled
     text: str = ""
     tokens: list[str] = msgspec.field(default_factory=list)  # display text of each emitted token
-    n_forward: dict[str, int] = msgspec.field(default_factory=dict)  # {"main": .., "helper": ..}
-    n_positions: dict[str, int] = msgspec.field(default_factory=dict)  # positions processed per model
-    time_ms: dict[str, float | None] = msgspec.field(default_factory=dict)  # wall, main_fwd_mean, ..., draft, verify
+    n_forward: dict[str, Count] = msgspec.field(default_factory=dict)  # {"main": .., "helper": ..}
+    n_positions: dict[str, Count] = msgspec.field(default_factory=dict)  # positions processed per model
+    time_ms: dict[str, Ms | None] = msgspec.field(default_factory=dict)  # wall, main_fwd_mean, ..., draft, verify
     iters: list[Iteration[D]] = msgspec.field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:

@@ -3,15 +3,12 @@ by `decoders.analysis.summary`, which this layer does not import)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
 import msgspec
 
+from decoders.records.bounds import Count, Ms, Positive, Prob, Ratio
 from decoders.records.codec import convert
-
-#: A ratio of two speeds or step times: a saved one of 0 or less cannot have been measured (and
-#: every "x faster / x slower" divides by it). Checked when a run is read, not when one is made.
-Ratio = Annotated[float, msgspec.Meta(gt=0)]
 
 #: Top-2 logit margins below this are float32 noise between a wide forward and a one-token step.
 NEAR_TIE = 1e-3
@@ -27,52 +24,53 @@ class Summary(msgspec.Struct, kw_only=True):
     method: str = "?"
     label: str = ""
     finish: str = "length"
-    tokens: int = 0
-    target_forwards: int = 0
-    baseline_forwards: int = 0
-    iterations: int = 0
-    tau: float | None = None
+    tokens: Count = 0
+    target_forwards: Count = 0
+    baseline_forwards: Count = 0
+    iterations: Count = 0
+    tau: Positive | None = None
     speedup_wall: Ratio | None = None  # end to end, over the tokens both runs produced (see compared_tokens)
-    baseline_ms: float = 0.0
-    method_ms: float = 0.0
-    baseline_ms_per_token: float = 0.0
-    method_ms_per_token: float = 0.0
-    target_fwd_ms: float = 0.0
-    prompt_tokens: int | None = None
-    ttft_ms: float | None = None  # time to the first token: the prefill and the first iteration
-    decode_ms_per_token: float | None = None  # after the first iteration
-    baseline_ttft_ms: float | None = None
-    baseline_decode_ms_per_token: float | None = None
+    baseline_ms: Ms = 0.0
+    method_ms: Ms = 0.0
+    baseline_ms_per_token: Ms = 0.0
+    method_ms_per_token: Ms = 0.0
+    target_fwd_ms: Ms = 0.0
+    prompt_tokens: Count | None = None
+    ttft_ms: Ms | None = None  # time to the first token: the prefill and the first iteration
+    decode_ms_per_token: Ms | None = None  # after the first iteration
+    baseline_ttft_ms: Ms | None = None
+    baseline_decode_ms_per_token: Ms | None = None
     speedup_decode: Ratio | None = None  # decode tokens/s over the baseline's, rescaled by the drift
-    speedup_spread: float | None = None  # two standard errors of the decode speedup, as a ratio
-    speedup_wall_spread: float | None = None  # two standard errors of the end-to-end one (the prefill's noise in it)
-    compared_tokens: int | None = None  # the first N tokens both runs produced (N < tokens: one stopped early)
+    speedup_spread: Positive | None = None  # two standard errors of the decode speedup, as a ratio
+    speedup_wall_spread: Positive | None = None  # two standard errors of the end-to-end one (the prefill's noise in it)
+    compared_tokens: Count | None = None  # the first N tokens both runs produced (N < tokens: one stopped early)
     pairing: str | None = None  # how the baseline was timed: interleaved with the method, or sequential
-    speedup_decode_raw: float | None = None  # sequential: the decode speedup before the drift's rescaling
-    machine_change: float | None = None  # interleaved: the machine's step time at the run's end over its start
+    speedup_decode_raw: Ratio | None = None  # sequential: the decode speedup before the drift's rescaling
+    machine_change: Ratio | None = None  # interleaved: the machine's step time at the run's end over its start
     drift: Ratio | None = None  # one-token step now over the baseline's then (probe after the run)
-    drift_own_steps: int | None = None  # of the drift's pairs, the run's own one-token steps (0: the probe alone)
-    probe_ms: list[float] | None = None
-    verify_cost_curve: list[float] | None = None  # T(k), k = 1..16: a k-token forward in one-token forwards
-    drafted: int | None = None
-    accepted: int | None = None
-    accept_rate: float | None = None  # accepted / judged drafts
-    draft_use: float | None = None  # accepted / drafted (vLLM's draft acceptance rate)
-    mean_acceptance_length: float | None = None
-    per_position_acceptance: list[float] | None = None  # accepted at i / drafts (vLLM)
-    per_position_acceptance_conditional: list[float | None] | None = None  # accepted at i / drafts judged at i
-    acceptance_length_histogram: list[int] | None = None  # [n]: drafts with n tokens accepted
-    verify_cost: float | None = None  # a verify forward in one-token forwards
+    drift_own_steps: Count | None = None  # of the drift's pairs, the run's own one-token steps (0: the probe alone)
+    probe_ms: list[Ms] | None = None
+    verify_cost_curve: list[Positive] | None = None  # T(k), k = 1..16: a k-token forward in one-token forwards
+    drafted: Count | None = None
+    accepted: Count | None = None
+    accept_rate: Prob | None = None  # accepted / judged drafts
+    draft_use: Prob | None = None  # accepted / drafted (vLLM's draft acceptance rate)
+    mean_acceptance_length: Positive | None = None
+    per_position_acceptance: list[Prob] | None = None  # accepted at i / drafts (vLLM)
+    per_position_acceptance_conditional: list[Prob | None] | None = None  # accepted at i / drafts judged at i
+    acceptance_length_histogram: list[Count] | None = None  # [n]: drafts with n tokens accepted
+    verify_cost: Positive | None = None  # a verify forward in one-token forwards
     identical: bool | None = None
-    first_divergence: int | None = None
+    first_divergence: Count | None = None
     divergence: dict[str, Any] | None = None  # at, margin (top-2 logits), top2, baseline, method tokens
     explanation: str = ""
     extras: dict[str, Any] = msgspec.field(default_factory=dict)
 
     def divergence_text(self) -> str:
-        d = self.divergence
-        if not d or d.get("margin") is None:
-            return ""
+        d = self.divergence or {}
+        margin = d.get("margin")
+        if not isinstance(margin, (int, float)) or isinstance(margin, bool) or not isinstance(d.get("at"), int):
+            return ""  # not recorded (or not a figure: a hand-edited file)
         where = f"The outputs part at token {d['at']} ({d.get('baseline')!r} against {d.get('method')!r})"
         if d["margin"] < NEAR_TIE:
             return (f"{where}, where the target's top two logits are {d['margin']:.1e} apart: a numerical "

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from collections.abc import Sequence
 
 from decoders.analysis.timing import verdict
 from decoders.records.summary import Summary
+from tui_decode.state.run_summary import acceptance_text, judged_drafts
 
 COLUMNS = ("speedup", "spread", "verdict", "end_to_end", "tau", "accept_rate", "identical", "tokens", "pairing")
 
@@ -19,7 +21,7 @@ def summary_cells(s: Summary) -> list[str]:
     speed = s.speedup_decode if s.speedup_decode is not None else s.speedup_wall
 
     def num(x: float | None, fmt: str = "{:.3f}") -> str:
-        return "" if x is None else fmt.format(x)
+        return "" if x is None else "n/a" if not math.isfinite(x) else fmt.format(x)
 
     same = "" if s.identical is None else str(s.identical).lower()
     return [num(speed), num(s.speedup_spread), "" if speed is None else verdict(speed, s.speedup_spread),
@@ -59,9 +61,8 @@ def stream_figures(stream) -> list[tuple[str, str]]:
                 ("first token ms", _f(ttft, 0)), ("decode speedup", "1.00x (the baseline)"),
                 ("acceptance", "–"), ("identical", "–")]
     spread = f" ± {s.speedup_spread:.2f}" if s.speedup_spread is not None else ""
-    speed = "–" if s.speedup_decode is None else f"{s.speedup_decode:.2f}x{spread}"
-    judged = round((s.accepted or 0) / s.accept_rate) if s.accept_rate else 0  # accept_rate = accepted / judged
-    accept = "–" if s.accept_rate is None else f"{s.accept_rate:.0%} of judged drafts ({s.accepted}/{judged})"
+    speed = "–" if s.speedup_decode is None else f"{_f(s.speedup_decode, 2)}x{spread}"
+    accept = "–" if s.accept_rate is None else acceptance_text(s, judged_drafts(run))
     same = "–" if s.identical is None else "yes" if s.identical else f"no, at token {s.first_divergence}"
     return [("tokens", str(len(run.ids))), ("tau", _f(s.tau, 2)), ("decode ms/token", _f(s.decode_ms_per_token, 1)),
             ("first token ms", _f(s.ttft_ms, 0)), ("decode speedup", speed), ("acceptance", accept),
@@ -69,7 +70,7 @@ def stream_figures(stream) -> list[tuple[str, str]]:
 
 
 def _f(x: float | None, digits: int) -> str:
-    return "–" if x is None else f"{x:.{digits}f}"
+    return "–" if x is None else "n/a" if not math.isfinite(x) else f"{x:.{digits}f}"
 
 
 def comparison_markdown(comparison) -> str:

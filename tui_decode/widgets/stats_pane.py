@@ -59,6 +59,10 @@ def _ms(x: float) -> str:
 def speed_text(speed: float, spread: float | None) -> tuple[str, str]:
     """(words, verdict) for a speedup: "1.35x +/- 0.04 faster", "3.09x slower (0.32x +/- 0.02)",
     "no measurable difference (0.97x +/- 0.05)" inside the spread; never "0.32x slower"."""
+    if not (math.isfinite(speed) and speed > 0):  # nothing measured: never "nanx slower"
+        return "n/a", "unknown"
+    if spread is not None and not math.isfinite(spread):
+        spread = None
     v = verdict(speed, spread)
     noise = f" +/- {spread:.2f}" if spread is not None else ""
     if v == "even":

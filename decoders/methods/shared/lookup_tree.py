@@ -11,13 +11,16 @@ learned from the branch the accepted path followed (or the first, when none was 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
+
+import msgspec
 
 from decoders.methods.shared.common import MethodGen, RunBuilder, ms
 from decoders.methods.shared.draft_policy import AdaptiveDraftLength
 from decoders.methods.shared.ngram import NgramIndex
 from decoders.methods.shared.tree_budget import AlternativeRates, budget
 from decoders.methods.shared.tree_step import commit_tree, verify_tree
+from decoders.records.bounds import MAX_COUNT, Count
 from decoders.records.run import Detail, register_detail
 
 if TYPE_CHECKING:
@@ -28,11 +31,12 @@ if TYPE_CHECKING:
 class LookupTree(Detail, tag="lookup_tree"):
     """Where each branch was copied from, and which one the accepted path followed."""
 
-    starts: list[int]  # per branch: where its copied tokens start in the full sequence
-    n: list[int]  # per branch: the length of the matched n-gram
+    starts: list[Count]  # per branch: where its copied tokens start in the full sequence
+    n: list[Count]  # per branch: the length of the matched n-gram
     in_prompt: list[bool]
     ngram: list[str]  # the longest matched n-gram (the first branch's)
-    branch: int  # the branch the accepted path follows; -1 when nothing was accepted
+    # the branch the accepted path follows; -1 when nothing was accepted
+    branch: Annotated[int, msgspec.Meta(ge=-1, le=MAX_COUNT)]
 
 
 def branch_of(paths: list[list[int]], accepted: list[int]) -> int:
