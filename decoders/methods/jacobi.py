@@ -8,10 +8,12 @@ the text is predictable. The unconverged answers carry over as the next guesses.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from decoders.core.declarations import Figure, Method, ParamSpec, register
 from decoders.methods.shared.common import DecodeContext, HostValues, MethodGen, RunBuilder, ms
 from decoders.methods.shared.verify import accept_prefix
-from decoders.records.bounds import Count
+from decoders.records.bounds import Count, PerStep
 from decoders.records.run import Detail, register_detail
 
 BLOCK = ParamSpec("block", "m block size", "Jacobi: guesses refined together per iteration", 4,
@@ -24,8 +26,8 @@ INIT = ParamSpec("init", "init", "Jacobi: initial fill of the block (repeat the 
 class JacobiBlock(Detail, tag="jacobi"):
     """The block fed in, the model's greedy answer at each guess, and the tokens committed."""
 
-    before: list[list]  # [[token, text], ...] the guesses fed in
-    after: list[list]  # [[token, text], ...] the model's greedy answer at each guess
+    before: Annotated[list[list], PerStep]  # [[token, text], ...] the guesses fed in
+    after: Annotated[list[list], PerStep]  # [[token, text], ...] the model's greedy answer at each guess
     fixed: Count  # tokens committed by this iteration
 
 

@@ -24,6 +24,7 @@ The target's argmax at the last level gives a new level; every column then yield
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import Annotated
 
 from decoders.core.declarations import BenchTarget, Figure, Method, ParamSpec, register
 from decoders.methods.shared.common import DecodeContext, MethodGen, RunBuilder, ms
@@ -33,7 +34,7 @@ from decoders.methods.shared.lookup_tree import branch_of
 from decoders.methods.shared.ngram import NgramIndex
 from decoders.methods.shared.tree_budget import AlternativeRates, budget
 from decoders.methods.shared.tree_step import commit_tree, verify_tree, with_extra
-from decoders.records.bounds import Count
+from decoders.records.bounds import Count, PerStep, TokenText
 from decoders.records.run import Detail, register_detail
 
 WINDOW = ParamSpec("window", "W window", "lookahead: Jacobi window width (positions guessed ahead per level)", 4,
@@ -61,7 +62,8 @@ class LookaheadStep(Detail, tag="lookahead"):
     hits: Count  # candidates offered for the last token: the text's continuation, the pool's n-grams
     # (the adaptive policy verifies those that pay for their positions: the iteration's draft rows)
     accepted: Count  # tokens of the verification branch accepted
-    window: list[list[str]]  # level by level, the guesses that ran (level 0's column 0 is the last token)
+    # level by level, the guesses that ran (level 0's column 0 is the last token)
+    window: Annotated[list[Annotated[list[TokenText], PerStep]], PerStep]
     added: Count  # n-grams this step's window added to the pool that it did not hold
     shape: str = ""  # the run's W and G and why (`lookahead_shape.choose`); the first step only
     source: str = ""  # where the accepted candidate came from: "text", "window", "" (none accepted)

@@ -8,13 +8,15 @@ pays for (`decoders.methods.shared.draft_policy`); "fixed" drafts up to k tokens
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from decoders.core.declarations import BenchTarget, Figure, Method, ParamSpec, register
 from decoders.core.errors import DecodeError
 from decoders.methods.shared.common import DecodeContext, HostValues, MethodGen, RunBuilder, ms
 from decoders.methods.shared.draft_policy import DRAFT_POLICY, AdaptiveDraftLength
 from decoders.methods.shared.ngram import NgramIndex
 from decoders.methods.shared.verify import accept_prefix
-from decoders.records.bounds import Count
+from decoders.records.bounds import Count, PerStep, TokenText
 from decoders.records.run import Detail, register_detail
 
 NUM_PRED = ParamSpec("num_pred", "k copy length", "prompt lookup: at most K tokens copied per match", 10,
@@ -33,7 +35,7 @@ class LookupMatch(Detail, tag="lookup"):
     start: Count  # index in the full sequence (prompt + output) where the copied tokens start
     n: Count  # length of the matched n-gram
     in_prompt: bool
-    ngram: list[str]
+    ngram: Annotated[list[TokenText], PerStep]
 
 
 def prompt_lookup(ctx: DecodeContext) -> MethodGen:

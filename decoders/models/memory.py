@@ -7,25 +7,15 @@ then nothing is refused. `check_memory` takes the figure as an argument so tests
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from decoders.core.errors import DecodeError
+from decoders.core.host_memory import format_bytes, host_available_memory
 
 if TYPE_CHECKING:
     import torch
 
-MEMINFO = Path("/proc/meminfo")
-
-
-def format_bytes(n: int) -> str:
-    """``n`` bytes in the unit that reads best: 850 KB, 67 MB, 1.4 GB."""
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if n >= size:
-            value = n / size
-            return f"{value:.1f} {unit}" if value < 10 else f"{value:.0f} {unit}"
-    return f"{n} bytes"
-
+__all__ = ["available_memory", "check_memory", "format_bytes"]
 
 def available_memory(device: torch.device | None = None) -> int | None:
     """Bytes free for new tensors on ``device``: the CUDA device's free memory, else the host's
@@ -39,13 +29,7 @@ def available_memory(device: torch.device | None = None) -> int | None:
             return None
     if device is not None and device.type != "cpu":
         return None  # MPS shares the host's memory but reports no free figure
-    try:
-        for line in MEMINFO.read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024  # the kernel writes kB (KiB)
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
+    return host_available_memory()
 
 
 def check_memory(needed: int, what: str, available: int | None, where: str, fix: str) -> None:

@@ -18,6 +18,10 @@ MAX_COUNT = 2**40  # tokens, positions, forwards, iteration indexes
 MAX_TOKEN_ID = 2**31 - 1  # a vocabulary's ids
 MIN_RATIO, MAX_RATIO = 1e-6, 1e6  # a speedup, drift or cost in one-token forwards
 MAX_FIGURE = 1e12  # any other figure a method adds (a method's extras, read as plain JSON)
+#: A run emits at most max_new_tokens tokens, whose bound this is (`decoders.core.declarations`;
+#: a test checks they agree), each iteration at least one: the most tokens and iterations a saved
+#: run may hold, so a crafted file of a million one-token iterations is not laid out in the app.
+MAX_TOKENS = 131072
 
 Prob = Annotated[float, msgspec.Meta(ge=0.0, le=1.001)]  # a probability, rounding allowed for
 Ms = Annotated[float, msgspec.Meta(ge=0.0, le=MAX_MS)]
@@ -28,6 +32,51 @@ TokenId = Annotated[int, msgspec.Meta(ge=0, le=MAX_TOKEN_ID)]
 Ratio = Annotated[float, msgspec.Meta(ge=MIN_RATIO, le=MAX_RATIO)]
 #: A spread, tokens per forward, an acceptance length, a cost: not negative, not astronomical.
 Positive = Annotated[float, msgspec.Meta(ge=0.0, le=MAX_RATIO)]
+#: One entry per token of a run (its ids, kinds, iteration of each, texts); its iterations.
+PerToken = msgspec.Meta(max_length=MAX_TOKENS)
+PerIteration = msgspec.Meta(max_length=MAX_TOKENS + 1)
+#: The rows of one iteration (drafted and emitted tokens, top-k lists, a detail's lists): the
+#: widest step a method takes (prompt lookup's 16 branches of 64 tokens) is 1024 rows.
+MAX_STEP = 4096
+PerStep = msgspec.Meta(max_length=MAX_STEP)
+#: A token's text (a tokenizer's pieces are a few bytes; a 100 MB one would be folded line by line).
+TokenText = Annotated[str, msgspec.Meta(max_length=MAX_STEP)]
+#: The prompt, as long as a prompt file may be (`decoders.records.inputs.MAX_PROMPT_BYTES`), and its ids.
+MAX_PROMPT = 4 << 20
+Prompt = Annotated[str, msgspec.Meta(max_length=MAX_PROMPT)]
+PerPromptToken = msgspec.Meta(max_length=MAX_PROMPT)
+
+
+#: Bytes of memory the app holds per byte of the saved run it shows, at the peak of opening the
+#: densest run the records allow (one-token iterations, 131072 of them a side) and comparing it
+#: with its baseline; measured, then rounded up (README, "Saved runs").
+MEMORY_PER_BYTE = 16
+#: The most a saved run may be however much memory is free: the longest budget of the widest
+#: method is far smaller, and reading it takes seconds on a small machine.
+RUN_BYTES_CAP = 256 << 20
+
+
+def max_run_bytes(available: int | None = None) -> int:
+    """The largest saved run this machine can open: what its free memory holds at
+    `MEMORY_PER_BYTE`, at most `RUN_BYTES_CAP`. ``available``: free bytes (None: ask the system)."""
+    from decoders.core.host_memory import host_available_memory
+
+    free = host_available_memory() if available is None else available
+    return RUN_BYTES_CAP if free is None else max(min(RUN_BYTES_CAP, free // MEMORY_PER_BYTE), 1 << 20)
+
+
+def size_refusal(path: object, size: int | None, bound: int, available: int | None = None) -> str:
+    """The line that refuses a saved run of ``size`` bytes (None: past ``bound``, size unknown)."""
+    from decoders.core.host_memory import format_bytes, host_available_memory
+
+    free = host_available_memory() if available is None else available
+    what = f"is {format_bytes(size)}" if size is not None else f"is larger than {format_bytes(bound)}"
+    if bound < RUN_BYTES_CAP and free is not None:
+        why = (f"the app holds about {MEMORY_PER_BYTE} bytes of memory per byte of a run, and "
+               f"{format_bytes(free)} is free: close other programs to open it")
+    else:
+        why = "the most a saved run may be"
+    return f"{path} {what}, more than the {format_bytes(bound)} a saved run may be here ({why})"
 
 
 def unbounded_figure(value: Any, at: str) -> str | None:

@@ -92,6 +92,9 @@ def one_line(exc: msgspec.ValidationError, data: Any = None, root: str = "the re
         if length:
             want += f" of {length.group(1) or ''}{length.group(2)} items"
         return f"{where} must be {want}, got {m.group('got')}"
+    many = re.match(r"Expected `array` of length <= (?P<n>\d+)$", what)
+    if many:  # a declared bound on a list: "runs.method.ids holds more than 131072 items"
+        return f"{where} holds more than {many.group('n')} items"
     bound = re.match(r"Expected `(?P<want>[^`]+)` (?P<op>[<>]=?) (?P<n>\S+)$", what)
     if bound:  # a declared bound: "Expected `float` > 0.0"
         want = _WORDS.get(bound.group("want"), bound.group("want"))

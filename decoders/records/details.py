@@ -18,10 +18,11 @@ registry); a kind nobody registered is refused in one line naming the field.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, ClassVar, Union
+from typing import Annotated, Any, ClassVar, Union
 
 import msgspec
 
+from decoders.records.bounds import PerStep
 from decoders.records.rows import TopEntry
 
 
@@ -60,5 +61,5 @@ class TopK(Detail, tag="topk"):
     """The top-k of the target's p at each draft position and after the last (the bonus
     position), and of the helper's q at each draft position."""
 
-    p: list[list[TopEntry]]
-    q: list[list[TopEntry]]
+    p: Annotated[list[Annotated[list[TopEntry], PerStep]], PerStep]
+    q: Annotated[list[Annotated[list[TopEntry], PerStep]], PerStep]

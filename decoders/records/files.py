@@ -8,17 +8,19 @@ checked by the same declared types.
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
 import msgspec
 
 from decoders.core.errors import DecodeError
-from decoders.records.bounds import TokenId, unbounded_figure
+from decoders.records.bounds import PerPromptToken, Prompt, TokenId, max_run_bytes, size_refusal, unbounded_figure
 from decoders.records.codec import json_text, one_line
 from decoders.records.details import Detail, detail_union
-from decoders.records.run import MAX_RUN_BYTES, Run, RunResult
+from decoders.records.run import SCHEMA_VERSION, Run, RunResult
 from decoders.records.summary import Summary
 
 D = TypeVar("D", bound=Detail)
@@ -38,8 +40,25 @@ class RunFile(msgspec.Struct, Generic[D], kw_only=True):
     schema: int = 1
     summary: Summary
     params: dict[str, Any] = msgspec.field(default_factory=dict)
-    prompt: str = ""
-    prompt_ids: list[TokenId] = msgspec.field(default_factory=list)
+    prompt: Prompt = ""
+    prompt_ids: Annotated[list[TokenId], PerPromptToken] = msgspec.field(default_factory=list)
+    family: dict[str, Any] = msgspec.field(default_factory=dict)
+    runs: Runs[D]
+
+
+class _Schema(msgspec.Struct):
+    schema: int = 1
+
+
+class _RunFileRead(msgspec.Struct, Generic[D], kw_only=True):
+    """`RunFile` with its summary left as JSON text: the fast way a current file is read (typed, in
+    one pass, no plain copy of the whole run), its summary read on its own for the method's extras."""
+
+    schema: int = 1
+    summary: msgspec.Raw
+    params: dict[str, Any] = msgspec.field(default_factory=dict)
+    prompt: Prompt = ""
+    prompt_ids: Annotated[list[TokenId], PerPromptToken] = msgspec.field(default_factory=list)
     family: dict[str, Any] = msgspec.field(default_factory=dict)
     runs: Runs[D]
 
@@ -96,7 +115,18 @@ def from_plain(data: Any, details: Iterable[type[Detail]] | None = None) -> RunR
         f = msgspec.convert(data, RunFile[detail_union(details)])  # type: ignore[index,misc]  # a union built at run time
     except msgspec.ValidationError as exc:
         raise DecodeError(one_line(exc, data, root="the run")) from None
-    f.summary.extras = {k: v for k, v in data["summary"].items() if k not in Summary.__struct_fields__}
+    return _checked(f, data["summary"])
+
+
+def _checked(f: RunFile | _RunFileRead, summary: dict[str, Any]) -> RunResult:
+    """The run read, after the checks its declared types cannot make; ``summary`` as plain JSON."""
+    if isinstance(f, _RunFileRead):
+        try:
+            f = RunFile(schema=f.schema, summary=msgspec.convert(summary, Summary), params=f.params, prompt=f.prompt,
+                        prompt_ids=f.prompt_ids, family=f.family, runs=f.runs)
+        except msgspec.ValidationError as exc:
+            raise DecodeError(one_line(exc, summary, root="summary")) from None
+    f.summary.extras = {k: v for k, v in summary.items() if k not in Summary.__struct_fields__}
     unbounded = unbounded_figure(f.summary.extras, "summary")
     unbounded = unbounded or unbounded_figure(f.summary.divergence, "summary.divergence")
     if unbounded:
@@ -130,11 +160,17 @@ def save(result: RunResult, path: Path) -> Path:
     return atomic.write_text(path, dumps(result), what="the run")
 
 
-def read_bounded(path: Path) -> bytes:
+def read_bounded(path: Path, available: int | None = None) -> bytes:
+    """The file's bytes, if this machine can hold the run they make (`bounds.max_run_bytes`; a
+    regular file's size is checked before any of it is read); DecodeError otherwise."""
     from decoders.records.inputs import read_upto
 
+    bound = max_run_bytes(available)
     try:
-        raw = read_upto(path, MAX_RUN_BYTES)
+        info = os.stat(path)
+        if stat.S_ISREG(info.st_mode) and info.st_size > bound:
+            raise DecodeError(size_refusal(path, info.st_size, bound, available))
+        raw = read_upto(path, bound)
     except FileNotFoundError:
         raise DecodeError(f"no saved run at {path}; give the path of a RUN.json written by tui-decode") from None
     except IsADirectoryError:
@@ -142,13 +178,35 @@ def read_bounded(path: Path) -> bytes:
     except OSError as exc:
         raise DecodeError(f"cannot read the saved run {path}: {exc.strerror or exc}; "
                           "check the file and its permissions") from None
-    if len(raw) > MAX_RUN_BYTES:
-        raise DecodeError(f"{path} is larger than {MAX_RUN_BYTES >> 20} MiB, too large for a saved run; {HINT}")
+    if len(raw) > bound:
+        raise DecodeError(size_refusal(path, None, bound, available))
     return raw
+
+
+def _read_typed(raw: bytes, details: Iterable[type[Detail]] | None) -> RunResult | None:
+    """A file of the current schema read in one typed pass (3x faster than plain JSON then
+    converted, and without a plain copy of the whole run in memory); None when it is of another
+    schema or does not decode (the plain path then migrates it, or names what is wrong)."""
+    try:
+        if msgspec.json.decode(raw, type=_Schema).schema != SCHEMA_VERSION:
+            return None
+        f = msgspec.json.decode(raw, type=_RunFileRead[detail_union(details)])  # type: ignore[index,misc]
+        summary = msgspec.json.decode(f.summary)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return None
+    if not isinstance(summary, dict):
+        return None
+    return _checked(f, summary)
 
 
 def load(path: Path, details: Iterable[type[Detail]] | None = None) -> RunResult:
     raw = read_bounded(path)
+    try:
+        fast = _read_typed(raw, details)
+    except DecodeError as exc:
+        raise DecodeError(f"{path} is not a valid tui-decode run record: {exc}; {HINT}") from None
+    if fast is not None:
+        return fast
     try:
         data = msgspec.json.decode(raw)
     except (msgspec.DecodeError, RecursionError) as exc:

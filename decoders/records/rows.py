@@ -7,7 +7,7 @@ from typing import Annotated, get_args
 
 import msgspec
 
-from decoders.records.bounds import MAX_COUNT, Prob, TokenId
+from decoders.records.bounds import MAX_COUNT, Prob, TokenId, TokenText
 from decoders.records.codec import Record
 from decoders.records.kinds import (
     EMIT_KINDS,
@@ -38,7 +38,7 @@ class DraftRow(Record, array_like=True, omit_defaults=True):
     the row before it (a tree)."""
 
     token: TokenId
-    text: str
+    text: TokenText
     q: Prob | None  # helper probability of the token (None: no helper model)
     p: Prob | None  # target probability of the token
     acc_prob: Prob | None  # probability that verification accepts it
@@ -50,7 +50,7 @@ class Emitted(Record, array_like=True):
     """``[token, text, kind]``."""
 
     token: TokenId
-    text: str
+    text: TokenText
     kind: EmitKind
 
 
@@ -58,7 +58,7 @@ class TopEntry(Record, array_like=True):
     """``[token, text, prob]``."""
 
     token: TokenId
-    text: str
+    text: TokenText
     prob: Prob
 
 

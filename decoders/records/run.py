@@ -11,11 +11,11 @@ format, its old-schema migration and its one-line errors are `decoders.records.f
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Generic, TypeVar
 
 import msgspec
 
-from decoders.records.bounds import Count, Ms, Prob, TokenId
+from decoders.records.bounds import Count, Ms, PerIteration, PerStep, PerToken, Prob, TokenId, TokenText
 from decoders.records.codec import Record, convert
 from decoders.records.details import DETAIL_KINDS, Detail, TopK, detail_union, register_detail
 from decoders.records.rows import (
@@ -39,15 +39,12 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
 __all__ = [
-    "CHAIN", "DETAIL_KINDS", "EMIT_KINDS", "KIND_ACCEPTED", "KIND_AR", "KIND_BONUS", "KIND_FIXED", "MAX_RUN_BYTES",
+    "CHAIN", "DETAIL_KINDS", "EMIT_KINDS", "KIND_ACCEPTED", "KIND_AR", "KIND_BONUS", "KIND_FIXED",
     "SCHEMA_VERSION", "STATUS_ACCEPTED", "STATUS_REJECTED", "STATUS_UNVERIFIED", "Detail", "DraftRow", "Emitted",
     "Iteration", "Run", "RunResult", "TopEntry", "TopK", "detail_union", "register_detail",
 ]
 
 SCHEMA_VERSION = 2  # 2: Iteration.detail tagged by kind, DraftRow.parent; schema 1 still loads
-
-#: A saved run larger than this is refused unread (a run of the longest budget is far smaller).
-MAX_RUN_BYTES = 1 << 30
 
 D = TypeVar("D", bound=Detail)
 
@@ -64,12 +61,12 @@ class Iteration(Record, Generic[D], omit_defaults=True):
 
     k: Count  # index of the iteration
     pos: Count  # number of tokens emitted before it
-    draft: list[DraftRow]
-    emit: list[Emitted]
+    draft: Annotated[list[DraftRow], PerStep]
+    emit: Annotated[list[Emitted], PerStep]
     t_draft_ms: Ms = 0.0
     t_verify_ms: Ms = 0.0
     t_end_ms: Ms | None = None  # when its tokens were out, from the run's start (consumer time excluded)
-    beta: list[Prob] = msgspec.field(default_factory=list)  # sum(min(p, q)) at each verified position
+    beta: Annotated[list[Prob], PerStep] = msgspec.field(default_factory=list)  # sum(min(p, q)) at each position
     detail: D | None = None  # the method's own record of the iteration (see `Detail`)
     draft_stop: str = ""  # why the draft ended where it did, under an adaptive policy (see draft_policy.STOP_TEXT)
 
@@ -101,16 +98,16 @@ class Run(Record, Generic[D]):
 
     label: str
     method: str  # ar | spec | pld | jacobi | ...
-    ids: list[TokenId]
-    kinds: list[EmitKind]
-    tok_iter: list[Count]  # iteration index of each emitted token
+    ids: Annotated[list[TokenId], PerToken]
+    kinds: Annotated[list[EmitKind], PerToken]
+    tok_iter: Annotated[list[Count], PerToken]  # iteration index of each emitted token
     finish: str  # length | eos | context | cancelled
     text: str = ""
-    tokens: list[str] = msgspec.field(default_factory=list)  # display text of each emitted token
+    tokens: Annotated[list[TokenText], PerToken] = msgspec.field(default_factory=list)  # display text of each token
     n_forward: dict[str, Count] = msgspec.field(default_factory=dict)  # {"main": .., "helper": ..}
     n_positions: dict[str, Count] = msgspec.field(default_factory=dict)  # positions processed per model
     time_ms: dict[str, Ms | None] = msgspec.field(default_factory=dict)  # wall, main_fwd_mean, ..., draft, verify
-    iters: list[Iteration[D]] = msgspec.field(default_factory=list)
+    iters: Annotated[list[Iteration[D]], PerIteration] = msgspec.field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         out = msgspec.to_builtins(self)

@@ -43,15 +43,23 @@ def spans(run: Run) -> list[Span]:
     return out
 
 
-def columns(run: Run, width: int, total_ms: float) -> list[str]:
+def _timed(run: Run | list[Span]) -> list[Span]:
+    """The run's spans (given already worked out: a run of 131072 iterations takes a while)."""
+    return run if isinstance(run, list) else spans(run)
+
+
+def columns(run: Run | list[Span], width: int, total_ms: float) -> list[str]:
     """The phase that fills most of each of ``width`` columns of ``total_ms`` (idle past the run's end)."""
     if total_ms <= 0 or width <= 0:
         return [IDLE] * max(width, 0)
     per = total_ms / width
     filled = [dict.fromkeys(PHASES, 0.0) for _ in range(width)]
-    for span in spans(run):
+    for span in _timed(run):
         a, b = span.start_ms, span.end_ms
         first, last = min(int(a // per), width - 1), min(int(b // per), width - 1)
+        if first == last:  # most spans, in a long run: inside one column
+            filled[first][span.phase] += b - a
+            continue
         for col in range(first, last + 1):
             lo, hi = max(a, col * per), min(b, (col + 1) * per)
             if hi > lo:
@@ -59,15 +67,15 @@ def columns(run: Run, width: int, total_ms: float) -> list[str]:
     return [max(f, key=f.__getitem__) if any(f.values()) else IDLE for f in filled]
 
 
-def shares(run: Run) -> dict[str, float]:
+def shares(run: Run | list[Span]) -> dict[str, float]:
     """Milliseconds in each phase."""
     out = dict.fromkeys(PHASES, 0.0)
-    for span in spans(run):
+    for span in _timed(run):
         out[span.phase] += span.end_ms - span.start_ms
     return out
 
 
-def total_ms(run: Run) -> float:
+def total_ms(run: Run | list[Span]) -> float:
     """Where the run's last span ends (a saved run without iteration end times: the sum of its parts)."""
-    timed = spans(run)
+    timed = _timed(run)
     return timed[-1].end_ms if timed else 0.0

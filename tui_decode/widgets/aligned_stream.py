@@ -8,6 +8,8 @@ position; "≠" marks the line where the streams part. Newlines show as "↵" so
 
 from __future__ import annotations
 
+import bisect
+
 from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
@@ -23,7 +25,14 @@ GUTTER = 6  # "  123≠ "
 def aligned_lines(left: list[str], right: list[str], width: int, split_at: int | None = None) -> list[tuple[int, int]]:
     """[(first, end), ...] token positions of each line, so that the tokens of both streams at
     those positions fit in ``width`` cells; a line also starts at ``split_at`` (the divergence)."""
+    return aligned_widths([cell_len(t) for t in left], [cell_len(t) for t in right], width, split_at)
+
+
+def aligned_widths(left: list[int], right: list[int], width: int, split_at: int | None = None) -> list[tuple[int, int]]:
+    """`aligned_lines` from the tokens' widths in cells (measured once per stream, not per layout)."""
     n = max(len(left), len(right))
+    left = left + [0] * (n - len(left))
+    right = right + [0] * (n - len(right))
     width = max(width, 1)
     lines = []
     start = 0
@@ -33,8 +42,7 @@ def aligned_lines(left: list[str], right: list[str], width: int, split_at: int |
         while end < n:
             if end != start and end == split_at:
                 break
-            w_left = cell_len(left[end]) if end < len(left) else 0
-            w_right = cell_len(right[end]) if end < len(right) else 0
+            w_left, w_right = left[end], right[end]
             if end > start and (x_left + w_left > width or x_right + w_right > width):
                 break
             x_left, x_right, end = x_left + w_left, x_right + w_right, end + 1
@@ -59,11 +67,14 @@ class AlignedStream(TokenStream):
         self.partner: AlignedStream | None = None
         self.divergence: int | None = None
         self._spans: list[tuple[int, int]] = []
+        self._spans_key: tuple = ()
+        self.widths: list[int] = []  # each token's width in cells
 
     def show_aligned(self, tokens: list[tuple[str, str, int]], divergence: int | None) -> None:
         """(real text, kind, iteration) triples; ``divergence``: the first position where this
         stream and its partner differ."""
         self.divergence = divergence
+        self.widths = [cell_len(shown_text(t)) for t, _, _ in tokens]
         self.show_tokens([(shown_text(t), k, i) for t, k, i in tokens])
 
     @property
@@ -71,9 +82,9 @@ class AlignedStream(TokenStream):
         return len(self._lines)
 
     def line_of(self, position: int) -> int | None:
-        for n, (start, end) in enumerate(self._spans):
-            if start <= position < end:
-                return n
+        n = bisect.bisect_right(self._spans, (position, float("inf"))) - 1
+        if 0 <= n < len(self._spans) and self._spans[n][0] <= position < self._spans[n][1]:
+            return n
         return None
 
     def line_text(self, line: int) -> str:
@@ -88,20 +99,32 @@ class AlignedStream(TokenStream):
         return max(width - GUTTER, 1)
 
     def _relayout(self, dirty_from: int = 0) -> None:
+        """Lines at the positions both streams share: worked out once for the pair (the partner
+        takes them when the width and the streams are the same), and not before the pane has its
+        size (the first resize lays it out: 131072 tokens a side took seconds per layout)."""
+        if not self.scrollable_content_region.width:
+            self._layout_width = 0
+            return
         width = self._text_width()
         self._layout_width = self.scrollable_content_region.width
-        other = self.partner.texts if self.partner is not None else []
-        self._spans = aligned_lines(self.texts, other, width, self.divergence)
+        partner = self.partner
+        other = partner.widths if partner is not None else []
+        key = (width, self.divergence, *sorted((id(self.widths), id(other))))  # the same two streams
+        if partner is not None and partner._spans_key == key:
+            self._spans = partner._spans
+        else:
+            self._spans = aligned_widths(self.widths, other, width, self.divergence)
+        self._spans_key = key
         lines: list[list[Piece]] = []
         first_line: list[int] = []
+        texts, widths = self.texts, self.widths
         for n, (start, end) in enumerate(self._spans):
             x = GUTTER
             line = []
-            for index in range(start, min(end, len(self.texts))):
-                text = self.texts[index]
-                line.append(Piece(index, text, cell_len(text), x))
+            for index in range(start, min(end, len(texts))):
+                line.append(Piece(index, texts[index], widths[index], x))
                 first_line.append(n)
-                x += cell_len(text)
+                x += widths[index]
             lines.append(line)
         self._lines = lines
         self._line_of_token = first_line

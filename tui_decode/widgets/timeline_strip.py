@@ -7,7 +7,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from decoders.records.run import Run
-from tui_decode.state.timeline import GLYPH, PHASES, columns, shares, total_ms
+from tui_decode.state.timeline import GLYPH, PHASES, Span, columns, shares, spans, total_ms
 from tui_decode.widgets.styles import component_style
 
 
@@ -19,18 +19,23 @@ class TimelineStrip(Static):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.runs: list[tuple[str, Run]] = []
+        self.runs: list[tuple[str, list[Span]]] = []
+        self._drawn_width = -1
 
     def show(self, runs: list[tuple[str, Run]]) -> None:
-        self.runs = runs
+        self.runs = [(label, spans(run)) for label, run in runs]  # once, not at every resize
         self.refresh_strip()
 
     def on_resize(self) -> None:
-        self.refresh_strip()
+        if self.size.width != self._drawn_width:
+            self.refresh_strip()
 
     def refresh_strip(self) -> None:
         if not self.runs:
             self.update("")
+            return
+        self._drawn_width = self.size.width
+        if not self.size.width:  # not laid out yet: its first resize draws it
             return
         longest = max(total_ms(run) for _, run in self.runs) or 1.0
         width = max(self.size.width - self.LABEL - 2, 10)

@@ -144,8 +144,12 @@ class TokenStream(ScrollView, can_focus=True):
 
     # -- layout ----------------------------------------------------------------------------------
     def _relayout(self, dirty_from: int = 0) -> None:
-        """Wrap the tokens into lines; redraw from line ``dirty_from`` on."""
-        width = max(self.scrollable_content_region.width, 1)
+        """Wrap the tokens into lines; redraw from line ``dirty_from`` on. Not before the pane has
+        its size (its first resize lays it out): 131072 tokens laid out one to a line cost seconds."""
+        if not self.scrollable_content_region.width:
+            self._layout_width = 0
+            return
+        width = self.scrollable_content_region.width
         self._layout_width = width
         lines: list[list[Piece]] = [[]]
         first_line: list[int] = []

@@ -20,7 +20,7 @@ from decoders.methods.shared.draft_policy import AdaptiveDraftLength
 from decoders.methods.shared.ngram import NgramIndex
 from decoders.methods.shared.tree_budget import AlternativeRates, budget
 from decoders.methods.shared.tree_step import commit_tree, verify_tree
-from decoders.records.bounds import MAX_COUNT, Count
+from decoders.records.bounds import MAX_COUNT, Count, PerStep, TokenText
 from decoders.records.run import Detail, register_detail
 
 if TYPE_CHECKING:
@@ -31,10 +31,10 @@ if TYPE_CHECKING:
 class LookupTree(Detail, tag="lookup_tree"):
     """Where each branch was copied from, and which one the accepted path followed."""
 
-    starts: list[Count]  # per branch: where its copied tokens start in the full sequence
-    n: list[Count]  # per branch: the length of the matched n-gram
-    in_prompt: list[bool]
-    ngram: list[str]  # the longest matched n-gram (the first branch's)
+    starts: Annotated[list[Count], PerStep]  # per branch: where its copied tokens start in the full sequence
+    n: Annotated[list[Count], PerStep]  # per branch: the length of the matched n-gram
+    in_prompt: Annotated[list[bool], PerStep]
+    ngram: Annotated[list[TokenText], PerStep]  # the longest matched n-gram (the first branch's)
     # the branch the accepted path follows; -1 when nothing was accepted
     branch: Annotated[int, msgspec.Meta(ge=-1, le=MAX_COUNT)]
 

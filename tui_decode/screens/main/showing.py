@@ -52,17 +52,17 @@ class RunView:
         """Fill every pane from ``result`` (a finished, cancelled or opened run)."""
         self.result = result
         run = result.method
-        if not (streamed and self.table.row_count == len(run.iters) and self.stream.token_count == len(run.ids)):
+        if not (streamed and self.table.count == len(run.iters) and self.stream.token_count == len(run.ids)):
             self.stream.show_tokens(run_tokens(run))
             self.table.show_iterations(run.iters)
-        if streamed and self.table.cursor_row == 0:  # not moved during the run: show the newest iteration
+        if streamed and self.table.selected == 0:  # not moved during the run: show the newest iteration
             self.table.select_last()
         state = " (cancelled)" if run.finish == "cancelled" else ""
         self.stream.show_title(f"{run_title(result)}{state}")
-        self.stream.marked_iteration = self.table.cursor_row if self.table.row_count else None
+        self.stream.marked_iteration = self.table.selected if self.table.count else None
         self.stream.refresh()
         self.stats.show_result(result)
-        self.show_detail(self.table.cursor_row)
+        self.show_detail(self.table.selected)
         if opened_name:
             self.prompt_pane.text = result.prompt
             params = DecodeParams.from_json(result.params) if result.params else self.settings.params
@@ -94,7 +94,7 @@ class RunView:
         """Table rows and figures keep the colours they were drawn with: draw them again (a new theme)."""
         if self.running:
             return
-        row = self.table.cursor_row
+        row = self.table.selected
         self.table.show_iterations(list(self.table.iterations))
         self.table.select_iteration(row)
         self.show_detail(row)
@@ -104,9 +104,9 @@ class RunView:
     def on_data_table_row_highlighted(self: RunViewHost, event: DataTable.RowHighlighted) -> None:
         if event.data_table is not self.table:
             return
-        row = event.cursor_row
+        row = self.table.first + event.cursor_row  # the table shows a window of the iterations
         self.show_detail(row)
-        if not (self.running and row == self.table.row_count - 1):  # following a live run: the stream marks
+        if not (self.running and row == self.table.count - 1):  # following a live run: the stream marks
             self.stream.mark_iteration(row)                          # its newest iteration itself
 
     def on_data_table_row_selected(self: RunViewHost, event: DataTable.RowSelected) -> None:
