@@ -48,3 +48,32 @@ def test_ar_with_a_device_map_runs_without_the_family_s_self_draft(capsys, isola
         assert "tokens / target forward" in capsys.readouterr().out
     err = error_line(capsys, [*argv, "--method", "spec"])
     assert "An int4 self-draft needs the whole main model on one device" in err
+
+
+CACHE_ENV_AT_START = __import__("os").environ.get("TUI_DECODE_CACHE_DIR")
+
+
+@pytest.mark.model
+def test_a_device_map_onto_a_gpu_torch_cannot_use_keeps_the_converted_copy(capsys, isolated, monkeypatch):
+    """Issue 26: "Torch not compiled with CUDA" (here: no accelerator) while loading the bundled
+    model's converted copy was taken for a damaged copy, reconverted (97 s), and came again. The
+    real converted folder stays as it was, its marker too."""
+    import torch
+
+    from decoders.models import gguf_cache
+    from decoders.models.bundled import bundled_gguf_path
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA GPU")
+    if CACHE_ENV_AT_START is None:
+        monkeypatch.delenv("TUI_DECODE_CACHE_DIR")
+    else:
+        monkeypatch.setenv("TUI_DECODE_CACHE_DIR", CACHE_ENV_AT_START)
+    folder = gguf_cache.ensure_converted(bundled_gguf_path())
+    before = {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.iterdir()}
+    device_map = isolated / "gpu.json"
+    device_map.write_text(json.dumps({"": 0}))
+    err = error_line(capsys, ["run", "--method", "ar", "--device-map", str(device_map), "--max-new-tokens", "2",
+                              *PROMPT])
+    assert "device map" in err and ("accelerator" in err or "CUDA" in err), err
+    assert {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.iterdir()} == before
