@@ -67,6 +67,11 @@ class ParamSpec:
         assert x is not None
         return f"{x:g}" if self.kind == "float" else str(int(x))
 
+    def _value(self, x: float) -> str:
+        """A value refused, with the digits that make it differ from the bound ("got 100.0001", not
+        "got 100" beside "<= 100")."""
+        return f"{x:.12g}" if self.kind == "float" else str(int(x))
+
     def _bounds(self) -> str:
         return f"{self._fmt(self.low)}..{self._fmt(self.high)}"
 
@@ -92,9 +97,10 @@ class ParamSpec:
                               f"{where} to a value in that range")
         low, high = self._fmt(self.low), self._fmt(self.high)
         if value < self.low:
-            raise DecodeError(f"{self.name} must be {noun} >= {low}, got {self._fmt(value)}; {where} to {low} or more")
+            raise DecodeError(f"{self.name} must be {noun} >= {low}, got {self._value(value)}; "
+                              f"{where} to {low} or more")
         if value > self.high:
-            raise DecodeError(f"{self.name} must be {noun} <= {high}, got {self._fmt(value)}; "
+            raise DecodeError(f"{self.name} must be {noun} <= {high}, got {self._value(value)}; "
                               f"{where} to {high} or less")
         return int(value) if self.kind == "int" else float(value)
 

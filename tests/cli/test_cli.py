@@ -35,8 +35,10 @@ def run_cli(capsys, *argv):
     (["run", "--threads", "0", *PROMPT], "--threads must be 1..1024, got 0"),
     (["run", "--mode", "sampling", "--temperature", "-1", *PROMPT],
      "temperature must be > 0 in sampling mode (at least 0.01), got -1.0; set --temperature to a positive value"),
-    (["run", "--self-draft-layer", "0", *PROMPT], "--self-draft-layer must be 1 or more"),
+    (["run", "--self-draft-layer", "0", *PROMPT], "--self-draft-layer must be 1..1024"),
+    (["run", "--self-draft-layer", str(2**63), *PROMPT], "--self-draft-layer must be 1..1024"),  # issue 26: after the load
     (["run", "--threads", "100000", *PROMPT], "--threads must be 1..1024, got 100000"),
+    (["run", "--mode", "sampling", "--temperature", "100.0001", *PROMPT], "<= 100, got 100.0001"),  # was "got 100"
     (["run", "--bogus", "3", *PROMPT], "unrecognized arguments: --bogus 3 (see `tui-decode run --help`)"),
     (["bench", "--prompts", "x.jsonl", "--nope"], "unrecognized arguments: --nope (see `tui-decode bench --help`)"),
     (["--nope"], "unrecognized arguments: --nope (see `tui-decode --help`)"),

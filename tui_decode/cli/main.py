@@ -25,6 +25,7 @@ from tui_decode.cli.parser import OneLineParser
 from tui_decode.state.crash_report import report_crash
 
 MAX_THREADS = 1024  # torch threads a user can ask for
+MAX_LAYERS = 1024  # an early-exit layer, before the model says how many it has (the largest have ~128)
 
 
 def stdout_console(**kwargs):
@@ -146,9 +147,10 @@ def family_spec(args: argparse.Namespace):
         raise DecodeError("give either --family NAME or --main SRC, not both")
     if args.helper and args.self_draft_layer is not None:
         raise DecodeError("give either --helper SRC or --self-draft-layer L, not both")
-    if args.self_draft_layer is not None and args.self_draft_layer < 1:  # the upper bound needs the model
-        raise DecodeError(f"--self-draft-layer must be 1 or more (the draft runs the main model's first L layers), "
-                          f"got {args.self_draft_layer}")
+    layer = args.self_draft_layer  # the model's own bound is checked once it loads; this one before
+    if layer is not None and not 1 <= layer <= MAX_LAYERS:
+        raise DecodeError(f"--self-draft-layer must be 1..{MAX_LAYERS} (the draft runs the main model's first L "
+                          f"layers, fewer than it has), got {layer}")
     self_draft = getattr(args, "self_draft", None)
     if self_draft is not None:
         from decoders.models.family import SELF_DRAFT_KINDS
