@@ -141,6 +141,10 @@ def user_families(path: Path | None = None) -> dict[str, FamilySpec]:
     except OSError as err:  # a symlink loop, a name too long
         raise DecodeError(f"Config file {path} cannot be read: {err.strerror or err}; fix or remove it.") from None
     if not present:
+        above = path.parent
+        if above.exists() and not above.is_dir():  # TUI_DECODE_CONFIG_DIR set to the file itself, say
+            raise DecodeError(f"The config folder {above} is a file, not a folder; set {CONFIG_ENV} to the folder "
+                              f"that holds {CONFIG_FILE} (or unset it).")
         return {}
     if not is_file:
         dangling = path.is_symlink() and not path.exists()

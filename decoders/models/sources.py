@@ -97,6 +97,9 @@ def classify_source(source: str) -> tuple[str, Path | None]:
             return "gguf", path
         raise DecodeError(f"{path} is a file but not a .gguf file; pass a .gguf file or a model folder.")
     if looks_like_path:
+        if path.is_symlink():  # a link to nothing, or a loop of links
+            raise DecodeError(f"Model path {path} is a symbolic link that leads nowhere (a missing target or a loop); "
+                              "pass an existing model folder or .gguf file.")
         raise DecodeError(f"Model path {path} does not exist; pass an existing model folder or .gguf file.")
     return "hub", None
 
@@ -164,6 +167,9 @@ def check_device_map(value):
         except ValueError as err:
             raise DecodeError(f"the device map file {value} is not valid JSON ({err}); "
                               "write an object like {\"model.layers.0\": \"cpu\"}") from err
+    elif os.path.lexists(value):  # a file, folder or FIFO whose name does not end in .json
+        raise DecodeError(f"the device map {value} is not a .json file; give a JSON file (its name ending in .json) "
+                          f"mapping module names to devices, or one of {', '.join(DEVICE_MAP_NAMES)}")
     else:
         raise DecodeError(f"unknown device map {value!r}; choose one of {', '.join(DEVICE_MAP_NAMES)} "
                           "or give a .json file mapping module names to devices")

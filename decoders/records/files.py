@@ -201,6 +201,8 @@ def _read_typed(raw: bytes, details: Iterable[type[Detail]] | None) -> RunResult
 
 def load(path: Path, details: Iterable[type[Detail]] | None = None) -> RunResult:
     raw = read_bounded(path)
+    if not raw.strip():
+        raise DecodeError(f"{path} is empty, not a saved run; {HINT}")
     try:
         fast = _read_typed(raw, details)
     except DecodeError as exc:

@@ -77,3 +77,41 @@ def test_a_device_map_onto_a_gpu_torch_cannot_use_keeps_the_converted_copy(capsy
                               *PROMPT])
     assert "device map" in err and ("accelerator" in err or "CUDA" in err), err
     assert {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.iterdir()} == before
+
+
+def test_a_device_map_path_that_is_no_json_file_is_said(capsys, isolated, tiny_folder):
+    """A folder or FIFO given to --device-map was 'unknown device map ...; choose one of auto, ...'."""
+    import os
+
+    folder = isolated / "maps"
+    folder.mkdir()
+    os.mkfifo(isolated / "pipe")
+    for given in (folder, isolated / "pipe"):
+        err = error_line(capsys, ["run", "--main", str(tiny_folder), "--device-map", str(given), *PROMPT])
+        assert f"the device map {given} is not a .json file" in err, err
+
+
+def test_open_of_an_empty_file_says_it_is_empty(capsys, isolated):
+    """It was '(DecodeError: Input data was truncated)', msgspec's words."""
+    empty = isolated / "empty.json"
+    empty.write_text("  \n")
+    err = error_line(capsys, ["--open", str(empty)])
+    assert f"{empty} is empty, not a saved run" in err and "truncated" not in err, err
+
+
+def test_a_model_path_that_is_a_dangling_or_looping_link_is_said(capsys, isolated):
+    (isolated / "gone").symlink_to(isolated / "nowhere")
+    (isolated / "a").symlink_to(isolated / "b")
+    (isolated / "b").symlink_to(isolated / "a")
+    for link in ("gone", "a"):
+        err = error_line(capsys, ["run", "--main", str(isolated / link), *PROMPT])
+        assert "is a symbolic link that leads nowhere" in err and "does not exist" not in err, err
+
+
+def test_a_config_folder_that_is_a_file_is_said(capsys, isolated, monkeypatch):
+    """TUI_DECODE_CONFIG_DIR set to families.toml itself: its families were silently not there."""
+    toml = isolated / "families.toml"
+    toml.write_text('[families.mine]\nmain = "bundled"\n')
+    monkeypatch.setenv("TUI_DECODE_CONFIG_DIR", str(toml))
+    err = error_line(capsys, ["families"])
+    assert f"The config folder {toml} is a file, not a folder; set TUI_DECODE_CONFIG_DIR" in err, err

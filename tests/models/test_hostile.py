@@ -522,7 +522,7 @@ def test_a_malformed_run_gets_one_line_naming_the_field(tmp_path, edit, message)
 
 
 @pytest.mark.parametrize("data,message", [
-    (b"", "is not a tui-decode run record"),
+    (b"", "is empty, not a saved run"),
     (RUN_DATA.read_bytes()[:500], "is not a tui-decode run record"),
     (RUN_DATA.read_text().encode("utf-16"), "is not UTF-8 text"),
     (b"[1, 2, 3]", "the run must be an object"),
