@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding
@@ -25,6 +25,7 @@ from tui_decode.screens.main import MainScreen
 from tui_decode.state.crash_report import report_crash
 from tui_decode.state.runs_folder import runs_dir
 from tui_decode.state.settings import DEFAULT_PROMPT, Settings
+from tui_decode.state.token_text import shown_controls
 from tui_decode.workers.decode import (
     EngineFactory,
     FamilyLoader,
@@ -48,6 +49,14 @@ class TuiDecodeApp(App[int]):
         Binding("f1", "help", "Help", tooltip="What every figure and colour means"),
         Binding("question_mark", "help_key", "Help", show=False),
     ]
+
+    def notify(self, message: str, *args: Any, **kwargs: Any) -> None:
+        """As Textual's, but the message is plain text, never markup (a file's name such as
+        "run [/v2].json" in it was a MarkupError that ended the app), and a control character in
+        it (a name may hold an ESC sequence) is drawn as its picture, not sent to the terminal."""
+        kwargs["title"] = shown_controls(kwargs.get("title", ""))
+        kwargs["markup"] = False  # (a screen's notify passes markup=True on)
+        super().notify(shown_controls(message), *args, **kwargs)
 
     def __init__(
         self,

@@ -34,7 +34,7 @@ from decoders.methods.shared.lookup_tree import branch_of
 from decoders.methods.shared.ngram import NgramIndex
 from decoders.methods.shared.tree_budget import AlternativeRates, budget
 from decoders.methods.shared.tree_step import commit_tree, verify_tree, with_extra
-from decoders.records.bounds import Count, PerStep, TokenText
+from decoders.records.bounds import Count, Label, PerStep, TokenText
 from decoders.records.run import Detail, register_detail
 
 WINDOW = ParamSpec("window", "W window", "lookahead: Jacobi window width (positions guessed ahead per level)", 4,
@@ -65,8 +65,8 @@ class LookaheadStep(Detail, tag="lookahead"):
     # level by level, the guesses that ran (level 0's column 0 is the last token)
     window: Annotated[list[Annotated[list[TokenText], PerStep]], PerStep]
     added: Count  # n-grams this step's window added to the pool that it did not hold
-    shape: str = ""  # the run's W and G and why (`lookahead_shape.choose`); the first step only
-    source: str = ""  # where the accepted candidate came from: "text", "window", "" (none accepted)
+    shape: Label = ""  # the run's W and G and why (`lookahead_shape.choose`); the first step only
+    source: Label = ""  # where the accepted candidate came from: "text", "window", "" (none accepted)
 
 
 class NgramPool:

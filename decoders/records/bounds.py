@@ -9,6 +9,7 @@ Every figure is measured or counted, so each has a bound. A hand-edited or craft
 from __future__ import annotations
 
 import math
+import re
 from typing import Annotated, Any
 
 import msgspec
@@ -39,8 +40,15 @@ PerIteration = msgspec.Meta(max_length=MAX_TOKENS + 1)
 #: widest step a method takes (prompt lookup's 16 branches of 64 tokens) is 1024 rows.
 MAX_STEP = 4096
 PerStep = msgspec.Meta(max_length=MAX_STEP)
+#: No terminal control character (C0, DEL, C1): a run keeps a token's display form, where they
+#: are made visible ("<0x1B>", "↵"), and its labels are the tool's own words; in a crafted file an
+#: ESC sequence would reach the terminal as the app draws it (set its title, write its clipboard).
+NO_CONTROL = "^[^\x00-\x1f\x7f-\x9f]*$"
 #: A token's text (a tokenizer's pieces are a few bytes; a 100 MB one would be folded line by line).
-TokenText = Annotated[str, msgspec.Meta(max_length=MAX_STEP)]
+TokenText = Annotated[str, msgspec.Meta(max_length=MAX_STEP, pattern=NO_CONTROL)]
+#: A label, a method's name, why a run or a draft stopped, the explanation: the tool's own words.
+Label = Annotated[str, msgspec.Meta(max_length=MAX_STEP, pattern=NO_CONTROL)]
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 #: The prompt, as long as a prompt file may be (`decoders.records.inputs.MAX_PROMPT_BYTES`), and its ids.
 MAX_PROMPT = 4 << 20
 Prompt = Annotated[str, msgspec.Meta(max_length=MAX_PROMPT)]
@@ -80,9 +88,13 @@ def size_refusal(path: object, size: int | None, bound: int, available: int | No
 
 
 def unbounded_figure(value: Any, at: str) -> str | None:
-    """Where in ``value`` (plain JSON: a method's own figures) a number lies outside
-    ±`MAX_FIGURE`, or is a float too small to divide by (0 < |x| < 1e-12), or None."""
-    if isinstance(value, bool) or value is None or isinstance(value, str):
+    """Where in ``value`` (plain JSON: a method's own figures, the family, the parameters) a number
+    lies outside ±`MAX_FIGURE`, or is a float too small to divide by (0 < |x| < 1e-12), or a text
+    holds a control character (see `NO_CONTROL`); None when nowhere."""
+    if isinstance(value, str):
+        control = _CONTROL.search(value)
+        return f"{at} holds a control character ({control.group(0)!r})" if control else None
+    if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, int):
         return None if abs(value) <= MAX_FIGURE else f"{at} is {str(value)[:20]}…, past ±{MAX_FIGURE:g}"

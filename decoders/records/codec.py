@@ -92,6 +92,8 @@ def one_line(exc: msgspec.ValidationError, data: Any = None, root: str = "the re
         if length:
             want += f" of {length.group(1) or ''}{length.group(2)} items"
         return f"{where} must be {want}, got {m.group('got')}"
+    if what.startswith("Expected `str` matching regex"):  # the declared NO_CONTROL (records.bounds)
+        return f"{where} holds a control character (a terminal escape, say), which no run's text has"
     many = re.match(r"Expected `array` of length <= (?P<n>\d+)$", what)
     if many:  # a declared bound on a list: "runs.method.ids holds more than 131072 items"
         return f"{where} holds more than {many.group('n')} items"

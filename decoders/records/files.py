@@ -129,6 +129,7 @@ def _checked(f: RunFile | _RunFileRead, summary: dict[str, Any]) -> RunResult:
     f.summary.extras = {k: v for k, v in summary.items() if k not in Summary.__struct_fields__}
     unbounded = unbounded_figure(f.summary.extras, "summary")
     unbounded = unbounded or unbounded_figure(f.summary.divergence, "summary.divergence")
+    unbounded = unbounded or unbounded_figure(f.family, "family") or unbounded_figure(f.params, "params")
     if unbounded:
         raise DecodeError(unbounded)
     for name in ("baseline", "method"):

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Generic, TypeVar
 
 import msgspec
 
-from decoders.records.bounds import Count, Ms, PerIteration, PerStep, PerToken, Prob, TokenId, TokenText
+from decoders.records.bounds import Count, Label, Ms, PerIteration, PerStep, PerToken, Prob, TokenId, TokenText
 from decoders.records.codec import Record, convert
 from decoders.records.details import DETAIL_KINDS, Detail, TopK, detail_union, register_detail
 from decoders.records.rows import (
@@ -68,7 +68,7 @@ class Iteration(Record, Generic[D], omit_defaults=True):
     t_end_ms: Ms | None = None  # when its tokens were out, from the run's start (consumer time excluded)
     beta: Annotated[list[Prob], PerStep] = msgspec.field(default_factory=list)  # sum(min(p, q)) at each position
     detail: D | None = None  # the method's own record of the iteration (see `Detail`)
-    draft_stop: str = ""  # why the draft ended where it did, under an adaptive policy (see draft_policy.STOP_TEXT)
+    draft_stop: Label = ""  # why the draft ended where it did, under an adaptive policy (see draft_policy.STOP_TEXT)
 
     def __post_init__(self) -> None:
         for i, row in enumerate(self.draft):
@@ -96,12 +96,12 @@ class Iteration(Record, Generic[D], omit_defaults=True):
 class Run(Record, Generic[D]):
     """A finished (or cancelled) decode of one method on one prompt."""
 
-    label: str
-    method: str  # ar | spec | pld | jacobi | ...
+    label: Label
+    method: Label  # ar | spec | pld | jacobi | ...
     ids: Annotated[list[TokenId], PerToken]
     kinds: Annotated[list[EmitKind], PerToken]
     tok_iter: Annotated[list[Count], PerToken]  # iteration index of each emitted token
-    finish: str  # length | eos | context | cancelled
+    finish: Label  # length | eos | context | cancelled
     text: str = ""
     tokens: Annotated[list[TokenText], PerToken] = msgspec.field(default_factory=list)  # display text of each token
     n_forward: dict[str, Count] = msgspec.field(default_factory=dict)  # {"main": .., "helper": ..}

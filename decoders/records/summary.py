@@ -3,11 +3,11 @@ by `decoders.analysis.summary`, which this layer does not import)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
-from decoders.records.bounds import Count, Ms, Positive, Prob, Ratio
+from decoders.records.bounds import NO_CONTROL, Count, Label, Ms, Positive, Prob, Ratio
 from decoders.records.codec import convert
 
 #: Top-2 logit margins below this are float32 noise between a wide forward and a one-token step.
@@ -21,9 +21,9 @@ class Summary(msgspec.Struct, kw_only=True):
     Saved flat: the method's figures beside the common ones, None figures left out (but for
     `ALWAYS_SAVED`); read by `from_json`, each figure's type checked by msgspec."""
 
-    method: str = "?"
-    label: str = ""
-    finish: str = "length"
+    method: Label = "?"
+    label: Label = ""
+    finish: Label = "length"
     tokens: Count = 0
     target_forwards: Count = 0
     baseline_forwards: Count = 0
@@ -44,7 +44,7 @@ class Summary(msgspec.Struct, kw_only=True):
     speedup_spread: Positive | None = None  # two standard errors of the decode speedup, as a ratio
     speedup_wall_spread: Positive | None = None  # two standard errors of the end-to-end one (the prefill's noise in it)
     compared_tokens: Count | None = None  # the first N tokens both runs produced (N < tokens: one stopped early)
-    pairing: str | None = None  # how the baseline was timed: interleaved with the method, or sequential
+    pairing: Label | None = None  # how the baseline was timed: interleaved with the method, or sequential
     speedup_decode_raw: Ratio | None = None  # sequential: the decode speedup before the drift's rescaling
     machine_change: Ratio | None = None  # interleaved: the machine's step time at the run's end over its start
     drift: Ratio | None = None  # one-token step now over the baseline's then (probe after the run)
@@ -63,7 +63,7 @@ class Summary(msgspec.Struct, kw_only=True):
     identical: bool | None = None
     first_divergence: Count | None = None
     divergence: dict[str, Any] | None = None  # at, margin (top-2 logits), top2, baseline, method tokens
-    explanation: str = ""
+    explanation: Annotated[str, msgspec.Meta(max_length=1 << 16, pattern=NO_CONTROL)] = ""
     extras: dict[str, Any] = msgspec.field(default_factory=dict)
 
     def divergence_text(self) -> str:

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from decoders.records.run import RunResult
-from tests.support.app import DATA, errors, make_app, wait_for
+from tests.support.app import DATA, errors, make_app, run_and_wait, wait_for
 
 pytestmark = pytest.mark.anyio
 SIZE = (140, 45)
@@ -46,3 +46,63 @@ async def test_compare_on_a_run_with_a_vanishing_acceptance_rate(tiny_spec, load
         text = screen_text(app)
         assert app.is_running and not errors(app)
         assert "acceptance" in text and "inf" not in text.replace("info", "")
+
+
+async def test_control_characters_never_reach_the_terminal(tiny_spec, loader, tmp_path, monkeypatch):
+    """An ESC sequence in a prompt (a pasted one, an opened run's) or in the name and text of a
+    prompt file was sent to the terminal as the app drew it: ``ESC ] 0 ; ... BEL`` set the
+    terminal's title (OSC 52 writes its clipboard). They are drawn as their pictures (␛)."""
+    from tui_decode.screens.pickers import PromptPicker
+
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    (prompts / "evil\x1b]0;NAME\x07.txt").write_text("Hello \x1b]0;TEXT\x07 there\n")
+    monkeypatch.setenv("TUI_DECODE_PROMPTS_DIR", str(prompts))
+    app = make_app(tiny_spec, loader, tmp_path, method="ar", max_new_tokens=6)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+        editor = app.main_screen.prompt_pane.editor
+        app.main_screen.prompt_pane.text = "say \x1b]0;PWNED\x07 hi"
+        await pilot.pause()
+        drawn = "".join(segment.text for segment in editor.render_line(0))
+        assert "\x1b" not in drawn and "\x07" not in drawn and "␛]0;PWNED" in drawn, repr(drawn)
+        assert app.main_screen.prompt_pane.text == "say \x1b]0;PWNED\x07 hi"  # the prompt itself is kept
+        await pilot.press("escape", "p")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptPicker))
+        shown = "".join(str(option.prompt) for option in app.screen.query_one("OptionList")._options)
+        assert "evil␛]0;NAME␇" in shown and "Hello ␛]0;TEXT␇ there" in shown and "\x1b" not in shown
+
+
+async def test_an_error_that_reads_as_markup_keeps_the_session(tiny_spec, loader, tmp_path, monkeypatch):
+    """A notification is markup in Textual: a family whose main is "org/[/x]" failed to load with
+    an error line quoting it, a MarkupError that ended the app, the run and the prompt edit lost."""
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "families.toml").write_text('[families.odd]\nmain = "org/[/x]"\n')
+    monkeypatch.setenv("TUI_DECODE_CONFIG_DIR", str(config))
+    app = make_app(tiny_spec, loader, tmp_path, method="ar", max_new_tokens=6)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+        first = await run_and_wait(pilot, app)
+        await pilot.press("escape", "f", "end", "enter")
+        await wait_for(pilot, lambda: errors(app))
+        await pilot.pause()
+        assert "org/[/x]" in errors(app)[-1] and app.is_running and app.main_screen.result is first
+
+
+async def test_a_label_that_reads_as_markup_opens_and_compares(tiny_spec, loader, tmp_path):
+    """A saved run's label went into a pane's title, which is markup: "[/x]" ended the app."""
+    from tui_decode.screens.compare_screen import CompareScreen
+
+    def change(d):
+        d["runs"]["method"]["label"] = "Spec [/x] run"
+        d["runs"]["baseline"]["label"] = "base [/u]"
+
+    path = saved_run(tmp_path, change)
+    app = make_app(tiny_spec, loader, tmp_path, opened=RunResult.load(path), opened_name=path.name)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.set_up.is_set())
+        await pilot.press("c")
+        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen))
+        await pilot.pause()
+        assert app.is_running and not errors(app) and "Spec [/x] run" in screen_text(app)

@@ -115,3 +115,82 @@ def test_a_config_folder_that_is_a_file_is_said(capsys, isolated, monkeypatch):
     monkeypatch.setenv("TUI_DECODE_CONFIG_DIR", str(toml))
     err = error_line(capsys, ["families"])
     assert f"The config folder {toml} is a file, not a folder; set TUI_DECODE_CONFIG_DIR" in err, err
+
+
+@pytest.mark.parametrize("change,field", [
+    (lambda d: d["runs"]["method"]["tokens"].__setitem__(0, "\x1b]0;PWNED\x07X"), "runs.method.tokens[0]"),
+    (lambda d: d["runs"]["method"].__setitem__("label", "spec \x1b[2J"), "runs.method.label"),
+    (lambda d: d["summary"].__setitem__("explanation", "why \x1b]52;c;aGk=\x07"), "summary.explanation"),
+    (lambda d: d["family"].__setitem__("label", "fam \x9b31m"), "family.label"),
+])
+def test_a_saved_run_s_text_with_a_terminal_escape_is_refused(tmp_path, change, field):
+    """Token texts are kept in their display form (control characters made visible) and labels
+    are the tool's own words: an ESC sequence there comes from a crafted file, and reached the
+    terminal as the app drew it (the prompt, which may hold any character, is drawn safely)."""
+    from decoders.core.errors import DecodeError
+    from decoders.records.run import RunResult
+    from tests.support.app import DATA
+
+    data = json.loads((DATA / "run_spec.json").read_text())
+    change(data)
+    data["prompt"] = "a prompt may hold \x1b and \x00"
+    path = tmp_path / "esc.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(DecodeError) as err:
+        RunResult.load(path)
+    assert field in str(err.value) and "control character" in str(err.value), str(err.value)
+    data = json.loads((DATA / "run_spec.json").read_text())
+    data["prompt"] = "a prompt may hold \x1b and \x00"
+    path.write_text(json.dumps(data))
+    assert RunResult.load(path).prompt == "a prompt may hold \x1b and \x00"
+
+
+def test_shown_controls_draws_control_characters_as_pictures():
+    from tui_decode.state.token_text import shown_controls
+
+    assert shown_controls("a\x1b[2Jb\x07\tc\nd\x7f\x9b") == "a␛[2Jb␇\tc\nd␡\ufffd"
+    text = "plain text ↵ stays"
+    assert shown_controls(text) is text
+
+
+def _blocked_in_read(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/syscall").read_text().split()[0] in ("0", "63")
+    except (OSError, IndexError):
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("first", ["SIGINT", "SIGTERM"])
+def test_a_second_ctrl_c_while_unwinding_is_no_traceback(isolated, first):
+    """ctrl+c pressed twice (or a SIGTERM and then ctrl+c): the second one landed while the first
+    unwound (in main's finally, restoring the SIGTERM handler) and ended the CLI with a
+    KeyboardInterrupt traceback and exit -2. The first decides the exit code; the rest wait."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    repo = Path(__file__).resolve().parents[2]
+    fifo = isolated / "fifo"
+    os.mkfifo(fifo)
+    writer = os.open(fifo, os.O_RDWR)  # a writer that stays and says nothing: the CLI waits in read
+    proc = subprocess.Popen([sys.executable, "-m", "tui_decode", "run", "--method", "pld", "--prompt-file", str(fifo)],
+                            cwd=repo, env=dict(os.environ, PYTHONPATH=str(repo)), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline, seen = time.time() + 120, 0
+    while time.time() < deadline and seen < 3:
+        seen = seen + 1 if _blocked_in_read(proc.pid) else 0
+        time.sleep(0.2)
+    proc.send_signal(getattr(signal, first))
+    time.sleep(0.02)  # the first is handled first (two pending at once are handled SIGINT first)
+    for _ in range(40):  # ctrl+c held down: a burst while the first one unwinds
+        if proc.poll() is not None:
+            break
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.002)
+    out, err = proc.communicate(timeout=60)
+    os.close(writer)
+    assert proc.returncode == (130 if first == "SIGINT" else 143), err
+    assert err.count("\n") == 1 and "Traceback" not in err, err

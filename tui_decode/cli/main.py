@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -22,6 +21,7 @@ from decoders.core.params import DecodeParams, method_param_specs
 from decoders.models.families import DEFAULT_FAMILY
 from tui_decode.cli.numbers import MAX_REPEATS, bounded_int
 from tui_decode.cli.parser import OneLineParser
+from tui_decode.cli.signals import Handlers, Terminated
 from tui_decode.state.crash_report import report_crash
 
 MAX_THREADS = 1024  # torch threads a user can ask for
@@ -244,6 +244,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from decoders.engine import Engine
     from decoders.records.atomic import check_destination
     from tui_decode.state.run_summary import summary_table
+    from tui_decode.state.token_text import shown_controls
 
     err = Console(stderr=True)
     check_threads(args)
@@ -275,7 +276,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         except DecodeError as exc:  # keep the result: show it, then say what was not written
             failed = exc
     out = stdout_console()
-    out.print(Panel(Text(result.method.text), title="output", title_align="left", expand=False))
+    out.print(Panel(Text(shown_controls(result.method.text)), title="output", title_align="left", expand=False))
     out.print(summary_table(result))
     if len(results) > 1:
         from tui_decode.state.run_summary import pooled_table
@@ -327,22 +328,18 @@ def cmd_app(args: argparse.Namespace) -> int:
                    threads=getattr(args, "threads", None))
 
 
-class Terminated(BaseException):
-    """SIGTERM arrived: unwind (temporary files are removed on the way) and exit 143."""
-
-
-def _on_sigterm(signum, frame):  # pragma: no cover - exercised through a subprocess
-    raise Terminated()
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """The error boundary: whatever happens, one line on stderr and a meaningful exit code."""
-    previous = None
+    handlers = Handlers()
+    code = _guarded(argv, handlers)
+    if handlers.signalled:  # unwound: leave now, before the interpreter's teardown puts the default
+        handlers.leave(code)  # handlers back, and one more ctrl+c killed it with -2 (not 130)
+    return code
+
+
+def _guarded(argv: Sequence[str] | None, handlers: Handlers) -> int:
     try:
-        try:
-            previous = signal.signal(signal.SIGTERM, _on_sigterm)
-        except ValueError:  # not the main thread
-            previous = None
+        handlers.install()
         return _dispatch(argv)
     except DecodeError as exc:
         print(f"tui-decode: error: {exc}", file=sys.stderr)
@@ -361,11 +358,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         return report_crash(exc, argv)
     finally:
-        if previous is not None:
-            try:
-                signal.signal(signal.SIGTERM, previous)
-            except ValueError:
-                pass
+        handlers.restore()
 
 
 def _silence_stdout() -> None:

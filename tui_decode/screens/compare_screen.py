@@ -11,12 +11,14 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
+from textual.markup import escape
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from tui_decode.screens.keys import QUIT
 from tui_decode.state.exports import comparison_markdown, stream_figures
 from tui_decode.state.run_history import Comparison, stream_tokens
+from tui_decode.state.token_text import shown_controls
 from tui_decode.widgets.aligned_stream import AlignedStream
 from tui_decode.widgets.timeline_strip import TimelineStrip
 from tui_decode.widgets.token_stream import legend_markup
@@ -63,8 +65,8 @@ class CompareScreen(Screen[None]):
         self.left.show_aligned(stream_tokens(c.left.run), at)
         self.right.show_aligned(stream_tokens(c.right.run), at)
         self.left.relayout_with_partner()
-        self.left.border_title = c.left.label
-        self.right.border_title = c.right.label
+        self.left.border_title = escape(shown_controls(c.left.label))  # a title is markup; labels come from files
+        self.right.border_title = escape(shown_controls(c.right.label))
         self.left.border_subtitle = legend_markup()
         self.right.border_subtitle = "[$text-error]≠ first divergence[/]"
         heading = Text()

@@ -14,6 +14,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Label, OptionList
 from textual.widgets.option_list import Option
 
+from tui_decode.state.token_text import shown_controls
+
 
 class Picker(ModalScreen[str | None]):
     """A titled option list; enter picks (the option's id is the result), escape closes."""
@@ -51,13 +53,13 @@ def family_picker(families: dict, current: str | None, config_file: Path) -> Pic
         helper = spec.helper or (f"early exit @ layer {spec.self_draft_layer}" if spec.self_draft_layer else
                                  f"{spec.self_draft} self-draft" if spec.self_draft else None)
         line = Text()
-        line.append(("● " if name == current else "  ") + name, style="bold")
-        line.append(f"  {spec.label or spec.main}")
+        line.append(("● " if name == current else "  ") + shown_controls(name), style="bold")
+        line.append(f"  {shown_controls(spec.label or spec.main)}")
         line.append("  ✓ offline" if offline else "  ⇣ needs a download", style="dim" if offline else "italic")
-        line.append(f"\n    main {spec.main}" + (f" · helper {helper}" if helper else "") +
-                    f" · {spec.device}/{spec.dtype}", style="dim")
+        line.append(shown_controls(f"\n    main {spec.main}" + (f" · helper {helper}" if helper else "") +
+                                   f" · {spec.device}/{spec.dtype}"), style="dim")
         options.append(Option(line, id=name))
-    return Picker("Switch model family", options, note=f"more families: {config_file}")
+    return Picker("Switch model family", options, note=shown_controls(f"more families: {config_file}"))
 
 
 #: The answer of `replace_edits_picker` that opens the run.
@@ -80,7 +82,7 @@ def run_picker(runs: list[Path], folder: Path) -> Picker:
     options = []
     for path in runs:
         stamp = time.strftime("%Y-%m-%d %H:%M", time.localtime(path.stat().st_mtime))
-        options.append(Option(Text.assemble((path.name, "bold"), (f"  {stamp}", "dim")), id=str(path)))
+        options.append(Option(Text.assemble((shown_controls(path.name), "bold"), (f"  {stamp}", "dim")), id=str(path)))
     return Picker("Open a saved run", options, note=f"runs saved with ctrl+s in {folder}")
 
 
@@ -103,11 +105,11 @@ def prompt_picker(prompts: list, problems: list[str], folder: Path) -> PromptPic
     prompt lookup pays most), then the user's own files."""
     options: list[Option] = []
     for prompt in prompts:
-        head = " ".join(prompt.text.split())
-        line = Text.assemble((f"{prompt.group}", "bold"), f"  {prompt.name}\n    ",
+        head = shown_controls(" ".join(prompt.text.split()))
+        line = Text.assemble((f"{prompt.group}", "bold"), f"  {shown_controls(prompt.name)}\n    ",
                              (head[:70] + ("…" if len(head) > 70 else ""), "dim"))
         options.append(Option(line, id=prompt.key))
-    note = f"enter picks · ctrl+r picks and runs · your own prompts: *.txt in {folder}"
+    note = shown_controls(f"enter picks · ctrl+r picks and runs · your own prompts: *.txt in {folder}")
     if problems:
         note += " · not read: " + "; ".join(problems)[:200]
     return PromptPicker("Start from a prompt (Spec-Bench, by task group)", options, note=note)

@@ -19,7 +19,7 @@ from decoders.core.errors import DecodeError
 from decoders.records.run import Run, RunResult
 from tui_decode.state.run_summary import acceptance_text, judged_drafts
 from tui_decode.state.runs_folder import saved_runs
-from tui_decode.state.token_text import real_text, run_tokens
+from tui_decode.state.token_text import real_text, run_tokens, shown_controls
 
 #: Saved runs of the runs folder the history lists besides the session's: the newest ones, as
 #: many as these bytes hold (a 500-token speculative run is about 2 MB, a quarter second to read),
@@ -96,6 +96,7 @@ def key_params(result: RunResult, full: bool = False) -> str:
 
 
 def clip(text: str, width: int) -> str:
+    text = shown_controls(text)  # a saved file's name may hold an ESC sequence
     return text if len(text) <= width else text[:width - 1] + "…"
 
 

@@ -2,7 +2,24 @@
 
 from __future__ import annotations
 
+import re
+
 from decoders.records.run import Run
+
+#: Terminal control characters but tab and newline (C0, DEL, C1): sent as they are, ESC starts a
+#: sequence the terminal acts on (its title, its clipboard, the screen cleared).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _picture(match: re.Match[str]) -> str:
+    code = ord(match.group(0))
+    return chr(0x2400 + code) if code < 0x20 else "\u2421" if code == 0x7F else "\ufffd"
+
+
+def shown_controls(text: str) -> str:
+    """``text`` as a terminal may be sent it: each control character but tab and newline as its
+    picture ("␛" for ESC), the rest as it is."""
+    return _CONTROL.sub(_picture, text) if _CONTROL.search(text) else text
 
 
 def real_text(shown: str) -> str:

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from rich.segment import Segment
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.strip import Strip
 from textual.timer import Timer
 from textual.widgets import Static, TextArea
 
+from tui_decode.state.token_text import shown_controls
 from tui_decode.widgets.styles import component_style
 
 #: Seconds after the last change before the prompt is tokenized again.
@@ -33,6 +36,15 @@ class PromptEditor(TextArea):
 
     def action_leave(self) -> None:
         self.screen.focus_next()
+
+    def render_line(self, y: int) -> Strip:
+        """The line as TextArea draws it, a control character in the prompt (an opened run's, a
+        pasted one's) drawn as its picture: sent as it is, an ESC sequence acts on the terminal."""
+        strip = super().render_line(y)
+        if not any(shown_controls(segment.text) is not segment.text for segment in strip):
+            return strip
+        shown = Strip([Segment(shown_controls(s.text), s.style, s.control) for s in strip])
+        return shown.crop(0, strip.cell_length)
 
 
 class PromptPane(Vertical):

@@ -10,6 +10,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from tui_decode.state.token_text import shown_controls
 from tui_decode.widgets.styles import component_style
 
 BAR_CELLS = 24
@@ -42,7 +43,7 @@ class StatusLine(Widget):
     fraction: reactive[float | None] = reactive(None)
 
     def set(self, message: str, state: str = "idle", fraction: float | None = None) -> None:
-        self.message = message
+        self.message = shown_controls(message)  # a file's name may hold an ESC sequence
         self.state = state if state in STATES else "idle"
         self.fraction = fraction
 

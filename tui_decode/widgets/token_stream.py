@@ -15,12 +15,13 @@ from rich.style import Style
 from textual import events
 from textual.binding import Binding
 from textual.geometry import Size
+from textual.markup import escape
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from decoders.records.run import EMIT_KINDS, Iteration
-from tui_decode.state.token_text import real_text
+from tui_decode.state.token_text import real_text, shown_controls
 from tui_decode.widgets.styles import component_style
 
 KIND_LABELS = {"acc": "accepted draft", "fix": "fixed", "bonus": "bonus", "ar": "autoregressive"}
@@ -214,7 +215,8 @@ class TokenStream(ScrollView, can_focus=True):
             return
         room = self.size.width - 4  # the corners and the space either side of the title
         full = f"{self.BORDER_TITLE} · {label}"
-        self.border_title = full if len(full) <= room or room <= 0 else label
+        # a title is markup: a saved run's label "[/x]" was a MarkupError that ended the app
+        self.border_title = escape(shown_controls(full if len(full) <= room or room <= 0 else label))
 
     # -- drawing ---------------------------------------------------------------------------------
     def kind_styles(self) -> dict[str, Style]:
