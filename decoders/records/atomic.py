@@ -70,11 +70,14 @@ def write_error(path: Path | str, err: OSError, what: str = "") -> WriteError:
                       err.errno, err.strerror)
 
 
-def write_bytes(path: str | os.PathLike, data: bytes, what: str = "", mode: int | None = None) -> Path:
+def write_bytes(path: str | os.PathLike, data: bytes, what: str = "", mode: int | None = None,
+                exclusive: bool = False) -> Path:
     """Write ``data`` to ``path`` atomically; DecodeError (old file untouched) on failure.
 
     ``what`` names the file in the error ("the run", "the report"); ``mode`` sets its permissions
     (default: those of the file it replaces, else 0o666 less the umask, as `open` would).
+    ``exclusive``: never replace a file that is there, even one another process wrote a moment
+    ago (a `WriteError` with errno EEXIST then): the new name is taken by a hard link.
     """
     shown = Path(path)
     try:
@@ -97,7 +100,10 @@ def write_bytes(path: str | os.PathLike, data: bytes, what: str = "", mode: int 
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp_name, _mode_for(path, mode))
-        os.replace(tmp_name, path)
+        if exclusive:
+            _link_new(tmp_name, path)
+        else:
+            os.replace(tmp_name, path)
         tmp_name = None
         _fsync_folder(folder)
     except OSError as err:
@@ -109,6 +115,22 @@ def write_bytes(path: str | os.PathLike, data: bytes, what: str = "", mode: int 
             except OSError:
                 pass
     return shown
+
+
+def _link_new(tmp_name: str, path: Path) -> None:
+    """``tmp_name`` as ``path``, which must not exist (FileExistsError if it does): a hard link
+    where the file system has them, else a name reserved with O_EXCL and then replaced."""
+    try:
+        os.link(tmp_name, path)
+    except FileExistsError:
+        raise
+    except OSError as err:
+        if err.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.EXDEV):
+            raise
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.replace(tmp_name, path)
+        return
+    os.unlink(tmp_name)
 
 
 def _write_special(path: Path, shown: Path, data: bytes, what: str) -> Path:
@@ -133,9 +155,10 @@ def _write_special(path: Path, shown: Path, data: bytes, what: str) -> Path:
     return shown
 
 
-def write_text(path: str | os.PathLike, text: str, what: str = "", mode: int | None = None) -> Path:
+def write_text(path: str | os.PathLike, text: str, what: str = "", mode: int | None = None,
+               exclusive: bool = False) -> Path:
     """`write_bytes` of ``text`` encoded as UTF-8."""
-    return write_bytes(path, text.encode("utf-8"), what=what, mode=mode)
+    return write_bytes(path, text.encode("utf-8"), what=what, mode=mode, exclusive=exclusive)
 
 
 def _write_all(handle, data: bytes) -> None:

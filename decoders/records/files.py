@@ -151,14 +151,14 @@ def dumps(result: RunResult) -> str:
     return text
 
 
-def save(result: RunResult, path: Path) -> Path:
+def save(result: RunResult, path: Path, exclusive: bool = False) -> Path:
     from decoders.records import atomic
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise atomic.write_error(path, err, "the run") from None
-    return atomic.write_text(path, dumps(result), what="the run")
+    return atomic.write_text(path, dumps(result), what="the run", exclusive=exclusive)
 
 
 def read_bounded(path: Path, available: int | None = None) -> bytes:

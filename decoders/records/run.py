@@ -149,12 +149,13 @@ class RunResult(msgspec.Struct, kw_only=True):
 
         return dumps(self)
 
-    def save(self, path: str | Path) -> Path:
+    def save(self, path: str | Path, exclusive: bool = False) -> Path:
         """Write the run atomically (the file is the old one or the whole new one, never half of
-        either); `decoders.records.atomic.WriteError` (a DecodeError and an OSError) when it cannot be."""
+        either); `decoders.records.atomic.WriteError` (a DecodeError and an OSError) when it cannot be.
+        ``exclusive``: never over a file that is there (errno EEXIST)."""
         from decoders.records.files import save
 
-        return save(self, Path(path))
+        return save(self, Path(path), exclusive)
 
     @classmethod
     def load(cls, path: str | Path, details: Iterable[type[Detail]] | None = None) -> RunResult:

@@ -196,10 +196,10 @@ async def test_ctrl_s_with_room_for_the_json_but_not_the_svg_says_the_json_was_s
 
     write_bytes = atomic.write_bytes
 
-    def full_for_svg(path, data, what="", mode=None):
+    def full_for_svg(path, data, what="", mode=None, **kwargs):
         if str(path).endswith(".svg"):
             raise atomic.write_error(path, OSError(errno.ENOSPC, "No space left on device"), what)
-        return write_bytes(path, data, what, mode)
+        return write_bytes(path, data, what, mode, **kwargs)
 
     monkeypatch.setattr(atomic, "write_bytes", full_for_svg)
     app = make_app(tiny_spec, loader, tmp_path, method="ar", max_new_tokens=6)

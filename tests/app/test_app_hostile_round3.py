@@ -106,3 +106,43 @@ async def test_a_label_that_reads_as_markup_opens_and_compares(tiny_spec, loader
         await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen))
         await pilot.pause()
         assert app.is_running and not errors(app) and "Spec [/x] run" in screen_text(app)
+
+
+async def test_ctrl_s_never_writes_over_a_run_another_session_just_saved(tiny_spec, loader, tmp_path, monkeypatch):
+    """Two sessions saving in the same second chose the same name (each checked it was free, then
+    replaced whatever was there): the first one's run was lost. The name is taken exclusively."""
+    import tui_decode.screens.main.saving as saving
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    other = runs / "20261202-101010-ar.json"
+    other.write_text("another session's run")
+    monkeypatch.setattr(saving, "run_file_stem", lambda result, folder: "20261202-101010-ar")  # checked: free
+    app = make_app(tiny_spec, loader, tmp_path, method="ar", max_new_tokens=6)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+        await run_and_wait(pilot, app)
+        await pilot.press("escape", "ctrl+s")
+        await wait_for(pilot, lambda: "saved" in app.main_screen.status.message or errors(app))
+        assert not errors(app), errors(app)
+    assert other.read_text() == "another session's run"
+    assert RunResult.load(runs / "20261202-101010-ar-2.json").method.method == "ar"
+    assert (runs / "20261202-101010-ar-2.svg").is_file()
+
+
+async def test_two_exports_in_one_second_are_two_files(tiny_spec, loader, tmp_path, monkeypatch):
+    """x on the compare screen named the file by the second: a second export then replaced the first."""
+    import tui_decode.screens.compare_screen as compare
+    from tui_decode.screens.compare_screen import CompareScreen
+
+    monkeypatch.setattr(compare.time, "strftime", lambda fmt, *a: "20261202-101010")
+    app = make_app(tiny_spec, loader, tmp_path, method="ar", max_new_tokens=6)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+        await run_and_wait(pilot, app)
+        await pilot.press("escape", "c")
+        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen))
+        await pilot.press("x", "x")
+        await wait_for(pilot, lambda: len(list((tmp_path / "runs").glob("*-compare*.md"))) == 2)
+        assert sorted(p.name for p in (tmp_path / "runs").glob("*.md")) == [
+            "20261202-101010-compare-2.md", "20261202-101010-compare.md"]

@@ -194,3 +194,20 @@ def test_a_second_ctrl_c_while_unwinding_is_no_traceback(isolated, first):
     os.close(writer)
     assert proc.returncode == (130 if first == "SIGINT" else 143), err
     assert err.count("\n") == 1 and "Traceback" not in err, err
+
+
+def test_an_exclusive_write_never_replaces_a_file_that_is_there(tmp_path):
+    import errno
+
+    from decoders.records import atomic
+
+    tmp_path = tmp_path / "out"
+    tmp_path.mkdir()
+    target = tmp_path / "taken.json"
+    target.write_text("first")
+    with pytest.raises(atomic.WriteError) as err:
+        atomic.write_text(target, "second", "the run", exclusive=True)
+    assert err.value.errno == errno.EEXIST and target.read_text() == "first"
+    assert [p.name for p in tmp_path.iterdir()] == ["taken.json"]  # no temporary file left
+    fresh = atomic.write_text(tmp_path / "new.json", "new", "the run", exclusive=True)
+    assert fresh.read_text() == "new" and len(list(tmp_path.iterdir())) == 2

@@ -18,6 +18,7 @@ from textual.widgets import Footer, Static
 from tui_decode.screens.keys import QUIT
 from tui_decode.state.exports import comparison_markdown, stream_figures
 from tui_decode.state.run_history import Comparison, stream_tokens
+from tui_decode.state.runs_folder import write_new
 from tui_decode.state.token_text import shown_controls
 from tui_decode.widgets.aligned_stream import AlignedStream
 from tui_decode.widgets.timeline_strip import TimelineStrip
@@ -100,10 +101,11 @@ class CompareScreen(Screen[None]):
         if folder is None:
             self.notify("No runs folder to export to.", severity="warning")
             return
-        path = folder / f"{time.strftime('%Y%m%d-%H%M%S')}-compare.md"
+        text = comparison_markdown(self.comparison)
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            atomic.write_text(path, comparison_markdown(self.comparison), "the comparison")
+            path = write_new(folder, f"{time.strftime('%Y%m%d-%H%M%S')}-compare", ".md",  # never over one
+                             lambda p: atomic.write_text(p, text, "the comparison", exclusive=True))
         except (OSError, DecodeError) as error:
             self.notify(str(error), title="Not exported", severity="error", timeout=10)
             return

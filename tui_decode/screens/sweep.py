@@ -264,6 +264,7 @@ class SweepScreen(ModalScreen[None]):
         """ctrl+s: the table so far as Markdown and CSV in the runs folder (atomic writes)."""
         from decoders.records import atomic
         from tui_decode.state.exports import table_csv, table_markdown
+        from tui_decode.state.runs_folder import write_new
 
         if not self.points:
             self.notify("Nothing measured yet to save.", title="Sweep", severity="warning")
@@ -271,13 +272,14 @@ class SweepScreen(ModalScreen[None]):
         rows = [(m.value, m.summary) for m in sorted(self.points, key=lambda m: m.value)]
         method = self.settings.params.method_def
         folder = self.host.runs_folder
-        stem = f"{time.strftime('%Y%m%d-%H%M%S')}-{self.file_stem()}"
         notes = [f"prompt: {self.prompt[:200]!r}", f"family: {self.loaded.engine.family.label}",
                  f"method: {method.run_label(self.settings.params)}"]
+        text = table_markdown(self.heading_text(), self.key, rows, notes)
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            md = atomic.write_text(folder / f"{stem}.md", table_markdown(
-                self.heading_text(), self.key, rows, notes), "the sweep table")
+            md = write_new(folder, f"{time.strftime('%Y%m%d-%H%M%S')}-{self.file_stem()}", ".md",  # never over one
+                           lambda p: atomic.write_text(p, text, "the sweep table", exclusive=True))
+            stem = md.stem
             atomic.write_text(folder / f"{stem}.csv", table_csv(self.key, rows), "the sweep table")
         except (OSError, DecodeError) as error:
             self.notify(str(error), title="Sweep not saved", severity="error", timeout=10)

@@ -3,9 +3,11 @@ and the saved runs newest first."""
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from decoders.records.run import RunResult
@@ -32,6 +34,21 @@ def run_file_stem(result: RunResult, folder: Path, now: float | None = None) -> 
         n += 1
         candidate = f"{stem}-{n}"
     return candidate
+
+
+def write_new(folder: Path, stem: str, suffix: str, write: Callable[[Path], object]) -> Path:
+    """``write(path)`` (an exclusive atomic write) at ``folder/stem+suffix``, or at stem-2, -3, ...
+    when another save (this session's or another process's) took that name first: two saves in
+    one second never write over each other."""
+    for n in range(1, 1000):
+        path = folder / f"{stem if n == 1 else f'{stem}-{n}'}{suffix}"
+        try:
+            write(path)
+            return path
+        except OSError as error:  # atomic.WriteError is one
+            if error.errno != errno.EEXIST:
+                raise
+    raise OSError(errno.EEXIST, f"{stem}-2 .. {stem}-999{suffix} are all taken", str(folder))
 
 
 def saved_runs(folder: Path) -> list[Path]:

@@ -17,7 +17,7 @@ from decoders.core.params import DecodeParams
 from decoders.records import atomic
 from decoders.records.run import RunResult
 from tui_decode.screens.pickers import OPEN_ANYWAY, replace_edits_picker, run_picker
-from tui_decode.state.runs_folder import run_file_stem, saved_runs
+from tui_decode.state.runs_folder import run_file_stem, saved_runs, write_new
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -157,14 +157,15 @@ def save_shown_run(screen: RunFilesHost) -> None:
 
 def _write(screen: RunFilesHost, result: RunResult, svg: str) -> None:
     folder = screen.runs_folder
-    stem = run_file_stem(result, folder)
     try:
-        result.save(folder / f"{stem}.json")
+        stem = run_file_stem(result, folder)
+        saved = write_new(folder, stem, ".json", lambda path: result.save(path, exclusive=True))
     except (OSError, DecodeError) as error:
         screen.report_error(f"cannot save in {folder}: {_reason(error)}; set TUI_DECODE_RUNS_DIR "
                             "to a writable folder")
         return
-    screen.history.mark_saved(result, folder / f"{stem}.json")
+    stem = saved.stem
+    screen.history.mark_saved(result, saved)
     try:  # the screenshot's text as UTF-8, a character no file can hold as U+FFFD
         atomic.write_bytes(folder / f"{stem}.svg", svg.encode("utf-8", "replace"), "screenshot")
     except (OSError, DecodeError) as error:
