@@ -104,6 +104,7 @@ class AlignedStream(TokenStream):
         size (the first resize lays it out: 131072 tokens a side took seconds per layout)."""
         if not self.scrollable_content_region.width:
             self._layout_width = 0
+            self._lines, self._line_of_token, self._spans, self._spans_key = [], [], [], ()
             return
         width = self._text_width()
         self._layout_width = self.scrollable_content_region.width

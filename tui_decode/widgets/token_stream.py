@@ -114,9 +114,11 @@ class TokenStream(ScrollView, can_focus=True):
         lines that lose their mark): the screen's drawing competes with the running decode.
         """
         first_new = len(self.texts)
-        dirty_from = self._line_of_token[first_new - 1] if first_new else 0
+        laid_out = self._line_of_token  # none while the pane is hidden (laid out when it shows)
+        dirty_from = laid_out[first_new - 1] if 0 < first_new <= len(laid_out) else 0
         if self.marked_iteration is not None and self.marked_iteration in self.iteration_of:
-            dirty_from = min(dirty_from, self._line_of_token[self.iteration_of.index(self.marked_iteration)])
+            marked = self.iteration_of.index(self.marked_iteration)
+            dirty_from = min(dirty_from, laid_out[marked] if marked < len(laid_out) else 0)
         for it in iterations:
             for emitted in it.emit:
                 self.texts.append(real_text(emitted.text))
@@ -149,6 +151,7 @@ class TokenStream(ScrollView, can_focus=True):
         its size (its first resize lays it out): 131072 tokens laid out one to a line cost seconds."""
         if not self.scrollable_content_region.width:
             self._layout_width = 0
+            self._lines, self._line_of_token = [], []  # nothing stale is drawn or scrolled to
             return
         width = self.scrollable_content_region.width
         self._layout_width = width
