@@ -21,7 +21,7 @@ How the baseline is paired with the method (`PAIRINGS`):
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Callable, Iterator, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Union
 
 from decoders.analysis.summary import summarize
 from decoders.analysis.timing import CURVE_WIDTHS, PROBE_STEPS, context_bucket, measure_cost_curve
@@ -140,17 +140,9 @@ class Engine:
         (unknown kind, a shape the kernel cannot take, too little memory)."""
         backend = self._self_drafts.get(kind)
         if backend is None:
-            from decoders.models.backend_choice import quantized_draft, warm_up
-            from decoders.models.family import SELF_DRAFT_KINDS
+            from decoders.models.backend_choice import self_draft_for
 
-            if kind not in SELF_DRAFT_KINDS:
-                raise DecodeError(f"Unknown self-draft kind {kind!r}; choose one of {', '.join(SELF_DRAFT_KINDS)}.")
-            if getattr(self.family, "device_map", None):
-                raise DecodeError(f"An {kind} self-draft needs the whole main model on one device, and a device "
-                                  "map spreads this one; draft another way.")
-            backend = quantized_draft(self.family.main, getattr(self.family, "main_model", None), kind)
-            warm_up(backend)
-            self._self_drafts[kind] = backend
+            backend = self._self_drafts[kind] = self_draft_for(self.family, kind)
         return backend
 
     def set_self_draft(self, kind: str) -> None:
@@ -158,8 +150,8 @@ class Engine:
         backend = self.build_self_draft(kind)
         if self.family.helper is backend:
             return
-        self.family = dataclasses.replace(self.family, helper=backend, helper_source=f"{kind} self-draft",
-                                          self_draft=kind)
+        self.family = dataclasses.replace(self.family, helper=backend, self_draft=kind,
+                                          helper_source=getattr(backend, "source", None) or f"{kind} self-draft")
         self.helper = KVRunner(backend, self.clock)
         self.draft_layer = None
 
@@ -207,6 +199,9 @@ class Engine:
         """Progress, iterations and finally the `RunResult` (partial, ``finish: cancelled``, when
         ``cancelled()`` turned true during the method run; nothing when during the baseline)."""
         params, ids = self.check(prompt, params)
+        main: Any = self.family.main
+        if getattr(main, "tap", None) is not None:
+            main.tap = None  # a trained head's draft hands the target its tap again when it follows
         twin = self.twin_runner() if self.pairing == "interleaved" else None
         if twin is not None:
             yield from self._stream_interleaved(prompt, ids, params, cancelled, twin)

@@ -37,12 +37,13 @@ class FeatureTap:
         """Rows ``start ..`` from a forward over ``ids`` (1-D): ``parts`` are ``[n, hidden]`` each."""
         n = int(ids.numel())
         end = start + n
-        if end > self.feats.shape[0]:
-            self._grow(end)
-        row = self.feats[start:end]
-        for k, part in enumerate(parts):
-            row[:, k * self.hidden:(k + 1) * self.hidden].copy_(part)
-        self.ids[start:end].copy_(ids.reshape(-1))
+        with torch.inference_mode():  # the tap's tensors are inference tensors, whoever calls
+            if end > self.feats.shape[0]:
+                self._grow(end)
+            row = self.feats[start:end]
+            for k, part in enumerate(parts):
+                row[:, k * self.hidden:(k + 1) * self.hidden].copy_(part)
+            self.ids[start:end].copy_(ids.reshape(-1))
         self.length = end
 
     def crop(self, length: int) -> None:
@@ -53,8 +54,9 @@ class FeatureTap:
         index = torch.as_tensor(rows, dtype=torch.long, device=self.device).reshape(-1) + start
         count = int(index.numel())
         if count:
-            self.feats[start:start + count] = self.feats[index]
-            self.ids[start:start + count] = self.ids[index]
+            with torch.inference_mode():
+                self.feats[start:start + count] = self.feats[index]
+                self.ids[start:start + count] = self.ids[index]
         self.length = start + count
 
     def reset(self) -> None:

@@ -87,6 +87,8 @@ class LlamaBackend:
     when on CPU in float32; turn it off to save the memory of that second weight copy.
     """
 
+    tap: FeatureTap | None = None  # the hidden states a draft head reads (decoders.backends.features)
+
     def __init__(
         self,
         weights: Weights,
@@ -101,7 +103,6 @@ class LlamaBackend:
         # one-token steps at static shapes, replayed from a CUDA graph (`decoders.backends.static_step`)
         self.step_mode = step_mode
         self.step = None if step_mode == "off" else StaticStep(self, step_mode)
-        self.tap: FeatureTap | None = None  # the hidden states a draft head reads (decoders.backends.features)
         self.weight_bytes = sum(
             t.numel() * t.element_size()
             for layer in self._layers

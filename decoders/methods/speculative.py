@@ -51,6 +51,7 @@ def speculative(ctx: DecodeContext) -> MethodGen:
     if D is None:
         raise DecodeError(f"{ctx.family.label} {NO_HELPER}")
     greedy, temp, gamma = params.greedy, params.temperature, params.gamma
+    gamma = min(gamma, getattr(D.backend, "max_draft", gamma))  # Medusa: no head beyond its last
     # a self-draft reads the target's keys and values for every verified position (LayerSkip's
     # shared cache): no draft prefill, no catch-up forwards; a helper model keeps its own cache
     D.follow(T)

@@ -68,6 +68,7 @@ class FamilyTable(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     helper: str | None = None
     self_draft_layer: int | None = None
     self_draft: SelfDraft | None = None
+    head: str | None = None
     device: Device = "auto"
     dtype: Dtype = "auto"
     label: str | None = None
@@ -75,7 +76,7 @@ class FamilyTable(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     def __post_init__(self) -> None:
         if not self.main.strip():  # an empty main read the current folder
             raise ValueError("has no `main`; set it to a model folder, .gguf file, hub id or \"bundled\".")
-        for key in ("helper", "label"):
+        for key in ("helper", "label", "head"):
             value = getattr(self, key)
             if value is not None and not value.strip():
                 raise ValueError(f"`{key}` is empty; give it a value or leave it out.")

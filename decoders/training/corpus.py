@@ -43,15 +43,20 @@ class Sample:
 class Corpus:
     """The samples of one corpus folder, opened for reading and appending."""
 
-    def __init__(self, folder: str | os.PathLike, model: str | None = None, vocab_size: int | None = None):
+    def __init__(self, folder: str | os.PathLike, model: str | None = None, vocab_size: int | None = None,
+                 append: bool = False):
+        """``append``: open for growing (a tail no index line names is cut off); otherwise read only,
+        safe while another process appends."""
         self.folder = Path(folder)
+        self.append_mode = append
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
         except OSError as err:
             raise write_error(self.folder, err, "the corpus folder") from None
         self.meta = self._meta(model, vocab_size)
         self.samples = self._read_index()
-        self._cut_tail()
+        if append:
+            self._cut_tail()
 
     # -- reading -----------------------------------------------------------------------------
     @property
@@ -80,6 +85,8 @@ class Corpus:
 
     # -- appending ---------------------------------------------------------------------------
     def append(self, key: str, prompt_ids: list[int], answer_ids: list[int]) -> Sample:
+        if not self.append_mode:
+            raise ValueError("this corpus was opened read-only")
         ids = list(prompt_ids) + list(answer_ids)
         if any(not 0 <= i <= MAX_ID for i in ids):
             raise DecodeError(f"token ids must fit in 2 bytes (0..{MAX_ID}) to be stored in {TOKENS}")
@@ -141,7 +148,7 @@ class Corpus:
                 raise DecodeError(f"The corpus's {path} line {n} starts at token {sample.start}, "
                                   f"not {expected}; delete it and the lines after it.")
             samples.append(sample)
-        if lines[-1]:
+        if lines[-1] and self.append_mode:
             with open(path, "w", encoding="utf-8") as f:
                 f.write("".join(line + "\n" for line in complete))
         return samples

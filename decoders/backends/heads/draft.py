@@ -38,7 +38,6 @@ class HeadDraft:
         self.max_positions = target.max_positions
         self.weight_bytes = sum(p.numel() * p.element_size() for p in head.parameters())
         self.tap = FeatureTap(c.target_hidden, c.aux_layers if c.kind == "eagle3" else None, self.device)
-        target.tap = self.tap
         self.full_vocab = c.draft_vocab == self.vocab_size and bool(
             torch.equal(head.draft_ids, torch.arange(c.draft_vocab, device=head.draft_ids.device)))
         self._k = self._v = self._out = torch.zeros(0)
@@ -62,8 +61,9 @@ class HeadDraft:
         index = torch.as_tensor(rows, dtype=torch.long, device=self.device).reshape(-1) + start
         count = int(index.numel())
         if count:
-            for t in (self._k, self._v, self._out):
-                t[start:start + count] = t[index]
+            with torch.inference_mode():
+                for t in (self._k, self._v, self._out):
+                    t[start:start + count] = t[index]
         self.length = start + count
         self.valid = min(self.valid, start)
 
@@ -134,7 +134,7 @@ class HeadDraft:
         full[:, self.head.draft_ids] = logits.float()
         return full
 
-    def _reserve(self, needed: int) -> None:
+    def _reserve(self, needed: int) -> None:  # called inside inference mode
         if needed <= self._capacity:
             return
         c = self.head.config

@@ -53,7 +53,6 @@ class MedusaDraft:
         self.max_draft = heads.n_heads  # a draft longer than the heads has nothing to guess with
         self.weight_bytes = sum(p.numel() * p.element_size() for p in heads.parameters())
         self.tap = FeatureTap(heads.hidden, None, self.device)
-        target.tap = self.tap
         self.length = self.valid = 0
 
     @property
