@@ -6,7 +6,7 @@ the draft it uses, under a stable short label ("spec[int4]", "spec[tree 2x3]", "
 
 * a draft, for a method that drafts with a helper: ``int4`` (a weight-only int4 copy of the main
   model, `decoders.backends.quantized`), ``early-exit`` (the main model's first layers; ``early-exit 12``
-  picks the layer);
+  picks the layer), ``head`` (the family's trained head, `decoders.backends.heads`);
 * ``tree WxD``: speculative decoding with a draft tree, W candidates at each of the first D draft
   positions (greedy only);
 * ``NAME VALUE`` or ``NAME=VALUE``: any parameter the method declares, or its short alias
@@ -31,7 +31,7 @@ from decoders.core.errors import DecodeError
 MAX_VARIANTS = 16
 #: The deepest early-exit layer a variant may name before the model is known (the model bounds it too).
 MAX_EARLY_EXIT_LAYER = 1024
-DRAFT_KINDS = ("early-exit", "int4")
+DRAFT_KINDS = ("early-exit", "int4", "head")
 EXAMPLE = "spec[int4],spec[early-exit],spec[tree 2x3],pld[branches 3],lookahead"
 _ITEM = re.compile(r"\s*([A-Za-z_][\w-]*)\s*(?:=\s*|\s+)?(.*?)\s*$", re.S)
 _PIECE = re.compile(r"\s*([A-Za-z_][\w-]*)\s*(?:\[(.*)\])?\s*$", re.S)
@@ -44,7 +44,7 @@ class Variant:
 
     method: str
     overrides: tuple[tuple[str, Any], ...] = ()
-    draft: str | None = None  # None | "early-exit" | "int4"
+    draft: str | None = None  # None | "early-exit" | "int4" | "head" (a trained EAGLE / Medusa head)
     layer: int | None = None  # the early-exit layer; None: the family's (or the bench's default)
 
     @property
@@ -155,8 +155,8 @@ def parse_variant(piece: str) -> Variant:
             if draft is not None:
                 raise DecodeError(f"bad variant {piece!r}: two drafts ({draft} and {word}); give one; {_hint()}")
             draft = word
-            if value and word == "int4":
-                raise DecodeError(f"bad variant {piece!r}: int4 takes no value; {_hint()}")
+            if value and word != "early-exit":
+                raise DecodeError(f"bad variant {piece!r}: {word} takes no value; {_hint()}")
             if value:
                 layer = _number(piece, "the early-exit layer", value, 1, MAX_EARLY_EXIT_LAYER)
         elif word == "tree" and "tree_width" in specs:

@@ -29,7 +29,9 @@ from decoders.methods.shared.draft_policy import (
     STOP_PAY,
     STOP_PREFILL,
     SpecDraftPolicy,
+    VerifyCost,
 )
+from decoders.methods.shared.head_tree import dynamic_tree_step
 from decoders.methods.shared.spec_tree import TREE_DEPTH, TREE_WIDTH, tree_step
 from decoders.methods.shared.verify import accept_prefix, verify_sampling
 from decoders.records.run import KIND_AR, TopK
@@ -71,6 +73,7 @@ def speculative(ctx: DecodeContext) -> MethodGen:
         policy = SpecDraftPolicy(gamma, ctx.cost_curve, fixed)
     confs: list[float] = []
     limit = gamma
+    head_tree = VerifyCost(ctx.cost_curve) if tree and hasattr(D.backend, "tree_rows") else None
 
     def pick_draft(row):
         q = probs(row, temp, greedy) if need_probs else None
@@ -102,6 +105,11 @@ def speculative(ctx: DecodeContext) -> MethodGen:
             it = b.commit([token], KIND_AR, [], t_verify_ms=ms(T.log[-1].seconds), draft_stop=why)
             if policy is not None and not prefill:
                 policy.observe([], 0, [], T.log[-1].positions, T.log[-1].seconds)
+            yield from b.yielding(it)
+            continue
+        if tree and head_tree is not None:  # a trained head drafts EAGLE-2's dynamic tree
+            it = dynamic_tree_step(b, T, D, min(budget, params.tree_depth), params.tree_width, head_tree,
+                                   params.record)
             yield from b.yielding(it)
             continue
         if tree:

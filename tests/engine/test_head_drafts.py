@@ -46,3 +46,31 @@ def test_medusa_drafts_no_further_than_its_heads(tmp_path):
     result = engine.run(PROMPT, DecodeParams(method="spec", gamma=6, max_new_tokens=24, draft_policy="fixed"))
     assert result.summary.identical is True
     assert max(len(it.draft) for it in result.method.iters) == 3  # three heads
+
+
+@pytest.mark.parametrize("fmt", ["eagle1", "eagle3"])
+def test_every_node_of_the_dynamic_tree_is_what_a_chain_along_its_path_drafts(tmp_path, fmt):
+    """EAGLE-2's expansion runs many nodes in one head forward under an ancestor mask: each node's
+    draft probability must equal the one a linear draft along its own path gives."""
+    from types import SimpleNamespace
+
+    from decoders.backends.runner import KVRunner
+    from decoders.methods.shared.head_tree import draft_tree
+
+    family = head_family(tmp_path, fmt, fast=True)
+    T, D = KVRunner(family.main), KVRunner(family.helper)
+    D.follow(T)
+    prompt = [5, 9, 13, 22, 7, 31, 40, 11]
+    seq = prompt + [int(T.run(prompt)[0].argmax())]
+    tokens, parents, chance, q = draft_tree(SimpleNamespace(seq=seq), D, depth=3, width=2)
+    assert len(tokens) == 2 + 2 * 2 + 2 * 2  # 2 at depth 1; then the 2 likeliest expanded, 2 children each
+    assert D.backend.cached_length == len(seq)  # the tree rows are dropped after drafting
+    for node, token in enumerate(tokens):
+        path, p = [], parents[node]
+        while p >= 0:
+            path.insert(0, tokens[p])
+            p = parents[p]
+        want = torch.softmax(D.run(seq + path)[0], -1)[token]
+        assert q[node] == pytest.approx(float(want), rel=1e-4, abs=1e-6)
+        expect_chance = float(want) * (chance[parents[node]] if parents[node] >= 0 else 1.0)
+        assert chance[node] == pytest.approx(expect_chance, rel=1e-4, abs=1e-7)

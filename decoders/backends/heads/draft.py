@@ -108,6 +108,32 @@ class HeadDraft:
             out = torch.cat(outs)[n - keep:]
             return self._full(self.head.logits(out))
 
+    def tree_rows(self, ids: torch.Tensor, parents: list[int], positions: list[int],
+                  ancestors: list[list[int]], prefix: int) -> torch.Tensor:
+        """EAGLE-2's expansion: rows for tree nodes ``ids`` (1-D, on the device) after the cached
+        slots, node i fed the output of slot ``parents[i]``, at RoPE position ``positions[i]``, and
+        attending to the ``prefix`` slots before the tree, its ``ancestors[i]`` (tree slots) and itself.
+        Logits ``[len(ids), vocab]``. Crop back to the prefix once the tree is drafted."""
+        n = int(ids.numel())
+        start, end = self.length, self.length + n
+        with torch.inference_mode():
+            self._reserve(end)
+            emb = F.embedding(ids.reshape(-1), self.embed)
+            feature = self._out[torch.tensor(parents, device=self.device)]
+            attn_in, residual = self.head.inputs(emb, feature)
+            q, k, v = self.head.qkv(attn_in, torch.tensor(positions, device=self.device))
+            self._k[start:end], self._v[start:end] = k, v
+            mask = torch.zeros(n, end, dtype=torch.bool)
+            mask[:, 1:prefix] = True  # the prefix (slot 0 is never attended to)
+            for i, row in enumerate(ancestors):
+                mask[i, row] = True
+                mask[i, start + i] = True
+            out = self.head.finish(residual, self.head.attend(q, self._k[:end], self._v[:end],
+                                                               mask.to(self.device)))
+            self._out[start:end] = out
+            self.length = end
+            return self._full(self.head.logits(out))
+
     # -- internals ---------------------------------------------------------------------------
     def _rows(self, ids: torch.Tensor, feature: torch.Tensor, start: int) -> torch.Tensor:
         """Run the layer for slots ``start ..`` (tokens ``ids``, features ``feature``); cache them."""
