@@ -179,6 +179,7 @@ class MainScreen(ResponsiveLayout, RunView, RunLifecycle, RunFiles, FamilySwitch
 
     def _tick(self) -> None:
         self.run_tick()  # a prefill's seconds (running.py)
+        self.load_tick()  # a quiet load step's seconds (family.py)
 
     def on_unmount(self) -> None:
         self.restore_threads()
