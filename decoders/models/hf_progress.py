@@ -130,7 +130,7 @@ class GGUFProgress:
             done, total = self._modules
             self._modules[0] = done + 1
             low, high = self.NAMES
-            self.say(f"Dequantising {self.name}: mapping tensor names ({done}/{total} modules)",
+            self.say(f"Dequantising {self.name} (first load only): mapping tensor names ({done}/{total} modules)",
                      low + (high - low) * done / max(total, 1))
             return original(model, *args, qual_name=qual_name, **kwargs)
 
