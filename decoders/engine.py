@@ -24,7 +24,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Union
 
 from decoders.analysis.summary import summarize
-from decoders.analysis.timing import CURVE_WIDTHS, PROBE_STEPS, context_bucket, measure_cost_curve
+from decoders.analysis.timing import CURVE_WIDTHS, context_bucket, curve_phase, probe_steps
 from decoders.backends.hf import twin_of
 from decoders.backends.runner import KVRunner
 from decoders.core.declarations import Method, all_methods
@@ -220,7 +220,7 @@ class Engine:
         yield PhaseStarted("method", params.method, params.max_new_tokens, prompt_tokens=len(ids))
         run = yield from self._drive(method, ids, params, cancelled, "method")
         probe = self._probe(ids + run.ids)
-        curve = self.cost_curve(ids + run.ids)
+        curve = yield from self.cost_curve(ids + run.ids, cancelled)
         summary = summarize(run, baseline, params, prompt_tokens=len(ids), probe_ms=probe, cost_curve=curve,
                             pairing="sequential")
         yield self._result(prompt, ids, params, run, baseline, summary)
@@ -256,7 +256,7 @@ class Engine:
     def _stream_interleaved(self, prompt: str, ids: list[int], params: DecodeParams, cancelled, twin: KVRunner):
         yield PhaseStarted("method", params.method, params.max_new_tokens, prompt_tokens=len(ids), paired=True)
         run, baseline = yield from self._drive_paired(params.method_def, ids, params, cancelled, twin)
-        curve = self.cost_curve(ids + run.ids)
+        curve = yield from self.cost_curve(ids + run.ids, cancelled)
         summary = summarize(run, baseline, params, prompt_tokens=len(ids), cost_curve=curve, pairing="interleaved")
         yield self._result(prompt, ids, params, run, baseline, summary)
 
@@ -326,30 +326,28 @@ class Engine:
                 "baseline": disp(base[at]) if at < len(base) else None,
                 "method": disp(out[at]) if at < len(out) else None}
 
-    def cost_curve(self, seq: list[int]) -> list[float] | None:
+    def cost_curve(self, seq: list[int], cancelled: Callable[[], bool] = lambda: False):
         """The verify-cost curve T(k) at the context of ``seq`` (held in the main cache after a
-        run): measured once per context bucket, about 2 s on a small CPU, then reused."""
+        run), measured once per context bucket (about 2 s on a small CPU), then reused; None where
+        none fits or a cancel came first. A generator (``curve = yield from``): the measurement is
+        a phase of its own (`decoders.analysis.timing.curve_phase`), so that a UI shows the run
+        done and T(k) being measured, not a run still going."""
         bucket = context_bucket(len(seq))
         if bucket not in self._cost_curves:
             if not seq or len(seq) + CURVE_WIDTHS > self.family.context_length:
                 return None
-            self._cost_curves[bucket] = measure_cost_curve(self.main, seq)
+            curve = yield from curve_phase(self.main, seq, cancelled)
+            if curve is None:
+                return None
+            self._cost_curves[bucket] = curve
         return self._cost_curves[bucket] or None
 
     def known_cost_curve(self, length: int) -> list[float] | None:
         return self._cost_curves.get(context_bucket(length)) or None
 
     def _probe(self, seq: list[int]) -> list[float]:
-        """Milliseconds of a few one-token steps at the end of ``seq`` (held in the main cache
-        after a run), to compare with the baseline's own steps: the machine's speed now."""
-        main = self.main
-        if len(seq) + PROBE_STEPS > self.family.context_length or not seq:
-            return []
-        start = len(main.log)
-        for i in range(PROBE_STEPS):
-            main.run(seq + [seq[-1]] * (i + 1))
-        main.crop(len(seq))
-        return [round(1000 * f.seconds, 3) for f in main.log[start:] if f.positions == 1]
+        """Milliseconds of a few one-token steps at the end of ``seq`` (`probe_steps`)."""
+        return probe_steps(self.main, seq, self.family.context_length)
 
     def _drive(self, method: Method, ids: list[int], params: DecodeParams, cancelled, phase: str):
         """Run one method from an empty cache (every run pays its own prefill: fair timings)."""

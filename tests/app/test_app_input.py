@@ -198,9 +198,9 @@ async def test_prompt_token_count_and_prefill_in_the_app(tiny_spec, loader, tiny
 class SlowTailEngine(PacedEngine):
     """After the method's run the engine measures the verify-cost curve (about 2 s on a small CPU)."""
 
-    def cost_curve(self, seq):
+    def cost_curve(self, seq, cancelled=lambda: False):
         time.sleep(1.5)
-        return super().cost_curve(seq)
+        return super().cost_curve(seq, cancelled)
 
 
 async def test_ctrl_q_mid_run_leaves_within_half_a_second(tiny_spec, loader, tmp_path):

@@ -258,6 +258,30 @@ class RunHistory:
         return [e for e in self.entries if e.source != "saved"]
 
 
+#: The leading columns of the history's export (`export_rows`); `tui_decode.state.exports` adds the figures.
+EXPORT_KEY = ("run", "from", "method", "params", "prompt")
+EXPORT_PROMPT = 100  # characters of the prompt a row keeps
+
+
+def export_rows(history: RunHistory) -> list[tuple[tuple[str, ...], Summary]]:
+    """The history as a table to take elsewhere: one row a run, in the history's order (the
+    session's newest first, then the saved files'), each run's figures against its own baseline
+    (the baselines' rows would read 1.00x by definition). Nothing is clipped but the prompt."""
+    rows = []
+    for stream in history.streams():
+        if stream.role != "method":
+            continue
+        entry, result = stream.entry, stream.entry.result
+        source = SOURCES.get(entry.source, entry.source)
+        if entry.path is not None:
+            source += f" {entry.path.name}"
+        prompt = " ".join(result.prompt.split())
+        prompt = prompt if len(prompt) <= EXPORT_PROMPT else prompt[:EXPORT_PROMPT - 1] + "…"
+        rows.append(((str(entry.number), source, result.method.label, key_params(result, full=True), prompt),
+                     result.summary))
+    return rows
+
+
 @dataclass(frozen=True)
 class Comparison:
     """Two streams, token by token: where they first part (None: identical)."""
