@@ -82,11 +82,16 @@ class FamilyTable(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
                 raise ValueError(f"`{key}` is empty; give it a value or leave it out.")
         if self.helper and self.self_draft_layer is not None:
             raise ValueError("sets both `helper` and `self_draft_layer`; keep one.")
+        if self.head and (self.helper or self.self_draft_layer is not None or self.self_draft not in (None, "head")):
+            raise ValueError("sets `head` and another draft; keep one.")
         if self.self_draft is not None and (self.helper or self.self_draft_layer is not None):
             raise ValueError(f"sets `self_draft` and `{'helper' if self.helper else 'self_draft_layer'}`; keep one.")
 
     def spec(self, name: str) -> FamilySpec:
-        return FamilySpec(name=name, **msgspec.structs.asdict(self))
+        fields = msgspec.structs.asdict(self)
+        if self.head and self.self_draft is None:  # a head named is the draft
+            fields["self_draft"] = "head"
+        return FamilySpec(name=name, **fields)
 
 
 class ConfigFile(msgspec.Struct):

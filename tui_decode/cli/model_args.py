@@ -55,6 +55,11 @@ def family_spec(args: argparse.Namespace):
     self_draft = getattr(args, "self_draft", None)
     head = getattr(args, "head", None)
     if head is not None:
+        from pathlib import Path
+
+        if head != "bundled" and not Path(head).expanduser().is_dir():
+            raise DecodeError(f"--head {head[:200]!r} is not a folder; give the folder of a trained head "
+                              "(config.json and model.safetensors), or train one with `tui-decode train-head`")
         if self_draft not in (None, "head"):
             raise DecodeError(f"give either --self-draft {self_draft} or --head FOLDER, not both")
         self_draft = "head"
