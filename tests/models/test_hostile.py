@@ -534,7 +534,8 @@ def test_open_damaged_run_file(capsys, isolated, data, message):
 
 
 def test_open_a_folder(capsys, isolated):
-    hostile(capsys, isolated, ["--open", str(isolated / "work")], 2, "is a folder, not a saved run")
+    hostile(capsys, isolated, ["--open", str(isolated / "work")], 2,
+            f"cannot read the saved run {isolated / 'work'}: it is a folder; give the path of a RUN.json")
 
 
 # -- 5. files and folders the process may not use -----------------------------------------------
