@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from decoders.core.declarations import Method, register
 from decoders.methods.shared.common import DecodeContext, MethodGen, RunBuilder, mode_text, ms
-from decoders.records.run import KIND_AR
+from decoders.records.kinds import KIND_AR
 
 
 def autoregressive(ctx: DecodeContext, label: str | None = None) -> MethodGen:

@@ -34,7 +34,8 @@ from decoders.methods.shared.draft_policy import (
 from decoders.methods.shared.head_tree import dynamic_tree_step
 from decoders.methods.shared.spec_tree import TREE_DEPTH, TREE_WIDTH, tree_step
 from decoders.methods.shared.verify import accept_prefix, verify_sampling
-from decoders.records.run import KIND_AR, TopK
+from decoders.records.kinds import KIND_AR
+from decoders.records.run import TopK
 
 TOP_K = 5
 GAMMA = ParamSpec("gamma", "γ draft length", "speculative: tokens drafted per iteration", 4, low=1, high=32,

@@ -11,7 +11,8 @@ import torch
 from decoders.core.events import PhaseStarted
 from decoders.core.params import DecodeParams
 from decoders.engine import Engine
-from decoders.records.run import EMIT_KINDS, RunResult
+from decoders.records.kinds import EMIT_KINDS
+from decoders.records.run import RunResult
 from tests.support.engine import PROMPT, tiny_family
 
 GREEDY_CASES = [
