@@ -7,24 +7,21 @@ from dataclasses import replace
 
 import pytest
 
+from tests.support.threads import torch_threads
+
 
 @pytest.fixture
 def one_torch_thread(request):
-    """Torch's CPU threads at 1 for the test, restored after it. Tiny models' ops are microseconds:
-    a second thread only adds hand-over cost, and on a machine shared with other busy processes
-    torch's threads spin against them (a module of tiny-model tests then takes several times as
-    long). The folders whose tests run torch (engine, backends, models, bench) use it for every test;
+    """Torch's CPU threads at 1 for the test, restored after it (`tests.support.threads`). The
+    folders whose tests run torch (engine, backends, models, bench) use it for every test, and a
+    module fixture that decodes uses `torch_threads(1)` itself (it is set up before this one);
     the app's and the CLI's tests (which test `--threads`) do not, nor do the bundled model's
     (its matmuls do use the second core)."""
     if "smollm2" in request.fixturenames:
         yield
         return
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    with torch_threads(1):
+        yield
 
 
 @pytest.fixture(scope="session", autouse=True)

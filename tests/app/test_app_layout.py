@@ -11,6 +11,7 @@ import pytest
 from rich.style import Style
 
 from decoders.records.run import Emitted, RunResult
+from tests.support.app import wait_for
 from tui_decode.app import TuiDecodeApp
 from tui_decode.screens.main.layout import layout_for
 from tui_decode.widgets.details import DetailContext, view_for
@@ -290,7 +291,7 @@ async def test_the_footer_shows_the_keys_the_readme_says_at_each_width(width):
     assert sorted(tiers) == [0, 120, 140, 160], tiers
     app = opened()
     async with app.run_test(size=(width, 40)) as pilot:
-        await pilot.pause()
+        await wait_for(pilot, lambda: screen_lines(app)[-1].strip())  # the footer recomposes for its width
         footer = screen_lines(app)[-1]
         for below, keys in tiers.items():
             for key in keys:

@@ -13,6 +13,7 @@ from decoders.bench.report import render_markdown
 from decoders.bench.variants import MAX_VARIANTS
 from decoders.core.errors import DecodeError
 from decoders.models.family import FamilySpec, load_family
+from tests.support.threads import torch_threads
 from tests.support.tiny import save_tiny_model
 from tui_decode.cli.main import main
 
@@ -41,7 +42,8 @@ def prompts(tmp_path_factory):
 def two_spec_rows(tiny_family, prompts):
     """Speculative decoding with each self-draft, and linear prompt lookup beside its branches."""
     variants = parse_variants("spec[int4],spec[early-exit],pld,pld[branches 3]")
-    return run_bench(tiny_family, load_prompts(prompts), methods=(), variants=variants, **QUICK).to_json()
+    with torch_threads(1):  # a module fixture is set up before the tests' one thread
+        return run_bench(tiny_family, load_prompts(prompts), methods=(), variants=variants, **QUICK).to_json()
 
 
 def test_labels_are_stable_and_canonical():
