@@ -66,7 +66,7 @@ class Engine:
         self._no_twin: str | None = None  # why the main backend cannot make one (then: sequential)
         self.main = KVRunner(family.main, clock)
         self.helper = KVRunner(family.helper, clock) if family.helper is not None else None
-        self._baselines: dict[tuple, Run] = {}
+        self._baselines: dict[tuple, Run] = {}  # by prompt and settings: the sequential pairing's only
         self._cost_curves: dict[int, list[float]] = {}  # T(k) by context bucket, measured once each
         self._exits: dict[int, Backend] = {}  # early-exit helper backends by layer, built once each
         # the early-exit layer the helper drafts with (None: a helper model of its own, or none)
@@ -168,7 +168,12 @@ class Engine:
 
     @property
     def baselines_measured(self) -> int:
+        """Baselines kept for reuse (sequential pairing only: an interleaved run keeps none)."""
         return len(self._baselines)
+
+    def forget_baselines(self) -> None:
+        """Decode each kept baseline again on its next sequential run (e.g. in a quiet moment)."""
+        self._baselines.clear()
 
     def prompt_ids(self, prompt: str, params: DecodeParams) -> list[int]:
         """Token ids of the prompt, checked against the model's context."""
@@ -227,11 +232,13 @@ class Engine:
 
     def _result(self, prompt: str, ids: list[int], params: DecodeParams, run: Run, baseline: Run,
                 summary) -> RunResult:
+        import torch  # the CPU threads the run was timed with (its timings depend on them)
+
         if summary.first_divergence is not None:
             summary.divergence = self._divergence(ids, baseline.ids, run.ids, summary.first_divergence)
             summary.explanation += " " + summary.divergence_text()
         return RunResult(method=run, baseline=baseline, summary=summary, params=params.to_json(), prompt=prompt,
-                         prompt_ids=ids, family={**self.family.describe(), "threads": _threads()})
+                         prompt_ids=ids, family={**self.family.describe(), "threads": torch.get_num_threads()})
 
     # -- the interleaved pairing -----------------------------------------------------------------
     def twin_runner(self) -> KVRunner | None:
@@ -361,10 +368,7 @@ class Engine:
         try:
             while True:
                 it = next(gen)
-                if phase == "method":
-                    yield it
-                else:
-                    yield Progress(phase, it.pos + len(it.emit), params.max_new_tokens)
+                yield it if phase == "method" else Progress(phase, it.pos + len(it.emit), params.max_new_tokens)
         except StopIteration as stop:
             return stop.value
 
@@ -385,9 +389,3 @@ class _Follower:
         except StopIteration as stop:
             self.run = stop.value
 
-
-def _threads() -> int:
-    """The torch CPU threads the run was timed with (its timings depend on them)."""
-    import torch
-
-    return torch.get_num_threads()

@@ -56,8 +56,8 @@ class Row:
     @property
     def closest_only(self) -> bool:
         """Whether the counterpart is only the closest one: transformers verifies one linear draft,
-        never a tree or several prompt-lookup branches."""
-        return self.counterpart is not None and (self.params.tree_width > 1 or self.params.branches > 1)
+        never a tree (`Method.linear` says which parameters draft one)."""
+        return self.counterpart is not None and not get_method(self.method).drafts_linearly(self.params)
 
     def to_json(self) -> dict[str, Any]:
         uses_helper = get_method(self.method).needs_helper

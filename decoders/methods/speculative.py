@@ -8,7 +8,7 @@ per iteration (the gpt-fast pattern), so the hot loop never waits on a per-token
 from __future__ import annotations
 
 from decoders.analysis.theory import best_gamma, cost_aware_speedup, expected_tokens, predicted_speedup, speedup_curve
-from decoders.core.declarations import BenchTarget, Figure, Method, ParamSpec, register
+from decoders.core.declarations import BenchTarget, Counterpart, Figure, Method, ParamSpec, register
 from decoders.core.errors import DecodeError
 from decoders.methods.shared.common import (
     DecodeContext,
@@ -32,13 +32,14 @@ from decoders.methods.shared.draft_policy import (
     VerifyCost,
 )
 from decoders.methods.shared.head_tree import dynamic_tree_step
-from decoders.methods.shared.spec_tree import TREE_DEPTH, TREE_WIDTH, tree_step
+from decoders.methods.shared.spec_tree import TREE, TREE_DEPTH, TREE_WIDTH, tree_step
 from decoders.methods.shared.verify import accept_prefix, verify_sampling
-from decoders.records.run import KIND_AR, TopK
+from decoders.records.kinds import KIND_AR
+from decoders.records.run import TopK
 
 TOP_K = 5
 GAMMA = ParamSpec("gamma", "γ draft length", "speculative: tokens drafted per iteration", 4, low=1, high=32,
-                  ui_range=(1, 16))
+                  ui_range=(1, 16), symbol="γ")
 NO_HELPER = ("has no helper model, so speculative decoding is unavailable; "
              "give --helper SRC or --self-draft-layer L, or pick --method pld / jacobi")
 
@@ -262,6 +263,7 @@ METHOD = register(Method(
     order=10,
     name="spec",
     label="Speculative",
+    default=True,  # what runs when no method is named
     run=speculative,
     params=(GAMMA, DRAFT_POLICY, TREE_WIDTH, TREE_DEPTH),
     needs_helper=True,
@@ -289,6 +291,11 @@ METHOD = register(Method(
     sweep_fixed=lambda name: {"draft_policy": "fixed"} if name == "gamma" else {},  # γ itself, not a cap
     bench_targets=(BenchTarget("theorem", "speculative speedup within 15% of the Theorem 3.8 prediction"),),
     bench_variants=((("tree_width", 2), ("tree_depth", 3)),),  # a 2x3 draft tree
+    shapes=(TREE,),  # the bench's "spec[tree 2x3]"
+    # assisted generation, gamma drafts per iteration on a constant schedule: exact for a linear draft
+    counterpart=Counterpart(lambda p, assistant: f"transformers assisted generation ({assistant}, γ={p.gamma})",
+                            assistant_tokens=lambda p: p.gamma),
+    linear=lambda p: p.tree_width == 1,
     describe=_describe,
     extras=_extras,
     explain=_explain,

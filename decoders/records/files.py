@@ -18,6 +18,7 @@ import msgspec
 from decoders.core.errors import DecodeError
 from decoders.records.codec import one_line
 from decoders.records.details import Detail, detail_union
+from decoders.records.inputs import read_bytes
 from decoders.records.run import MAX_RUN_BYTES, Run, RunResult
 from decoders.records.summary import Summary
 
@@ -126,25 +127,8 @@ def save(result: RunResult, path: Path) -> Path:
     return atomic.write_text(path, dumps(result), what="the run")
 
 
-def read_bounded(path: Path) -> bytes:
-    from decoders.records.inputs import read_upto
-
-    try:
-        raw = read_upto(path, MAX_RUN_BYTES)
-    except FileNotFoundError:
-        raise DecodeError(f"no saved run at {path}; give the path of a RUN.json written by tui-decode") from None
-    except IsADirectoryError:
-        raise DecodeError(f"{path} is a folder, not a saved run; give the path of a RUN.json file") from None
-    except OSError as exc:
-        raise DecodeError(f"cannot read the saved run {path}: {exc.strerror or exc}; "
-                          "check the file and its permissions") from None
-    if len(raw) > MAX_RUN_BYTES:
-        raise DecodeError(f"{path} is larger than {MAX_RUN_BYTES >> 20} MiB, too large for a saved run; {HINT}")
-    return raw
-
-
 def load(path: Path, details: Iterable[type[Detail]] | None = None) -> RunResult:
-    raw = read_bounded(path)
+    raw = read_bytes(path, "the saved run", MAX_RUN_BYTES, "give the path of a RUN.json file written by tui-decode")
     try:
         data = msgspec.json.decode(raw)
     except (msgspec.DecodeError, RecursionError) as exc:

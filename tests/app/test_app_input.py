@@ -238,6 +238,7 @@ sys.exit(run_app(FamilySpec(name="tiny", main=sys.argv[1], device="cpu", dtype="
 """
 
 
+@pytest.mark.slow  # the app in a process and a terminal of its own
 @pytest.mark.skipif(sys.platform == "win32", reason="a pseudo-terminal")
 def test_ctrl_q_with_no_run_going_ends_the_process_at_once(tiny_spec, tmp_path):
     """The whole quit path, in a terminal of its own: from ctrl+q to the process's end. With torch

@@ -196,3 +196,13 @@ def test_a_registered_method_brings_its_own_knobs():
         assert step("method", Settings(DecodeParams(method="jacobi"))).params.method == "toy"
     finally:
         unregister("toy")
+
+
+def test_the_history_names_each_draft_length_by_its_declared_symbol():
+    """The history's parameters column: the draft length under the symbol its `ParamSpec` declares."""
+    from tui_decode.state.run_history import key_params
+
+    for method, name, symbol in (("spec", "gamma", "γ"), ("pld", "num_pred", "k"), ("jacobi", "block", "m")):
+        result = RunResult.load(DATA / f"run_{method}.json")
+        assert f"{symbol}={result.params[name]}" in key_params(result, full=True).split(" · "), method
+    assert "=" not in key_params(RunResult.load(DATA / "run_ar.json"), full=True)  # no draft length

@@ -11,7 +11,8 @@ import torch
 from decoders.core.events import PhaseStarted
 from decoders.core.params import DecodeParams
 from decoders.engine import Engine
-from decoders.records.run import EMIT_KINDS, RunResult
+from decoders.records.kinds import EMIT_KINDS
+from decoders.records.run import RunResult
 from tests.support.engine import PROMPT, tiny_family
 
 GREEDY_CASES = [
@@ -153,6 +154,10 @@ def test_sequential_baseline_is_measured_once_per_prompt_and_settings():
     assert engine.baselines_measured == 1
     engine.run(PROMPT, DecodeParams(method="pld", max_new_tokens=11))
     assert engine.baselines_measured == 2
+    engine.forget_baselines()  # measured again on the next run
+    events = list(engine.stream(PROMPT, DecodeParams(method="pld", max_new_tokens=10)))
+    assert [e.cached for e in events if isinstance(e, PhaseStarted) and e.phase == "baseline"] == [False]
+    assert engine.baselines_measured == 1
 
 
 def test_cancel_keeps_the_partial_run():

@@ -30,6 +30,8 @@ TEMPERATURE = 0.7
 GAMMA, TOKENS, RUNS = 3, 4, 1500  # at 1500 runs each broken verifier below reads p < 1e-20
 PROMPT_IDS = [5, 6, 7]
 
+pytestmark = pytest.mark.slow  # each test decodes 1500 seeded runs: seconds even on bigram tables
+
 
 @pytest.fixture(autouse=True)
 def one_thread():

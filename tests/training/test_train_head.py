@@ -54,6 +54,7 @@ def family():
     return TinyFamily()
 
 
+@pytest.mark.slow  # a training run of 20 epochs
 def test_training_learns_the_targets_next_tokens(tmp_path, family):
     grow_corpus(tmp_path / "corpus", family.main_model)
     untrained = train_head(settings(tmp_path, epochs=0.01, ttt=1, out=str(tmp_path / "u")), family,
@@ -65,6 +66,7 @@ def test_training_learns_the_targets_next_tokens(tmp_path, family):
     assert config["tui_decode_format"] == "eagle3" and config["vocab_size"] == VOCAB
 
 
+@pytest.mark.slow  # two training runs, one of them cut short
 def test_an_interrupted_training_resumes_from_its_checkpoint(tmp_path, family, monkeypatch):
     grow_corpus(tmp_path / "corpus", family.main_model, samples=20)
     import decoders.training.session as session

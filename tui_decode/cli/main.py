@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Sequence
 
 from decoders import __version__
-from decoders.core.declarations import COMMON_PARAMS, DEFAULT_METHOD
+from decoders.core.declarations import COMMON_PARAMS, default_method
 from decoders.core.errors import DecodeError
 from decoders.core.params import DecodeParams, method_param_specs
 from tui_decode.cli.model_args import add_model_args, family_spec  # noqa: F401 (also imported from here)
@@ -68,7 +68,7 @@ def add_decode_args(p: argparse.ArgumentParser) -> None:
 
     g = p.add_argument_group("decoding")
     methods = all_methods()
-    g.add_argument("--method", choices=[m.name for m in methods], default=DEFAULT_METHOD,
+    g.add_argument("--method", choices=[m.name for m in methods], default=default_method().name,
                    help="; ".join(f"{m.name}: {m.summary or m.label}" for m in methods))
     for spec in COMMON_PARAMS:
         spec.add_argument(g)

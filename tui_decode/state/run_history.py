@@ -26,8 +26,6 @@ from tui_decode.state.token_text import real_text, run_tokens
 #: so that h answers at once; ctrl+o opens any of them.
 SAVED_LISTED = 20
 SAVED_BYTES = 4 << 20
-#: Short names of the draft lengths in the history's parameters column.
-DRAFT_SYMBOLS = {"gamma": "γ", "num_pred": "k", "block": "m", "window": "w"}
 
 SOURCES = {"run": "session", "opened": "opened", "saved": "saved"}
 SOURCE_WIDTH = 12
@@ -83,11 +81,12 @@ def key_params(result: RunResult, full: bool = False) -> str:
     if full:
         parts.append(str(params.get("mode", "?")))
         try:
-            draft = get_method(result.method.method).draft_length
+            method = get_method(result.method.method)
         except DecodeError:
-            draft = None
-        if draft and draft in params:
-            parts.append(f"{DRAFT_SYMBOLS.get(draft, draft)}={params[draft]}")
+            method = None
+        draft = next((s for s in method.params if s.name == method.draft_length), None) if method else None
+        if draft is not None and draft.name in params:  # its declared symbol: "γ=4"
+            parts.append(f"{draft.symbol or draft.name}={params[draft.name]}")
     if "max_new_tokens" in params:
         parts.append(f"max {params['max_new_tokens']}")
     if params.get("mode") == "sampling":

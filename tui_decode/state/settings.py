@@ -24,7 +24,7 @@ DEFAULT_PROMPT = (
     "then it runs into the forest and hides."
 )
 #: The app's starting parameters: short enough that a first run on a CPU takes seconds.
-START_PARAMS = DecodeParams(method="spec", max_new_tokens=48)
+START_PARAMS = DecodeParams(max_new_tokens=48)  # the registry's default method
 #: The common parameters in the order the pane lists them, under the method.
 COMMON_ORDER = ("mode", "temperature", "seed", "max_new_tokens")
 METHOD_KEY = "method"
