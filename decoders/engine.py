@@ -21,10 +21,10 @@ How the baseline is paired with the method (`PAIRINGS`):
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Callable, Iterator, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Union
 
 from decoders.analysis.summary import summarize
-from decoders.analysis.timing import CURVE_WIDTHS, PROBE_STEPS, context_bucket, measure_cost_curve
+from decoders.analysis.timing import CURVE_WIDTHS, context_bucket, curve_phase, probe_steps
 from decoders.backends.hf import twin_of
 from decoders.backends.runner import KVRunner
 from decoders.core.declarations import Method, all_methods
@@ -66,7 +66,7 @@ class Engine:
         self._no_twin: str | None = None  # why the main backend cannot make one (then: sequential)
         self.main = KVRunner(family.main, clock)
         self.helper = KVRunner(family.helper, clock) if family.helper is not None else None
-        self._baselines: dict[tuple, Run] = {}
+        self._baselines: dict[tuple, Run] = {}  # by prompt and settings: the sequential pairing's only
         self._cost_curves: dict[int, list[float]] = {}  # T(k) by context bucket, measured once each
         self._exits: dict[int, Backend] = {}  # early-exit helper backends by layer, built once each
         # the early-exit layer the helper drafts with (None: a helper model of its own, or none)
@@ -140,17 +140,9 @@ class Engine:
         (unknown kind, a shape the kernel cannot take, too little memory)."""
         backend = self._self_drafts.get(kind)
         if backend is None:
-            from decoders.models.backend_choice import quantized_draft, warm_up
-            from decoders.models.family import SELF_DRAFT_KINDS
+            from decoders.models.backend_choice import self_draft_for
 
-            if kind not in SELF_DRAFT_KINDS:
-                raise DecodeError(f"Unknown self-draft kind {kind!r}; choose one of {', '.join(SELF_DRAFT_KINDS)}.")
-            if getattr(self.family, "device_map", None):
-                raise DecodeError(f"An {kind} self-draft needs the whole main model on one device, and a device "
-                                  "map spreads this one; draft another way.")
-            backend = quantized_draft(self.family.main, getattr(self.family, "main_model", None), kind)
-            warm_up(backend)
-            self._self_drafts[kind] = backend
+            backend = self._self_drafts[kind] = self_draft_for(self.family, kind)
         return backend
 
     def set_self_draft(self, kind: str) -> None:
@@ -158,8 +150,8 @@ class Engine:
         backend = self.build_self_draft(kind)
         if self.family.helper is backend:
             return
-        self.family = dataclasses.replace(self.family, helper=backend, helper_source=f"{kind} self-draft",
-                                          self_draft=kind)
+        self.family = dataclasses.replace(self.family, helper=backend, self_draft=kind,
+                                          helper_source=getattr(backend, "source", None) or f"{kind} self-draft")
         self.helper = KVRunner(backend, self.clock)
         self.draft_layer = None
 
@@ -176,7 +168,12 @@ class Engine:
 
     @property
     def baselines_measured(self) -> int:
+        """Baselines kept for reuse (sequential pairing only: an interleaved run keeps none)."""
         return len(self._baselines)
+
+    def forget_baselines(self) -> None:
+        """Decode each kept baseline again on its next sequential run (e.g. in a quiet moment)."""
+        self._baselines.clear()
 
     def prompt_ids(self, prompt: str, params: DecodeParams) -> list[int]:
         """Token ids of the prompt, checked against the model's context."""
@@ -207,6 +204,9 @@ class Engine:
         """Progress, iterations and finally the `RunResult` (partial, ``finish: cancelled``, when
         ``cancelled()`` turned true during the method run; nothing when during the baseline)."""
         params, ids = self.check(prompt, params)
+        main: Any = self.family.main
+        if getattr(main, "tap", None) is not None:
+            main.tap = None  # a trained head's draft hands the target its tap again when it follows
         twin = self.twin_runner() if self.pairing == "interleaved" else None
         if twin is not None:
             yield from self._stream_interleaved(prompt, ids, params, cancelled, twin)
@@ -225,18 +225,20 @@ class Engine:
         yield PhaseStarted("method", params.method, params.max_new_tokens, prompt_tokens=len(ids))
         run = yield from self._drive(method, ids, params, cancelled, "method")
         probe = self._probe(ids + run.ids)
-        curve = self.cost_curve(ids + run.ids)
+        curve = yield from self.cost_curve(ids + run.ids, cancelled)
         summary = summarize(run, baseline, params, prompt_tokens=len(ids), probe_ms=probe, cost_curve=curve,
                             pairing="sequential")
         yield self._result(prompt, ids, params, run, baseline, summary)
 
     def _result(self, prompt: str, ids: list[int], params: DecodeParams, run: Run, baseline: Run,
                 summary) -> RunResult:
+        import torch  # the CPU threads the run was timed with (its timings depend on them)
+
         if summary.first_divergence is not None:
             summary.divergence = self._divergence(ids, baseline.ids, run.ids, summary.first_divergence)
             summary.explanation += " " + summary.divergence_text()
         return RunResult(method=run, baseline=baseline, summary=summary, params=params.to_json(), prompt=prompt,
-                         prompt_ids=ids, family={**self.family.describe(), "threads": _threads()})
+                         prompt_ids=ids, family={**self.family.describe(), "threads": torch.get_num_threads()})
 
     # -- the interleaved pairing -----------------------------------------------------------------
     def twin_runner(self) -> KVRunner | None:
@@ -261,7 +263,7 @@ class Engine:
     def _stream_interleaved(self, prompt: str, ids: list[int], params: DecodeParams, cancelled, twin: KVRunner):
         yield PhaseStarted("method", params.method, params.max_new_tokens, prompt_tokens=len(ids), paired=True)
         run, baseline = yield from self._drive_paired(params.method_def, ids, params, cancelled, twin)
-        curve = self.cost_curve(ids + run.ids)
+        curve = yield from self.cost_curve(ids + run.ids, cancelled)
         summary = summarize(run, baseline, params, prompt_tokens=len(ids), cost_curve=curve, pairing="interleaved")
         yield self._result(prompt, ids, params, run, baseline, summary)
 
@@ -331,30 +333,28 @@ class Engine:
                 "baseline": disp(base[at]) if at < len(base) else None,
                 "method": disp(out[at]) if at < len(out) else None}
 
-    def cost_curve(self, seq: list[int]) -> list[float] | None:
+    def cost_curve(self, seq: list[int], cancelled: Callable[[], bool] = lambda: False):
         """The verify-cost curve T(k) at the context of ``seq`` (held in the main cache after a
-        run): measured once per context bucket, about 2 s on a small CPU, then reused."""
+        run), measured once per context bucket (about 2 s on a small CPU), then reused; None where
+        none fits or a cancel came first. A generator (``curve = yield from``): the measurement is
+        a phase of its own (`decoders.analysis.timing.curve_phase`), so that a UI shows the run
+        done and T(k) being measured, not a run still going."""
         bucket = context_bucket(len(seq))
         if bucket not in self._cost_curves:
             if not seq or len(seq) + CURVE_WIDTHS > self.family.context_length:
                 return None
-            self._cost_curves[bucket] = measure_cost_curve(self.main, seq)
+            curve = yield from curve_phase(self.main, seq, cancelled)
+            if curve is None:
+                return None
+            self._cost_curves[bucket] = curve
         return self._cost_curves[bucket] or None
 
     def known_cost_curve(self, length: int) -> list[float] | None:
         return self._cost_curves.get(context_bucket(length)) or None
 
     def _probe(self, seq: list[int]) -> list[float]:
-        """Milliseconds of a few one-token steps at the end of ``seq`` (held in the main cache
-        after a run), to compare with the baseline's own steps: the machine's speed now."""
-        main = self.main
-        if len(seq) + PROBE_STEPS > self.family.context_length or not seq:
-            return []
-        start = len(main.log)
-        for i in range(PROBE_STEPS):
-            main.run(seq + [seq[-1]] * (i + 1))
-        main.crop(len(seq))
-        return [round(1000 * f.seconds, 3) for f in main.log[start:] if f.positions == 1]
+        """Milliseconds of a few one-token steps at the end of ``seq`` (`probe_steps`)."""
+        return probe_steps(self.main, seq, self.family.context_length)
 
     def _drive(self, method: Method, ids: list[int], params: DecodeParams, cancelled, phase: str):
         """Run one method from an empty cache (every run pays its own prefill: fair timings)."""
@@ -368,10 +368,7 @@ class Engine:
         try:
             while True:
                 it = next(gen)
-                if phase == "method":
-                    yield it
-                else:
-                    yield Progress(phase, it.pos + len(it.emit), params.max_new_tokens)
+                yield it if phase == "method" else Progress(phase, it.pos + len(it.emit), params.max_new_tokens)
         except StopIteration as stop:
             return stop.value
 
@@ -392,9 +389,3 @@ class _Follower:
         except StopIteration as stop:
             self.run = stop.value
 
-
-def _threads() -> int:
-    """The torch CPU threads the run was timed with (its timings depend on them)."""
-    import torch
-
-    return torch.get_num_threads()

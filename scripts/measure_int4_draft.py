@@ -37,7 +37,7 @@ def main() -> None:
         from decoders.backends.quantized import QuantizedLlamaBackend
 
         family = replace(family, helper=QuantizedLlamaBackend.from_target(family.main, family.main_model, head=args.head))
-    engine = Engine(family)
+    engine = Engine(family)  # interleaved: each run decodes its autoregressive baseline beside it
     rows = [json.loads(line) for line in open(args.file)]
     seen, prompts = set(), []
     for row in rows:  # one prompt per task group, then round-robin
@@ -48,7 +48,6 @@ def main() -> None:
     results = {g: [] for g in range(lo, hi + 1)}
     for row in prompts:
         for gamma in range(lo, hi + 1):
-            engine._baselines.clear()  # autoregressive measured right before each speculative run
             r = engine.run(row["turns"][0], DecodeParams(method="spec", gamma=gamma, max_new_tokens=args.tokens))
             s = r.summary
             rec = {"category": row["category"], "gamma": gamma, "tokens": s.tokens if hasattr(s, "tokens") else len(r.method.ids),

@@ -118,7 +118,7 @@ def main() -> None:
                 if eng is sequential:
                     competitor.stop()
                     time.sleep(0.5)
-                    eng._baselines.clear()
+                    eng.forget_baselines()
                     eng.run(PROMPT, p.replace(max_new_tokens=p.max_new_tokens))  # the baseline, quiet
                     if not start:
                         competitor.start()

@@ -3,28 +3,27 @@ user cache (or $TUI_DECODE_CACHE_DIR) so only the very first test run pays the G
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
+
+from tests.support.threads import torch_threads
 
 
 @pytest.fixture
 def one_torch_thread(request):
-    """Torch's CPU threads at 1 for the test, restored after it. Tiny models' ops are microseconds:
-    a second thread only adds hand-over cost, and on a machine shared with other busy processes
-    torch's threads spin against them (a module of tiny-model tests then takes several times as
-    long). The folders whose tests run torch (engine, backends, models, bench) use it for every test;
+    """Torch's CPU threads at 1 for the test, restored after it (`tests.support.threads`). The
+    folders whose tests run torch (engine, backends, models, bench) use it for every test, and a
+    module fixture that decodes uses `torch_threads(1)` itself (it is set up before this one);
     the app's and the CLI's tests (which test `--threads`) do not, nor do the bundled model's
     (its matmuls do use the second core)."""
     if "smollm2" in request.fixturenames:
         yield
         return
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    with torch_threads(1):
+        yield
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -49,9 +48,25 @@ def smollm2():
     return load_family(replace(BUILTIN_FAMILIES["smollm2-135m"], device="cpu", dtype="float32"))
 
 
+APP_TESTS = Path(__file__).parent / "app"
+
+
+def drives_the_app(item) -> bool:
+    """Whether a test starts the whole app through Textual's Pilot (a coroutine test or a snapshot
+    under tests/app): a second or more each, whatever the model (the widget tests elsewhere that
+    mount one widget in a small app take a fraction of that)."""
+    function = getattr(item, "function", None)
+    return Path(item.path).is_relative_to(APP_TESTS) and (
+        "snap_compare" in getattr(item, "fixturenames", ()) or inspect.iscoroutinefunction(function))
+
+
 def pytest_collection_modifyitems(config, items):
     """Every test that loads the bundled model (through the `smollm2` fixture, or a fixture built
-    on it) is marked `model`, so ``pytest -m "not model"`` runs the fast tier without it."""
+    on it) is marked `model`; every test that drives the whole app is marked `slow`, as are those
+    marked by hand (subprocesses, whole benchmark runs, statistics over thousands of runs). So
+    ``pytest -m "not model and not slow"`` is the fast tier."""
     for item in items:
         if "smollm2" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.model)
+        if drives_the_app(item):
+            item.add_marker(pytest.mark.slow)

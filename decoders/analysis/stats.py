@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable
 
-from decoders.records.run import KIND_ACCEPTED, STATUS_ACCEPTED, STATUS_REJECTED
+from decoders.records.kinds import KIND_ACCEPTED, STATUS_ACCEPTED, STATUS_REJECTED
 
 if TYPE_CHECKING:
     from decoders.records.run import Iteration

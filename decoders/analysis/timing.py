@@ -26,8 +26,11 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Generator, Sequence
+
+from decoders.core.events import PhaseStarted, Progress
 
 if TYPE_CHECKING:
     from decoders.records.run import Run
@@ -35,6 +38,9 @@ if TYPE_CHECKING:
 PROBE_STEPS = 5  # one-token steps in the probe after each method run
 CURVE_WIDTHS = 16  # the verify-cost curve T(k) is measured for k = 1..16
 CURVE_REPEATS = 2
+#: Seconds between the curve's forwards after a run, for the UI that waits on the result (see
+#: `cost_curve_steps`): the keys stay responsive while T(k) is measured.
+CURVE_PAUSE = 0.005
 BASE_TAIL = 8  # the baseline's last one-token steps the probe is compared with
 
 
@@ -263,19 +269,69 @@ def context_bucket(length: int) -> int:
     return bucket
 
 
-def measure_cost_curve(runner, seq: list[int], widths: int = CURVE_WIDTHS, repeats: int = CURVE_REPEATS) -> list[float]:
-    """T(k) for k = 1..widths: the median time of a k-token forward after ``seq`` (held in the
-    runner's cache) over the median one-token forward, widths interleaved so that load hits
-    them alike. ``[1.0, 1.1, ...]``; on a GPU it stays near 1, on a small CPU it climbs."""
+def cost_curve_steps(runner, seq: list[int], widths: int = CURVE_WIDTHS, repeats: int = CURVE_REPEATS,
+                     pause: float = 0.0) -> Generator[int, None, list[float]]:
+    """`measure_cost_curve` one forward at a time: yields the forwards done after each (of
+    ``widths * repeats``) and returns the curve. ``pause`` seconds between forwards leave the GIL
+    and the cores to another thread (a UI) for a moment; each forward is timed on its own, so the
+    pause changes no figure."""
     times: dict[int, list[float]] = {k: [] for k in range(1, widths + 1)}
     filler = seq[-1]
+    done = 0
     for _ in range(repeats):
         for k in range(1, widths + 1):
             start = len(runner.log)
             runner.run(seq + [filler] * k, keep=k)
             times[k].append(runner.log[start].seconds if len(runner.log) > start else 0.0)
             runner.crop(len(seq))
+            done += 1
+            yield done
+            if pause:
+                time.sleep(pause)
     one = statistics.median(times[1])
     if one <= 0:
         return []
     return [round(statistics.median(times[k]) / one, 3) for k in range(1, widths + 1)]
+
+
+def measure_cost_curve(runner, seq: list[int], widths: int = CURVE_WIDTHS, repeats: int = CURVE_REPEATS) -> list[float]:
+    """T(k) for k = 1..widths: the median time of a k-token forward after ``seq`` (held in the
+    runner's cache) over the median one-token forward, widths interleaved so that load hits
+    them alike. ``[1.0, 1.1, ...]``; on a GPU it stays near 1, on a small CPU it climbs."""
+    steps = cost_curve_steps(runner, seq, widths, repeats)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as finished:
+            return finished.value
+
+
+def curve_phase(runner, seq: list[int], cancelled: Callable[[], bool] = lambda: False):
+    """The cost curve measured after a run as a phase of its own: `PhaseStarted` ("curve", its
+    forwards as the total), then a `Progress` after each forward (`cost_curve_steps`, with
+    `CURVE_PAUSE` between them). A generator whose return value is the curve; None when
+    ``cancelled()`` turned true first (nothing is kept; the runner's cache holds ``seq`` again)."""
+    if cancelled():
+        return None
+    total = CURVE_WIDTHS * CURVE_REPEATS
+    yield PhaseStarted("curve", "T(k)", total)
+    steps = cost_curve_steps(runner, seq, pause=CURVE_PAUSE)
+    try:
+        while True:
+            yield Progress("curve", next(steps), total)
+            if cancelled():
+                return None
+    except StopIteration as finished:  # the curve is the steps' return value
+        return finished.value
+
+
+def probe_steps(runner, seq: list[int], context_length: int) -> list[float]:
+    """Milliseconds of a few one-token steps at the end of ``seq`` (held in the runner's cache
+    after a run), to compare with the baseline's own steps: the machine's speed now."""
+    if len(seq) + PROBE_STEPS > context_length or not seq:
+        return []
+    start = len(runner.log)
+    for i in range(PROBE_STEPS):
+        runner.run(seq + [seq[-1]] * (i + 1))
+    runner.crop(len(seq))
+    return [round(1000 * f.seconds, 3) for f in runner.log[start:] if f.positions == 1]

@@ -172,7 +172,7 @@ def _shell(w: Weights) -> Weights:
                           wdown=meta(layer.wdown)) for layer in w.layers)
     return Weights(embed=w.embed, layers=layers, norm=w.norm, head=meta(w.head), inv_freq=w.inv_freq,
                     rope_scale=w.rope_scale, heads=w.heads, kv_heads=w.kv_heads, head_dim=w.head_dim, eps=w.eps,
-                    max_positions=w.max_positions)
+                    max_positions=w.max_positions, final_norm=w.final_norm)
 
 
 class Fp16LlamaBackend(LlamaBackend):

@@ -9,11 +9,13 @@ its own forward and `DynamicCache`; `decoders.backends.llama_fast.LlamaBackend` 
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 if TYPE_CHECKING:
     import torch
     from transformers import DynamicCache
+
+    from decoders.backends.features import FeatureTap
 
 
 class Backend(Protocol):
@@ -136,6 +138,7 @@ class HFBackend:
         self.max_positions = int(max_positions or getattr(text_config, "max_position_embeddings", 0) or 2048)
         self.n_layers = int(getattr(text_config, "num_hidden_layers", 0) or 0)
         self.weight_bytes = count_weight_bytes(model)
+        self.tap: FeatureTap | None = None  # the hidden states a draft head reads, when one is attached
         self.reset()
         self._torch = torch
         # transformers 5.x renamed `past_key_values` to `cache` model by model
@@ -154,6 +157,8 @@ class HFBackend:
         self._length = 0
         self._floor = 0  # the shortest length `crop` can return to (sliding-window caches)
         self._sliding = False
+        if self.tap is not None:
+            self.tap.reset()
 
     def crop(self, length: int) -> None:
         if length >= self._length:
@@ -170,6 +175,8 @@ class HFBackend:
         # transformers 5.x: crop takes a negative count of positions to drop
         self._cache.crop(length - self._length)
         self._length = length
+        if self.tap is not None:
+            self.tap.crop(length)
         if self._sliding:
             self._floor = length
 
@@ -197,6 +204,8 @@ class HFBackend:
                     if count:
                         tensor[..., start : start + count, :] = tensor[..., index, :]
                     setattr(layer, name, tensor[..., : start + count, :])
+            if self.tap is not None:
+                self.tap.compact(start, index - start)
         self._length = start + count
 
     def forward(self, ids, keep: int, positions=None, mask=None):
@@ -220,15 +229,21 @@ class HFBackend:
             positions = positions.reshape(-1).to(device=self.device, dtype=torch.long)
             if positions.numel() != n:
                 raise ValueError(f"positions must hold {n} entries, got {positions.numel()}")
-        kwargs = {self._cache_kwarg: self._cache}
+        kwargs: dict[str, Any] = {self._cache_kwarg: self._cache}
         if self._pass_cache_position:  # cache slots (where transformers writes), not RoPE positions
             kwargs["cache_position"] = slots
         if mask is not None:
             kwargs["attention_mask"] = self._attention_mask(mask, start, n)
+        tap = self.tap
+        if tap is not None:  # a draft head reads the target's hidden states (decoders.backends.features)
+            kwargs["output_hidden_states"] = True
         with torch.inference_mode():
             out = self.model(input_ids=ids.view(1, n), position_ids=positions.view(1, n), use_cache=True,
                              logits_to_keep=keep, **kwargs)
         self._length = start + n
+        if tap is not None:
+            states = out.hidden_states  # [0]: the embeddings; [i]: the input of layer i; [-1]: after the final norm
+            tap.write(start, ids, [states[-1][0]] if tap.layers is None else [states[i][0] for i in tap.layers])
         return out.logits[0, -keep:].float()
 
     def _attention_mask(self, mask, start: int, n: int):

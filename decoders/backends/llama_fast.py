@@ -34,6 +34,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from decoders.backends.features import FeatureTap
 from decoders.backends.host import move
 from decoders.backends.kv_cache import CACHE_CHUNK, KVCache
 from decoders.backends.llama_support import (  # noqa: F401 (re-exported: the fast backend's own names)
@@ -85,6 +86,8 @@ class LlamaBackend:
     ``packed_multi_token`` (default on) runs forwards of 2+ tokens on oneDNN-packed weights
     when on CPU in float32; turn it off to save the memory of that second weight copy.
     """
+
+    tap: FeatureTap | None = None  # the hidden states a draft head reads (decoders.backends.features)
 
     def __init__(
         self,
@@ -148,14 +151,20 @@ class LlamaBackend:
     def reset(self) -> None:
         """Forget every cached position (the buffers stay allocated for the next sequence)."""
         self.cache.reset()
+        if self.tap is not None:
+            self.tap.reset()
 
     def crop(self, length: int) -> None:
         """Keep the first ``length`` positions; later slots are simply overwritten next time."""
         self.cache.crop(length)
+        if self.tap is not None:
+            self.tap.crop(length)
 
     def compact(self, start: int, rows) -> None:
         """Keep cache positions ``start + rows[i]`` at ``start + i`` (see `KVCache.compact`)."""
         self.cache.compact(start, rows)
+        if self.tap is not None:
+            self.tap.compact(start, rows)
 
     def twin(self) -> LlamaBackend:
         """This backend again, on the same weight tensors (a subclass's own too), with a cache of
@@ -222,7 +231,7 @@ class LlamaBackend:
         with torch.inference_mode():
             logits = None
             step = getattr(self, "step", None)
-            if step is not None and n == 1 and positions is None:
+            if step is not None and n == 1 and positions is None and self.tap is None:
                 try:
                     logits = step(ids, start)
                 except StepFallback:
@@ -281,7 +290,11 @@ class LlamaBackend:
                 mask[:, start:] = tree_mask
 
         x = F.embedding(ids, w.embed)  # [n, hidden], a fresh tensor: residual adds go in place
+        tap = self.tap
+        taken = {} if tap is None or tap.layers is None else dict.fromkeys(tap.layers)
         for i, (layer, kv) in enumerate(zip(self._layers, cache.layers, strict=False)):
+            if i in taken:  # the residual stream entering layer i (EAGLE-3's features)
+                taken[i] = x.clone()
             h, alpha = self._prenorm(x, layer.attn_norm)
             qkv = mm.qkv(i, h, alpha)  # [n, (heads + 2 kv_heads) * head_dim]
             rotate(qkv[:, :rope_width].view(n, heads + kvh, hd), rope)
@@ -290,6 +303,9 @@ class LlamaBackend:
             h, alpha = self._prenorm(x, layer.mlp_norm)
             gate, up = mm.gate_up(i, h, alpha).chunk(2, dim=-1)
             x = mm.down(i, x, F.silu(gate).mul_(up))
+        if tap is not None:
+            tap.write(start, ids, list(taken.values()) if tap.layers is not None else
+                      [F.rms_norm(x, (x.shape[-1],), w.final_norm, w.eps)])
         last = x[n - keep :]
         if w.norm is None:  # folded into the head
             h = F.rms_norm(last, (last.shape[-1],), None, w.eps)

@@ -46,6 +46,7 @@ class Weights:
     head_dim: int
     eps: float
     max_positions: int
+    final_norm: torch.Tensor | None = None  # [hidden], the final norm's weight even when folded (draft heads' features)
     # oneDNN-packed copies for multi-token forwards, built on first use (see `packed_matmuls`)
     packed: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -123,6 +124,7 @@ def prepare(model) -> Weights:
         head_dim=head_dim,
         eps=float(config.rms_norm_eps),
         max_positions=int(config.max_position_embeddings),
+        final_norm=base.norm.weight.detach(),
     )
 
 

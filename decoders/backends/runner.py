@@ -172,6 +172,10 @@ class KVRunner:
         if self.source is not (None if reason else source):
             self.crop(0)  # what was copied from the old source is not this runner's to reuse
         self.source = None if reason else source
+        if source is not None and hasattr(source.backend, "tap"):
+            # a trained head reads the target's hidden states: the target keeps them while this
+            # draft follows it, and stops (no cost) for any other draft
+            source.backend.tap = getattr(self.backend, "tap", None) if self.source is not None else None
         return reason
 
     def mean_seconds(self, positions: int | None = 1) -> float | None:

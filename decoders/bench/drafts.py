@@ -31,7 +31,8 @@ def own_draft(family: Family) -> str | None:
         return None
     if getattr(family, "helper_model", None) is not None:
         return "helper"
-    return "int4" if getattr(family, "self_draft", None) == "int4" else "early-exit"
+    kind = getattr(family, "self_draft", None)
+    return kind if kind in ("int4", "head") else "early-exit"
 
 
 @dataclass
@@ -55,8 +56,8 @@ class Row:
     @property
     def closest_only(self) -> bool:
         """Whether the counterpart is only the closest one: transformers verifies one linear draft,
-        never a tree or several prompt-lookup branches."""
-        return self.counterpart is not None and (self.params.tree_width > 1 or self.params.branches > 1)
+        never a tree (`Method.linear` says which parameters draft one)."""
+        return self.counterpart is not None and not get_method(self.method).drafts_linearly(self.params)
 
     def to_json(self) -> dict[str, Any]:
         uses_helper = get_method(self.method).needs_helper
@@ -96,6 +97,9 @@ class Drafts:
             return None if self.n_layers > 1 else "the main model has a single layer, so it has no early exit"
         if getattr(self.family, "main_model", None) is None:
             return "the family does not expose its transformers model to quantize"
+        if kind == "head":
+            return None if getattr(self.family, "head_source", None) else \
+                "no trained head for this main model (give --head FOLDER, or train one with tui-decode train-head)"
         from decoders.backends.quantized import unsupported_reason
 
         return unsupported_reason(self.family.main_model, kind, device=self.family.main.device)
@@ -137,16 +141,15 @@ class Drafts:
                                        helper_model=None, self_draft=None)
         if self.own == kind:
             return family
-        from decoders.models.backend_choice import quantized_draft, warm_up
+        from decoders.models.backend_choice import self_draft_for
 
-        backend = quantized_draft(family.main, family.main_model, kind)  # DecodeError naming what it cannot take
-        warm_up(backend)
-        return dataclasses.replace(family, helper=backend, helper_source=f"{kind} self-draft", helper_model=None,
-                                   self_draft=kind)
+        backend = self_draft_for(family, kind)  # DecodeError naming what it cannot take
+        return dataclasses.replace(family, helper=backend, helper_model=None, self_draft=kind,
+                                   helper_source=getattr(backend, "source", None) or f"{kind} self-draft")
 
     def reference_for(self, variant: Variant) -> HFReference:
         """transformers configured for ``variant``'s draft: assistant_early_exit at its layer for an
-        early exit, none for an int4 self-draft (transformers has no such assistant)."""
+        early exit, none for an int4 self-draft or a trained head (transformers has no such assistant)."""
         if variant.draft is None or variant.draft == self.own:
             if variant.draft != "early-exit" or self.layer(variant) == self.reference.early_exit_layer:
                 return self.reference
@@ -177,7 +180,7 @@ def default_variants(family: Family, drafts: Drafts, notes: list[str]) -> tuple[
                 offered.append(kind)
                 if kind != drafts.own:
                     rows.append(Variant(method.name, draft=kind))
-            elif drafts.own != "helper" or kind != "early-exit":
+            elif kind != "head" and (drafts.own != "helper" or kind != "early-exit"):  # a head: only if trained
                 notes.append(f"{method.name}[{kind}] is not in the default rows: {why}")
         best = "int4" if "int4" in offered else drafts.own or next(iter(offered), None)
         if best is not None:

@@ -1,14 +1,13 @@
 """transformers' side of the benchmark: the same model, prompt and token budget through
 `generate()`, so that every figure of ours has a reference measured in the same run.
 
-Three counterparts, all greedy (``do_sample=False``) with the engine's stop tokens:
-
-* ``ar``   - plain ``generate()``;
-* ``pld``  - ``generate(prompt_lookup_num_tokens=k, max_matching_ngram_size=n)``;
-* ``spec`` - assisted generation, ``assistant_model=`` for a helper model or
-  ``assistant_early_exit=L`` for self-drafting, with ``num_assistant_tokens=gamma`` on a constant
-  schedule and the confidence threshold off, i.e. the same algorithm as our speculative decoder
-  rather than transformers' adaptive default.
+Which call is a method's counterpart is declared on the method (`Method.counterpart`: the
+keyword arguments of ``generate()`` for its parameters, or assisted generation with so many
+drafts per iteration); this module makes the call, always greedy (``do_sample=False``) with the
+engine's stop tokens. Assisted generation uses ``assistant_model=`` for a helper model or
+``assistant_early_exit=L`` for self-drafting, with ``num_assistant_tokens`` on a constant
+schedule and the confidence threshold off, i.e. the same algorithm as our speculative decoder
+rather than transformers' adaptive default.
 
 Target forwards are counted with a forward pre-hook so that transformers' tau (tokens per target
 forward) is measured exactly as ours is; during early-exit drafting the model's
@@ -25,10 +24,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Collection, Iterator, Sequence
 
 from decoders.bench.common import BASELINE
+from decoders.core.declarations import Counterpart, get_method
 from decoders.core.errors import DecodeError
+from decoders.core.params import DecodeParams
 
 if TYPE_CHECKING:
-    from decoders.core.params import DecodeParams
     from decoders.models.family import Family
 
 
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 class HFRun:
     """One transformers decode: the tokens it produced and what they cost."""
 
-    method: str  # ar | pld | spec (our name for the counterpart)
+    method: str  # the method whose counterpart it is
     label: str
     ids: list[int]  # new tokens only (prompt excluded)
     wall_ms: float  # the whole generate() call, prefill included (as our runs' wall time)
@@ -136,8 +136,8 @@ class HFReference:
     """Runs transformers' ``generate()`` variants on one model with the engine's stop tokens.
 
     ``helper_model`` (a separate draft model sharing the tokenizer) or ``early_exit_layer``
-    (self-draft with the first L layers) decide what assisted generation uses; with neither,
-    ``spec`` is unavailable, as it is in the engine.
+    (self-draft with the first L layers) decide what assisted generation uses; with neither, a
+    method whose counterpart is assisted generation has none, as it has no helper in the engine.
     """
 
     def __init__(self, model, stop_ids: Collection[int], pad_id: int | None = None,
@@ -161,15 +161,32 @@ class HFReference:
     def has_assistant(self) -> bool:
         return self.helper_model is not None or self.early_exit_layer is not None
 
+    def _counterpart(self, method: str) -> Counterpart | None:
+        """``method``'s declared counterpart, when this model can run it (None: it has none, or it
+        is assisted generation and nothing can assist)."""
+        try:
+            counterpart = get_method(method).counterpart
+        except DecodeError:  # a method this version does not have
+            return None
+        if counterpart is None or (counterpart.assistant_tokens is not None and not self.has_assistant):
+            return None
+        return counterpart
+
     def available(self, method: str) -> bool:
-        return method in (BASELINE, "pld") or (method == "spec" and self.has_assistant)
+        return self._counterpart(method) is not None
+
+    @property
+    def assistant(self) -> str:
+        """What assisted generation drafts with, as labels say it: "helper" or "early exit @ L"."""
+        return "helper" if self.helper_model is not None else f"early exit @ {self.early_exit_layer}"
 
     def _config(self, max_new_tokens: int, **extra):
         from transformers import GenerationConfig
 
         # a fresh config: the checkpoint's own defaults (sampling flags, penalties) must not leak in
-        return GenerationConfig(do_sample=False, num_beams=1, max_new_tokens=max_new_tokens, min_new_tokens=0,
-                                eos_token_id=self.stop_ids, pad_token_id=self.pad_id, use_cache=True, **extra)
+        settings: dict[str, Any] = dict(do_sample=False, num_beams=1, max_new_tokens=max_new_tokens, min_new_tokens=0,
+                                        eos_token_id=self.stop_ids, pad_token_id=self.pad_id, use_cache=True)
+        return GenerationConfig(**{**settings, **extra})
 
     def _generate(self, method: str, label: str, prompt_ids: Sequence[int], max_new_tokens: int,
                   counted: Sequence, **kwargs) -> HFRun:
@@ -192,57 +209,53 @@ class HFReference:
         return HFRun(method, label, new, round(1000 * wall, 3), target, draft, finish)
 
     def greedy(self, prompt_ids: Sequence[int], max_new_tokens: int) -> HFRun:
-        """Plain greedy ``generate()``: transformers' autoregressive baseline."""
-        return self._generate(BASELINE, "transformers generate() greedy", prompt_ids, max_new_tokens, [self.model],
-                              generation_config=self._config(max_new_tokens))
+        """transformers' counterpart of the baseline: its autoregressive ``generate()``."""
+        run = self.run(BASELINE, prompt_ids, DecodeParams(method=BASELINE, max_new_tokens=max_new_tokens))
+        if run is None:
+            raise DecodeError(f"the baseline method {BASELINE!r} declares no transformers counterpart")
+        return run
 
-    def prompt_lookup(self, prompt_ids: Sequence[int], max_new_tokens: int, num_pred: int,
-                      ngram_max: int) -> HFRun:
-        """``generate(prompt_lookup_num_tokens=k)`` with the same k and longest n-gram as ours."""
-        config = self._config(max_new_tokens, prompt_lookup_num_tokens=num_pred, max_matching_ngram_size=ngram_max)
-        return self._generate("pld", f"transformers prompt lookup (k={num_pred}, n<={ngram_max})", prompt_ids,
-                              max_new_tokens, [self.model], generation_config=config)
-
-    def assisted(self, prompt_ids: Sequence[int], max_new_tokens: int, gamma: int) -> HFRun:
-        """Assisted generation with ``gamma`` drafts per iteration (helper model or early exit)."""
+    def assisted(self, method: str, label: str, prompt_ids: Sequence[int], max_new_tokens: int,
+                 drafts: int) -> HFRun:
+        """Assisted generation with ``drafts`` drafts per iteration (helper model or early exit)."""
         if self.helper_model is not None:
-            with assistant_settings(self.helper_model, gamma):
-                return self._generate("spec", f"transformers assisted generation (helper, γ={gamma})", prompt_ids,
-                                      max_new_tokens, [self.model, self.helper_model],
+            with assistant_settings(self.helper_model, drafts):
+                return self._generate(method, label, prompt_ids, max_new_tokens, [self.model, self.helper_model],
                                       generation_config=self._config(max_new_tokens),
                                       assistant_model=self.helper_model)
         if self.early_exit_layer is not None:
-            layer = self.early_exit_layer
-            with assistant_settings(self.model, gamma):
-                return self._generate("spec", f"transformers assisted generation (early exit @ {layer}, γ={gamma})",
-                                      prompt_ids, max_new_tokens, [self.model],
-                                      generation_config=self._config(max_new_tokens, assistant_early_exit=layer))
+            with assistant_settings(self.model, drafts):
+                config = self._config(max_new_tokens, assistant_early_exit=self.early_exit_layer)
+                return self._generate(method, label, prompt_ids, max_new_tokens, [self.model],
+                                      generation_config=config)
         raise DecodeError("assisted generation needs a helper model or an early-exit layer; "
                           "give --helper SRC or --self-draft-layer L")
 
     def run(self, method: str, prompt_ids: Sequence[int], params: DecodeParams) -> HFRun | None:
-        """transformers' counterpart of our ``method`` with ``params``' budget, draft length and
-        n-gram size, or None where it has none (Jacobi)."""
-        if method == BASELINE:
-            return self.greedy(prompt_ids, params.max_new_tokens)
-        if method == "pld":
-            return self.prompt_lookup(prompt_ids, params.max_new_tokens, params.num_pred, params.ngram_max)
-        if method == "spec" and self.has_assistant:
-            return self.assisted(prompt_ids, params.max_new_tokens, params.gamma)
-        return None
+        """transformers' counterpart of our ``method`` with ``params``' budget and the parameters
+        its declaration passes on, or None where it has none."""
+        counterpart = self._counterpart(method)
+        if counterpart is None:
+            return None
+        n = params.max_new_tokens
+        if counterpart.assistant_tokens is not None:
+            return self.assisted(method, counterpart.label(params, self.assistant), prompt_ids, n,
+                                 counterpart.assistant_tokens(params))
+        return self._generate(method, counterpart.label(params, None), prompt_ids, n, [self.model],
+                              generation_config=self._config(n, **counterpart.options(params)))
 
     def counterpart(self, method: str, params: DecodeParams) -> str | None:
         """The ``generate()`` call that :meth:`run` makes for ``method``, as the report shows it."""
-        if not self.available(method):
+        counterpart = self._counterpart(method)
+        if counterpart is None:
             return None
-        if method == BASELINE:
-            return "generate(do_sample=False)"
-        if method == "pld":
-            return f"generate(prompt_lookup_num_tokens={params.num_pred}, max_matching_ngram_size={params.ngram_max})"
-        how = (f"assistant_early_exit={self.early_exit_layer}" if self.helper_model is None
-               else "assistant_model=helper")
-        return (f"generate({how}, num_assistant_tokens={params.gamma}, "
-                "num_assistant_tokens_schedule='constant', assistant_confidence_threshold=0)")
+        if counterpart.assistant_tokens is not None:
+            how = (f"assistant_early_exit={self.early_exit_layer}" if self.helper_model is None
+                   else "assistant_model=helper")
+            return (f"generate({how}, num_assistant_tokens={counterpart.assistant_tokens(params)}, "
+                    "num_assistant_tokens_schedule='constant', assistant_confidence_threshold=0)")
+        options = counterpart.options(params) or {"do_sample": False}
+        return "generate(" + ", ".join(f"{key}={value!r}" for key, value in options.items()) + ")"
 
 
 def reference_for(family: Family) -> HFReference:

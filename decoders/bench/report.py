@@ -18,13 +18,12 @@ from decoders.bench.prompts import group_label
 from decoders.bench.suite import BenchReport
 from decoders.bench.sweep import SweepReport
 from decoders.bench.targets import is_tree
-from decoders.core.declarations import get_method
+from decoders.core.declarations import Method, all_methods, get_method
 from decoders.core.errors import DecodeError
 from decoders.records.codec import json_text
 
 DASH = "–"
 NO_COUNTERPART = "no counterpart"
-
 
 
 def _num(x: float | None, digits: int = 2, suffix: str = "") -> str:
@@ -169,10 +168,15 @@ def curve_line(curve: dict[str, Any] | None) -> str:
             f"after {curve['context']} tokens): {values}")
 
 
-def spec_section(report: BenchReport) -> str | None:
-    """Every speculative row against Theorem 3.8, overall and per group, with the draft it used
-    and transformers' counterpart where one exists."""
-    labels = [label for label, method in row_methods(report).items() if method == "spec" and label in report.overall]
+def theorem_methods(report: BenchReport) -> list[Method]:
+    """The methods of the run's rows that declare the ``theorem`` target, in the registry's order."""
+    names = set(row_methods(report).values())
+    return [m for m in all_methods() if m.name in names and "theorem" in {t.kind for t in m.bench_targets}]
+
+
+def theorem_section(report: BenchReport, method: Method) -> str | None:
+    """Every row of ``method`` against Theorem 3.8, overall and per group, transformers' beside it."""
+    labels = [label for label, name in row_methods(report).items() if name == method.name and label in report.overall]
     if not labels:
         return None
     rows = []
@@ -188,8 +192,7 @@ def spec_section(report: BenchReport) -> str | None:
                          DASH if not (measured and predicted) else f"{measured / predicted - 1:+.0%}",
                          _num(aware, suffix="x"), DASH if not (measured and aware) else f"{measured / aware - 1:+.0%}",
                          _num(known(s.acceptance)), _num(known(s.alpha_hat)), _num(known(s.c_hat)), _num(s.verify_cost),
-                         _num(s.tau),
-                         _count(s.identical, s.n),
+                         _num(s.tau), _count(s.identical, s.n),
                          _num(theirs.speedup, suffix="x") if theirs else NO_COUNTERPART])
     return _table(("row", "", "measured", "Thm 3.8", "off by", "cost-aware", "off by", "acceptance", "alpha_hat",
                    "c_hat", "verify cost", "tau", "identical to AR", "tf speedup"), rows)
@@ -261,16 +264,23 @@ def _every(k: int) -> str:
     return "every prompt" if k == 1 else f"every {({2: 'second', 3: 'third'}).get(k, f'{k}th')} prompt"
 
 
+def params_line(report: BenchReport) -> str:
+    """Each row's method's parameters as the flags set them (``decode_params``; a variant's own
+    are in the Variants section), in the order the method declares them."""
+    values, names = report.settings.get("decode_params") or {}, set(row_methods(report).values())
+    parts = [f"{m.name} " + ", ".join(f"{s.name}={values[s.name]}" for s in m.params if s.name in values)
+             for m in all_methods() if m.name in names and any(s.name in values for s in m.params)]
+    return "- parameters: " + ("; ".join(parts) if parts else "none beyond the budget")
+
+
 def settings_lines(report: BenchReport) -> list[str]:
     st, fam, mach = report.settings, report.family, report.machine
     lines = [
         f"- model: {fam['label']} ({fam['main']}, {fam['dtype']} on {fam['device']}, backend {fam['backend']}); "
         f"helper: {fam['helper'] or 'none'}",
         f"- prompts: {len(report.prompts)} (first turn, chat template), {st['max_new_tokens']} new tokens, greedy, "
-        f"{st['repeats']} repeat(s); gamma={st['gamma']}, k={st['num_pred']}, "
-        f"n-gram {st['ngram'][0]}..{st['ngram'][1]}"
-        + (f", prompt-lookup draft policy {st['draft_policy']}" if st.get("draft_policy") else "")
-        + f", Jacobi block={st['block']}",
+        f"{st['repeats']} repeat(s)",
+        params_line(report),
         f"- machine: {mach['processor']}, {mach['cpus']} CPUs, {mach['torch_threads']} torch threads; "
         f"torch {mach['torch']}, transformers {mach['transformers']}; load average (1 min) "
         f"{_load(mach.get('load_average_at_start'))} at start, {_load(mach.get('load_average'))} at the end"
@@ -322,14 +332,15 @@ def render_markdown(report: Report | dict[str, Any]) -> str:
     if variants:
         parts += ["## Variants", "", "Rows that run a method with other parameters or another draft than the flags "
                   "set; each is checked against AR on every prompt on its own.", "", variants, ""]
-    spec = spec_section(report)
-    if spec:
-        parts += ["## Speculative decoding against Theorem 3.8", "",
-                  "Theorem 3.8 (Leviathan et al. 2023) predicts E[tokens per iteration] / (gamma * c + 1) from the "
-                  "run's own alpha_hat and c_hat; it assumes a (gamma+1)-token verify costs one one-token forward. "
-                  "The cost-aware form puts the measured verify cost in place of that 1. A draft tree is not one "
-                  "linear draft, so tree rows show no prediction; compare their tau with the linear rows'.",
-                  "", spec, ""]
+    for method in theorem_methods(report):
+        section = theorem_section(report, method)
+        if section:
+            parts += [f"## {method.label} decoding against Theorem 3.8", "",
+                      "Theorem 3.8 (Leviathan et al. 2023) predicts E[tokens per iteration] / (gamma * c + 1) from "
+                      "the run's own alpha_hat and c_hat; it assumes a (gamma+1)-token verify costs one one-token "
+                      "forward. The cost-aware form puts the measured verify cost in place of that 1. A draft tree "
+                      "is not one linear draft, so tree rows show no prediction; compare their tau with the linear "
+                      "rows'.", "", section, ""]
     record = record_section(report)
     if record:
         parts += ["## Recording overhead", "",

@@ -5,8 +5,8 @@
 * the memory-bandwidth floor (weight bytes / read bandwidth measured in the same run) says how
   far one decode step is from what the hardware allows.
 
-Also what the suite and the sweep share: parameter checks, prompt preparation, warm-up choice
-and the settings both reports record.
+Also what the suite and the sweep share: parameter checks, prompt preparation and warm-up choice
+(both reports record every decoding parameter as ``settings["decode_params"]``).
 """
 
 from __future__ import annotations
@@ -103,12 +103,6 @@ def head(number: int, total: int, prompt: BenchPrompt) -> str:
     return f"[{number}/{total}] {prompt.name} {prompt.category}"
 
 
-def params_settings(base: DecodeParams) -> dict[str, Any]:
-    """The decoding parameters both reports record in their settings."""
-    return {"gamma": base.gamma, "num_pred": base.num_pred, "ngram": [base.ngram_min, base.ngram_max],
-            "block": base.block, "jacobi_init": base.init, "draft_policy": getattr(base, "draft_policy", None)}
-
-
 def prompt_records(runnable: Prepared) -> list[PromptRecord]:
     return [prompt.record(len(ids)) for prompt, ids in runnable]
 
@@ -191,7 +185,7 @@ def _settings(base: DecodeParams, rows: Sequence[Row], limit, repeats: int, refe
               record_overhead_every: int) -> dict[str, Any]:
     return {
         "methods": [BASELINE] + [row.label for row in rows], "max_new_tokens": base.max_new_tokens, "limit": limit,
-        "repeats": repeats, **params_settings(base), "chat_template": base.chat_template, "mode": "greedy",
+        "repeats": repeats, "chat_template": base.chat_template, "mode": "greedy",
         "decode_params": base.to_json(), "early_exit_layer": reference.early_exit_layer,
         "record_overhead_every": record_overhead_every,
         "variants": [row.to_json() for row in rows],

@@ -19,7 +19,6 @@ from decoders.bench.suite import (
     base_params,
     created,
     head,
-    params_settings,
     prepare,
     prompt_records,
     shortest,
@@ -87,7 +86,7 @@ def parse_sweep(text: str) -> Sweep:
     """``NAME=A..B`` or ``NAME=a,b,c`` with NAME an integer parameter of a registered method
     (gamma, num_pred or k, block or m, ...), the values within its declared bounds."""
     names = sweepable()
-    example = "gamma" if "gamma" in names else next(iter(names), "NAME")
+    example = next(iter(names), "NAME")  # the first method's first integer parameter
     hint = f"write --sweep NAME=A..B or NAME=a,b,c with NAME one of {sweep_names()}, e.g. {example}=1..8"
     name, sep, values = text.partition("=")
     name = name.strip()
@@ -267,7 +266,7 @@ def run_sweep(family: Family, prompts: Sequence[BenchPrompt], sweep: Sweep, max_
     return SweepReport(
         family=family_info(family), machine=machine_info(), sweep=sweep,
         settings={"max_new_tokens": base.max_new_tokens, "limit": limit, "repeats": repeats,
-                  **params_settings(base), "decode_params": base.to_json()},
+                  "decode_params": base.to_json()},
         prompts=prompt_records(runnable), ar_ms_per_token=SideStats.of(first, first).ms_per_token,
         rows=[SweepRow.of(v, per_value[v], ar_samples[v]) for v in sweep.values], samples=per_value, notes=notes,
         elapsed_s=round(time.perf_counter() - started, 1))

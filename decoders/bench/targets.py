@@ -13,6 +13,8 @@ from decoders.bench.measure import AGAIN, Sample
 from decoders.bench.prompts import group_label
 from decoders.bench.variants import variant_of
 from decoders.core.declarations import BENCH_TARGET_KINDS, BenchTarget, Method, all_methods, get_method
+from decoders.core.errors import DecodeError
+from decoders.core.params import DecodeParams
 from decoders.records.codec import Record
 
 AR_RATIO_TARGET = 0.8  # our AR ms/token <= 0.8 x transformers generate()
@@ -74,8 +76,14 @@ def _declared_targets(declared: BenchTarget, method: Method, labels: list[str],
 
 
 def is_tree(label: str) -> bool:
-    """Whether a row drafts a tree: Theorem 3.8 assumes one linear draft, so it predicts nothing there."""
-    return dict(variant_of(label).overrides).get("tree_width", 1) > 1
+    """Whether a row drafts a tree (its method's `Method.linear` on the row's parameters): Theorem
+    3.8 assumes one linear draft, so it predicts nothing there."""
+    variant = variant_of(label)
+    try:
+        params = DecodeParams(method=variant.method, **dict(variant.overrides))
+        return not get_method(variant.method).drafts_linearly(params)
+    except (DecodeError, TypeError):  # a row of a method (or parameter) this version does not have
+        return False
 
 
 def _beats_target(groups: dict[str, dict[str, MethodStats]], label: str, other: str, name: str,

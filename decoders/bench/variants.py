@@ -6,8 +6,9 @@ the draft it uses, under a stable short label ("spec[int4]", "spec[tree 2x3]", "
 
 * a draft, for a method that drafts with a helper: ``int4`` (a weight-only int4 copy of the main
   model, `decoders.backends.quantized`), ``early-exit`` (the main model's first layers; ``early-exit 12``
-  picks the layer);
-* ``tree WxD``: speculative decoding with a draft tree, W candidates at each of the first D draft
+  picks the layer), ``head`` (the family's trained head, `decoders.backends.heads`);
+* ``NAME AxB``: two parameters at once, where the method declares the item (`Method.shapes`):
+  ``tree WxD``, speculative decoding with a draft tree, W candidates at each of the first D draft
   positions (greedy only);
 * ``NAME VALUE`` or ``NAME=VALUE``: any parameter the method declares, or its short alias
   (``pld[branches 3]``, ``lookahead[W 5, N 4]``), within the parameter's declared bounds.
@@ -24,15 +25,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from decoders.bench.common import BASELINE
-from decoders.core.declarations import get_method, method_names
+from decoders.core.declarations import all_methods, get_method, method_names
 from decoders.core.errors import DecodeError
 
 #: At most this many variants in one run (each one is a run per prompt).
 MAX_VARIANTS = 16
 #: The deepest early-exit layer a variant may name before the model is known (the model bounds it too).
 MAX_EARLY_EXIT_LAYER = 1024
-DRAFT_KINDS = ("early-exit", "int4")
-EXAMPLE = "spec[int4],spec[early-exit],spec[tree 2x3],pld[branches 3],lookahead"
+DRAFT_KINDS = ("early-exit", "int4", "head")
 _ITEM = re.compile(r"\s*([A-Za-z_][\w-]*)\s*(?:=\s*|\s+)?(.*?)\s*$", re.S)
 _PIECE = re.compile(r"\s*([A-Za-z_][\w-]*)\s*(?:\[(.*)\])?\s*$", re.S)
 
@@ -44,7 +44,7 @@ class Variant:
 
     method: str
     overrides: tuple[tuple[str, Any], ...] = ()
-    draft: str | None = None  # None | "early-exit" | "int4"
+    draft: str | None = None  # None | "early-exit" | "int4" | "head" (a trained EAGLE / Medusa head)
     layer: int | None = None  # the early-exit layer; None: the family's (or the bench's default)
 
     @property
@@ -54,9 +54,11 @@ class Variant:
         if self.draft is not None:
             items.append(self.draft + (f" {self.layer}" if self.layer is not None else ""))
         values = dict(self.overrides)
-        if "tree_width" in values and "tree_depth" in values:
-            items.append(f"tree {values.pop('tree_width')}x{values.pop('tree_depth')}")
-        order = [spec.name for spec in get_method(self.method).params]
+        method = get_method(self.method)
+        for shape in method.shapes:
+            if shape.first in values and shape.second in values:
+                items.append(f"{shape.name} {values.pop(shape.first)}x{values.pop(shape.second)}")
+        order = [spec.name for spec in method.params]
         items += [f"{name} {values[name]}" for name in sorted(values, key=order.index)]
         return self.method + (f"[{', '.join(items)}]" if items else "")
 
@@ -69,8 +71,22 @@ class Variant:
                 "layer": self.layer}
 
 
+def example() -> str:
+    """A --variants value from the registry: each helper-drafting method with each self-draft, every
+    declared variant (`Method.bench_variants`), then the last method as the flags set it."""
+    methods = [m for m in all_methods() if m.name != BASELINE]
+    items = [f"{m.name}[{kind}]" for m in methods if m.needs_helper for kind in ("int4", "early-exit")]
+    items += [Variant(m.name, v).label for m in methods for v in m.bench_variants]
+    return ",".join(items + [methods[-1].name] if methods else items)
+
+
+def shape_items() -> list[str]:
+    """The two-parameter items the registered methods declare, as help writes them: "tree WxD"."""
+    return list(dict.fromkeys(f"{s.name} {s.letters}" for m in all_methods() for s in m.shapes))
+
+
 def _hint(methods: bool = False) -> str:
-    return (f"write --variants as a comma-separated list of METHOD or METHOD[ITEM, ...], e.g. {EXAMPLE}"
+    return (f"write --variants as a comma-separated list of METHOD or METHOD[ITEM, ...], e.g. {example()}"
             + (f" (methods: {', '.join(method_names())})" if methods else ""))
 
 
@@ -138,6 +154,7 @@ def parse_variant(piece: str) -> Variant:
         return Variant(name)
     specs = {spec.name: spec for spec in method.params}
     specs.update({alias: specs[target] for alias, target in method.aliases.items() if target in specs})
+    shapes = {shape.name: shape for shape in method.shapes}
     overrides: dict[str, Any] = {}
     draft, layer = None, None
     items = [item.strip() for item in re.split(r"[,;]", inner)]
@@ -155,18 +172,18 @@ def parse_variant(piece: str) -> Variant:
             if draft is not None:
                 raise DecodeError(f"bad variant {piece!r}: two drafts ({draft} and {word}); give one; {_hint()}")
             draft = word
-            if value and word == "int4":
-                raise DecodeError(f"bad variant {piece!r}: int4 takes no value; {_hint()}")
+            if value and word != "early-exit":
+                raise DecodeError(f"bad variant {piece!r}: {word} takes no value; {_hint()}")
             if value:
                 layer = _number(piece, "the early-exit layer", value, 1, MAX_EARLY_EXIT_LAYER)
-        elif word == "tree" and "tree_width" in specs:
-            shape = re.fullmatch(r"(\d+)\s*x\s*(\d+)", value)
-            if not shape:
-                raise DecodeError(f"bad variant {piece!r}: write the tree as tree WxD (width x depth), e.g. "
-                                  f"tree 2x3; {_hint()}")
-            for key, text in zip(("tree_width", "tree_depth"), shape.groups(), strict=False):
+        elif word in shapes:
+            shape, numbers = shapes[word], re.fullmatch(r"(\d+)\s*x\s*(\d+)", value)
+            if not numbers:
+                raise DecodeError(f"bad variant {piece!r}: write the {word} as {word} {shape.letters}"
+                                  + (f" ({shape.meaning})" if shape.meaning else "") + f", e.g. {word} 2x3; {_hint()}")
+            for key, text in zip((shape.first, shape.second), numbers.groups(), strict=True):
                 spec = specs[key]
-                assert spec.low is not None and spec.high is not None  # tree shapes are bounded
+                assert spec.low is not None and spec.high is not None  # a shape's parameters are integers
                 overrides[key] = _number(piece, key, text, int(spec.low), int(spec.high))
         elif word in specs:
             if not value:
@@ -177,7 +194,7 @@ def parse_variant(piece: str) -> Variant:
             overrides[spec.name] = _param_value(piece, spec, value)
         else:
             known = ", ".join(list(specs) + (list(DRAFT_KINDS) if method.needs_helper else [])
-                              + (["tree WxD"] if "tree_width" in specs else [])) or "none"
+                              + [f"{s.name} {s.letters}" for s in method.shapes]) or "none"
             raise DecodeError(f"bad variant {piece!r}: {method.label.lower()} decoding has no item {word!r}; "
                               f"its items are {known}")
     return Variant(name, tuple(overrides.items()), draft, layer)

@@ -49,6 +49,7 @@ class ParamSpec:
     ui_range: tuple[float, float] | None = None  # where the app's keys stop, when narrower than low..high
     flag_name: str | None = None  # the flag without "--", when it is not the name with dashes
     metavar: str | None = None
+    symbol: str | None = None  # its short name in compact lists ("γ=4"); default the name
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -188,6 +189,39 @@ class BenchTarget:
             raise ValueError(f"BenchTarget kind must be one of {BENCH_TARGET_KINDS}, got {self.kind!r}")
 
 
+def _no_options(params: DecodeParams) -> dict[str, Any]:
+    return {}
+
+
+@dataclass(frozen=True)
+class Counterpart:
+    """transformers' ``generate()`` call the bench measures beside a method: always greedy, with the
+    engine's stop tokens (`decoders.bench.reference` makes the call and counts its forwards).
+
+    ``options``: generate()'s keyword arguments for the run's parameters (the report writes the
+    call from them). ``assistant_tokens``: for assisted generation, the tokens drafted per
+    iteration (a helper model or an early exit of the main model drafts them; a family with
+    neither has no counterpart). ``label(params, assistant)`` names the run (``assistant``:
+    "helper" or "early exit @ L", None when not assisted).
+    """
+
+    label: Callable[[DecodeParams, str | None], str]
+    options: Callable[[DecodeParams], dict[str, Any]] = _no_options
+    assistant_tokens: Callable[[DecodeParams], int] | None = None
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A bench variant item ``NAME AxB`` that sets two integer parameters at once: ``tree 2x3``
+    for a draft tree's width and depth (`decoders.bench.variants`)."""
+
+    name: str  # "tree"
+    first: str  # the parameter A sets, e.g. "tree_width"
+    second: str  # the parameter B sets, e.g. "tree_depth"
+    letters: str = "AxB"  # how messages write it: "WxD"
+    meaning: str = ""  # what the letters are: "width x depth"
+
+
 @dataclass(frozen=True)
 class Method:
     """A decoding method: how it runs and everything the tool shows about it."""
@@ -215,6 +249,13 @@ class Method:
     bench_targets: tuple[BenchTarget, ...] = ()  # what the bench judges it by
     sweep_fixed: Callable[[str], dict[str, Any]] | None = None  # what a sweep of parameter NAME holds fixed
     baseline: bool = False  # the method every speedup is measured against (exactly one declares it)
+    default: bool = False  # what runs when no method is named (exactly one declares it)
+    counterpart: Counterpart | None = None  # transformers' call the bench measures beside it
+    #: whether a run with these parameters drafts one linear chain: Theorem 3.8 predicts only such a
+    #: run, and transformers (which verifies one linear draft) has an exact counterpart only for it
+    linear: Callable[[DecodeParams], bool] | None = None
+    shapes: tuple[Shape, ...] = ()  # bench variant items that set two parameters at once
+    seeded: Callable[[DecodeParams], bool] | None = None  # a greedy run reads the seed (random guesses)
 
     def swept(self, name: str) -> dict[str, Any]:
         """The parameters a sweep of ``name`` sets beside it (e.g. a fixed draft policy), from the declaration."""
@@ -222,6 +263,13 @@ class Method:
 
     def run_label(self, params: DecodeParams) -> str:
         return self.describe(params) if self.describe else self.label
+
+    def drafts_linearly(self, params: DecodeParams) -> bool:
+        return self.linear(params) if self.linear else True
+
+    def reads_seed(self, params: DecodeParams) -> bool:
+        """Whether ``params``' seed matters: sampling always, a greedy run when the method declares it."""
+        return not params.greedy or bool(self.seeded and self.seeded(params))
 
 
 MODES = ("greedy", "sampling")
@@ -242,7 +290,6 @@ SWITCHES: dict[str, bool] = {
     "chat_template": True,  # wrap the prompt in the model's chat template
     "record": True,  # keep probabilities and top-5 per draft position (off for timing studies)
 }
-DEFAULT_METHOD = "spec"
 #: The lowest temperature sampling accepts: below it, p / T overflows float32 (1e-45 gives inf and
 #: NaN probabilities after the baseline has run); greedy mode is what a temperature near 0 means.
 MIN_SAMPLING_TEMPERATURE = 0.01
@@ -284,6 +331,14 @@ def baseline_method() -> Method:
         return next(m for m in all_methods() if m.baseline)
     except StopIteration:
         raise DecodeError("no baseline method is registered; import decoders.methods") from None
+
+
+def default_method() -> Method:
+    """The registered method that runs when none is named (speculative decoding)."""
+    try:
+        return next(m for m in all_methods() if m.default)
+    except StopIteration:
+        raise DecodeError("no default method is registered; import decoders.methods") from None
 
 
 def get_method(name: str) -> Method:

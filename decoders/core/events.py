@@ -11,7 +11,9 @@ LoadProgress = Callable[[str, "float | None"], None]
 
 @dataclass(frozen=True)
 class PhaseStarted:
-    """A decode began: ``phase`` is "baseline" (autoregressive reference) or "method"."""
+    """A phase began: ``phase`` is "baseline" (autoregressive reference) or "method" (a decode of
+    ``max_new_tokens`` at most); or "curve", after the method's last token, when the verify-cost
+    curve T(k) is measured at a context where it was not yet (``max_new_tokens``: its forwards)."""
 
     phase: str
     label: str
@@ -23,7 +25,8 @@ class PhaseStarted:
 
 @dataclass(frozen=True)
 class Progress:
-    """Tokens emitted so far in the current phase (yielded at most once per iteration)."""
+    """Tokens emitted so far in the current phase (yielded at most once per iteration); in the
+    "curve" phase, the forwards done."""
 
     phase: str
     tokens: int

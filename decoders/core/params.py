@@ -11,11 +11,11 @@ from typing import Any
 
 from decoders.core.declarations import (
     COMMON_PARAMS,
-    DEFAULT_METHOD,
     MIN_SAMPLING_TEMPERATURE,
     SWITCHES,
     ParamSpec,
     all_methods,
+    default_method,
     get_method,
     method_names,
 )
@@ -50,14 +50,15 @@ class DecodeParams:
 
     __slots__ = ("_values",)
 
-    def __init__(self, method: str = DEFAULT_METHOD, **values: Any):
+    def __init__(self, method: str | None = None, **values: Any):
+        """``method``: a registered method's name (None: the registry's default method)."""
         known = {name: spec.default for name, spec in all_param_specs().items()}
         known.update(SWITCHES)
         unknown = sorted(set(values) - set(known))
         if unknown:
             raise TypeError(f"unknown decoding parameter(s): {', '.join(unknown)}")
         known.update(values)
-        known["method"] = method
+        known["method"] = method if method is not None else default_method().name
         object.__setattr__(self, "_values", known)
 
     def __getattr__(self, name: str) -> Any:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from decoders.core.declarations import Method, register
+from decoders.core.declarations import Counterpart, Method, register
 from decoders.methods.shared.common import DecodeContext, MethodGen, RunBuilder, mode_text, ms
-from decoders.records.run import KIND_AR
+from decoders.records.kinds import KIND_AR
 
 
 def autoregressive(ctx: DecodeContext, label: str | None = None) -> MethodGen:
@@ -34,5 +34,6 @@ METHOD = register(Method(
     label="Autoregressive",
     run=autoregressive,
     describe=describe,
+    counterpart=Counterpart(lambda p, assistant: "transformers generate() greedy"),  # plain greedy generate()
     summary="one target forward per token: the baseline every method is measured against",
 ))

@@ -17,7 +17,7 @@ from decoders.records.bounds import Count, PerStep
 from decoders.records.run import Detail, register_detail
 
 BLOCK = ParamSpec("block", "m block size", "Jacobi: guesses refined together per iteration", 4,
-                  low=1, high=64, metavar="M")
+                  low=1, high=64, metavar="M", symbol="m")
 INIT = ParamSpec("init", "init", "Jacobi: initial fill of the block (repeat the last token, or random)",
                  "repeat", kind="choice", choices=("repeat", "random"))
 
@@ -85,6 +85,7 @@ METHOD = register(Method(
     detail="jacobi",
     figures=(Figure("block", "block m", "guesses refined together per iteration", "{}"),),
     draft_length="block",
+    seeded=lambda p: p.init == "random",  # the random initial guesses
     describe=lambda p: f"Jacobi (block m={p.block}, {p.init} init)",
     extras=_extras,
     noun="Jacobi iteration",

@@ -38,7 +38,7 @@ from decoders.records.bounds import Count, Label, PerStep, TokenText
 from decoders.records.run import Detail, register_detail
 
 WINDOW = ParamSpec("window", "W window", "lookahead: Jacobi window width (positions guessed ahead per level)", 4,
-                   low=1, high=32, metavar="W")
+                   low=1, high=32, metavar="W", symbol="w")
 NGRAM_SIZE = ParamSpec("ngram_size", "N n-gram size", "lookahead: n-gram length (the window keeps N-1 levels)", 3,
                        low=2, high=8, metavar="N")
 VERIFY_BRANCHES = ParamSpec("verify_branches", "G branches", "lookahead: candidates verified per step (the text's "
@@ -294,6 +294,7 @@ METHOD = register(Method(
                "policy W and G are caps, narrowed where a wide forward costs more than it brings", "{}"),
     ),
     draft_length="window",
+    seeded=lambda p: True,  # the window's first guesses are prompt tokens drawn at random
     sweep_fixed=swept,
     bench_targets=(BenchTarget("beats", "lookahead faster than Jacobi on every task group", other="jacobi"),),
     describe=run_label,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from decoders.core.declarations import BenchTarget, Figure, Method, ParamSpec, register
+from decoders.core.declarations import BenchTarget, Counterpart, Figure, Method, ParamSpec, register
 from decoders.core.errors import DecodeError
 from decoders.methods.shared.common import DecodeContext, HostValues, MethodGen, RunBuilder, ms
 from decoders.methods.shared.draft_policy import DRAFT_POLICY, AdaptiveDraftLength
@@ -20,7 +20,7 @@ from decoders.records.bounds import Count, PerStep, TokenText
 from decoders.records.run import Detail, register_detail
 
 NUM_PRED = ParamSpec("num_pred", "k copy length", "prompt lookup: at most K tokens copied per match", 10,
-                     low=1, high=64, metavar="K")
+                     low=1, high=64, metavar="K", symbol="k")
 NGRAM_MAX = ParamSpec("ngram_max", "n-gram max", "prompt lookup: longest n-gram looked up", 3, low=1, high=16)
 NGRAM_MIN = ParamSpec("ngram_min", "n-gram min", "prompt lookup: shortest n-gram looked up", 1, low=1, high=16)
 BRANCHES = ParamSpec("branches", "B branches",
@@ -108,6 +108,11 @@ METHOD = register(Method(
         "variants_beat_plain",
         "prompt lookup with branches at least linear prompt lookup's speedup on every task group")),
     bench_variants=((("branches", 3),),),  # three branches verified as a tree
+    # transformers' prompt lookup copies one match: the same k and longest n-gram; exact for one branch
+    counterpart=Counterpart(lambda p, assistant: f"transformers prompt lookup (k={p.num_pred}, n<={p.ngram_max})",
+                            options=lambda p: {"prompt_lookup_num_tokens": p.num_pred,
+                                               "max_matching_ngram_size": p.ngram_max}),
+    linear=lambda p: p.branches == 1,
     describe=lambda p: (f"Prompt lookup (n={p.ngram_min}..{p.ngram_max}, k≤{p.num_pred}, {p.draft_policy}"
                         + (f", {p.branches} branches)" if p.branches > 1 else ")")),
     check=check,

@@ -8,7 +8,7 @@ per iteration (the gpt-fast pattern), so the hot loop never waits on a per-token
 from __future__ import annotations
 
 from decoders.analysis.theory import best_gamma, cost_aware_speedup, expected_tokens, predicted_speedup, speedup_curve
-from decoders.core.declarations import BenchTarget, Figure, Method, ParamSpec, register
+from decoders.core.declarations import BenchTarget, Counterpart, Figure, Method, ParamSpec, register
 from decoders.core.errors import DecodeError
 from decoders.methods.shared.common import (
     DecodeContext,
@@ -29,14 +29,17 @@ from decoders.methods.shared.draft_policy import (
     STOP_PAY,
     STOP_PREFILL,
     SpecDraftPolicy,
+    VerifyCost,
 )
-from decoders.methods.shared.spec_tree import TREE_DEPTH, TREE_WIDTH, tree_step
+from decoders.methods.shared.head_tree import dynamic_tree_step
+from decoders.methods.shared.spec_tree import TREE, TREE_DEPTH, TREE_WIDTH, tree_step
 from decoders.methods.shared.verify import accept_prefix, verify_sampling
-from decoders.records.run import KIND_AR, TopK
+from decoders.records.kinds import KIND_AR
+from decoders.records.run import TopK
 
 TOP_K = 5
 GAMMA = ParamSpec("gamma", "γ draft length", "speculative: tokens drafted per iteration", 4, low=1, high=32,
-                  ui_range=(1, 16))
+                  ui_range=(1, 16), symbol="γ")
 NO_HELPER = ("has no helper model, so speculative decoding is unavailable; "
              "give --helper SRC or --self-draft-layer L, or pick --method pld / jacobi")
 
@@ -51,6 +54,7 @@ def speculative(ctx: DecodeContext) -> MethodGen:
     if D is None:
         raise DecodeError(f"{ctx.family.label} {NO_HELPER}")
     greedy, temp, gamma = params.greedy, params.temperature, params.gamma
+    gamma = min(gamma, getattr(D.backend, "max_draft", gamma))  # Medusa: no head beyond its last
     # a self-draft reads the target's keys and values for every verified position (LayerSkip's
     # shared cache): no draft prefill, no catch-up forwards; a helper model keeps its own cache
     D.follow(T)
@@ -70,6 +74,7 @@ def speculative(ctx: DecodeContext) -> MethodGen:
         policy = SpecDraftPolicy(gamma, ctx.cost_curve, fixed)
     confs: list[float] = []
     limit = gamma
+    head_tree = VerifyCost(ctx.cost_curve) if tree and hasattr(D.backend, "tree_rows") else None
 
     def pick_draft(row):
         q = probs(row, temp, greedy) if need_probs else None
@@ -101,6 +106,11 @@ def speculative(ctx: DecodeContext) -> MethodGen:
             it = b.commit([token], KIND_AR, [], t_verify_ms=ms(T.log[-1].seconds), draft_stop=why)
             if policy is not None and not prefill:
                 policy.observe([], 0, [], T.log[-1].positions, T.log[-1].seconds)
+            yield from b.yielding(it)
+            continue
+        if tree and head_tree is not None:  # a trained head drafts EAGLE-2's dynamic tree
+            it = dynamic_tree_step(b, T, D, min(budget, params.tree_depth), params.tree_width, head_tree,
+                                   params.record)
             yield from b.yielding(it)
             continue
         if tree:
@@ -253,6 +263,7 @@ METHOD = register(Method(
     order=10,
     name="spec",
     label="Speculative",
+    default=True,  # what runs when no method is named
     run=speculative,
     params=(GAMMA, DRAFT_POLICY, TREE_WIDTH, TREE_DEPTH),
     needs_helper=True,
@@ -280,6 +291,11 @@ METHOD = register(Method(
     sweep_fixed=lambda name: {"draft_policy": "fixed"} if name == "gamma" else {},  # γ itself, not a cap
     bench_targets=(BenchTarget("theorem", "speculative speedup within 15% of the Theorem 3.8 prediction"),),
     bench_variants=((("tree_width", 2), ("tree_depth", 3)),),  # a 2x3 draft tree
+    shapes=(TREE,),  # the bench's "spec[tree 2x3]"
+    # assisted generation, gamma drafts per iteration on a constant schedule: exact for a linear draft
+    counterpart=Counterpart(lambda p, assistant: f"transformers assisted generation ({assistant}, γ={p.gamma})",
+                            assistant_tokens=lambda p: p.gamma),
+    linear=lambda p: p.tree_width == 1,
     describe=_describe,
     extras=_extras,
     explain=_explain,

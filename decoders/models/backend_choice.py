@@ -108,6 +108,57 @@ def quantized_draft(main_backend, main_model, kind: str) -> Backend:
         raise DecodeError(f"Cannot build an {kind} self-draft of this model: {err}.") from err
 
 
+def head_folder(head: str | None, main: str, missing_ok: bool = False) -> str | None:
+    """The folder of the trained head a family drafts with: ``head`` as given, or the head shipped
+    for the bundled model when the main model is the bundled one (None: no head)."""
+    if head and head != "bundled":
+        return head
+    from decoders.models.bundled import bundled_head_path
+
+    if head == "bundled" or main == "bundled":
+        path = bundled_head_path()
+        if path is not None:
+            return str(path)
+        if head == "bundled" and not missing_ok:
+            raise DecodeError("This install ships no trained head for the bundled model; train one with "
+                              "`tui-decode train-head` and give --head FOLDER.")
+    if missing_ok:
+        return None
+    raise DecodeError("A head draft needs a trained head: give --head FOLDER (an EAGLE-1/2, EAGLE-3 or Medusa "
+                      "head for this main model), or train one with `tui-decode train-head`.")
+
+
+def trained_head(main_backend, main_model, folder: str | None):
+    """The draft backend of the trained head in ``folder`` (`decoders.backends.heads`)."""
+    if folder is None:
+        head_folder(None, "", missing_ok=False)
+    if main_model is None:
+        raise DecodeError("A trained head needs the main model's embedding and LM head; this family keeps no model "
+                          "module.")
+    from decoders.backends.heads import head_draft
+
+    return head_draft(folder, main_backend, main_model)
+
+
+def self_draft_for(family, kind: str) -> Backend:
+    """The ``kind`` self-draft of ``family``'s main model, built and warmed up; DecodeError says why
+    not (unknown kind, a shape the kernel cannot take, too little memory, no head)."""
+    from decoders.models.family import SELF_DRAFT_KINDS
+
+    if kind not in SELF_DRAFT_KINDS:
+        raise DecodeError(f"Unknown self-draft kind {kind!r}; choose one of {', '.join(SELF_DRAFT_KINDS)}.")
+    main_model = getattr(family, "main_model", None)
+    if kind == "head":
+        backend = trained_head(family.main, main_model, getattr(family, "head_source", None))
+    else:
+        if getattr(family, "device_map", None):
+            raise DecodeError(f"An {kind} self-draft needs the whole main model on one device, and a device "
+                              "map spreads this one; draft another way.")
+        backend = quantized_draft(family.main, main_model, kind)
+    warm_up(backend)
+    return backend
+
+
 def warm_up(backend: Backend) -> None:
     """One short forward right after loading, then an empty cache.
 

@@ -50,3 +50,13 @@ def _candidates() -> list[Path]:
     for folder in (spec.submodule_search_locations or ()) if spec else ():
         found.append(Path(folder) / FILE_NAME)
     return found
+
+
+#: The trained EAGLE-3 head shipped for the bundled model (`tui-decode train-head`), in the package.
+HEAD_FOLDER = "heads/smollm2-135m-instruct"
+
+
+def bundled_head_path() -> Path | None:
+    """The shipped head's folder, or None when this install has none."""
+    folder = Path(__file__).resolve().parent / HEAD_FOLDER
+    return folder if (folder / "config.json").is_file() else None

@@ -68,6 +68,7 @@ class FamilyTable(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     helper: str | None = None
     self_draft_layer: int | None = None
     self_draft: SelfDraft | None = None
+    head: str | None = None
     device: Device = "auto"
     dtype: Dtype = "auto"
     label: str | None = None
@@ -75,17 +76,22 @@ class FamilyTable(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     def __post_init__(self) -> None:
         if not self.main.strip():  # an empty main read the current folder
             raise ValueError("has no `main`; set it to a model folder, .gguf file, hub id or \"bundled\".")
-        for key in ("helper", "label"):
+        for key in ("helper", "label", "head"):
             value = getattr(self, key)
             if value is not None and not value.strip():
                 raise ValueError(f"`{key}` is empty; give it a value or leave it out.")
         if self.helper and self.self_draft_layer is not None:
             raise ValueError("sets both `helper` and `self_draft_layer`; keep one.")
+        if self.head and (self.helper or self.self_draft_layer is not None or self.self_draft not in (None, "head")):
+            raise ValueError("sets `head` and another draft; keep one.")
         if self.self_draft is not None and (self.helper or self.self_draft_layer is not None):
             raise ValueError(f"sets `self_draft` and `{'helper' if self.helper else 'self_draft_layer'}`; keep one.")
 
     def spec(self, name: str) -> FamilySpec:
-        return FamilySpec(name=name, **msgspec.structs.asdict(self))
+        fields = msgspec.structs.asdict(self)
+        if self.head and self.self_draft is None:  # a head named is the draft
+            fields["self_draft"] = "head"
+        return FamilySpec(name=name, **fields)
 
 
 class ConfigFile(msgspec.Struct):

@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from decoders.core.errors import DecodeError
 from decoders.core.events import LoadProgress
-from decoders.models.backend_choice import make_backend, quantized_draft, resolve_device, resolve_dtype, warm_up
+from decoders.models.backend_choice import (
+    head_folder,
+    make_backend,
+    quantized_draft,
+    resolve_device,
+    resolve_dtype,
+    trained_head,
+    warm_up,
+)
 from decoders.models.sources import classify_source, default_label, load_source, scaled_progress
 from decoders.models.token_display import BYTE_TOKEN, byte_level_reader, visible_text
 
@@ -27,7 +35,7 @@ if TYPE_CHECKING:
 # End-of-turn markers of common chat formats: a chat reply ends at these even when the
 # generation config names only the base model's end-of-text token.
 #: Quantized self-drafts a family may ask for (built by `decoders.backends.quantized`).
-SelfDraft = Literal["int4"]
+SelfDraft = Literal["int4", "head"]
 SELF_DRAFT_KINDS: tuple[str, ...] = get_args(SelfDraft)
 END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>")
 
@@ -40,7 +48,8 @@ class FamilySpec:
     main: str
     helper: str | None = None
     self_draft_layer: int | None = None
-    self_draft: str | None = None  # "int4": a weight-only low-bit copy of the main model drafts
+    self_draft: str | None = None  # "int4": a weight-only low-bit copy of the main model drafts; "head": a trained head
+    head: str | None = None  # the trained head's folder ("bundled": the head shipped for the bundled model)
     device: str = "auto"
     dtype: str = "auto"
     label: str | None = None
@@ -67,7 +76,8 @@ class Family:
     vocab_size: int
     main_model: Any = None  # the transformers module behind `main` (shares its weights)
     helper_model: Any = None  # the helper's transformers module; None for self-draft or no helper
-    self_draft: str | None = None  # "int4" when the helper is a quantized copy of the main model
+    self_draft: str | None = None  # "int4" when the helper is a quantized copy of the main model, "head"
+    head_source: str | None = None  # the folder of the trained head this family may draft with
     device_map: str | None = None  # how a device map spread the models ("auto", or "N entries")
     _display_table: list[str | None] = field(default_factory=list, init=False, repr=False)
     _token_bytes: Callable[[str], bytes | None] | None = field(default=None, init=False, repr=False)
@@ -217,6 +227,10 @@ def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bo
             )
         helper_backend = main_backend.early_exit(layer)
         helper_source = f"early exit @ layer {layer}"
+    elif spec.self_draft == "head":
+        report("Loading the trained draft head", 0.9)
+        helper_backend = trained_head(main_backend, main_model, head_folder(spec.head, spec.main))
+        helper_source = helper_backend.source
     elif spec.self_draft:
         report(f"Quantizing the main model to {spec.self_draft} for the draft", 0.9)
         helper_backend = quantized_draft(main_backend, main_model, spec.self_draft)
@@ -242,6 +256,7 @@ def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bo
         main_model=main_model,
         helper_model=helper_model,
         self_draft=spec.self_draft,
+        head_source=head_folder(spec.head, spec.main, missing_ok=True),
         device_map=_map_text(main_model, device_map),
     )
 
@@ -282,6 +297,9 @@ def check_self_draft(spec: FamilySpec) -> None:
         return
     if kind not in SELF_DRAFT_KINDS:
         raise DecodeError(f"Unknown self-draft kind {kind!r}; choose one of {', '.join(SELF_DRAFT_KINDS)}.")
+    if spec.head and kind != "head":
+        raise DecodeError(f"Family {spec.name!r} names a head ({spec.head[:200]}) but drafts with {kind}; "
+                          "use self_draft = \"head\" or drop the head.")
     if spec.helper or spec.self_draft_layer is not None:
         other = "a helper model" if spec.helper else "a self-draft layer"
         raise DecodeError(f"Family {spec.name!r} asks for an {kind} self-draft and {other}; choose one draft.")

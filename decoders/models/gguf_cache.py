@@ -27,7 +27,7 @@ from pathlib import Path
 
 from decoders.core.errors import DecodeError
 from decoders.core.events import LoadProgress
-from decoders.models.hf_progress import quiet_progress_bars, tensor_progress
+from decoders.models.hf_progress import GGUFProgress, quiet_progress_bars
 
 CACHE_ENV = "TUI_DECODE_CACHE_DIR"
 MARKER_FILE = "tui-decode-gguf.json"  # written last: a folder without it is not a finished copy
@@ -255,11 +255,11 @@ def _convert(path: Path, target: Path, report: LoadProgress) -> None:
     try:
         report(f"Reading the tokenizer of {path.name}", 0.0)
         try:
-            with quiet_progress_bars():
+            with quiet_progress_bars(), GGUFProgress(report, path.name).reading() as steps:
                 tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-                report(f"Dequantising {path.name} (first load only; later loads use a cached copy)", 0.2)
-                with tensor_progress(report, 0.2, 0.85):
-                    model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name)
+                steps.phase = "model"
+                steps.say(f"Dequantising {path.name} (first load only; later loads use a cached copy)", 0.2)
+                model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name)
         except DecodeError:
             raise
         except Exception as err:

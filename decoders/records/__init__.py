@@ -8,23 +8,10 @@ first, or passes ``details=`` to `RunResult.load`.
 """
 
 from decoders.records.details import DETAIL_KINDS, Detail, TopK, detail_union, register_detail
-from decoders.records.rows import (
-    EMIT_KINDS,
-    KIND_ACCEPTED,
-    KIND_AR,
-    KIND_BONUS,
-    KIND_FIXED,
-    STATUS_ACCEPTED,
-    STATUS_REJECTED,
-    STATUS_UNVERIFIED,
-    DraftRow,
-    Emitted,
-    TopEntry,
-)
+from decoders.records.rows import DraftRow, Emitted, TopEntry
 from decoders.records.run import SCHEMA_VERSION, Iteration, Run, RunResult
 
 __all__ = [
-    "DETAIL_KINDS", "EMIT_KINDS", "KIND_ACCEPTED", "KIND_AR", "KIND_BONUS", "KIND_FIXED", "SCHEMA_VERSION",
-    "STATUS_ACCEPTED", "STATUS_REJECTED", "STATUS_UNVERIFIED", "Detail", "DraftRow", "Emitted", "Iteration", "Run",
+    "DETAIL_KINDS", "SCHEMA_VERSION", "Detail", "DraftRow", "Emitted", "Iteration", "Run",
     "RunResult", "TopEntry", "TopK", "detail_union", "register_detail",
 ]

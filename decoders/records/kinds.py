@@ -2,7 +2,7 @@
 drafted token. Plain strings, as saved runs hold them; `EmitKind` and `Status` are their types
 (msgspec refuses any other value in a saved run)."""
 
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
 EmitKind = Literal["acc", "fix", "bonus", "ar"]
 Status = Literal["acc", "rej", "unv"]
@@ -18,3 +18,5 @@ EMIT_KINDS: tuple[EmitKind, ...] = (KIND_ACCEPTED, KIND_FIXED, KIND_BONUS, KIND_
 STATUS_ACCEPTED: Final[Status] = "acc"
 STATUS_REJECTED: Final[Status] = "rej"
 STATUS_UNVERIFIED: Final[Status] = "unv"  # after the first rejection: never judged
+
+assert get_args(EmitKind) == EMIT_KINDS and get_args(Status) == (STATUS_ACCEPTED, STATUS_REJECTED, STATUS_UNVERIFIED)

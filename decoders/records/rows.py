@@ -3,29 +3,15 @@ and top-k entries. Each is saved as a JSON list (``array_like``), the format the
 
 from __future__ import annotations
 
-from typing import Annotated, get_args
+from typing import Annotated
 
 import msgspec
 
 from decoders.records.bounds import MAX_COUNT, Prob, TokenId, TokenText
 from decoders.records.codec import Record
-from decoders.records.kinds import (
-    EMIT_KINDS,
-    KIND_ACCEPTED,
-    KIND_AR,
-    KIND_BONUS,
-    KIND_FIXED,
-    STATUS_ACCEPTED,
-    STATUS_REJECTED,
-    STATUS_UNVERIFIED,
-    EmitKind,
-    Status,
-)
+from decoders.records.kinds import EmitKind, Status
 
-__all__ = ["EMIT_KINDS", "KIND_ACCEPTED", "KIND_AR", "KIND_BONUS", "KIND_FIXED", "STATUS_ACCEPTED",
-           "STATUS_REJECTED", "STATUS_UNVERIFIED", "CHAIN", "DraftRow", "EmitKind", "Emitted", "Status", "TopEntry"]
-
-assert get_args(EmitKind) == EMIT_KINDS and get_args(Status) == (STATUS_ACCEPTED, STATUS_REJECTED, STATUS_UNVERIFIED)
+__all__ = ["CHAIN", "DraftRow", "Emitted", "TopEntry"]
 
 #: A draft row's parent when it is not given: the row before it (a chain). `Iteration` resolves it
 #: to the row's index - 1 when built or read; a saved chain row leaves its parent out.

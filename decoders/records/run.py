@@ -18,29 +18,15 @@ import msgspec
 from decoders.records.bounds import Count, Label, Ms, PerIteration, PerStep, PerToken, Prob, TokenId, TokenText
 from decoders.records.codec import Record, convert
 from decoders.records.details import DETAIL_KINDS, Detail, TopK, detail_union, register_detail
-from decoders.records.rows import (
-    CHAIN,
-    EMIT_KINDS,
-    KIND_ACCEPTED,
-    KIND_AR,
-    KIND_BONUS,
-    KIND_FIXED,
-    STATUS_ACCEPTED,
-    STATUS_REJECTED,
-    STATUS_UNVERIFIED,
-    DraftRow,
-    EmitKind,
-    Emitted,
-    TopEntry,
-)
+from decoders.records.kinds import STATUS_ACCEPTED, STATUS_REJECTED, EmitKind
+from decoders.records.rows import CHAIN, DraftRow, Emitted, TopEntry
 from decoders.records.summary import Summary
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
 __all__ = [
-    "CHAIN", "DETAIL_KINDS", "EMIT_KINDS", "KIND_ACCEPTED", "KIND_AR", "KIND_BONUS", "KIND_FIXED",
-    "SCHEMA_VERSION", "STATUS_ACCEPTED", "STATUS_REJECTED", "STATUS_UNVERIFIED", "Detail", "DraftRow", "Emitted",
+    "CHAIN", "DETAIL_KINDS", "SCHEMA_VERSION", "Detail", "DraftRow", "Emitted",
     "Iteration", "Run", "RunResult", "TopEntry", "TopK", "detail_union", "register_detail",
 ]
 

@@ -264,7 +264,7 @@ def test_run_app_with_a_missing_run_file_is_one_line_exit_2(tmp_path, capsys):
 
     assert main(["--open", str(tmp_path / "missing.json")]) == 2
     err = capsys.readouterr().err
-    assert "no saved run at" in err and err.count("\n") == 1
+    assert "cannot read the saved run" in err and "it does not exist" in err and err.count("\n") == 1
 
 
 class OutOfMemoryEngine(Engine):

@@ -137,6 +137,40 @@ async def test_h_then_enter_compares_the_last_two_runs_side_by_side(tiny_spec, l
         assert app.screen is app.main_screen
 
 
+async def test_x_in_the_history_exports_it_as_markdown_and_csv_one_row_a_run(tiny_spec, loader, tmp_path):
+    """Like the sweep's table and the comparison, the history goes elsewhere: x writes it (the
+    figures of `tui_decode.state.exports`, after the run's number, source, method and parameters)."""
+    import csv
+
+    from tui_decode.state.exports import COLUMNS, summary_cells
+
+    app = make_app(tiny_spec, loader, tmp_path, method="spec", max_new_tokens=16)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+        first = await run_and_wait(pilot, app)
+        await pilot.press("m")  # prompt lookup
+        app.main_screen.prompt_pane.text = PROMPT + " | a pipe, and\na new line"
+        second = await run_and_wait(pilot, app)
+        app.main_screen.params_pane.focus()
+        await pilot.press("h", "x")
+        await pilot.pause()
+        assert isinstance(app.screen, HistoryScreen)  # it stays open
+        exported = sorted((tmp_path / "runs").glob("*-history.*"))
+        assert [p.suffix for p in exported] == [".csv", ".md"]
+        assert any(f"Exported {exported[1].name}" in n.message for n in app._notifications)
+
+    rows = list(csv.reader(exported[0].read_text(encoding="utf-8").splitlines()))
+    assert rows[0] == ["run", "from", "method", "params", "prompt", *COLUMNS]
+    assert [row[:3] for row in rows[1:]] == [["2", "session", second.method.label], ["1", "session", first.method.label]]
+    assert rows[1][5:] == summary_cells(second.summary) and rows[2][5:] == summary_cells(first.summary)
+    assert rows[1][4].endswith("| a pipe, and a new line") and "γ=4" in rows[2][3] and "max 16" in rows[2][3]
+    md = exported[1].read_text(encoding="utf-8").splitlines()
+    assert md[0] == "# Run history" and md[2].startswith("| run | from | method | params | prompt | speedup |")
+    table = [line for line in md if line.startswith("| 2 |") or line.startswith("| 1 |")]
+    assert len(table) == 2 and "\\| a pipe, and a new line |" in table[0]  # one line a run, its pipe escaped
+    assert table[1].count(" | ") == md[2].count(" | ")
+
+
 async def test_c_compares_the_run_with_its_own_baseline(tiny_spec, loader, tmp_path):
     app = make_app(tiny_spec, loader, tmp_path, method="pld", max_new_tokens=16)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
@@ -292,6 +326,7 @@ async def test_the_history_at_80_columns_shows_the_figures_before_the_label_and_
         for cell in (f"{s.tau:.2f}", f"{headline_speed_of(result)}", f"{s.accept_rate:.0%}"):
             assert cell in row, row
         assert f"{datetime.date.today():%Y%m%d}-19…" not in "\n".join(lines)
+        assert "its baseline, x exports the table" in " ".join(line.strip("│ ") for line in lines)  # wrapped, not cut
 
     from tui_decode.state.run_history import saved_at
 

@@ -198,9 +198,9 @@ async def test_prompt_token_count_and_prefill_in_the_app(tiny_spec, loader, tiny
 class SlowTailEngine(PacedEngine):
     """After the method's run the engine measures the verify-cost curve (about 2 s on a small CPU)."""
 
-    def cost_curve(self, seq):
+    def cost_curve(self, seq, cancelled=lambda: False):
         time.sleep(1.5)
-        return super().cost_curve(seq)
+        return super().cost_curve(seq, cancelled)
 
 
 async def test_ctrl_q_mid_run_leaves_within_half_a_second(tiny_spec, loader, tmp_path):
@@ -238,6 +238,7 @@ sys.exit(run_app(FamilySpec(name="tiny", main=sys.argv[1], device="cpu", dtype="
 """
 
 
+@pytest.mark.slow  # the app in a process and a terminal of its own
 @pytest.mark.skipif(sys.platform == "win32", reason="a pseudo-terminal")
 def test_ctrl_q_with_no_run_going_ends_the_process_at_once(tiny_spec, tmp_path):
     """The whole quit path, in a terminal of its own: from ctrl+q to the process's end. With torch

@@ -11,6 +11,7 @@ import pytest
 from rich.style import Style
 
 from decoders.records.run import Emitted, RunResult
+from tests.support.app import wait_for
 from tui_decode.app import TuiDecodeApp
 from tui_decode.screens.main.layout import layout_for
 from tui_decode.widgets.details import DetailContext, view_for
@@ -86,6 +87,32 @@ async def test_enter_on_a_row_shows_the_detail_page_when_narrow():
         await pilot.press("down", "enter")
         await pilot.pause()
         assert main.page == "detail" and app.focused is main.detail and shown(main.detail)
+
+
+async def test_a_pane_focused_before_the_tabs_mount_keeps_its_page_and_the_page_settles():
+    """The focus moves to the table before the page tabs have mounted (as an auto-pilot does at
+    start): the tabs' own first activation and the screen's first focus arrive late, stale; the
+    page stays the table's, and nothing swaps it back and forth afterwards (that loop restyled
+    the screen every few milliseconds for as long as the app ran)."""
+    app = opened()
+    pages: list[str] = []
+    seen: dict[str, object] = {}
+
+    async def pilot_run(pilot):
+        main = app.main_screen
+        show_page = main.show_page
+        main.show_page = lambda page: (pages.append(page), show_page(page))[1]
+        main.table.focus()
+        await pilot.pause()
+        await pilot.pause(0.2)
+        settled = len(pages)
+        await pilot.pause(0.3)
+        seen.update(page=main.page, tab=main.page_tabs.active, focused=app.focused is main.table,
+                    more=pages[settled:])
+        app.exit()
+
+    await app.run_async(headless=True, size=(80, 24), auto_pilot=pilot_run)
+    assert seen == {"page": "output", "tab": "output", "focused": True, "more": []}, (seen, pages)
 
 
 async def test_200x60_gives_the_detail_and_the_drafts_room():
@@ -264,11 +291,7 @@ async def test_the_footer_shows_the_keys_the_readme_says_at_each_width(width):
     assert sorted(tiers) == [0, 120, 140, 160], tiers
     app = opened()
     async with app.run_test(size=(width, 40)) as pilot:
-        await pilot.pause()
-        for _ in range(100):  # the first frame, on a busy machine, can come after one pause
-            if screen_lines(app)[-1].strip():
-                break
-            await pilot.pause(0.05)
+        await wait_for(pilot, lambda: screen_lines(app)[-1].strip())  # the footer recomposes for its width
         footer = screen_lines(app)[-1]
         for below, keys in tiers.items():
             for key in keys:

@@ -108,6 +108,23 @@ def test_batcher_hands_over_at_most_once_per_interval():
     assert len(delivered) == 2
 
 
+def test_batcher_hands_over_the_last_event_before_a_silence_once_its_interval_passed():
+    """A load step reported right after another, then seconds of work: its line waited for the
+    next report (the status line showed the step before it all along)."""
+    now = [0.0]
+    delivered: list[list[str]] = []
+    batcher = Batcher(delivered.append, interval=0.04, clock=lambda: now[0])
+    batcher.add("quantizing")  # at once after the batcher's start: held
+    batcher.flush_due()
+    assert delivered == []
+    now[0] += 0.05  # the waiting worker polls
+    batcher.flush_due()
+    assert delivered == [["quantizing"]]
+    now[0] += 0.05
+    batcher.flush_due()  # nothing new: nothing handed over
+    assert delivered == [["quantizing"]]
+
+
 def test_live_figures_of_a_recorded_run_match_its_summary():
     result = RunResult.load(DATA / "run_pld.json")
     figures = live_figures(result.method.iters)
@@ -179,3 +196,13 @@ def test_a_registered_method_brings_its_own_knobs():
         assert step("method", Settings(DecodeParams(method="jacobi"))).params.method == "toy"
     finally:
         unregister("toy")
+
+
+def test_the_history_names_each_draft_length_by_its_declared_symbol():
+    """The history's parameters column: the draft length under the symbol its `ParamSpec` declares."""
+    from tui_decode.state.run_history import key_params
+
+    for method, name, symbol in (("spec", "gamma", "γ"), ("pld", "num_pred", "k"), ("jacobi", "block", "m")):
+        result = RunResult.load(DATA / f"run_{method}.json")
+        assert f"{symbol}={result.params[name]}" in key_params(result, full=True).split(" · "), method
+    assert "=" not in key_params(RunResult.load(DATA / "run_ar.json"), full=True)  # no draft length

@@ -49,6 +49,23 @@ def test_status_follows_the_phases():
     assert live.status == f"Speculative: 0/{total} tokens" and live.fraction == 0.0
 
 
+def test_after_the_last_token_the_curve_phase_counts_its_forwards_and_the_run_time_stops():
+    result = recorded("spec")
+    clock = Clock()
+    live = live_for(result, clock)
+    live.enter(PhaseStarted("method", "spec", live.params.max_new_tokens, paired=True))
+    live.add(result.method.iters)
+    clock.now += 4.0
+    live.enter(PhaseStarted("curve", "T(k)", 32))
+    assert live.measuring and live.phase == "method" and live.fraction == 0.0
+    live.add([Progress("curve", 8, 32)])
+    clock.now += 3.0  # the curve's seconds are not the run's
+    assert live.fraction == pytest.approx(0.25) and live.elapsed() == pytest.approx(4.0)
+    assert live.status == (f"Speculative: done, {len(result.method.ids)} tokens in 4.0 s · measuring T(k), the "
+                           "verify cost by width (8/32 forwards) …")
+    assert live.tokens == len(result.method.ids)  # the curve's progress is no token
+
+
 def test_a_reused_baseline_says_so():
     live = live_for(recorded("pld"))
     live.enter(PhaseStarted("baseline", "Autoregressive baseline", 48, cached=True))

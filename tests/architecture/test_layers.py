@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DECODER_LAYERS = {
     "decoders.core": 0, "decoders.records": 1, "decoders.analysis": 2,
     "decoders.models": 3, "decoders.backends": 3,
-    "decoders.methods": 4, "decoders.engine": 5, "decoders.bench": 6,
+    "decoders.methods": 4, "decoders.engine": 5, "decoders.bench": 6, "decoders.training": 6,
 }
 #: The app's layers, bottom up (the engine is below all of them).
 APP_LAYERS = {
@@ -34,7 +34,8 @@ APP_LAYERS = {
 }
 #: Layers whose modules import no torch (nor transformers) when they are imported.
 NO_TORCH_AT_IMPORT = ("decoders.core", "decoders.records", "decoders.analysis", "decoders.methods",
-                      "decoders.models", "decoders.engine", "decoders.bench", "tui_decode")
+                      "decoders.models", "decoders.engine", "decoders.bench", "decoders.training",
+                      "tui_decode")
 HEAVY = ("torch", "transformers")
 
 

@@ -205,9 +205,11 @@ def test_the_families_table_offers_int4_where_it_can_draft(tmp_path, monkeypatch
     assert cli_main(["families"]) == 0
     rows = {line.split("│")[1].strip(): [cell.strip() for cell in line.split("│")[2:-1]]
             for line in capsys.readouterr().out.splitlines() if line.startswith("│")}
-    assert rows["smollm2-135m"][1:3] == ["int4 self-draft", "early exit (--self-draft-layer L)"]
+    shipped = "trained head (--self-draft head)"  # the bundled model's head ships in the package
+    assert rows["smollm2-135m"][1:3] == ["int4 self-draft", f"early exit (--self-draft-layer L); {shipped}"]
     assert rows["smollm2-360m"][1:3] == ["HuggingFaceTB/SmolLM2-135M-Instruct",
-                                         "early exit (--self-draft-layer L); int4 (--self-draft int4)"]
-    assert rows["q"][1:3] == ["int4 self-draft", "early exit (--self-draft-layer L)"]
-    assert rows["exit"][1:3] == ["early exit @ layer 20", "int4 (--self-draft int4)"]
+                                         "early exit (--self-draft-layer L); int4 (--self-draft int4); "
+                                         "a trained head (--head FOLDER)"]
+    assert rows["q"][1:3] == ["int4 self-draft", f"early exit (--self-draft-layer L); {shipped}"]
+    assert rows["exit"][1:3] == ["early exit @ layer 20", f"int4 (--self-draft int4); {shipped}"]
     assert rows["odd"][2].startswith("early exit (--self-draft-layer L); not int4: down_proj reads 40 inputs")

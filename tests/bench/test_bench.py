@@ -21,6 +21,7 @@ from decoders.bench import (
     task_group,
 )
 from decoders.core.errors import DecodeError
+from tests.support.threads import torch_threads
 from tests.support.tiny import perturbed_copy, save_tiny_model, tiny_model
 from tui_decode.cli.main import main
 
@@ -54,7 +55,7 @@ def bench_run(tiny_folder, prompts_file, tmp_path_factory):
     """One full bench run (all four methods, self-draft at layer 1 of 2) shared by the tests."""
     out_dir = tmp_path_factory.mktemp("bench-out")
     stdout, stderr = io.StringIO(), io.StringIO()
-    with redirect_stdout(stdout), redirect_stderr(stderr):
+    with redirect_stdout(stdout), redirect_stderr(stderr), torch_threads(1):  # set up before the tests' one thread
         code = main(["bench", "--prompts", prompts_file, "--main", tiny_folder, "--self-draft-layer", "1",
                      "--methods", "ar,spec,pld,jacobi",  # the methods this test knows, not every registered one
                      "--draft-policy", "fixed",  # drafts decided by matches, not by timings of a loaded machine

@@ -13,6 +13,7 @@ from decoders.bench.report import render_markdown
 from decoders.bench.variants import MAX_VARIANTS
 from decoders.core.errors import DecodeError
 from decoders.models.family import FamilySpec, load_family
+from tests.support.threads import torch_threads
 from tests.support.tiny import save_tiny_model
 from tui_decode.cli.main import main
 
@@ -41,7 +42,8 @@ def prompts(tmp_path_factory):
 def two_spec_rows(tiny_family, prompts):
     """Speculative decoding with each self-draft, and linear prompt lookup beside its branches."""
     variants = parse_variants("spec[int4],spec[early-exit],pld,pld[branches 3]")
-    return run_bench(tiny_family, load_prompts(prompts), methods=(), variants=variants, **QUICK).to_json()
+    with torch_threads(1):  # a module fixture is set up before the tests' one thread
+        return run_bench(tiny_family, load_prompts(prompts), methods=(), variants=variants, **QUICK).to_json()
 
 
 def test_labels_are_stable_and_canonical():
@@ -213,3 +215,42 @@ def test_variants_reach_the_report_through_the_cli(capsys, prompts, tiny_family,
 def test_parse_errors_name_the_variant():
     with pytest.raises(DecodeError, match=r"bad variant 'pld\[k 0\]': num_pred must be an integer in 1..64"):
         parse_variants("pld[k 0]")
+
+
+def test_a_registered_method_declares_its_counterpart_its_shape_and_when_it_drafts_a_chain(tiny_family, prompts):
+    """The test-only method declares transformers' counterpart (prompt lookup with its span),
+    a two-parameter variant item and which of its rows draft one chain; the bench reads all three
+    from the declaration: the call, a run of it beside each row, and a closest-only note."""
+    from decoders.bench.targets import is_tree
+    from decoders.bench.variants import parse_variant, shape_items
+    from decoders.core.declarations import Counterpart, Method, ParamSpec, Shape, register, unregister
+    from tests.support.lookback import SPAN, lookback
+
+    reach = ParamSpec("reach", "reach", "lookback: a second integer, for the shape item", 1, low=1, high=4)
+    register(Method(
+        name="lookback", label="Lookback", run=lookback, params=(SPAN, reach), greedy_only=True, detail="echo",
+        draft_length="span", shapes=(Shape("grid", "span", "reach", letters="SxR"),),
+        linear=lambda p: p.reach == 1,
+        counterpart=Counterpart(lambda p, assistant: f"transformers prompt lookup (k={p.span})",
+                                options=lambda p: {"prompt_lookup_num_tokens": p.span, "max_matching_ngram_size": 1})))
+    try:
+        assert parse_variant("lookback[grid 3x2]").overrides == (("span", 3), ("reach", 2))
+        assert parse_variant("lookback[span=3, reach=2]").label == "lookback[grid 3x2]" and "grid SxR" in shape_items()
+        with pytest.raises(DecodeError, match="write the grid as grid SxR"):
+            parse_variant("lookback[grid 3]")
+        assert is_tree("lookback[grid 3x2]") and not is_tree("lookback[span 3]")
+
+        variants = parse_variants("lookback,lookback[grid 3x2]")
+        with torch_threads(1):
+            report = run_bench(tiny_family, load_prompts(prompts), methods=(), variants=variants, **QUICK).to_json()
+        call = "generate(prompt_lookup_num_tokens=2, max_matching_ngram_size=1)"
+        assert report["settings"]["transformers_counterparts"]["lookback"] == call
+        grid = next(v for v in report["settings"]["variants"] if v["label"] == "lookback[grid 3x2]")
+        assert grid["transformers_counterpart"] == call.replace("=2,", "=3,") and grid["counterpart_is_closest"]
+        assert any(note.startswith("lookback[grid 3x2]: transformers verifies one linear draft") for note in
+                   report["notes"])
+        theirs = report["samples"][0]["theirs"]["lookback"]
+        assert theirs["label"] == "transformers prompt lookup (k=2)" and 1 <= len(theirs["ids"]) <= 8
+        assert report["overall"]["lookback"]["theirs"]["tau"] is not None
+    finally:
+        unregister("lookback")

@@ -10,7 +10,10 @@ from tests.support.engine import tiny_family
 
 @pytest.fixture(scope="module", params=[False, True], ids=["hf-backend", "fast-backend"])
 def engine(request):
-    return Engine(tiny_family(fast=request.param))
+    """Paired sequentially: the tests that take it are about what a method emits, not about how
+    its baseline is timed (test_pairing.py), and a baseline decoded once per prompt and budget
+    costs half of one decoded beside every run."""
+    return Engine(tiny_family(fast=request.param), pairing="sequential")
 
 
 @pytest.fixture(autouse=True)

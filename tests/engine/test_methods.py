@@ -11,7 +11,8 @@ import torch
 from decoders.core.events import PhaseStarted
 from decoders.core.params import DecodeParams
 from decoders.engine import Engine
-from decoders.records.run import EMIT_KINDS, RunResult
+from decoders.records.kinds import EMIT_KINDS
+from decoders.records.run import RunResult
 from tests.support.engine import PROMPT, tiny_family
 
 GREEDY_CASES = [
@@ -98,12 +99,48 @@ def test_stop_token_ends_the_run():
 
 def test_interleaved_runs_decode_their_baseline_alongside_every_time():
     engine = Engine(tiny_family(fast=False))
-    for _ in range(2):
+    for measured in (True, False):
         events = list(engine.stream(PROMPT, DecodeParams(method="pld", max_new_tokens=10)))
         phases = [(e.phase, e.paired) for e in events if isinstance(e, PhaseStarted)]
-        assert phases == [("method", True)]
+        # T(k) is measured after the first run only (once per context size), as a phase of its own
+        assert phases == [("method", True), ("curve", False)] if measured else [("method", True)]
         assert events[-1].summary.pairing == "interleaved" and len(events[-1].baseline.ids) == 10
     assert engine.baselines_measured == 0  # nothing cached: each run timed its own
+
+
+def test_the_cost_curve_is_a_phase_of_its_own_that_reports_each_forward_and_stops_on_a_cancel():
+    """After the method's last token T(k) is measured (32 forwards): its own phase, a Progress per
+    forward, so a UI can show the run done. A cancel midway keeps no curve (measured next time)
+    and leaves the main cache holding the run's context."""
+    from decoders.analysis.timing import CURVE_REPEATS, CURVE_WIDTHS
+    from decoders.core.events import Progress
+
+    total = CURVE_WIDTHS * CURVE_REPEATS
+    engine = Engine(tiny_family(fast=False))
+    params = DecodeParams(method="pld", max_new_tokens=10)
+    events = list(engine.stream(PROMPT, params))
+    at = next(i for i, e in enumerate(events) if isinstance(e, PhaseStarted) and e.phase == "curve")
+    assert events[at].max_new_tokens == total
+    assert not any(hasattr(e, "emit") for e in events[at:])  # every token came before it
+    done = [e.tokens for e in events[at:] if isinstance(e, Progress) and e.phase == "curve"]
+    assert done == list(range(1, total + 1))
+    assert events[-1].summary.verify_cost_curve is not None
+
+    fresh = Engine(tiny_family(fast=False))
+    seen = []
+
+    def cancelled() -> bool:
+        return len(seen) >= 3  # three forwards of the curve, then escape
+
+    result = None
+    for event in fresh.stream(PROMPT, params, cancelled=cancelled):
+        if isinstance(event, Progress) and event.phase == "curve":
+            seen.append(event.tokens)
+        result = event
+    assert seen == [1, 2, 3] and isinstance(result, RunResult)
+    assert result.method.finish != "cancelled"  # the run itself had ended: its tokens all stand
+    assert result.summary.verify_cost_curve is None and fresh.known_cost_curve(len(result.prompt_ids)) is None
+    assert len(fresh.main.held) == len(result.prompt_ids) + len(result.method.ids)
 
 
 def test_sequential_baseline_is_measured_once_per_prompt_and_settings():
@@ -117,6 +154,10 @@ def test_sequential_baseline_is_measured_once_per_prompt_and_settings():
     assert engine.baselines_measured == 1
     engine.run(PROMPT, DecodeParams(method="pld", max_new_tokens=11))
     assert engine.baselines_measured == 2
+    engine.forget_baselines()  # measured again on the next run
+    events = list(engine.stream(PROMPT, DecodeParams(method="pld", max_new_tokens=10)))
+    assert [e.cached for e in events if isinstance(e, PhaseStarted) and e.phase == "baseline"] == [False]
+    assert engine.baselines_measured == 1
 
 
 def test_cancel_keeps_the_partial_run():

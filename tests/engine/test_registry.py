@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from decoders.analysis.stats import DecodeStats
-from decoders.core.declarations import Method, ParamSpec, get_method, register, unregister
+from decoders.core.declarations import Method, ParamSpec, default_method, get_method, register, unregister
 from decoders.core.errors import DecodeError
 from decoders.core.params import DecodeParams, all_param_specs, specs_for
 from decoders.methods.shared.verify import accept_tree
@@ -57,6 +57,16 @@ def test_a_registered_method_declares_its_parameters_once(registered):
     assert DecodeParams(method="lookback").span == 2
     with pytest.raises(DecodeError, match="Lookback decoding is greedy only"):
         DecodeParams(method="lookback", mode="sampling").validated()
+
+
+def test_the_default_method_and_the_runs_that_read_the_seed_are_declared(registered):
+    assert DecodeParams().method == default_method().name == "spec"  # what runs when none is named
+    assert not registered.reads_seed(DecodeParams(method="lookback"))  # declares nothing: greedy needs no seed
+    assert get_method("lookahead").reads_seed(DecodeParams(method="lookahead"))  # its window's first guesses
+    assert not get_method("spec").reads_seed(DecodeParams())
+    assert get_method("jacobi").reads_seed(DecodeParams(method="jacobi", init="random"))
+    assert not get_method("jacobi").reads_seed(DecodeParams(method="jacobi"))
+    assert get_method("spec").reads_seed(DecodeParams(mode="sampling"))
 
 
 def test_unknown_methods_and_conflicting_declarations_are_refused():

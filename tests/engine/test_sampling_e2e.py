@@ -30,6 +30,8 @@ TEMPERATURE = 0.7
 GAMMA, TOKENS, RUNS = 3, 4, 1500  # at 1500 runs each broken verifier below reads p < 1e-20
 PROMPT_IDS = [5, 6, 7]
 
+pytestmark = pytest.mark.slow  # each test decodes 1500 seeded runs: seconds even on bigram tables
+
 
 @pytest.fixture(autouse=True)
 def one_thread():
@@ -47,9 +49,15 @@ def tables():
     return target, helper
 
 
-def position_counts(runs: int = RUNS, policy: str = "fixed", tokens: int = TOKENS) -> np.ndarray:
-    """Histogram [tokens, V] of the token emitted at each position over ``runs`` seeded runs."""
+def position_counts(runs: int = RUNS, policy: str = "fixed", tokens: int = TOKENS,
+                    draft_vocab: int | None = None) -> np.ndarray:
+    """Histogram [tokens, V] of the token emitted at each position over ``runs`` seeded runs.
+    ``draft_vocab``: the helper drafts from its first that many ids only (the others at -inf, as a
+    trained head's reduced draft vocabulary gives them)."""
     target, helper = tables()
+    if draft_vocab is not None:
+        helper = helper.clone()
+        helper[:, draft_vocab:] = float("-inf")
     family = bigram_family(target, helper)
     # A helper a tenth of the target's size: the adaptive policy then drafts 1, 2 or 3 tokens,
     # stopping on the helper's confidence (about 3 in 4 first-iteration drafts end that way).
@@ -111,6 +119,13 @@ def test_every_emitted_position_follows_the_tempered_target(policy, tokens):
     first draft is always full, so it runs longer, where the policy's decisions start to vary."""
     counts = position_counts(policy=policy, tokens=tokens)
     assert worst_pvalue(counts) > 1e-3
+
+
+def test_a_reduced_draft_vocabulary_stays_exact():
+    """q is 0 outside a head's draft vocabulary: those tokens only ever come from the residual."""
+    counts = position_counts(runs=1000, draft_vocab=V // 2)
+    assert worst_pvalue(counts) > 1e-3
+    assert counts[:, V // 2:].sum() > 0  # the target still writes the tokens the draft cannot
 
 
 @pytest.mark.parametrize("broken", [bonus_from_q, bonus_from_wrong_position, untempered_target, residual_from_p])

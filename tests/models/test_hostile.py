@@ -535,7 +535,8 @@ def test_open_damaged_run_file(capsys, isolated, data, message):
 
 
 def test_open_a_folder(capsys, isolated):
-    hostile(capsys, isolated, ["--open", str(isolated / "work")], 2, "is a folder, not a saved run")
+    hostile(capsys, isolated, ["--open", str(isolated / "work")], 2,
+            f"cannot read the saved run {isolated / 'work'}: it is a folder; give the path of a RUN.json")
 
 
 # -- 5. files and folders the process may not use -----------------------------------------------
@@ -901,6 +902,7 @@ def test_keyboard_interrupt_is_130(monkeypatch, capsys, isolated):
     hostile(capsys, isolated, ["families"], 130, "interrupted")
 
 
+@pytest.mark.slow  # a process of its own: seconds to start, load and end
 def test_sigterm_is_143(isolated):
     """A real SIGTERM while the CLI blocks (reading a prompt from a FIFO whose writer never writes;
     one with no writer at all is refused at once, issue 26)."""
@@ -923,6 +925,7 @@ def test_sigterm_is_143(isolated):
     assert err.strip() == "tui-decode: terminated" and "Traceback" not in err
 
 
+@pytest.mark.slow  # a process of its own: seconds to start, load and end
 def test_sigterm_then_sigcont_in_the_app_is_143_and_restores_the_terminal(isolated):
     """`timeout` stops a program with SIGTERM and then SIGCONT: the app leaves through its own exit
     (terminal restored, "terminated", 143), not through an exception inside its event loop."""
@@ -998,6 +1001,7 @@ sys.exit(main(["run", "--main", sys.argv[1], "--method", "pld", "--prompt", "w5"
 """
 
 
+@pytest.mark.slow  # a process of its own, killed mid-conversion
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_kill_during_conversion(isolated, fake_conversion, sig):
     """A real conversion (tiny model behind transformers' loaders) killed while its partial folder

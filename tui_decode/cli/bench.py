@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from decoders.core.declarations import baseline_method, method_names
+from decoders.core.declarations import all_methods, baseline_method, method_names
 from decoders.core.params import DecodeParams, method_param_specs
 from tui_decode.cli.main import MAX_THREADS
 
@@ -21,12 +21,14 @@ COUNT_BOUNDS = {"limit": 100_000, "repeats": 100, "bandwidth_mb": 16_384, "threa
 
 
 def add_bench_parser(sub) -> None:
-    from decoders.bench.sweep import sweep_names
-    from decoders.bench.variants import EXAMPLE, MAX_VARIANTS
+    from decoders.bench.sweep import sweep_names, sweepable
+    from decoders.bench.variants import MAX_VARIANTS, Variant, example, shape_items
     from tui_decode.cli.main import add_model_args
 
     d = DecodeParams()
     default_methods = ",".join(method_names())  # every registered method
+    declared = [Variant(m.name, v).label for m in all_methods() for v in m.bench_variants]
+    sweep_example = next(iter(sweepable()), "NAME")
     p = sub.add_parser("bench", help="Spec-Bench-style benchmark, side by side with transformers",
                        description="Run every method on every prompt of a Spec-Bench JSONL file (first turn, "
                                    "greedy), interleaved with transformers' generate() on the same model, and "
@@ -38,10 +40,11 @@ def add_bench_parser(sub) -> None:
                         "always run, it is the baseline")
     p.add_argument("--variants", default=None, metavar="LIST",
                    help="more rows, each a method with its own parameters or draft, labelled as written: e.g. "
-                        f"'{EXAMPLE}' (items: int4 or early-exit [L] drafts, tree WxD, or NAME VALUE for a "
-                        f"method's parameter; at most {MAX_VARIANTS}). With neither --methods nor --variants: "
-                        "every method plus spec with each self-draft the family offers and with a 2x3 draft tree, "
-                        "and pld[branches 3]")
+                        f"'{example()}' (items: int4 or early-exit [L] drafts, "
+                        + "".join(f"{item}, " for item in shape_items())
+                        + f"or NAME VALUE for a method's parameter; at most {MAX_VARIANTS}). With neither --methods "
+                        "nor --variants: every method, a method that drafts with a helper also with each self-draft "
+                        f"the family offers, and the variants the methods declare ({', '.join(declared)})")
     p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, metavar="N")
     p.add_argument("--limit", type=int, default=None, metavar="N",
                    help="use N prompts, taken round-robin over the task groups (default all)")
@@ -49,7 +52,7 @@ def add_bench_parser(sub) -> None:
     p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"report folder (default {DEFAULT_OUT}/)")
     p.add_argument("--sweep", metavar="NAME=A..B",
                    help=f"instead of the suite, sweep one parameter ({sweep_names()}) and print measured "
-                        "speedup against the Theorem 3.8 prediction for each value, e.g. gamma=1..8")
+                        f"speedup against the Theorem 3.8 prediction for each value, e.g. {sweep_example}=1..8")
     methods = p.add_argument_group("method parameters")
     for spec in method_param_specs().values():  # every registered method's, from its declaration
         spec.add_argument(methods)

@@ -44,6 +44,8 @@ def draft_text(spec) -> str:
         return spec.helper
     if spec.self_draft_layer:
         return f"early exit @ layer {spec.self_draft_layer}"
+    if spec.self_draft == "head":
+        return f"trained head {spec.head or '(shipped)'}"
     if spec.self_draft:
         return f"{spec.self_draft} self-draft"
     return "-"
@@ -57,6 +59,11 @@ def other_drafts(spec) -> str:
     if spec.self_draft != "int4":
         reason = int4_reason(spec)
         options.append("int4 (--self-draft int4)" if reason is None else f"not int4: {reason}")
+    if spec.self_draft != "head":
+        from decoders.models.backend_choice import head_folder
+
+        shipped = head_folder(spec.head, str(spec.main), missing_ok=True)
+        options.append("trained head (--self-draft head)" if shipped else "a trained head (--head FOLDER)")
     return "; ".join(options)
 
 

@@ -15,17 +15,16 @@ from pathlib import Path
 from typing import Sequence
 
 from decoders import __version__
-from decoders.core.declarations import COMMON_PARAMS, DEFAULT_METHOD
+from decoders.core.declarations import COMMON_PARAMS, default_method
 from decoders.core.errors import DecodeError
 from decoders.core.params import DecodeParams, method_param_specs
-from decoders.models.families import DEFAULT_FAMILY
+from tui_decode.cli.model_args import add_model_args, family_spec  # noqa: F401 (also imported from here)
 from tui_decode.cli.numbers import MAX_REPEATS, bounded_int
 from tui_decode.cli.parser import OneLineParser
 from tui_decode.cli.signals import Handlers, Terminated
 from tui_decode.state.crash_report import report_crash
 
 MAX_THREADS = 1024  # torch threads a user can ask for
-MAX_LAYERS = 1024  # an early-exit layer, before the model says how many it has (the largest have ~128)
 
 
 def stdout_console(**kwargs):
@@ -40,35 +39,13 @@ def stdout_console(**kwargs):
     return PipeConsole(**kwargs)
 
 
-def add_model_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("model")
-    g.add_argument("--family", help=f"a named family (default {DEFAULT_FAMILY}, the bundled offline SmolLM2-135M); "
-                                    "see `tui-decode families`")
-    g.add_argument("--main", metavar="SRC", help="main (target) model: hub id, local folder or .gguf file")
-    g.add_argument("--helper", metavar="SRC", help="helper (draft) model sharing the main model's tokenizer")
-    g.add_argument("--self-draft-layer", type=int, metavar="L",
-                   help="draft with the main model's first L layers (early exit; shares the weights)")
-    g.add_argument("--self-draft", metavar="KIND",
-                   help="draft with a weight-only KIND (int4) copy of the main model, built at load time")
-    g.add_argument("--device", default=None, choices=["auto", "cpu", "cuda", "mps"], help="default auto")
-    g.add_argument("--dtype", default=None, choices=["auto", "float32", "bfloat16", "float16"],
-                   help="default auto: bfloat16 on CUDA (float16 where bf16 is missing), float32 on CPU and MPS; "
-                        "float16 on CPU: float16 weights through fbgemm, float32 activations (fast Llama backend)")
-    g.add_argument("--device-map", default=None, metavar="MAP",
-                   help="spread models larger than one GPU over every visible GPU, the CPU and disk with accelerate: "
-                        "auto, balanced, sequential, or a .json file of module name -> device; runs on the "
-                        "transformers backend")
-    g.add_argument("--cuda-graph", default=None, choices=["auto", "on", "off"],
-                   help="replay the fast backend's one-token step from a CUDA graph (default auto: on CUDA only)")
-
-
 def add_decode_args(p: argparse.ArgumentParser) -> None:
     """The method and every declared parameter (common and each method's), from their `ParamSpec`s."""
     from decoders.core.declarations import all_methods
 
     g = p.add_argument_group("decoding")
     methods = all_methods()
-    g.add_argument("--method", choices=[m.name for m in methods], default=DEFAULT_METHOD,
+    g.add_argument("--method", choices=[m.name for m in methods], default=default_method().name,
                    help="; ".join(f"{m.name}: {m.summary or m.label}" for m in methods))
     for spec in COMMON_PARAMS:
         spec.add_argument(g)
@@ -130,61 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
     from tui_decode.cli.bench import add_bench_parser
 
     add_bench_parser(sub)
+    from tui_decode.cli.train_head import add_train_parser
+
+    add_train_parser(sub)
     return parser
-
-
-def family_spec(args: argparse.Namespace):
-    """The FamilySpec the arguments ask for."""
-    from decoders.models.families import resolve_family
-    from decoders.models.family import FamilySpec
-
-    for flag, value in (("--family", args.family), ("--main", args.main), ("--helper", args.helper),
-                        ("--self-draft", getattr(args, "self_draft", None)),
-                        ("--device-map", getattr(args, "device_map", None))):
-        if value is not None and not value.strip():
-            raise DecodeError(f"{flag} is empty; give it a value or leave the flag out (see `tui-decode --help`)")
-    if args.main and args.family:
-        raise DecodeError("give either --family NAME or --main SRC, not both")
-    if args.helper and args.self_draft_layer is not None:
-        raise DecodeError("give either --helper SRC or --self-draft-layer L, not both")
-    layer = args.self_draft_layer  # the model's own bound is checked once it loads; this one before
-    if layer is not None and not 1 <= layer <= MAX_LAYERS:
-        raise DecodeError(f"--self-draft-layer must be 1..{MAX_LAYERS} (the draft runs the main model's first L "
-                          f"layers, fewer than it has), got {layer}")
-    self_draft = getattr(args, "self_draft", None)
-    if self_draft is not None:
-        from decoders.models.family import SELF_DRAFT_KINDS
-
-        if self_draft not in SELF_DRAFT_KINDS:
-            raise DecodeError(f"unknown --self-draft kind {self_draft!r}; choose one of {', '.join(SELF_DRAFT_KINDS)}")
-        if args.helper or args.self_draft_layer is not None:
-            other = "--helper SRC" if args.helper else "--self-draft-layer L"
-            raise DecodeError(f"give either --self-draft {self_draft} or {other}, not both")
-    if args.main:
-        spec = FamilySpec(name="custom", main=args.main, helper=None, self_draft_layer=None,
-                          device="auto", dtype="auto", label=None)
-    else:
-        spec = resolve_family(args.family or DEFAULT_FAMILY)
-    changes = {}
-    if args.helper:
-        changes.update(helper=args.helper, self_draft_layer=None, self_draft=None)
-    if args.self_draft_layer is not None:
-        changes.update(self_draft_layer=args.self_draft_layer, helper=None, self_draft=None)
-    if self_draft is not None:
-        changes.update(self_draft=self_draft, helper=None, self_draft_layer=None)
-    if args.device:
-        changes["device"] = args.device
-    if args.dtype:
-        changes["dtype"] = args.dtype
-    if getattr(args, "device_map", None):
-        changes["device_map"] = args.device_map
-    if getattr(args, "cuda_graph", None):
-        changes["cuda_graph"] = args.cuda_graph
-    if changes:
-        from dataclasses import replace
-
-        spec = replace(spec, **changes)
-    return spec
 
 
 def drafts_for(spec, args: argparse.Namespace):
@@ -380,4 +306,8 @@ def _dispatch(argv: Sequence[str] | None) -> int:
         from tui_decode.cli.bench import cmd_bench
 
         return cmd_bench(args)
+    if args.command == "train-head":
+        from tui_decode.cli.train_head import cmd_train_head
+
+        return cmd_train_head(args)
     return cmd_app(args)

@@ -2,10 +2,12 @@
 baseline; space marks two, enter shows them side by side.
 
 It opens with the last two runs marked (the last run and its baseline when there is only one),
-so h then enter compares them.
+so h then enter compares them; x exports the table (Markdown and CSV, one row a run).
 """
 
 from __future__ import annotations
+
+import time
 
 from rich.text import Text
 from textual import on
@@ -16,7 +18,16 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label
 
 from tui_decode.screens.compare_screen import CompareScreen
-from tui_decode.state.run_history import HISTORY_COLUMNS, Comparison, RunHistory, Stream, row_cells
+from tui_decode.state.exports import table_csv, table_markdown
+from tui_decode.state.run_history import (
+    EXPORT_KEY,
+    HISTORY_COLUMNS,
+    Comparison,
+    RunHistory,
+    Stream,
+    export_rows,
+    row_cells,
+)
 
 COLUMNS = HISTORY_COLUMNS
 
@@ -29,6 +40,7 @@ class HistoryScreen(ModalScreen[None]):
         Binding("space", "toggle_mark", "Mark"),
         Binding("enter", "compare", "Compare", priority=True),
         Binding("b", "compare_baseline", "vs baseline"),
+        Binding("x", "export", "Export"),
     ]
 
     def __init__(self, history: RunHistory, note: str = "") -> None:
@@ -40,8 +52,8 @@ class HistoryScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog history"):
-            yield Label("Runs · space marks two, enter compares them, b compares a run with its baseline",
-                        classes="dialog-title")
+            yield Label("Runs · space marks two, enter compares them, b compares a run with its baseline, "
+                        "x exports the table", classes="dialog-title")
             self.table = DataTable(id="history-table", cursor_type="row", zebra_stripes=True)
             yield self.table
             if self.note:
@@ -109,6 +121,31 @@ class HistoryScreen(ModalScreen[None]):
                         severity="warning")
             return
         self.compare(Stream(here.entry, "baseline"), here)
+
+    def action_export(self) -> None:
+        """x: the history as Markdown and CSV in the runs folder (`tui_decode.state.exports`,
+        written atomically), one row a run."""
+        from decoders.core.errors import DecodeError
+        from decoders.records import atomic
+
+        rows = export_rows(self.history)
+        folder = getattr(self.app.screen_stack[0], "runs_folder", None)
+        if folder is None or not rows:
+            self.notify("No runs folder to export to." if folder is None else "No runs to export yet.",
+                        severity="warning")
+            return
+        stem = f"{time.strftime('%Y%m%d-%H%M%S')}-history"
+        notes = ["decode speedup: each run against its own autoregressive baseline (pairing says how it was timed)",
+                 "from: session (run now), opened (ctrl+o) or saved (a file of the runs folder)"]
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            md = atomic.write_text(folder / f"{stem}.md", table_markdown("Run history", EXPORT_KEY, rows, notes),
+                                   "the history")
+            atomic.write_text(folder / f"{stem}.csv", table_csv(EXPORT_KEY, rows), "the history")
+        except (OSError, DecodeError) as error:
+            self.notify(str(error), title="Not exported", severity="error", timeout=10)
+            return
+        self.notify(f"Exported {md.name} and {stem}.csv to {folder}", title="History")
 
     @on(DataTable.RowSelected)
     def row_selected(self, event: DataTable.RowSelected) -> None:

@@ -189,8 +189,9 @@ class SweepScreen(ModalScreen[None]):
                         if isinstance(event, RunResult):
                             result = event
                         elif isinstance(event, PhaseStarted):
-                            what = "the baseline" if event.phase == "baseline" else f"{self.axis}={value}"
-                            self.post_message(self.Progress(f"running {what} …"))
+                            what = {"baseline": "running the baseline", "curve": f"{self.axis}={value} done, "
+                                    "measuring T(k)"}.get(event.phase, f"running {self.axis}={value}")
+                            self.post_message(self.Progress(f"{what} …"))
                     if result is None or result.method.finish == "cancelled":
                         break
                     self.post_message(self.PointMeasured(Measured(value, result.summary, judged_drafts(result.method))))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any, Callable
 
@@ -23,14 +24,24 @@ class Batcher:
         self.clock = clock
         self.items: list = []
         self.last = clock()
+        self._lock = threading.Lock()  # `flush_due` may come from another thread than `add`
 
     def add(self, item: Any) -> None:
-        self.items.append(item)
+        with self._lock:
+            self.items.append(item)
         if self.clock() - self.last >= self.interval:
             self.flush()
 
     def flush(self) -> None:
-        if self.items:
+        with self._lock:
             items, self.items = self.items, []
+            self.last = self.clock()
+        if items:
             self.deliver(items)
-        self.last = self.clock()
+
+    def flush_due(self) -> None:
+        """Hand over what waits once the interval has passed, though nothing new came: the last
+        event before a long silence (a load step that reports once, then works for seconds) would
+        otherwise wait for the next one."""
+        if self.items and self.clock() - self.last >= self.interval:
+            self.flush()

@@ -1,6 +1,7 @@
-"""Tables a user takes elsewhere: a sweep (and any list of summaries) as Markdown or CSV, with the
-figures a reader needs to judge them (speedup with its spread, the verdict, tau, acceptance,
-identity, how the baseline was paired). No Textual here."""
+"""Tables a user takes elsewhere: a sweep, a repeat, the run history (any list of summaries) as
+Markdown or CSV, with the figures a reader needs to judge them (speedup with its spread, the
+verdict, tau, acceptance, identity, how the baseline was paired); and a comparison as Markdown.
+No Textual here."""
 
 from __future__ import annotations
 
@@ -28,23 +29,32 @@ def summary_cells(s: Summary) -> list[str]:
             num(s.speedup_wall), num(s.tau), num(s.accept_rate), same, str(s.tokens), s.pairing or ""]
 
 
-def table_csv(key: str, rows: Sequence[tuple[object, Summary]]) -> str:
-    """``key`` (the swept parameter, a run's label ...) then `COLUMNS`, one row per summary."""
+Key = str | Sequence[str]  # the leading column's name, or the names of several
+
+
+def _leading(key: Key, value: object) -> list[object]:
+    """A row's leading cells: ``value``, or each of its values when ``key`` names several columns."""
+    return [value] if isinstance(key, str) else list(value)  # type: ignore[call-overload]
+
+
+def table_csv(key: Key, rows: Sequence[tuple[object, Summary]]) -> str:
+    """``key`` (the swept parameter; or several columns: a history's run number, source, method
+    ...) then `COLUMNS`, one row per summary."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow([key, *COLUMNS])
+    writer.writerow([*_leading(key, key), *COLUMNS])
     for value, s in rows:
-        writer.writerow([value, *summary_cells(s)])
+        writer.writerow([*_leading(key, value), *summary_cells(s)])
     return out.getvalue()
 
 
-def table_markdown(title: str, key: str, rows: Sequence[tuple[object, Summary]], notes: Sequence[str] = ()) -> str:
+def table_markdown(title: str, key: Key, rows: Sequence[tuple[object, Summary]], notes: Sequence[str] = ()) -> str:
     """A Markdown table under ``title``, with ``notes`` (the prompt, the machine) as a list after it."""
-    head = [key, *COLUMNS]
+    head = [*map(str, _leading(key, key)), *COLUMNS]
     lines = [f"# {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for value, s in rows:
-        cells = [str(value), *summary_cells(s)]
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        cells = [*map(str, _leading(key, value)), *summary_cells(s)]
+        lines.append("| " + " | ".join(" ".join(c.split()).replace("|", "\\|") for c in cells) + " |")
     if notes:
         lines += ["", *(f"- {note}" for note in notes)]
     return "\n".join(lines) + "\n"

@@ -53,6 +53,9 @@ class LiveRun:
     Iterations arrive in the method phase only; a baseline phase reports progress.
     Each measured phase begins with the prompt's prefill, which reports nothing until its first
     token: `prefilling` says so, and the status line shows the prefill as its own step.
+    After the method's last token, a "curve" phase (`measuring`) when the engine measures T(k):
+    the run's tokens and iterations are all in, its time stops (`elapsed`), and the progress
+    counts the curve's forwards.
     """
 
     def __init__(self, params: DecodeParams, prompt: str, clock: Callable[[], float] = time.monotonic,
@@ -76,12 +79,20 @@ class LiveRun:
         self.prefilling = False
         self.prefill_started = self.started
         self.prefill_s: float | None = None  # the current phase's prefill (with its first token)
+        self.measuring = False  # the "curve" phase: every token is in, T(k) is measured
+        self.curve_forwards = (0, 0)  # of the curve: done, total
+        self.finished_at: float | None = None  # when the last token came (the curve phase began)
         self._pending_rows: list[Iteration] = []
         self._slow_panes_at = float("-inf")
 
     # -- events ----------------------------------------------------------------------------------
     def enter(self, phase: PhaseStarted) -> None:
-        """The engine moved to its baseline or its method phase."""
+        """The engine moved to its baseline, its method or its curve phase."""
+        if phase.phase == "curve":
+            self.measuring = True
+            self.finished_at = self.clock()
+            self.curve_forwards = (0, phase.max_new_tokens)
+            return
         self.phase = phase.phase
         self.progress_tokens = 0
         self.progress_total = phase.max_new_tokens
@@ -104,7 +115,9 @@ class LiveRun:
         """Take one batch of the worker's events; returns its iterations, in order."""
         new: list[Iteration] = []
         for event in events:
-            if isinstance(event, Progress):
+            if isinstance(event, Progress) and event.phase == "curve":
+                self.curve_forwards = (event.tokens, event.total)
+            elif isinstance(event, Progress):
                 self._prefilled()
                 self.progress_tokens, self.progress_total = event.tokens, event.total
             elif isinstance(event, Iteration):
@@ -134,6 +147,9 @@ class LiveRun:
     @property
     def fraction(self) -> float | None:
         """Of the current phase's tokens; None while it prefills (no token to count yet)."""
+        if self.measuring:
+            done, total = self.curve_forwards
+            return done / max(total, 1)
         if self.prefilling:
             return None
         return self.progress_tokens / max(self.progress_total, 1)
@@ -143,6 +159,10 @@ class LiveRun:
         """The status line's words for where the run is."""
         if self.phase == "starting":
             return "starting …"
+        if self.measuring:
+            done, total = self.curve_forwards
+            return (f"{self.method_label}: done, {self.tokens} tokens in {self.elapsed():.1f} s · measuring T(k), "
+                    f"the verify cost by width ({done}/{total} forwards) …")
         name = "baseline" if self.phase == "baseline" else self.method_label
         if self.prefilling:
             waited = self.clock() - self.prefill_started
@@ -160,7 +180,8 @@ class LiveRun:
         return figures_of(self.stats, self.accepted)
 
     def elapsed(self) -> float:
-        return self.clock() - self.started
+        """Seconds from ctrl+r to the last token (to now while tokens still come)."""
+        return (self.finished_at if self.finished_at is not None else self.clock()) - self.started
 
     # -- the panes drawn less often --------------------------------------------------------------
     def slow_panes_due(self) -> bool:

@@ -26,8 +26,6 @@ from tui_decode.state.token_text import real_text, run_tokens, shown_controls
 #: so that h answers at once; ctrl+o opens any of them.
 SAVED_LISTED = 20
 SAVED_BYTES = 4 << 20
-#: Short names of the draft lengths in the history's parameters column.
-DRAFT_SYMBOLS = {"gamma": "γ", "num_pred": "k", "block": "m", "window": "w"}
 
 SOURCES = {"run": "session", "opened": "opened", "saved": "saved"}
 SOURCE_WIDTH = 12
@@ -83,11 +81,12 @@ def key_params(result: RunResult, full: bool = False) -> str:
     if full:
         parts.append(str(params.get("mode", "?")))
         try:
-            draft = get_method(result.method.method).draft_length
+            method = get_method(result.method.method)
         except DecodeError:
-            draft = None
-        if draft and draft in params:
-            parts.append(f"{DRAFT_SYMBOLS.get(draft, draft)}={params[draft]}")
+            method = None
+        draft = next((s for s in method.params if s.name == method.draft_length), None) if method else None
+        if draft is not None and draft.name in params:  # its declared symbol: "γ=4"
+            parts.append(f"{draft.symbol or draft.name}={params[draft.name]}")
     if "max_new_tokens" in params:
         parts.append(f"max {params['max_new_tokens']}")
     if params.get("mode") == "sampling":
@@ -257,6 +256,30 @@ class RunHistory:
     def session(self) -> list[HistoryEntry]:
         """The runs of this session: run or opened (not merely listed from the runs folder)."""
         return [e for e in self.entries if e.source != "saved"]
+
+
+#: The leading columns of the history's export (`export_rows`); `tui_decode.state.exports` adds the figures.
+EXPORT_KEY = ("run", "from", "method", "params", "prompt")
+EXPORT_PROMPT = 100  # characters of the prompt a row keeps
+
+
+def export_rows(history: RunHistory) -> list[tuple[tuple[str, ...], Summary]]:
+    """The history as a table to take elsewhere: one row a run, in the history's order (the
+    session's newest first, then the saved files'), each run's figures against its own baseline
+    (the baselines' rows would read 1.00x by definition). Nothing is clipped but the prompt."""
+    rows = []
+    for stream in history.streams():
+        if stream.role != "method":
+            continue
+        entry, result = stream.entry, stream.entry.result
+        source = SOURCES.get(entry.source, entry.source)
+        if entry.path is not None:
+            source += f" {entry.path.name}"
+        prompt = " ".join(result.prompt.split())
+        prompt = prompt if len(prompt) <= EXPORT_PROMPT else prompt[:EXPORT_PROMPT - 1] + "…"
+        rows.append(((str(entry.number), source, result.method.label, key_params(result, full=True), prompt),
+                     result.summary))
+    return rows
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ DEFAULT_PROMPT = (
     "then it runs into the forest and hides."
 )
 #: The app's starting parameters: short enough that a first run on a CPU takes seconds.
-START_PARAMS = DecodeParams(method="spec", max_new_tokens=48)
+START_PARAMS = DecodeParams(max_new_tokens=48)  # the registry's default method
 #: The common parameters in the order the pane lists them, under the method.
 COMMON_ORDER = ("mode", "temperature", "seed", "max_new_tokens")
 METHOD_KEY = "method"
@@ -55,7 +55,7 @@ class DraftOptions:
 
     layers: int = 0  # the main model's layer count when it may draft by early exit, else 0
     helper: str | None = None  # the family's own helper model, when it has one
-    kinds: tuple[str, ...] = ()  # quantized self-drafts it may build ("int4")
+    kinds: tuple[str, ...] = ()  # self-drafts it may build ("int4", "head": a trained head)
 
     def choices(self) -> list[tuple[str, Any]]:
         return ([("helper", None)] if self.helper else []) + [("layer", n) for n in range(1, self.layers)] + \
@@ -126,6 +126,8 @@ class Knob:
         if self.key == METHOD_KEY:
             return METHOD_NAMES.get(value, value)
         if self.key == DRAFT_LAYER_KEY:
+            if settings.self_draft == "head":
+                return "trained head"
             if settings.self_draft:
                 return f"{settings.self_draft} self-draft"
             return "none" if value is None else f"early exit @ layer {value}"
@@ -150,7 +152,8 @@ class Knob:
 
 
 METHOD_KNOB = Knob(METHOD_KEY, "method", "measured against the autoregressive baseline")
-DRAFT_LAYER_KNOB = Knob(DRAFT_LAYER_KEY, "draft model", "the main model's first layers (early exit) or its int4 copy")
+DRAFT_LAYER_KNOB = Knob(DRAFT_LAYER_KEY, "draft model",
+                        "the main model's first layers (early exit), its int4 copy or a trained head")
 
 
 def spec_knob(spec: ParamSpec, method_label: str = "") -> Knob:

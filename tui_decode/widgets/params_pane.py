@@ -166,8 +166,7 @@ class ParamsPane(Widget, can_focus=True):
                 shown, style = self.helper_label, value_style if choices else unused_style
             elif knob.key == "temperature" and greedy:
                 style = unused_style
-            elif knob.key == "seed" and greedy and not (settings.params.method == "jacobi"
-                                                        and settings.params.init == "random"):
+            elif knob.key == "seed" and not settings.params.method_def.reads_seed(settings.params):
                 style = unused_style
             mark = "▸ " if n == chosen else "  "
             label = Text(mark + knob.label)

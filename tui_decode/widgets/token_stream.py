@@ -20,7 +20,8 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from decoders.records.run import EMIT_KINDS, Iteration
+from decoders.records.kinds import EMIT_KINDS
+from decoders.records.run import Iteration
 from tui_decode.state.token_text import real_text, shown_controls
 from tui_decode.widgets.styles import component_style
 

@@ -73,11 +73,13 @@ def default_engine_factory(family: Family) -> Engine:
     return Engine(family)
 
 
-def in_daemon_thread(job: Callable[[], Any], name: str, started: Callable[[threading.Thread], None]) -> dict[str, Any]:
+def in_daemon_thread(job: Callable[[], Any], name: str, started: Callable[[threading.Thread], None],
+                     idle: Callable[[], None] = lambda: None) -> dict[str, Any]:
     """Run ``job`` in a daemon thread and wait for it from the calling thread worker, polling the
-    worker's cancellation, so that quitting never waits for the job (a load, a draft build).
-    ``started`` is handed the thread. Returns ``{"value": ...}``, ``{"error": one line}`` (a
-    DecodeError's own words, anything else through `failure_message`), or ``{}`` if cancelled."""
+    worker's cancellation (and calling ``idle``) every 50 ms, so that quitting never waits for
+    the job (a load, a draft build). ``started`` is handed the thread. Returns ``{"value": ...}``,
+    ``{"error": one line}`` (a DecodeError's own words, anything else through `failure_message`),
+    or ``{}`` if cancelled."""
     worker = get_current_worker()
     outcome: dict[str, Any] = {}
 
@@ -96,6 +98,7 @@ def in_daemon_thread(job: Callable[[], Any], name: str, started: Callable[[threa
         if worker.is_cancelled:
             return {}
         thread.join(0.05)
+        idle()
     return outcome
 
 
@@ -133,7 +136,8 @@ class FamilyLoadWorker:
             threads = torch.get_num_threads() if torch is not None else None
             return LoadedFamily.wrap(self.engine_factory(family), spec, threads)
 
-        outcome = in_daemon_thread(load, "tui-decode-load", lambda thread: setattr(self, "loader_thread", thread))
+        outcome = in_daemon_thread(load, "tui-decode-load", lambda thread: setattr(self, "loader_thread", thread),
+                                   idle=progress.flush_due)
         if "value" in outcome:
             self.post_message(FamilyLoaded(outcome["value"]))
         elif "error" in outcome:

@@ -6,8 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Generator, Sequence, overload
 
-from decoders.records.kinds import EmitKind, Status
-from decoders.records.run import (
+from decoders.records.kinds import (
     KIND_ACCEPTED,
     KIND_AR,
     KIND_BONUS,
@@ -15,12 +14,10 @@ from decoders.records.run import (
     STATUS_ACCEPTED,
     STATUS_REJECTED,
     STATUS_UNVERIFIED,
-    DraftRow,
-    Emitted,
-    Iteration,
-    Run,
-    TopEntry,
+    EmitKind,
+    Status,
 )
+from decoders.records.run import DraftRow, Emitted, Iteration, Run, TopEntry
 
 if TYPE_CHECKING:
     import torch

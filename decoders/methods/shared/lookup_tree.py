@@ -50,7 +50,7 @@ def prompt_lookup_tree(ctx: DecodeContext) -> MethodGen:
     from decoders.backends.tree import TokenTree
 
     params, T = ctx.params, ctx.main
-    b = RunBuilder(ctx, "pld")
+    b = RunBuilder(ctx, params.method)  # prompt lookup's, which calls this with branches > 1
     index = NgramIndex(params.ngram_min, params.ngram_max, b.seq)
     n_prompt = len(ctx.prompt_ids)
     disp = ctx.family.display

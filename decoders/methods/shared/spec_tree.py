@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from msgspec.structs import replace
 
-from decoders.core.declarations import ParamSpec
+from decoders.core.declarations import ParamSpec, Shape
 from decoders.methods.shared.common import HostValues, draft_chain, ms, r
 from decoders.methods.shared.tree_step import commit_tree, verify_tree
 
@@ -27,6 +27,8 @@ TREE_WIDTH = ParamSpec("tree_width", "tree width", "speculative, greedy: candida
                        "tree-depth draft positions, the helper's top-k (1: a linear draft)", 1, low=1, high=8)
 TREE_DEPTH = ParamSpec("tree_depth", "tree depth", "speculative, greedy: how many of the first draft positions get "
                        "the helper's alternatives", 2, low=1, high=32, ui_range=(1, 16))
+#: The bench's variant item for both: ``tree 2x3``.
+TREE = Shape("tree", TREE_WIDTH.name, TREE_DEPTH.name, letters="WxD", meaning="width x depth")
 
 
 def tree_shape(chain: list[int], alternatives: list[list[int]]) -> TokenTree:

@@ -14,16 +14,17 @@ from typing import TYPE_CHECKING, Sequence
 
 from decoders.methods.shared.common import HostValues, r
 from decoders.methods.shared.verify import accept_tree
-from decoders.records.kinds import EmitKind, Status
-from decoders.records.run import (
+from decoders.records.kinds import (
     KIND_AR,
     KIND_BONUS,
     KIND_FIXED,
     STATUS_ACCEPTED,
     STATUS_REJECTED,
     STATUS_UNVERIFIED,
-    DraftRow,
+    EmitKind,
+    Status,
 )
+from decoders.records.run import DraftRow
 
 if TYPE_CHECKING:
     from decoders.backends.runner import KVRunner

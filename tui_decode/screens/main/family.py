@@ -5,6 +5,7 @@ in use when it fails). A mixin for the main screen (`FamilySwitching`)."""
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from decoders.core.errors import DecodeError
@@ -30,6 +31,7 @@ class FamilyHost(Protocol):
     spec: FamilySpec | None  # the family asked for
     loaded: LoadedFamily | None  # the family in use
     loading_family: bool
+    load_step: tuple[str, float | None, float] | None
     running: bool
     run_after_load: bool  # ctrl+r came before the model: run once it has loaded
     settings: Settings
@@ -48,14 +50,21 @@ class FamilyHost(Protocol):
     def start_loading(self, spec: FamilySpec) -> None: ...
 
 
+#: Seconds a load step may go without a word before the status line counts them.
+QUIET_STEP = 2.0
+
+
 class FamilySwitching:
     """f picks a family; the load's progress, success and failure shown."""
+
+    load_step: tuple[str, float | None, float] | None = None  # the last progress: text, fraction, when
 
     def start_loading(self: FamilyHost, spec: FamilySpec) -> None:
         if self.loading_family:
             self.notify("A model family is already loading.", severity="warning")
             return
         self.loading_family = True
+        self.load_step = (f"loading {spec.label or spec.name}", 0.0, time.monotonic())
         self.status.set(f"loading {spec.label or spec.name} …", "busy", 0.0)
         self.prompt_pane.show_family(
             self.loaded.engine.family.describe() if self.loaded else {"label": spec.label or spec.main},
@@ -64,7 +73,18 @@ class FamilySwitching:
 
     def on_family_progress(self: FamilyHost, event: FamilyProgress) -> None:
         if self.loading_family:
+            self.load_step = (event.text, event.fraction, time.monotonic())
             self.status.set(event.text, "busy", event.fraction)
+
+    def load_tick(self: FamilyHost) -> None:
+        """A load step that has said nothing for `QUIET_STEP` seconds (the imports, a GGUF's
+        metadata, the int4 draft's quantizing): the status line counts its seconds."""
+        if not self.loading_family or self.load_step is None:
+            return
+        text, fraction, since = self.load_step
+        waited = time.monotonic() - since
+        if waited >= QUIET_STEP:
+            self.status.set(f"{text.removesuffix(' …')} … {waited:.0f} s", "busy", fraction)
 
     def on_family_loaded(self: FamilyHost, event: FamilyLoaded) -> None:
         self.loading_family = False

@@ -108,10 +108,21 @@ class ResponsiveLayout:
         self.apply_layout(event.size.width)
 
     def on_descendant_focus(self: LayoutHost, event: events.DescendantFocus) -> None:
+        if event.widget is not self.focused:  # the focus has moved on since (e.g. the screen's first focus)
+            return
         page = page_of(event.widget)
         if page is not None and page != self.page:
             self.show_page(page)
 
     def on_tabs_tab_activated(self: LayoutHost, event: Tabs.TabActivated) -> None:
-        if event.tabs.id == "pages" and event.tab.id and event.tab.id != self.page:
-            self.show_page(event.tab.id)
+        """A tab chosen on the row shows its page. Two events are not choices: one for a tab no
+        longer active (posted before `show_page` moved the tabs on), and the tabs going back to
+        their first tab when they mount after a pane on another page took the focus; following
+        either would swap the page back and forth for as long as the app runs."""
+        tab, tabs = event.tab.id, event.tabs
+        if tabs.id != "pages" or not tab or tab == self.page or tab != tabs.active:
+            return
+        if page_of(self.focused) not in (None, tab):
+            tabs.active = self.page
+            return
+        self.show_page(tab)

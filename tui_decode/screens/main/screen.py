@@ -4,10 +4,10 @@ them.
 
 The screen holds an engine (through `LoadedFamily`), never the reverse. Its parts are mixins, each
 declaring what it needs from the screen as a Protocol: the layout (`layout.ResponsiveLayout`),
-showing a run (`showing.RunView`), saving and opening runs (`saving.RunFiles`), switching the
-family (`family.FamilySwitching`) and the three thread workers (`tui_decode.workers.decode`,
-`tui_decode.workers.draft`). Here: the keys, the settings, and a run from ctrl+r to its end (the
-state of a run that is streaming lives in a `LiveRun`).
+showing a run (`showing.RunView`), a run from ctrl+r to its result (`running.RunLifecycle`; the
+state of a run that is streaming lives in a `LiveRun`), saving and opening runs
+(`saving.RunFiles`), switching the family (`family.FamilySwitching`) and the three thread workers
+(`tui_decode.workers.decode`, `tui_decode.workers.draft`). Here: the keys and the settings.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from tui_decode.screens.history_screen import compare_with_baseline, open_histor
 from tui_decode.screens.keys import QUIT
 from tui_decode.screens.main.family import FamilySwitching
 from tui_decode.screens.main.layout import ResponsiveLayout, page_tabs
+from tui_decode.screens.main.running import RunLifecycle
 from tui_decode.screens.main.saving import RunFiles
 from tui_decode.screens.main.showing import RunView
 from tui_decode.screens.pickers import open_prompt_library
@@ -37,10 +38,9 @@ from tui_decode.screens.sweep import start_repeat, start_sweep
 from tui_decode.state.live_run import LiveRun
 from tui_decode.state.loaded_family import LoadedFamily
 from tui_decode.state.run_history import RunHistory
-from tui_decode.state.settings import KNOB_BY_KEY, Settings, draft_length_key, input_error, knobs_for
+from tui_decode.state.settings import KNOB_BY_KEY, Settings, draft_length_key, knobs_for
 from tui_decode.widgets import (
     AppFooter,
-    DetailContext,
     IterationDetail,
     IterationTable,
     ParamsPane,
@@ -50,18 +50,9 @@ from tui_decode.widgets import (
     TokenStream,
     ValueEditor,
 )
-from tui_decode.widgets.stats_pane import headline_speed
-from tui_decode.widgets.stats_pane import speed_text as speed_words
 from tui_decode.workers.decode import DecodeWorker, EngineFactory, FamilyLoader, FamilyLoadWorker
 from tui_decode.workers.draft import DraftBuildWorker
-from tui_decode.workers.messages import (
-    RunBatch,
-    RunFailed,
-    RunFinished,
-    RunPhase,
-    RunStopped,
-    WorkerMessage,
-)
+from tui_decode.workers.messages import WorkerMessage
 
 if TYPE_CHECKING:
     from decoders.models.family import FamilySpec
@@ -72,8 +63,8 @@ LETTER_ACTIONS = frozenset({"cycle_method", "toggle_mode", "draft_length", "togg
                             "compare_baseline", "pick_prompt", "repeat"})
 
 
-class MainScreen(ResponsiveLayout, RunView, RunFiles, FamilySwitching, FamilyLoadWorker, DraftBuildWorker, DecodeWorker,
-                 Screen[None]):
+class MainScreen(ResponsiveLayout, RunView, RunLifecycle, RunFiles, FamilySwitching, FamilyLoadWorker, DraftBuildWorker,
+                 DecodeWorker, Screen[None]):
     """The workbench: one run shown (finished, cancelled, opened or streaming) and the next one's
     prompt and parameters."""
 
@@ -103,6 +94,7 @@ class MainScreen(ResponsiveLayout, RunView, RunFiles, FamilySwitching, FamilyLoa
     ]
 
     running: var[bool] = var(False, bindings=True)
+    measuring: var[bool] = var(False, bindings=True)  # the run's tokens are in; T(k) is measured (running.py)
     loading_family: var[bool] = var(False, bindings=True)  # not `loading`: Widget.loading covers the screen
 
     def __init__(
@@ -185,6 +177,10 @@ class MainScreen(ResponsiveLayout, RunView, RunFiles, FamilySwitching, FamilyLoa
         self.params_pane.focus()
         self.set_up.set()
 
+    def _tick(self) -> None:
+        self.run_tick()  # a prefill's seconds (running.py)
+        self.load_tick()  # a quiet load step's seconds (family.py)
+
     def on_unmount(self) -> None:
         self.restore_threads()
 
@@ -198,8 +194,8 @@ class MainScreen(ResponsiveLayout, RunView, RunFiles, FamilySwitching, FamilyLoa
     # -- keys ----------------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         on_main = not self.app.screen_stack or self.app.screen is self  # (the footer asks beneath a modal too)
-        if action == "cancel":
-            return (self.running or self.run_after_load) and on_main
+        if action == "cancel":  # nothing to cancel once every token is in (T(k) being measured)
+            return (self.running and not self.measuring or self.run_after_load) and on_main
         if action in LETTER_ACTIONS and (isinstance(self.focused, TextArea) or not on_main):
             return False
         return True
@@ -282,119 +278,3 @@ class MainScreen(ResponsiveLayout, RunView, RunFiles, FamilySwitching, FamilyLoa
         """An engine or input error: a notification and the status line; nothing else changes."""
         self.notify(message, title="Error", severity="error", timeout=10)
         self.status.set(f"error: {message}", "error")
-
-    # -- running ---------------------------------------------------------------------------------
-    def action_run(self) -> None:
-        if self.running:
-            self.notify("A run is already going; escape cancels it.", severity="warning")
-            return
-        prompt, settings = self.prompt_pane.text, self.settings
-        error = input_error(prompt, settings)
-        if error is not None:
-            self.report_error(error)
-            return
-        if self.loaded is None:
-            if self.spec is None:
-                self.report_error("no model family is loaded; press f to pick one")
-                return
-            self.run_after_load = True
-            if not self.loading_family:
-                self.start_loading(self.spec)
-            else:
-                self.notify("The run starts as soon as the model has loaded.")
-            return
-        self.running = True
-        self.hurry_threads()
-        self.live = live = LiveRun(settings.params, prompt)
-        self.status.set(live.status, "busy", 0.0)
-        self.decode_in_background(self.loaded, prompt, settings)
-        if self.narrow:  # one page at a time: follow the run on the output page
-            self.show_page("output")
-            self.stream.focus()
-
-    def action_cancel(self) -> None:
-        if self.run_after_load:
-            self.run_after_load = False
-            self.status.set("the run waiting for the model is cancelled; the model keeps loading", "cancelled")
-            return
-        if self.running:
-            self.cancel_decode()
-            self.status.set("cancelling at the next iteration …", "busy")
-
-    def _run_ended(self) -> None:
-        self.running = False
-        self.restore_threads()
-
-    @on(RunPhase)
-    def run_phase(self, event: RunPhase) -> None:
-        live = self.live
-        if live is None:
-            return
-        live.enter(event.phase)
-        if live.phase == "method":
-            self.stream.clear()
-            self.table.clear_iterations()
-            self.detail.show(None, DetailContext())
-            self.stream.show_title(f"{live.method_label} (running)")
-            self.stats.show_live(live.figures(), "running")
-        self.status.set(live.status, "busy", live.fraction)
-
-    def _tick(self) -> None:
-        """While a phase prefills nothing arrives from the worker: count the seconds here."""
-        if self.running and self.live is not None and self.live.prefilling:
-            self.status.set(self.live.status, "busy", None)
-
-    @on(RunBatch)
-    def run_batch(self, event: RunBatch) -> None:
-        live = self.live
-        if live is None:
-            return
-        iterations = live.add(event.events)
-        if iterations:
-            self.stream.append_iterations(iterations)
-            if live.slow_panes_due():
-                self._flush_slow_panes()
-        self.status.set(live.status, "busy", live.fraction)
-
-    def _flush_slow_panes(self) -> None:
-        """Bring the iteration table and the live figures up to date with the stream."""
-        live = self.live
-        if live is None:
-            return
-        rows = live.take_rows()
-        if rows:
-            self.table.add_iterations(rows)
-        if self.running:
-            self.stats.show_live(live.figures(), "running")
-
-    @on(RunFinished)
-    def run_finished(self, event: RunFinished) -> None:
-        self._run_ended()
-        self._flush_slow_panes()
-        result = event.result
-        self.history.record(result)
-        seconds = self.live.elapsed() if self.live is not None else 0.0
-        self.show_result(result, streamed=True)
-        summary = result.summary
-        speed = headline_speed(summary)
-        speed_text = ("vs autoregressive: " + speed_words(speed, summary.speedup_spread)[0]
-                      if speed is not None else "no timing")
-        if result.method.finish == "cancelled":
-            self.status.set(f"cancelled after {summary.tokens} tokens ({seconds:.1f} s); the partial run stays: "
-                            f"{speed_text}", "cancelled")
-        else:
-            self.status.set(f"done in {seconds:.1f} s: {summary.tokens} tokens, {speed_text}", "done")
-
-    @on(RunStopped)
-    def run_stopped(self, event: RunStopped) -> None:
-        self._run_ended()
-        kept = "the run shown before stays" if self.result is not None else "no run is shown yet (ctrl+r runs)"
-        self.status.set(f"cancelled during the baseline; {kept}", "cancelled")
-
-    @on(RunFailed)
-    def run_failed(self, event: RunFailed) -> None:
-        self._run_ended()
-        self._flush_slow_panes()
-        self.report_error(event.error)
-        if self.result is not None and self.live is not None and self.live.views_cleared:
-            self.show_result(self.result)  # the failed run had cleared the views: bring the last run back

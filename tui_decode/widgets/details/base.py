@@ -13,7 +13,8 @@ from rich.text import Text
 
 from decoders.analysis.stats import depth_of
 from decoders.core.declarations import baseline_method
-from decoders.records.run import KIND_ACCEPTED, STATUS_ACCEPTED, Iteration
+from decoders.records.kinds import KIND_ACCEPTED, STATUS_ACCEPTED
+from decoders.records.run import Iteration
 
 BAR_WIDTH = 12
 STATUS_WORDS = {"acc": "accepted", "rej": "rejected", "unv": "not reached"}

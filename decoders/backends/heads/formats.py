@@ -1,0 +1,117 @@
+"""Published draft-head formats, read by their tensor names and ``config.json`` fields.
+
+* EAGLE-1/2 (SafeAILab/EAGLE ``cnets.py``): ``fc.weight`` ``[hidden, 2 hidden]`` (and ``fc.bias``
+  when the config says ``bias``), ``layers.0.self_attn.{q,k,v,o}_proj`` (q/k/v biases for Qwen
+  targets), ``layers.0.mlp.{gate,up,down}_proj``, ``layers.0.post_attention_layernorm``; the first
+  layer has no input norm (a ``layers.0.input_layernorm`` in the file is unused). The LM head is
+  the target's own.
+* EAGLE-3: ``fc.weight`` ``[hidden, 3 target_hidden]``, ``midlayer.self_attn.*`` (q/k/v over twice
+  the hidden size), ``midlayer.mlp.*``, ``midlayer.{input_layernorm,hidden_norm,
+  post_attention_layernorm}``, ``norm``, ``lm_head`` ``[draft_vocab, hidden]``, ``d2t`` (draft
+  row -> target id offset) and ``t2d``; the auxiliary layers from ``eagle_config.
+  eagle_aux_hidden_state_layer_ids`` or the default ``(2, L // 2, L - 3)`` of an L-layer target.
+* Medusa (FasterDecoding/Medusa): ``medusa_head.{i}.{j}.linear.{weight,bias}`` (ResBlocks) and
+  ``medusa_head.{i}.{n_layers}.weight`` (one LM head per head), ``medusa_num_heads`` and
+  ``medusa_num_layers`` in the config.
+
+Every mismatch with the target (hidden size, vocabulary, layer count) is one DecodeError naming
+the field.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from decoders.core.errors import DecodeError
+
+FORMATS = ("eagle1", "eagle3", "medusa")
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+MAX_HEAD_BYTES = 8 * 2**30  # a head is one layer; a larger file is not a head
+
+
+@dataclass(frozen=True)
+class TargetShape:
+    """What a head must fit: the target's sizes."""
+
+    hidden: int
+    vocab: int
+    n_layers: int
+    heads: int
+    kv_heads: int
+    rope_theta: float
+    eps: float
+
+
+def read_head_files(folder: str | Path) -> tuple[dict, dict]:
+    """``(config, tensors)`` of a head folder; DecodeError naming what is missing or damaged."""
+    path = Path(folder)
+    if not path.is_dir():
+        raise DecodeError(f"Head {str(folder)[:200]!r} is not a folder; give a folder with config.json and "
+                          "model.safetensors (or pytorch_model.bin).")
+    config_path = path / "config.json"
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DecodeError(f"Head folder {path} has no config.json; a head needs its config beside "
+                          "its weights.") from None
+    except (OSError, ValueError, UnicodeDecodeError) as err:
+        raise DecodeError(f"Head config {config_path} cannot be read ({type(err).__name__}); "
+                          "the file is damaged.") from None
+    if not isinstance(config, dict):
+        raise DecodeError(f"Head config {config_path} is not a JSON object.")
+    weights = next((path / name for name in WEIGHT_FILES if (path / name).is_file()), None)
+    if weights is None:
+        raise DecodeError(f"Head folder {path} has no {' or '.join(WEIGHT_FILES)}.")
+    if weights.stat().st_size > MAX_HEAD_BYTES:
+        raise DecodeError(f"Head weights {weights} hold {weights.stat().st_size / 2**30:.1f} GiB; a draft head is "
+                          f"one layer (at most {MAX_HEAD_BYTES // 2**30} GiB here).")
+    return config, _read_tensors(weights)
+
+
+def _read_tensors(weights: Path) -> dict:
+    try:
+        if weights.suffix == ".safetensors":
+            from safetensors.torch import load_file
+
+            return dict(load_file(str(weights)))
+        import torch
+
+        state = torch.load(str(weights), map_location="cpu", weights_only=True)
+        return dict(state)
+    except Exception as err:  # safetensors and pickle raise many kinds for a cut or damaged file
+        raise DecodeError(f"Head weights {weights} cannot be read ({type(err).__name__}); the file is truncated "
+                          "or damaged: download or train it again.") from None
+
+
+def detect_format(tensors: dict) -> str:
+    names = set(tensors)
+    if any(n.startswith("medusa_head.") for n in names):
+        return "medusa"
+    if any(n.startswith("midlayer.") for n in names):
+        return "eagle3"
+    if "fc.weight" in names and any(n.startswith("layers.0.") for n in names):
+        return "eagle1"
+    shown = ", ".join(sorted(names)[:4])
+    raise DecodeError(f"Unknown head format: its tensors ({shown}, ...) are neither EAGLE-1/2 (fc, layers.0.*), "
+                      "EAGLE-3 (fc, midlayer.*) nor Medusa (medusa_head.*).")
+
+
+def need(tensors: dict, name: str, shape: tuple[int, ...] | None = None, what: str = "the head"):
+    """Tensor ``name``, checked for presence and shape."""
+    if name not in tensors:
+        raise DecodeError(f"{what} lacks tensor {name!r}; the file is not a complete head of its format.")
+    t = tensors[name]
+    if shape is not None and tuple(t.shape) != shape:
+        raise DecodeError(f"{what}'s tensor {name!r} has shape {tuple(t.shape)}, expected {shape} for this target.")
+    return t
+
+
+def field(config: dict, name: str, default=None, kind=int):
+    value = config.get(name, default)
+    if value is None:
+        raise DecodeError(f"Head config lacks {name!r}; add it to config.json.")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and int(value) != value):
+        raise DecodeError(f"Head config field {name!r} is {value!r}, not a number.")
+    return kind(value)

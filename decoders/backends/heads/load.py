@@ -1,0 +1,188 @@
+"""Build a head from its files for a target, or save one (the EAGLE-3 layout, so others can read it)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from decoders.backends.heads.eagle import EagleHead, HeadConfig
+from decoders.backends.heads.formats import TargetShape, detect_format, field, need, read_head_files
+from decoders.backends.heads.medusa import MedusaHeads
+from decoders.core.errors import DecodeError
+
+ATTN = ("q_proj", "k_proj", "v_proj", "o_proj")
+MLP = ("gate_proj", "up_proj", "down_proj")
+
+
+def default_aux_layers(n_layers: int) -> tuple[int, int, int]:
+    """EAGLE-3's default: the inputs of layers 2, L // 2 and L - 3 (low, middle, high)."""
+    return (2, n_layers // 2, n_layers - 3)
+
+
+def target_shape(model) -> TargetShape:
+    config = model.config
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    heads = int(text.num_attention_heads)
+    return TargetShape(hidden=int(text.hidden_size), vocab=int(model.get_output_embeddings().weight.shape[0]),
+                       n_layers=int(text.num_hidden_layers), heads=heads,
+                       kv_heads=int(getattr(text, "num_key_value_heads", None) or heads),
+                       rope_theta=float(getattr(text, "rope_theta", None) or 10000.0),
+                       eps=float(getattr(text, "rms_norm_eps", 1e-5)))
+
+
+def load_head(folder: str | Path, model) -> EagleHead | MedusaHeads:
+    """The head in ``folder`` for the transformers ``model`` it drafts for (its LM head and sizes)."""
+    config, tensors = read_head_files(folder)
+    target = target_shape(model)
+    kind = config.get("tui_decode_format") or detect_format(tensors)
+    vocab = field(config, "vocab_size", target.vocab)
+    if vocab != target.vocab:
+        raise DecodeError(f"Head {folder} has vocab_size {vocab} but the target's vocabulary is {target.vocab}; "
+                          "it was trained for another model.")
+    if kind == "medusa":
+        return _medusa(config, tensors, target)
+    return _eagle(kind, config, tensors, target, model, str(folder))
+
+
+def _eagle(kind: str, config: dict, tensors: dict, target: TargetShape, model, folder: str) -> EagleHead:
+    eagle3 = kind == "eagle3"
+    prefix = "midlayer." if eagle3 else "layers.0."
+    hidden = field(config, "hidden_size", target.hidden)
+    if not eagle3 and hidden != target.hidden:
+        raise DecodeError(f"Head {folder} has hidden_size {hidden} but the target's is {target.hidden}; an "
+                          "EAGLE-1/2 head reads the target's hidden state as it is.")
+    heads = field(config, "num_attention_heads", target.heads)
+    kv_heads = field(config, "num_key_value_heads", heads)
+    head_dim = field(config, "head_dim", hidden // heads)
+    q = need(tensors, f"{prefix}self_attn.q_proj.weight", what=f"Head {folder}")
+    intermediate = int(need(tensors, f"{prefix}mlp.gate_proj.weight", what=f"Head {folder}").shape[0])
+    aux = None
+    draft_vocab = target.vocab
+    if eagle3:
+        ids = (config.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
+        aux = tuple(int(i) for i in ids) if ids else default_aux_layers(target.n_layers)
+        if any(not 0 <= i < target.n_layers for i in aux):
+            raise DecodeError(f"Head {folder} reads target layers {list(aux)} "
+                              f"(eagle_aux_hidden_state_layer_ids), but the target has {target.n_layers}.")
+        draft_vocab = int(need(tensors, "lm_head.weight", what=f"Head {folder}").shape[0])
+    fc = need(tensors, "fc.weight", what=f"Head {folder}")
+    fc_in = len(aux or ()) * target.hidden if eagle3 else 2 * hidden
+    if tuple(fc.shape) != (hidden, fc_in):
+        what = f"{len(aux or ())} target layers of {target.hidden}" if eagle3 else f"twice the hidden size {hidden}"
+        raise DecodeError(f"Head {folder}'s fc takes {fc.shape[-1]} features but the target gives {fc_in} "
+                          f"({what}; hidden_size); it was trained for another model.")
+    cfg = HeadConfig(kind=kind, hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
+                     intermediate=intermediate, vocab=target.vocab, draft_vocab=draft_vocab,
+                     target_hidden=target.hidden, aux_layers=aux,
+                     eps=float(config.get("rms_norm_eps", target.eps)),
+                     rope_theta=float(config.get("rope_theta", target.rope_theta)),
+                     fc_bias="fc.bias" in tensors, qkv_bias=f"{prefix}self_attn.q_proj.bias" in tensors)
+    if tuple(q.shape) != (heads * head_dim, (2 if eagle3 else 1) * hidden):
+        raise DecodeError(f"Head {folder}'s q_proj has shape {tuple(q.shape)}; num_attention_heads {heads} and "
+                          f"head_dim {head_dim} do not match it.")
+    head = EagleHead(cfg)
+    state = {"fc.weight": fc}
+    if cfg.fc_bias:
+        state["fc.bias"] = tensors["fc.bias"]
+    for name in ATTN:
+        state[f"{name}.weight"] = need(tensors, f"{prefix}self_attn.{name}.weight", what=f"Head {folder}")
+        if cfg.qkv_bias and name != "o_proj":
+            state[f"{name}.bias"] = need(tensors, f"{prefix}self_attn.{name}.bias", what=f"Head {folder}")
+    for name in MLP:
+        state[f"{name}.weight"] = need(tensors, f"{prefix}mlp.{name}.weight", what=f"Head {folder}")
+    state["post_attention_layernorm"] = need(tensors, f"{prefix}post_attention_layernorm.weight",
+                                             what=f"Head {folder}")
+    if eagle3:
+        for name in ("input_layernorm", "hidden_norm"):
+            state[name] = need(tensors, f"midlayer.{name}.weight", what=f"Head {folder}")
+        state["norm"] = need(tensors, "norm.weight", what=f"Head {folder}")
+        state["lm_head.weight"] = tensors["lm_head.weight"]
+        offsets = tensors.get("d2t")
+        ids = torch.arange(draft_vocab) + (offsets.long() if offsets is not None else 0)
+        if offsets is not None and tuple(offsets.shape) != (draft_vocab,):
+            raise DecodeError(f"Head {folder}'s d2t has shape {tuple(offsets.shape)}, not ({draft_vocab},).")
+        if int(ids.min()) < 0 or int(ids.max()) >= target.vocab:
+            raise DecodeError(f"Head {folder}'s d2t maps draft rows to ids outside the target's vocabulary "
+                              f"of {target.vocab}; it was trained for another model.")
+        state["draft_ids"] = ids
+    else:  # the target's own LM head, shared (no copy)
+        state["lm_head.weight"] = model.get_output_embeddings().weight.detach()
+        state["draft_ids"] = torch.arange(target.vocab)
+    _load(head, state, folder)
+    return head
+
+
+def _load(module: torch.nn.Module, state: dict, folder: str) -> None:
+    own = module.state_dict()
+    for name, tensor in state.items():
+        if tuple(own[name].shape) != tuple(tensor.shape):
+            raise DecodeError(f"Head {folder}'s tensor for {name} has shape {tuple(tensor.shape)}, expected "
+                              f"{tuple(own[name].shape)}.")
+    with torch.no_grad():
+        for name, tensor in state.items():
+            if name == "lm_head.weight" and tensor.dtype == torch.float32:
+                lm_head = module.get_submodule("lm_head")
+                lm_head.weight = torch.nn.Parameter(tensor, requires_grad=False)  # shared, no copy
+            else:
+                own[name].copy_(tensor.to(own[name].dtype))
+
+
+def _medusa(config: dict, tensors: dict, target: TargetShape) -> MedusaHeads:
+    n_heads = field(config, "medusa_num_heads")
+    n_layers = field(config, "medusa_num_layers", 1)
+    if not 1 <= n_heads <= 16 or not 0 <= n_layers <= 8:
+        raise DecodeError(f"Head config says medusa_num_heads {n_heads}, medusa_num_layers {n_layers}; "
+                          "expected 1..16 heads of 0..8 ResBlocks.")
+    heads = MedusaHeads(target.hidden, target.vocab, n_heads, n_layers)
+    state = {}
+    for i in range(n_heads):
+        for j in range(n_layers):
+            for part in ("weight", "bias"):
+                state[f"heads.{i}.{j}.linear.{part}"] = need(tensors, f"medusa_head.{i}.{j}.linear.{part}",
+                                                             what="The Medusa head")
+        state[f"heads.{i}.{n_layers}.weight"] = need(tensors, f"medusa_head.{i}.{n_layers}.weight",
+                                                     (target.vocab, target.hidden), what="The Medusa head")
+    hidden = tuple(state["heads.0.0.linear.weight"].shape) if n_layers else (target.hidden, target.hidden)
+    if hidden != (target.hidden, target.hidden):
+        raise DecodeError(f"The Medusa head's ResBlocks are {hidden[0]} wide but the target's hidden_size is "
+                          f"{target.hidden}; it was trained for another model.")
+    _load(heads, state, "medusa")
+    return heads
+
+
+def save_head(head: EagleHead, folder: str | Path, dtype=torch.float16, extra: dict | None = None) -> Path:
+    """Write ``head`` in the EAGLE-3 layout (``midlayer.*``, ``d2t``) with a config that says it all."""
+    from safetensors.torch import save_file
+
+    from decoders.records.atomic import write_bytes, write_text
+
+    c = head.config
+    if c.kind != "eagle3":
+        raise ValueError("only EAGLE-3 heads are saved here")
+    folder = Path(folder)
+    sd = head.state_dict()
+    tensors = {"fc.weight": sd["fc.weight"], "norm.weight": sd["norm"], "lm_head.weight": sd["lm_head.weight"],
+               "d2t": sd["draft_ids"] - torch.arange(c.draft_vocab), "midlayer.post_attention_layernorm.weight":
+               sd["post_attention_layernorm"], "midlayer.input_layernorm.weight": sd["input_layernorm"],
+               "midlayer.hidden_norm.weight": sd["hidden_norm"]}
+    for name in ATTN:
+        tensors[f"midlayer.self_attn.{name}.weight"] = sd[f"{name}.weight"]
+    for name in MLP:
+        tensors[f"midlayer.mlp.{name}.weight"] = sd[f"{name}.weight"]
+    tensors = {k: (v.to(dtype) if v.is_floating_point() else v).contiguous() for k, v in tensors.items()}
+    config = {"architectures": ["LlamaForCausalLMEagle3"], "tui_decode_format": "eagle3",
+              "hidden_size": c.hidden, "num_attention_heads": c.heads, "num_key_value_heads": c.kv_heads,
+              "head_dim": c.head_dim, "intermediate_size": c.intermediate, "vocab_size": c.vocab,
+              "draft_vocab_size": c.draft_vocab, "rms_norm_eps": c.eps, "rope_theta": c.rope_theta,
+              "num_hidden_layers": 1, "eagle_config": {"eagle_aux_hidden_state_layer_ids": list(c.aux_layers or ())}}
+    config.update(extra or {})
+    folder.mkdir(parents=True, exist_ok=True)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        save_file(tensors, f"{tmp}/model.safetensors")
+        write_bytes(folder / "model.safetensors", Path(f"{tmp}/model.safetensors").read_bytes(), "the head's weights")
+    write_text(folder / "config.json", json.dumps(config, indent=1) + "\n", "the head's config")
+    return folder

@@ -1,0 +1,194 @@
+"""One `tui-decode train-head` run: corpus -> features -> draft vocabulary -> training -> evaluation.
+
+Resumable: a checkpoint (the head, the optimiser, the step, the settings) is written atomically to
+the output folder every ``CHECKPOINT_SECONDS`` and at the end of every phase; a second run with the
+same settings continues from it. Everything a user can type is bounded and checked before the
+model loads; a full disk or an unwritable folder is one line, and nothing written before is lost.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from decoders.core.errors import DecodeError
+from decoders.records.atomic import write_bytes, write_text
+
+CHECKPOINT = "checkpoint.pt"
+REPORT = "training.json"
+CHECKPOINT_SECONDS = 60.0
+MIN_FREE_DISK = 200 * 2**20
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    corpus: str
+    out: str
+    main: str = "bundled"
+    draft_vocab: int = 8192
+    ttt: int = 3
+    epochs: float = 4.0
+    lr: float = 1e-3
+    batch_tokens: int = 1024
+    holdout: int = 10  # every holdout-th sample is held out for evaluation
+    max_tokens: int = 0  # 0: the whole corpus
+    seed: int = 0
+    curve_points: int = 6  # held-out evaluations during training (the learning curve)
+
+
+BOUNDS = {"draft_vocab": (256, 262_144), "ttt": (1, 8), "epochs": (0.01, 100.0), "batch_tokens": (64, 16_384),
+          "holdout": (2, 1000), "max_tokens": (0, 100_000_000), "lr": (1e-6, 1.0), "curve_points": (0, 100)}
+
+
+def check_settings(s: TrainSettings) -> None:
+    for name, (low, high) in BOUNDS.items():
+        value = getattr(s, name)
+        if not low <= value <= high:
+            raise DecodeError(f"--{name.replace('_', '-')} {value} is out of range; choose {low} to {high}.")
+    out = Path(s.out)
+    if out.exists() and not out.is_dir():
+        raise DecodeError(f"--out {s.out[:200]} is a file; give a folder for the head.")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".tui-decode-write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        raise DecodeError(f"Cannot write the head to {s.out[:200]} ({err.strerror or err}); "
+                          "choose a folder you can write to.") from None
+    free = shutil.disk_usage(out).free
+    if free < MIN_FREE_DISK:
+        raise DecodeError(f"Only {free // 2**20} MB free where the head goes ({s.out[:200]}); a head and its "
+                          f"checkpoint need about {MIN_FREE_DISK // 2**20} MB: free disk space or choose another "
+                          "--out.")
+
+
+def save_checkpoint(out: Path, head, optimizer, step: int, settings: TrainSettings, phase: str,
+                    curve: list | None = None) -> None:
+    import torch
+
+    buffer = io.BytesIO()
+    torch.save({"head": head.state_dict(), "config": asdict(head.config), "optimizer": optimizer.state_dict()
+                if optimizer is not None else None, "step": step, "settings": asdict(settings), "phase": phase,
+                "curve": curve or []}, buffer)
+    write_bytes(out / CHECKPOINT, buffer.getvalue(), "the training checkpoint")
+
+
+def load_checkpoint(out: Path, settings: TrainSettings) -> dict | None:
+    """The checkpoint of an interrupted run with the same settings, or None."""
+    import torch
+
+    path = out / CHECKPOINT
+    if not path.exists():
+        return None
+    try:
+        state = torch.load(str(path), map_location="cpu", weights_only=False)
+    except Exception as err:
+        raise DecodeError(f"The checkpoint {path} cannot be read ({type(err).__name__}); delete it to start "
+                          "over.") from None
+    same = {k: v for k, v in state.get("settings", {}).items() if k != "epochs"}
+    if same != {k: v for k, v in asdict(settings).items() if k != "epochs"}:
+        raise DecodeError(f"{path} is a checkpoint of a run with other settings; give another --out, or "
+                          "delete it to start over.")
+    return state
+
+
+def train_head(settings: TrainSettings, family, report: Callable[[str], None] = print,
+               progress: Callable[[str, int, int, dict], None] | None = None) -> dict:
+    """Train (or resume) and evaluate; write the head and ``training.json``; return the report."""
+    import torch
+
+    from decoders.backends.heads.eagle import EagleHead, HeadConfig
+    from decoders.backends.heads.load import save_head
+    from decoders.backends.heads.training import draft_vocabulary, evaluate, extract, new_head, train_steps
+    from decoders.models.memory import available_memory, check_memory
+    from decoders.training.corpus import Corpus
+
+    check_settings(settings)
+    out = Path(settings.out)
+    model = family.main_model
+    corpus = Corpus(settings.corpus)
+    if not corpus.samples:
+        raise DecodeError(f"The corpus {settings.corpus} is empty; grow it first (tui-decode train-head --grow "
+                          "MINUTES).")
+    samples = list(corpus.samples)
+    if settings.max_tokens:
+        kept, count = [], 0
+        for sample in samples:
+            if count >= settings.max_tokens:
+                break
+            kept.append(sample)
+            count += sample.end - sample.start
+        samples = kept
+    state = load_checkpoint(out, settings)
+    head = None
+    if state is not None:
+        config = state["config"]
+        config["aux_layers"] = tuple(config["aux_layers"])
+        head = EagleHead(HeadConfig(**config))
+        head.load_state_dict(state["head"])
+        report(f"resuming from {out / CHECKPOINT} at step {state['step']}")
+    aux = head.config.aux_layers if head is not None else None
+    from decoders.backends.heads.load import default_aux_layers, target_shape
+
+    aux = aux or default_aux_layers(target_shape(model).n_layers)
+    width = len(aux) * target_shape(model).hidden
+    n_tokens = sum(s.end - s.start for s in samples)
+    check_memory(n_tokens * (width * 2 + 16), f"the features of {n_tokens} corpus tokens", available_memory(),
+                 "in main memory", "lower --max-tokens")
+    t0 = time.monotonic()
+    features = extract(model, corpus, aux, samples,
+                       (lambda n, k: progress("features", n, len(samples), {})) if progress else None)
+    extract_rate = features.n_tokens / max(1e-9, time.monotonic() - t0)
+    report(f"features of {features.n_tokens} tokens at {extract_rate:.0f} tokens/s")
+    if head is None:
+        draft_ids = draft_vocabulary(features.labels, target_shape(model).vocab, settings.draft_vocab)
+        head = new_head(model, draft_ids, aux)
+    to_draft = torch.full((head.config.vocab,), -100, dtype=torch.long)
+    to_draft[head.draft_ids] = torch.arange(head.config.draft_vocab)
+    held = list(range(0, len(samples), settings.holdout))
+    train_ids = [i for i in range(len(samples)) if i % settings.holdout]
+    embed = model.get_input_embeddings().weight.detach()
+    last_save = [time.monotonic()]
+    started = time.monotonic()
+    train_tokens = sum(int(features.ids[i].numel()) for i in train_ids)
+    curve: list[dict] = list(state.get("curve", [])) if state else []
+
+    def on_step(step, total, loss, optimizer):
+        if progress:
+            progress("training", step, total, {"loss": loss})
+        if settings.curve_points and step % max(1, total // settings.curve_points) == 0 and step < total:
+            curve.append(curve_point(step, total))
+        if time.monotonic() - last_save[0] > CHECKPOINT_SECONDS:
+            save_checkpoint(out, head, optimizer, step, settings, "training", curve)
+            last_save[0] = time.monotonic()
+
+    def curve_point(step: int, total: int) -> dict:
+        at = evaluate(head, embed, features, held, settings.ttt, to_draft)
+        return {"step": step, "tokens_seen": round(train_tokens * settings.epochs * step / total),
+                "accept_per_depth": [round(a, 4) for a in at.accept], "mean_accepted": round(at.mean_accepted, 4)}
+
+    resume = state if state is not None and state["phase"] == "training" else None
+    optimizer = None
+    if train_ids and (state is None or resume is not None):
+        optimizer = train_steps(head, embed, features, train_ids, settings.ttt, to_draft, settings.epochs,
+                                settings.lr, settings.batch_tokens, on_step, resume, settings.seed)
+    train_seconds = time.monotonic() - started
+    save_checkpoint(out, head, optimizer, -1, settings, "done", curve)
+    result = evaluate(head, embed, features, held, settings.ttt, to_draft)
+    curve.append({"step": "end", "tokens_seen": round(train_tokens * settings.epochs),
+                  "accept_per_depth": [round(a, 4) for a in result.accept],
+                  "mean_accepted": round(result.mean_accepted, 4)})
+    summary = {"corpus": settings.corpus, "corpus_samples": len(samples), "train_tokens": train_tokens,
+               "heldout_positions": result.positions, "accept_per_depth": [round(a, 4) for a in result.accept],
+               "mean_accepted": round(result.mean_accepted, 4), "train_seconds": round(train_seconds, 1),
+               "extract_tokens_per_s": round(extract_rate, 1), "learning_curve": curve,
+               "answer_tokens_heldout_only": True, "settings": asdict(settings)}
+    save_head(head, out, extra={"tui_decode_training": summary})
+    write_text(out / REPORT, json.dumps(summary, indent=1) + "\n", "the training report")
+    return summary

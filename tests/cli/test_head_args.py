@@ -1,0 +1,36 @@
+"""A trained head from the command line and families.toml: checked before any model loads."""
+
+from __future__ import annotations
+
+import pytest
+
+from decoders.models.families import resolve_family
+from tui_decode.cli.main import build_parser
+from tui_decode.cli.main import main as cli_main
+from tui_decode.cli.model_args import family_spec
+
+
+def test_head_flag_asks_for_the_head_draft(tmp_path):
+    args = build_parser().parse_args(["run", "--head", str(tmp_path), "--prompt", "x"])
+    spec = family_spec(args)
+    assert spec.self_draft == "head" and spec.head == str(tmp_path) and spec.helper is None
+
+
+def test_a_head_that_is_no_folder_is_one_line_before_loading(tmp_path, capsys):
+    assert cli_main(["run", "--head", str(tmp_path / "missing"), "--prompt", "x"]) == 2
+    err = capsys.readouterr().err
+    assert "--head" in err and "is not a folder" in err and err.count("\n") == 1
+    assert cli_main(["run", "--head", str(tmp_path), "--self-draft", "int4", "--prompt", "x"]) == 2
+    assert "not both" in capsys.readouterr().err
+
+
+def test_families_toml_head_is_the_draft(tmp_path, monkeypatch):
+    (tmp_path / "families.toml").write_text(f'[families.h]\nmain = "bundled"\nhead = "{tmp_path}"\n')
+    monkeypatch.setenv("TUI_DECODE_CONFIG_DIR", str(tmp_path))
+    spec = resolve_family("h")
+    assert spec.self_draft == "head" and spec.head == str(tmp_path)
+    from decoders.core.errors import DecodeError
+
+    (tmp_path / "families.toml").write_text('[families.bad]\nmain = "bundled"\nhead = "x"\nself_draft_layer = 3\n')
+    with pytest.raises(DecodeError, match=r"\[families.bad\] sets `head` and another draft; keep one"):
+        resolve_family("bad")

@@ -1,0 +1,102 @@
+"""The model arguments every command shares (`--family`, `--main`, the drafts, device and dtype)
+and the `FamilySpec` they ask for, checked before any model loads."""
+
+from __future__ import annotations
+
+import argparse
+
+from decoders.core.errors import DecodeError
+from decoders.models.families import DEFAULT_FAMILY
+
+MAX_LAYERS = 1024  # an early-exit layer, before the model says how many it has (the largest have ~128)
+
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model")
+    g.add_argument("--family", help=f"a named family (default {DEFAULT_FAMILY}, the bundled offline SmolLM2-135M); "
+                                    "see `tui-decode families`")
+    g.add_argument("--main", metavar="SRC", help="main (target) model: hub id, local folder or .gguf file")
+    g.add_argument("--helper", metavar="SRC", help="helper (draft) model sharing the main model's tokenizer")
+    g.add_argument("--self-draft-layer", type=int, metavar="L",
+                   help="draft with the main model's first L layers (early exit; shares the weights)")
+    g.add_argument("--self-draft", metavar="KIND",
+                   help="draft with a weight-only KIND (int4) copy of the main model, built at load time, or with a "
+                        "trained head (head: --head FOLDER, or the head shipped for the bundled model)")
+    g.add_argument("--head", metavar="FOLDER",
+                   help="draft with the trained head in FOLDER (EAGLE-1/2, EAGLE-3 or Medusa, as published; "
+                        "implies --self-draft head)")
+    g.add_argument("--device", default=None, choices=["auto", "cpu", "cuda", "mps"], help="default auto")
+    g.add_argument("--dtype", default=None, choices=["auto", "float32", "bfloat16", "float16"],
+                   help="default auto: bfloat16 on CUDA (float16 where bf16 is missing), float32 on CPU and MPS; "
+                        "float16 on CPU: float16 weights through fbgemm, float32 activations (fast Llama backend)")
+    g.add_argument("--device-map", default=None, metavar="MAP",
+                   help="spread models larger than one GPU over every visible GPU, the CPU and disk with accelerate: "
+                        "auto, balanced, sequential, or a .json file of module name -> device; runs on the "
+                        "transformers backend")
+    g.add_argument("--cuda-graph", default=None, choices=["auto", "on", "off"],
+                   help="replay the fast backend's one-token step from a CUDA graph (default auto: on CUDA only)")
+
+
+def family_spec(args: argparse.Namespace):
+    """The FamilySpec the arguments ask for."""
+    from decoders.models.families import resolve_family
+    from decoders.models.family import FamilySpec
+
+    for flag, value in (("--family", args.family), ("--main", args.main), ("--helper", args.helper),
+                        ("--self-draft", getattr(args, "self_draft", None)), ("--head", getattr(args, "head", None)),
+                        ("--device-map", getattr(args, "device_map", None))):
+        if value is not None and not value.strip():
+            raise DecodeError(f"{flag} is empty; give it a value or leave the flag out (see `tui-decode --help`)")
+    if args.main and args.family:
+        raise DecodeError("give either --family NAME or --main SRC, not both")
+    if args.helper and args.self_draft_layer is not None:
+        raise DecodeError("give either --helper SRC or --self-draft-layer L, not both")
+    layer = args.self_draft_layer  # the model's own bound is checked once it loads; this one before
+    if layer is not None and not 1 <= layer <= MAX_LAYERS:
+        raise DecodeError(f"--self-draft-layer must be 1..{MAX_LAYERS} (the draft runs the main model's first L "
+                          f"layers, fewer than it has), got {layer}")
+    self_draft = getattr(args, "self_draft", None)
+    head = getattr(args, "head", None)
+    if head is not None:
+        from pathlib import Path
+
+        if head != "bundled" and not Path(head).expanduser().is_dir():
+            raise DecodeError(f"--head {head[:200]!r} is not a folder; give the folder of a trained head "
+                              "(config.json and model.safetensors), or train one with `tui-decode train-head`")
+        if self_draft not in (None, "head"):
+            raise DecodeError(f"give either --self-draft {self_draft} or --head FOLDER, not both")
+        self_draft = "head"
+    if self_draft is not None:
+        from decoders.models.family import SELF_DRAFT_KINDS
+
+        if self_draft not in SELF_DRAFT_KINDS:
+            raise DecodeError(f"unknown --self-draft kind {self_draft!r}; choose one of {', '.join(SELF_DRAFT_KINDS)}")
+        if args.helper or args.self_draft_layer is not None:
+            other = "--helper SRC" if args.helper else "--self-draft-layer L"
+            raise DecodeError(f"give either --self-draft {self_draft} or {other}, not both")
+    if args.main:
+        spec = FamilySpec(name="custom", main=args.main, helper=None, self_draft_layer=None,
+                          device="auto", dtype="auto", label=None)
+    else:
+        spec = resolve_family(args.family or DEFAULT_FAMILY)
+    changes = {}
+    if args.helper:
+        changes.update(helper=args.helper, self_draft_layer=None, self_draft=None)
+    if args.self_draft_layer is not None:
+        changes.update(self_draft_layer=args.self_draft_layer, helper=None, self_draft=None)
+    if self_draft is not None:
+        changes.update(self_draft=self_draft, helper=None, self_draft_layer=None)
+    if head is not None:
+        changes["head"] = head
+    if args.device:
+        changes["device"] = args.device
+    if args.dtype:
+        changes["dtype"] = args.dtype
+    if getattr(args, "device_map", None):
+        changes["device_map"] = args.device_map
+    if getattr(args, "cuda_graph", None):
+        changes["cuda_graph"] = args.cuda_graph
+    if changes:
+        from dataclasses import replace
+
+        spec = replace(spec, **changes)
+    return spec

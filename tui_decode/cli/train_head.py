@@ -1,0 +1,92 @@
+"""`tui-decode train-head`: grow a corpus of the target's own answers, train an EAGLE-3 head on it,
+and say what it would buy (held-out acceptance per depth, the cost-aware prediction)."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+
+from tui_decode.cli.numbers import bounded_int
+
+
+def bounded_float(flag: str, low: float, high: float):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} takes a number, got {text[:40]!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{flag} must be in {low:g}..{high:g}, got {text[:40]}")
+        return value
+    return parse
+
+
+def add_train_parser(sub) -> None:
+    from tui_decode.cli.main import add_threads_arg
+    from tui_decode.cli.model_args import add_model_args
+
+    p = sub.add_parser("train-head", help="train an EAGLE-3 draft head for the main model on its own answers",
+                       description="Self-distillation: the main model answers training prompts (never the "
+                                   "Spec-Bench or MT-bench ones), its hidden states are read teacher-forced, and a "
+                                   "one-layer EAGLE-3 head learns to guess its next tokens. Resumable.")
+    p.add_argument("--corpus", required=True, metavar="FOLDER",
+                   help="the corpus of the main model's answers (created if missing, grown by --grow)")
+    p.add_argument("--out", metavar="FOLDER", help="where the head goes (config.json, model.safetensors, "
+                                                   "training.json); leave out to only grow the corpus")
+    p.add_argument("--grow", type=bounded_float("--grow", 0, 24 * 60), default=0.0, metavar="MINUTES",
+                   help="first add MINUTES of new answers to the corpus (batched greedy generation)")
+    p.add_argument("--grow-batch", type=bounded_int("--grow-batch", 1, 256), default=24, metavar="N")
+    p.add_argument("--epochs", type=bounded_float("--epochs", 0.01, 100), default=4.0)
+    p.add_argument("--draft-vocab", type=bounded_int("--draft-vocab", 256, 262_144), default=8192, metavar="N",
+                   help="rows of the head's LM head: the N tokens the main model writes most often")
+    p.add_argument("--ttt", type=bounded_int("--ttt", 1, 8), default=3, metavar="D",
+                   help="training-time test: unrolled draft depths per batch (EAGLE-3)")
+    p.add_argument("--max-tokens", type=bounded_int("--max-tokens", 0, 100_000_000), default=0, metavar="N",
+                   help="train on the corpus's first N tokens only (0: all; a learning curve runs this at sizes)")
+    p.add_argument("--lr", type=bounded_float("--lr", 1e-6, 1.0), default=1e-3)
+    add_threads_arg(p)
+    add_model_args(p)
+
+
+def cmd_train_head(args: argparse.Namespace) -> int:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from decoders.training.corpus import Corpus
+    from decoders.training.grow import grow
+    from decoders.training.session import TrainSettings, check_settings, train_head
+    from tui_decode.cli.main import load_with_progress, set_threads, stdout_console
+    from tui_decode.cli.model_args import family_spec
+
+    settings = None
+    if args.out:
+        settings = TrainSettings(corpus=args.corpus, out=args.out, main=args.main or "bundled",
+                                 draft_vocab=args.draft_vocab, ttt=args.ttt, epochs=args.epochs, lr=args.lr,
+                                 max_tokens=args.max_tokens)
+        check_settings(settings)  # an unwritable or full --out fails before the model loads
+    console = stdout_console()
+    set_threads(args)
+    spec = family_spec(args)
+    spec = replace(spec, self_draft=None, head=None, helper=None, self_draft_layer=None)  # the head is what we train
+    family = load_with_progress(spec, console)
+    if args.grow:
+        corpus = Corpus(args.corpus, model=family.main_source, vocab_size=family.vocab_size, append=True)
+        grow(corpus, family, args.grow * 60, batch=args.grow_batch, report=lambda line: console.print(line))
+    if settings is None:
+        return 0
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+                  console=console) as bar:
+        tasks: dict[str, int] = {}
+
+        def progress(phase: str, n: int, total: int, info: dict) -> None:
+            if phase not in tasks:
+                tasks[phase] = bar.add_task(phase, total=total, info="")
+            text = f"loss {info['loss']:.3f}" if "loss" in info else ""
+            bar.update(tasks[phase], completed=n, total=total, info=text)
+
+        summary = train_head(settings, family, report=lambda line: bar.console.print(line), progress=progress)
+    accept = ", ".join(f"{a:.0%}" for a in summary["accept_per_depth"])
+    console.print(f"head written to {settings.out}: held-out acceptance per depth {accept}; "
+                  f"mean accepted {summary['mean_accepted']:.2f} of a {settings.ttt}-token chain "
+                  f"({summary['heldout_positions']} positions; trained on {summary['train_tokens']} tokens)")
+    return 0
