@@ -163,22 +163,18 @@ def save(result: RunResult, path: Path, exclusive: bool = False) -> Path:
 
 def read_bounded(path: Path, available: int | None = None) -> bytes:
     """The file's bytes, if this machine can hold the run they make (`bounds.max_run_bytes`; a
-    regular file's size is checked before any of it is read); DecodeError otherwise."""
-    from decoders.records.inputs import read_upto
+    regular file's size is checked before any of it is read); DecodeError otherwise, worded as
+    every bounded read's (`decoders.records.inputs.read_bytes`)."""
+    from decoders.records.inputs import read_bytes
 
     bound = max_run_bytes(available)
     try:
         info = os.stat(path)
-        if stat.S_ISREG(info.st_mode) and info.st_size > bound:
-            raise DecodeError(size_refusal(path, info.st_size, bound, available))
-        raw = read_upto(path, bound)
-    except FileNotFoundError:
-        raise DecodeError(f"no saved run at {path}; give the path of a RUN.json written by tui-decode") from None
-    except IsADirectoryError:
-        raise DecodeError(f"{path} is a folder, not a saved run; give the path of a RUN.json file") from None
-    except OSError as exc:
-        raise DecodeError(f"cannot read the saved run {path}: {exc.strerror or exc}; "
-                          "check the file and its permissions") from None
+    except OSError:
+        info = None  # read_bytes names what is wrong (missing, unreadable)
+    if info is not None and stat.S_ISREG(info.st_mode) and info.st_size > bound:
+        raise DecodeError(size_refusal(path, info.st_size, bound, available))
+    raw = read_bytes(path, "the saved run", bound + 1, "give the path of a RUN.json file written by tui-decode")
     if len(raw) > bound:
         raise DecodeError(size_refusal(path, None, bound, available))
     return raw
