@@ -14,6 +14,10 @@ $TUI_DECODE_CONFIG_DIR) and holds one table per family::
     main = "bundled"
     self_draft_layer = 20
 
+    [families.smol-llamacpp]
+    main = "bundled"
+    backend = "llamacpp"                 # llama.cpp runs the GGUF as stored (needs llama-cpp-python)
+
     [families.smol-int4]
     main = "bundled"
     self_draft = "int4"                  # an int4 copy of the main model drafts for it
@@ -24,7 +28,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, Literal, get_args
 
 import msgspec
 
@@ -72,6 +76,7 @@ class FamilyTable(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     device: Device = "auto"
     dtype: Dtype = "auto"
     label: str | None = None
+    backend: Literal["torch", "llamacpp"] = "torch"
 
     def __post_init__(self) -> None:
         if not self.main.strip():  # an empty main read the current folder
