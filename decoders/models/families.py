@@ -48,6 +48,9 @@ BUILTIN_FAMILIES: dict[str, FamilySpec] = {
         # The int4 self-draft pays best on the bundled model (README, "Adaptive draft length"):
         # early exit at layer 20 is accepted 4-26% at c 0.5-1.2 and runs at 0.22x (0.90x adaptive).
         FamilySpec(name=DEFAULT_FAMILY, main="bundled", label=BUNDLED_LABEL, self_draft="int4"),
+        # the same file run by llama.cpp's own kernels as stored (needs llama-cpp-python)
+        FamilySpec(name=f"{DEFAULT_FAMILY}-llamacpp", main="bundled", label=f"{BUNDLED_LABEL} on llama.cpp",
+                   backend="llamacpp"),
         FamilySpec(
             name="smollm2-360m",
             main="HuggingFaceTB/SmolLM2-360M-Instruct",
