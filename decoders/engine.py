@@ -205,9 +205,10 @@ class Engine:
         params = params.validated()
         method = params.method_def
         if method.needs_helper and self.helper is None:
+            drafts = "--helper SRC, --self-draft int4 or --self-draft-layer L" if _torch_backend(self.family) \
+                else "--helper FILE.gguf (llama.cpp drafts only with a GGUF helper)"
             raise DecodeError(f"{self.family.label} has no helper model, so {method.label.lower()} decoding is "
-                              "unavailable; give --helper SRC, --self-draft int4 or --self-draft-layer L, "
-                              "or pick a method that "
+                              f"unavailable; give {drafts}, or pick a method that "
                               f"needs none ({', '.join(m.name for m in all_methods() if not m.needs_helper)})")
         return params, self.prompt_ids(prompt, params)
 

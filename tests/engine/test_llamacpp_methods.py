@@ -120,6 +120,13 @@ def test_an_architecture_llama_cpp_does_not_know_is_one_line(capsys, tmp_path):
 
 
 @pytest.mark.model
+def test_speculative_without_a_helper_on_llama_cpp_names_the_gguf_helper(capsys):
+    assert cli_main(["run", "--backend", "llamacpp", "--method", "spec", "--prompt", "x"]) == 2
+    err = capsys.readouterr().err
+    assert "--helper FILE.gguf" in err and "int4" not in err, err
+
+
+@pytest.mark.model
 def test_a_context_longer_than_the_model_is_one_line(capsys):
     assert cli_main(["run", "--backend", "llamacpp", "--method", "ar", "--prompt", "x",
                      "--max-new-tokens", "9000"]) == 2
