@@ -255,12 +255,11 @@ class LlamaCppBackend:
         from decoders.backends.hf import checked_rows
 
         torch = self._torch
-        if isinstance(rows, torch.Tensor):
-            rows = rows.reshape(-1).tolist()
+        listed = rows.reshape(-1).tolist() if isinstance(rows, torch.Tensor) else list(rows)
         start = int(start)
         if not 0 <= start <= self._length:
             raise ValueError(f"start must be in 0..{self._length}, got {start}")
-        rows = checked_rows(rows, self._length - start)
+        rows = checked_rows(listed, self._length - start)
         pending = self._pending
         if pending is None or pending[0] != start:
             if pending is not None:
@@ -330,7 +329,7 @@ class LlamaCppBackend:
         if len(leaves) > self.n_seq - 2:
             raise NotImplementedError(f"a tree of {len(leaves)} leaves is more than the {self.n_seq - 2} sequences "
                                       "this llama.cpp context holds for one")
-        node_seqs = [[] for _ in range(n)]
+        node_seqs: list[list[int]] = [[] for _ in range(n)]
         for s, leaf in enumerate(leaves, start=1):
             for j in nodes:
                 if rows[leaf][j]:
@@ -355,6 +354,7 @@ class LlamaCppBackend:
 
     def _drop_tree(self) -> None:
         """Free every node of the tree just run (they are the last cells: nothing is left out of order)."""
+        assert self._pending is not None
         start, leaves = self._pending[0], self._pending[1]
         for s in range(1, leaves + 1):
             self.lib.llama_memory_seq_rm(self.memory, s, -1, -1)
