@@ -48,9 +48,21 @@ def _early_exit_layer(family: Family) -> int | None:
     """The early-exit layer the family's helper drafts with (None: a helper model of its own, a
     quantized self-draft, or no helper)."""
     if (family.helper is not None and getattr(family, "helper_model", None) is None
-            and not getattr(family, "self_draft", None)):
+            and not getattr(family, "self_draft", None) and _torch_backend(family)):
         return getattr(family.helper, "n_layers", None)
     return None
+
+
+def _torch_backend(family: Family) -> bool:
+    """Whether torch runs the family (llama.cpp has no early exit and no torch modules to draft from)."""
+    return getattr(family, "backend", "torch") == "torch"
+
+
+def _own_helper_model(family: Family) -> bool:
+    """Whether the family's helper is a model of its own (a transformers module, or a GGUF on llama.cpp)."""
+    if getattr(family, "helper_model", None) is not None:
+        return True
+    return not _torch_backend(family) and family.helper is not None
 
 
 class Engine:
@@ -76,7 +88,7 @@ class Engine:
         self_draft = getattr(family, "self_draft", None)
         if self_draft and family.helper is not None:
             self._self_drafts[self_draft] = family.helper
-        self._own_helper = family if getattr(family, "helper_model", None) is not None else None
+        self._own_helper = family if _own_helper_model(family) else None
 
     @property
     def has_helper(self) -> bool:
@@ -86,7 +98,7 @@ class Engine:
     def draft_layers(self) -> int:
         """The main model's layer count when it may draft for itself by early exit (no helper
         model of its own), else 0."""
-        if getattr(self.family, "helper_model", None) is not None:
+        if _own_helper_model(self.family) or not _torch_backend(self.family):
             return 0
         layers = int(getattr(self.family.main, "n_layers", 0) or 0)
         return layers if layers > 1 else 0
@@ -193,9 +205,10 @@ class Engine:
         params = params.validated()
         method = params.method_def
         if method.needs_helper and self.helper is None:
+            drafts = "--helper SRC, --self-draft int4 or --self-draft-layer L" if _torch_backend(self.family) \
+                else "--helper FILE.gguf (llama.cpp drafts only with a GGUF helper)"
             raise DecodeError(f"{self.family.label} has no helper model, so {method.label.lower()} decoding is "
-                              "unavailable; give --helper SRC, --self-draft int4 or --self-draft-layer L, "
-                              "or pick a method that "
+                              f"unavailable; give {drafts}, or pick a method that "
                               f"needs none ({', '.join(m.name for m in all_methods() if not m.needs_helper)})")
         return params, self.prompt_ids(prompt, params)
 

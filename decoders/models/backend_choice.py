@@ -147,6 +147,11 @@ def self_draft_for(family, kind: str) -> Backend:
 
     if kind not in SELF_DRAFT_KINDS:
         raise DecodeError(f"Unknown self-draft kind {kind!r}; choose one of {', '.join(SELF_DRAFT_KINDS)}.")
+    if getattr(family, "backend", "torch") != "torch":
+        from decoders.models.family import FamilySpec
+        from decoders.models.llamacpp_family import check_backend
+
+        check_backend(FamilySpec(name="", main="bundled", self_draft=kind, backend=family.backend))
     main_model = getattr(family, "main_model", None)
     if kind == "head":
         backend = trained_head(family.main, main_model, getattr(family, "head_source", None))

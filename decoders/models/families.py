@@ -14,6 +14,10 @@ $TUI_DECODE_CONFIG_DIR) and holds one table per family::
     main = "bundled"
     self_draft_layer = 20
 
+    [families.smol-llamacpp]
+    main = "bundled"
+    backend = "llamacpp"                 # llama.cpp runs the GGUF as stored (needs llama-cpp-python)
+
     [families.smol-int4]
     main = "bundled"
     self_draft = "int4"                  # an int4 copy of the main model drafts for it
@@ -24,7 +28,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, Literal, get_args
 
 import msgspec
 
@@ -44,6 +48,9 @@ BUILTIN_FAMILIES: dict[str, FamilySpec] = {
         # The int4 self-draft pays best on the bundled model (README, "Adaptive draft length"):
         # early exit at layer 20 is accepted 4-26% at c 0.5-1.2 and runs at 0.22x (0.90x adaptive).
         FamilySpec(name=DEFAULT_FAMILY, main="bundled", label=BUNDLED_LABEL, self_draft="int4"),
+        # the same file run by llama.cpp's own kernels as stored (needs llama-cpp-python)
+        FamilySpec(name=f"{DEFAULT_FAMILY}-llamacpp", main="bundled", label=f"{BUNDLED_LABEL} on llama.cpp",
+                   backend="llamacpp"),
         FamilySpec(
             name="smollm2-360m",
             main="HuggingFaceTB/SmolLM2-360M-Instruct",
@@ -72,6 +79,7 @@ class FamilyTable(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     device: Device = "auto"
     dtype: Dtype = "auto"
     label: str | None = None
+    backend: Literal["torch", "llamacpp"] = "torch"
 
     def __post_init__(self) -> None:
         if not self.main.strip():  # an empty main read the current folder

@@ -57,6 +57,7 @@ class FamilySpec:
     # the models over every visible GPU, the CPU and disk with accelerate (transformers backend)
     device_map: str | dict | None = None
     cuda_graph: str = "auto"  # the fast backend's one-token step from a CUDA graph: auto (CUDA only), on, off
+    backend: str = "torch"  # or "llamacpp": GGUF files run by llama.cpp as stored (`decoders.backends.llamacpp`)
 
 
 @dataclass(eq=False)
@@ -79,6 +80,8 @@ class Family:
     self_draft: str | None = None  # "int4" when the helper is a quantized copy of the main model, "head"
     head_source: str | None = None  # the folder of the trained head this family may draft with
     device_map: str | None = None  # how a device map spread the models ("auto", or "N entries")
+    backend: str = "torch"  # what runs the models: "torch" or "llamacpp"
+    stored_as: str | None = None  # llama.cpp: the weights' type as the GGUF stores them (e.g. "Q4_1")
     _display_table: list[str | None] = field(default_factory=list, init=False, repr=False)
     _token_bytes: Callable[[str], bytes | None] | None = field(default=None, init=False, repr=False)
     _special_ids: frozenset[int] = field(default=frozenset(), init=False, repr=False)
@@ -124,13 +127,16 @@ class Family:
         dtype = str(self.dtype).removeprefix("torch.")
         if dtype == "float16" and str(self.device) == "cpu":
             from decoders.backends.fp16_cpu import DESCRIPTION as dtype
+        if self.backend != "torch":
+            dtype = f"{self.stored_as or 'as stored'} (llama.cpp)"
         return {
             "label": self.label,
             "main": self.main_source,
             "helper": self.helper_source,
             "device": str(self.device),
             "dtype": dtype,
-        } | ({"device_map": self.device_map} if self.device_map else {})
+        } | ({"device_map": self.device_map} if self.device_map else {}) \
+            | ({"backend": self.backend} if self.backend != "torch" else {})
 
     def _prepare_display(self) -> None:
         tokenizer = self.tokenizer
@@ -169,6 +175,10 @@ def default_draft_layer(n_layers: int) -> int:
 def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bool = True) -> Family:
     """Load the models of ``spec``. Every user-fixable problem raises a one-line DecodeError."""
     report = progress or (lambda message, fraction: None)
+    if spec.backend != "torch":
+        from decoders.models.llamacpp_family import load_llamacpp_family
+
+        return load_llamacpp_family(spec, report)
     if spec.helper and spec.self_draft_layer is not None:
         raise DecodeError(
             f"Family {spec.name!r} names both a helper model and a self-draft layer; choose one of the two."
@@ -326,7 +336,11 @@ def context_length(model, tokenizer) -> int:
     """Positions the model was trained for, capped by the tokenizer's limit when it states one."""
     config = model.config
     text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
-    length = int(getattr(text_config, "max_position_embeddings", 0) or 2048)
+    return context_length_of(int(getattr(text_config, "max_position_embeddings", 0) or 2048), tokenizer)
+
+
+def context_length_of(length: int, tokenizer) -> int:
+    """``length`` capped by the tokenizer's limit when it states one."""
     tokenizer_limit = getattr(tokenizer, "model_max_length", None)
     if isinstance(tokenizer_limit, int) and 0 < tokenizer_limit < 1_000_000:
         length = min(length, tokenizer_limit)

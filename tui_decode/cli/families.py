@@ -51,8 +51,18 @@ def draft_text(spec) -> str:
     return "-"
 
 
+def backend_text(spec) -> str:
+    """What runs ``spec``'s models, and whether llama.cpp could (a GGUF main model)."""
+    if getattr(spec, "backend", "torch") == "llamacpp":
+        return "llama.cpp"
+    main = str(spec.main)
+    return "torch (or --backend llamacpp)" if main == BUNDLED or main.lower().endswith(".gguf") else "torch"
+
+
 def other_drafts(spec) -> str:
     """The other drafts ``spec`` may use, each with its flag."""
+    if getattr(spec, "backend", "torch") == "llamacpp":
+        return "a GGUF helper (--helper FILE.gguf); early exit, int4 and heads need --backend torch"
     options = []
     if not spec.self_draft_layer:
         options.append("early exit (--self-draft-layer L)")
@@ -71,8 +81,9 @@ def families_table(families: dict, config_file: Path) -> Table:
     table = Table(title=f"model families (config: {config_file})",
                   caption="int4: a 4-bit copy of the main model drafts for it, built when the family loads "
                           '(self_draft = "int4" in the config file makes it the default)', caption_justify="left")
-    for col in ("name", "main", "draft", "may also draft with", "device", "dtype"):
+    for col in ("name", "main", "draft", "may also draft with", "backend", "device", "dtype"):
         table.add_column(col, overflow="fold")  # a narrow terminal breaks a long id, never cuts it
     for name, spec in families.items():
-        table.add_row(name, spec.main, draft_text(spec), other_drafts(spec), spec.device, spec.dtype)
+        table.add_row(name, spec.main, draft_text(spec), other_drafts(spec), backend_text(spec), spec.device,
+                      spec.dtype)
     return table

@@ -24,6 +24,9 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--head", metavar="FOLDER",
                    help="draft with the trained head in FOLDER (EAGLE-1/2, EAGLE-3 or Medusa, as published; "
                         "implies --self-draft head)")
+    g.add_argument("--backend", default=None, choices=["torch", "llamacpp"],
+                   help="what runs GGUF models: torch (dequantised to float32; default) or llamacpp (llama.cpp's own "
+                        "kernels on the weights as stored; needs llama-cpp-python)")
     g.add_argument("--device", default=None, choices=["auto", "cpu", "cuda", "mps"], help="default auto")
     g.add_argument("--dtype", default=None, choices=["auto", "float32", "bfloat16", "float16"],
                    help="default auto: bfloat16 on CUDA (float16 where bf16 is missing), float32 on CPU and MPS; "
@@ -87,6 +90,12 @@ def family_spec(args: argparse.Namespace):
         changes.update(self_draft=self_draft, helper=None, self_draft_layer=None)
     if head is not None:
         changes["head"] = head
+    backend = getattr(args, "backend", None)
+    if backend:
+        changes["backend"] = backend
+        if backend == "llamacpp" and self_draft is None and args.self_draft_layer is None and not args.helper:
+            # the family's own int4 or head draft is built from torch weights: on llama.cpp it has none
+            changes.update(self_draft=None, head=None)
     if args.device:
         changes["device"] = args.device
     if args.dtype:
