@@ -57,7 +57,8 @@ class FamilySpec:
     # the models over every visible GPU, the CPU and disk with accelerate (transformers backend)
     device_map: str | dict | None = None
     cuda_graph: str = "auto"  # the fast backend's one-token step from a CUDA graph: auto (CUDA only), on, off
-    backend: str = "torch"  # "torch", or "llamacpp": GGUF files run by llama.cpp as stored (`decoders.backends.llamacpp`)
+    # "torch", or "llamacpp": GGUF files run by llama.cpp as stored (`decoders.backends.llamacpp`)
+    backend: str = "torch"
 
 
 @dataclass(eq=False)

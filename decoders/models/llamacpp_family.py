@@ -109,7 +109,8 @@ def load_llamacpp_family(spec, report: LoadProgress):
         helper_model = LlamaModel(helper_path) if helper_path != main_path else main_model
         if helper_model.vocab_size != main_model.vocab_size:
             raise DecodeError(f"Helper {spec.helper} has a vocabulary of {helper_model.vocab_size} tokens but main "
-                              f"{spec.main} has {main_model.vocab_size}; helpers must share the main model's tokenizer.")
+                              f"{spec.main} has {main_model.vocab_size}; helpers must share the main model's "
+                              "tokenizer.")
         if helper_path != main_path:
             helper_tokenizer = gguf_tokenizer(helper_path)
             if helper_tokenizer.get_vocab() != tokenizer.get_vocab():
