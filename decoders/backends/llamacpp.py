@@ -23,7 +23,7 @@ from __future__ import annotations
 import ctypes
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, cast
 
 from decoders.core.errors import DecodeError
 
@@ -244,12 +244,11 @@ class LlamaCppBackend:
         from decoders.backends.hf import checked_rows
 
         torch = self._torch
-        if isinstance(rows, torch.Tensor):
-            rows = rows.reshape(-1).tolist()
+        given = cast("Sequence[int]", rows.reshape(-1).tolist() if isinstance(rows, torch.Tensor) else rows)
         start = int(start)
         if not 0 <= start <= self._length:
             raise ValueError(f"start must be in 0..{self._length}, got {start}")
-        rows = checked_rows(rows, self._length - start)
+        rows = checked_rows(given, self._length - start)
         pending = self._pending
         if pending is None or pending[0] != start:
             if pending is not None:
@@ -309,7 +308,7 @@ class LlamaCppBackend:
         if len(leaves) >= self.n_seq:
             raise NotImplementedError(f"a tree of {len(leaves)} leaves is more than the {self.n_seq - 1} sequences "
                                       "this llama.cpp context holds")
-        node_seqs = [[] for _ in range(n)]
+        node_seqs: list[list[int]] = [[] for _ in range(n)]
         for s, leaf in enumerate(leaves, start=1):
             for j in nodes:
                 if rows[leaf][j]:
@@ -333,6 +332,7 @@ class LlamaCppBackend:
             self.lib.llama_memory_seq_cp(self.memory, 0, s, 0, self._length)
 
     def _drop_tree(self) -> None:
+        assert self._pending is not None  # called only with a tree pending
         start = self._pending[0]
         self.lib.llama_memory_seq_keep(self.memory, 0)
         self.lib.llama_memory_seq_rm(self.memory, 0, start, -1)
