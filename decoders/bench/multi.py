@@ -240,7 +240,7 @@ def run_backends(families: Mapping[str, Family], prompts: Sequence[BenchPrompt],
 
     total = len(runs) * repeats
     for repeat in range(repeats):
-        for index, (prompt, ids) in enumerate(runs):
+        for index, (prompt, prompt_ids) in enumerate(runs):
             number = repeat * len(runs) + index + 1
             order = lanes if number % 2 == 1 else lanes[::-1]  # who goes first alternates by prompt
             for lane in order:
@@ -253,7 +253,7 @@ def run_backends(families: Mapping[str, Family], prompts: Sequence[BenchPrompt],
                 record_labels = [row.label for row in lane.rows] if record_overhead_every else []
                 measurer = PromptMeasurer(lane.family, lane.rows, base, record_labels, tick, lane.reference)
                 with_twins = bool(record_labels) and (number - 1) % record_overhead_every == 0
-                sample = measurer.measure(prompt, ids[lane.backend], repeat, flip=lane.twins % 2 == 1,
+                sample = measurer.measure(prompt, prompt_ids[lane.backend], repeat, flip=lane.twins % 2 == 1,
                                           record_twins=with_twins)
                 sample.backend = lane.backend
                 lane.samples.append(sample)
@@ -277,8 +277,8 @@ def run_backends(families: Mapping[str, Family], prompts: Sequence[BenchPrompt],
         ar = figs.overall[BASELINE]
         floor = bandwidth_floor(best, info["weight_bytes"], ar.ours.ms_per_token, ar.ours.decode_step_ms,
                                 ar.theirs.ms_per_token if ar.theirs else None)
-        rows = {BASELINE: BASELINE, **{row.label: row.method for row in lane.rows}}
-        targets += _lane_targets(lane, evaluate_targets(figs, rows, lane.samples, floor.floor_ms,
+        methods_of = {BASELINE: BASELINE, **{row.label: row.method for row in lane.rows}}
+        targets += _lane_targets(lane, evaluate_targets(figs, methods_of, lane.samples, floor.floor_ms,
                                                         lane.reference.ar_goal))
         sides[lane.backend] = BackendSide(
             backend=lane.backend, label=lane.label, family=info, floor=floor, verify_cost_curve=curves[lane.backend],

@@ -372,7 +372,8 @@ def prompt_table(report: BenchReport) -> str:
     for s in report.samples:
         ours_ar, theirs_ar = s.ours[BASELINE], s.theirs[BASELINE]
         row = [f"q{s.question_id}" + (f" r{s.repeat + 1}" if report.settings["repeats"] > 1 else "")]
-        row += [shown.get(s.backend, s.backend)] if several else []
+        backend = known(s.backend) or ""
+        row += [shown.get(backend, backend)] if several else []
         row += [group_label(s.group), str(s.prompt_tokens), _num(ours_ar.ms_per_token, 1),
                _num(theirs_ar.ms_per_token, 1),
                "yes" if ours_ar.ids == theirs_ar.ids else f"no @{first_divergence(ours_ar.ids, theirs_ar.ids)}"]
