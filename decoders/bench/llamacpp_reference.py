@@ -55,8 +55,8 @@ class LlamaCppReference:
 
     name = LLAMACPP_REFERENCE  # how the report names this side
     short = "lcpp"  # its column prefix
-    ar_goal = ArGoal("ar_vs_llama_cpp", "autoregressive ms/token vs llama-cpp-python's own greedy loop",
-                     AR_RATIO_TARGET, "llama-cpp-python")
+    ar_goal = ArGoal("ar_vs_llama_cpp", "autoregressive decode ms/token vs llama-cpp-python's own greedy loop",
+                     AR_RATIO_TARGET, "llama-cpp-python", decode=True)
     # assisted generation has no llama-cpp-python counterpart here (`Drafts.reference_for` sets these)
     helper_model = None
     early_exit_layer: int | None = None

@@ -218,21 +218,23 @@ def backends_floor_section(report: BenchReport) -> str:
     its AR and its reference's against it, and its verify-cost curve."""
     sides = list(report.sides.values())
     header = ["backend", "weights read per forward", "floor", "AR ms/token", "x floor", "AR decode ms/token",
-              "one-token step", "x floor", "reference", "ref AR ms/token", "ref decode ms/token", "AR ours/ref"]
+              "one-token step", "x floor", "reference", "ref AR ms/token", "ref decode ms/token", "AR ours/ref",
+              "AR decode ours/ref"]
     rows = []
     for side in sides:
         f = side.floor
         stats = report.overall.get(on_backend(BASELINE, side.backend))
         ours_decode = theirs_decode = ratio = None
         if stats is not None:
-            ours_decode = _pooled_decode(report, side.backend, "ours")
-            theirs_decode = _pooled_decode(report, side.backend, "theirs")
+            ours_decode = stats.ours.decode_ms_per_token
+            theirs_decode = stats.theirs.decode_ms_per_token if stats.theirs else None
             ratio = known(stats.ratio_ms_per_token)
         stored = str(side.family.get("dtype")).removesuffix(" (llama.cpp)")
         rows.append([side.label, f"{f.weight_bytes / 1e6:.1f} MB ({stored})", f"{_ms(f.floor_ms)} ms",
                      _ms(f.ours_ms_per_token), _num(f.ours_ms_per_token_x_floor), _ms(ours_decode),
                      _ms(f.ours_decode_step_ms), _num(f.ours_decode_step_x_floor), side.reference,
-                     _ms(f.transformers_ms_per_token), _ms(theirs_decode), _num(ratio)])
+                     _ms(f.transformers_ms_per_token), _ms(theirs_decode), _num(ratio),
+                     _num(ours_decode / theirs_decode if ours_decode and theirs_decode else None)])
     speeds = ", ".join(f"{b['gb_per_s']:.1f}" for b in report.bandwidth["runs"])
     lines = [_table(header, rows), "",
              f"- read bandwidth measured in this run: {report.floor.gb_per_s:.1f} GB/s (best of {speeds} GB/s); "
@@ -243,21 +245,6 @@ def backends_floor_section(report: BenchReport) -> str:
         lines.append(curve_line(side.verify_cost_curve).replace("- verify-cost curve", f"- {side.label}: verify-cost "
                                                                                          "curve", 1))
     return "\n".join(lines)
-
-
-def _pooled_decode(report: BenchReport, backend: str, side: str) -> float | None:
-    """AR's decode ms/token on ``backend``, pooled over its prompt runs (time after the first token
-    over the tokens after it); None where the side's runs do not time their first token."""
-    time_ms = tokens = 0.0
-    for sample in report.samples:
-        if sample.backend != backend:
-            continue
-        entry = (sample.ours if side == "ours" else sample.theirs).get(BASELINE)
-        if entry is None or entry.decode_ms_per_token is None or entry.tokens < 2:
-            return None
-        time_ms += entry.decode_ms_per_token * (entry.tokens - 1)
-        tokens += entry.tokens - 1
-    return time_ms / tokens if tokens else None
 
 
 def agreement_table(report: BenchReport) -> str:
