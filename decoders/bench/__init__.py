@@ -18,6 +18,7 @@ Modules, one per concern:
 * `prompts`   - Spec-Bench JSONL files, task groups, round-robin selection;
 * `machine`   - memory read bandwidth, load average, the bandwidth floor;
 * `reference` - transformers' `generate()` counterparts (only the benchmark imports it);
+* `llamacpp_reference` - llama-cpp-python's own loop, the llama.cpp backend's counterparts;
 * `measure`   - one prompt, ours beside transformers', into typed entries;
 * `aggregate` - entries pooled per method, overall and per task group;
 * `targets`   - the benchmark's targets judged from those figures;
@@ -25,6 +26,7 @@ Modules, one per concern:
 * `drafts`    - each row resolved against the family: its draft (built once per run), its counterpart;
 * `suite`     - the whole benchmark into a `BenchReport`;
 * `sweep`     - one parameter swept against Theorem 3.8 into a `SweepReport`;
+* `multi`     - the same model on several backends in one run (`--backends torch,llamacpp`);
 * `files`     - report.json read back (`load_report`), every field checked by the report's declared type;
 * `report`    - report.md and report.json (`to_json()` of either report, a msgspec Struct).
 

@@ -39,6 +39,9 @@ class SideStats(Record, kw_only=True, omit_defaults=True):
     all_identical: bool | None = None
     matches_transformers: int | None = None
     decode_step_ms: float | None = None
+    # the time after the first token over the tokens after it, pooled (the decode loop without the
+    # prefill); None where a run did not time its first token (transformers' generate())
+    decode_ms_per_token: float | None = None
     verify_cost: float | None = None
     # `Theorem`'s fields, pooled
     alpha_hat: float | None | UnsetType = UNSET
@@ -83,6 +86,7 @@ class SideStats(Record, kw_only=True, omit_defaults=True):
             all_identical=all(flags) if flags else None,
             matches_transformers=sum(matches) if matches else None,
             decode_step_ms=rounded(mean(e.decode_step_ms for e in ours)),
+            decode_ms_per_token=_pooled_decode(entries),
             verify_cost=rounded(mean(d.verify_cost for d in drafting)),
             **(msgspec.structs.asdict(theorem) if theorem is not None else {}),
         )
@@ -95,6 +99,15 @@ class SideStats(Record, kw_only=True, omit_defaults=True):
     @property
     def theorem(self) -> Theorem | None:
         return Theorem.view(self)
+
+
+def _pooled_decode(entries: Sequence[OursEntry | TheirsEntry]) -> float | None:
+    """Decode ms/token over every run: their time after the first token over their tokens after it."""
+    timed = [e for e in entries if e.tokens > 1]
+    if not timed or any(e.decode_ms_per_token is None for e in timed):
+        return None
+    tokens = sum(e.tokens - 1 for e in timed)
+    return rounded(sum((e.decode_ms_per_token or 0.0) * (e.tokens - 1) for e in timed) / tokens)
 
 
 def speedup_spread(entries: Sequence[OursEntry | TheirsEntry], speedup: float | None) -> float | None:

@@ -3,6 +3,7 @@ field that a report may leave out (``UNSET``: the key is not in report.json)."""
 
 from __future__ import annotations
 
+import re
 import statistics
 from typing import Iterable, TypeVar
 
@@ -39,3 +40,23 @@ def off_by(measured: float | None, predicted: float | None, digits: int = 4) -> 
 def known(value: T | UnsetType) -> T | None:
     """A field's value, None where the report leaves it out (UNSET)."""
     return None if isinstance(value, UnsetType) else value
+
+
+#: How a row label carries the backend it ran on in a run of several (`decoders.bench.multi`):
+#: "ar [llama.cpp]", "pld[branches 3] [torch]".
+BACKEND_LABELS = {"torch": "torch", "llamacpp": "llama.cpp"}
+_ON_BACKEND = re.compile(r"^(.*\S) \[(" + "|".join(re.escape(v) for v in BACKEND_LABELS.values()) + r")\]$", re.S)
+
+
+def on_backend(label: str, backend: str) -> str:
+    """``label`` as the row of ``backend`` ("torch", "llamacpp"): "ar" -> "ar [llama.cpp]"."""
+    return f"{label} [{BACKEND_LABELS.get(backend, backend)}]"
+
+
+def split_backend(label: str) -> tuple[str, str | None]:
+    """A row label without its backend, and the backend ("llamacpp"); None where it carries none."""
+    match = _ON_BACKEND.match(label)
+    if not match:
+        return label, None
+    names = {shown: key for key, shown in BACKEND_LABELS.items()}
+    return match.group(1), names[match.group(2)]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 from decoders.bench.common import BASELINE
-from decoders.bench.reference import HFReference
+from decoders.bench.reference import Reference
 from decoders.bench.variants import DRAFT_KINDS, Variant
 from decoders.core.declarations import all_methods, get_method
 from decoders.core.errors import DecodeError
@@ -43,14 +43,15 @@ class Row:
     variant: Variant
     params: DecodeParams
     family: Family
-    reference: HFReference
+    reference: Reference
 
     label = property(lambda self: self.variant.label)
     method = property(lambda self: self.variant.method)
 
     @property
     def counterpart(self) -> str | None:
-        """transformers' ``generate()`` call measured beside this row; None: none exists."""
+        """The reference's call measured beside this row (transformers' ``generate()``, or
+        llama-cpp-python's loop on the llama.cpp backend); None: none exists."""
         return self.reference.counterpart(self.method, self.params)
 
     @property
@@ -68,7 +69,7 @@ class Row:
 class Drafts:
     """The family's drafts, each built at most once per bench run."""
 
-    def __init__(self, family: Family, reference: HFReference, early_exit_layer: int | None = None):
+    def __init__(self, family: Family, reference: Reference, early_exit_layer: int | None = None):
         self.family, self.reference = family, reference
         self.own = own_draft(family)
         self.early_exit_layer = early_exit_layer
@@ -147,7 +148,7 @@ class Drafts:
         return dataclasses.replace(family, helper=backend, helper_model=None, self_draft=kind,
                                    helper_source=getattr(backend, "source", None) or f"{kind} self-draft")
 
-    def reference_for(self, variant: Variant) -> HFReference:
+    def reference_for(self, variant: Variant) -> Reference:
         """transformers configured for ``variant``'s draft: assistant_early_exit at its layer for an
         early exit, none for an int4 self-draft or a trained head (transformers has no such assistant)."""
         if variant.draft is None or variant.draft == self.own:

@@ -18,7 +18,7 @@ from decoders.analysis.summary import Summary, first_divergence
 from decoders.analysis.timing import paired_drift
 from decoders.bench.common import BASELINE
 from decoders.bench.prompts import BenchPrompt
-from decoders.bench.reference import HFReference, HFRun
+from decoders.bench.reference import HFRun, Reference
 from decoders.core.params import DecodeParams
 from decoders.records.codec import Record
 from decoders.records.run import Run, RunResult
@@ -127,6 +127,7 @@ class OursEntry(Record, kw_only=True, omit_defaults=True):
     matches_transformers: bool | None = None  # None: transformers has no counterpart
     transformers_divergence: int | None | UnsetType = UNSET
     timing_noise: float | None = None  # relative: how far the machine's step moved on this prompt (`timing_noise`)
+    decode_ms_per_token: float | None = None  # after the first token: the decode loop without the prefill
 
     @classmethod
     def of_run(cls, result: RunResult) -> OursEntry:
@@ -183,9 +184,11 @@ def timing_noise(result: RunResult) -> float | None:
 def _timing(run: Run) -> dict[str, Any]:
     tokens, wall = len(run.ids), run.time_ms["wall"]
     assert wall is not None  # every run times its wall clock
+    decode = run.time_ms.get("decode")
     return {"method": run.method, "label": run.label, "tokens": tokens, "wall_ms": wall,
             "ms_per_token": round(wall / max(tokens, 1), 3), "finish": run.finish,
-            "decode_step_ms": run.time_ms.get("main_fwd_mean"), "ids": run.ids}
+            "decode_step_ms": run.time_ms.get("main_fwd_mean"), "ids": run.ids,
+            "decode_ms_per_token": round(decode / (tokens - 1), 3) if decode is not None and tokens > 1 else None}
 
 
 class TheirsEntry(Record, kw_only=True, omit_defaults=True):
@@ -205,14 +208,18 @@ class TheirsEntry(Record, kw_only=True, omit_defaults=True):
     identical: bool | None = None  # None: this is the greedy run itself
     first_divergence: int | None | UnsetType = UNSET
     speedup: float | None = None
+    first_token_ms: float | None = None  # where the loop yields its tokens (llama-cpp-python's)
+    decode_ms_per_token: float | None = None  # after the first token, where it is known
 
     @classmethod
     def of(cls, run: HFRun, ar_ids: list[int] | None) -> TheirsEntry:
         compared: dict[str, Any] = {}
         if ar_ids is not None:
             compared = {"identical": run.ids == ar_ids, "first_divergence": first_divergence(ar_ids, run.ids)}
-        return cls(**dataclasses.asdict(run), tokens=len(run.ids), ms_per_token=round(run.ms_per_token, 3),
-                   tau=None if run.tau is None else round(run.tau, 3), **compared)
+        tokens, first = len(run.ids), run.first_token_ms
+        decode = round((run.wall_ms - first) / (tokens - 1), 3) if first is not None and tokens > 1 else None
+        return cls(**dataclasses.asdict(run), tokens=tokens, ms_per_token=round(run.ms_per_token, 3),
+                   tau=None if run.tau is None else round(run.tau, 3), decode_ms_per_token=decode, **compared)
 
 
 class Sample(Record):
@@ -227,6 +234,8 @@ class Sample(Record):
     theirs: dict[str, TheirsEntry] = msgspec.field(default_factory=dict)
     record_on: dict[str, OursEntry] = msgspec.field(default_factory=dict)
     text: str = ""
+    # in a run on several backends (`decoders.bench.multi`): the one these runs are on (else left out)
+    backend: str | UnsetType = UNSET
 
     def __post_init__(self) -> None:
         for per in (self.ours, self.record_on):  # a report that does not name an entry's method: its row's
@@ -259,7 +268,7 @@ class PromptMeasurer:
     """
 
     def __init__(self, family: Family, rows: Sequence[Row], base: DecodeParams, record_labels: Sequence[str],
-                 tick: Callable[[str], None], reference: HFReference):
+                 tick: Callable[[str], None], reference: Reference):
         self.family, self.rows, self.base = family, rows, base
         self.record_labels, self.tick, self.reference = record_labels, tick, reference
 
@@ -272,7 +281,7 @@ class PromptMeasurer:
         self.tick("ours ar")
         for event in engine.stream(prompt.text, params):
             if isinstance(event, PhaseStarted) and event.phase == "method":
-                self.tick("transformers ar")
+                self.tick(f"{self.reference.name} ar")
                 theirs_ar = self.reference.greedy(ids, params.max_new_tokens)
                 self.tick(label)
             elif isinstance(event, RunResult):
@@ -311,7 +320,7 @@ class PromptMeasurer:
             call = row.counterpart
             if call is not None:
                 if call not in shared:
-                    self.tick(f"transformers {label}")
+                    self.tick(f"{row.reference.name} {label}")
                     shared[call] = row.reference.run(row.method, ids, params)
                 counterpart = shared[call]
                 if counterpart is not None and theirs_ar_run is not None:

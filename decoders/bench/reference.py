@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Collection, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Collection, Iterator, Protocol, Sequence
 
 from decoders.bench.common import BASELINE
 from decoders.core.declarations import Counterpart, get_method
@@ -43,6 +43,7 @@ class HFRun:
     target_forwards: int
     draft_forwards: int
     finish: str  # eos | length
+    first_token_ms: float | None = None  # the time to the first token, where the loop yields it (llama.cpp's)
 
     @property
     def ms_per_token(self) -> float:
@@ -51,6 +52,47 @@ class HFRun:
     @property
     def tau(self) -> float | None:
         return len(self.ids) / self.target_forwards if self.target_forwards else None
+
+
+@dataclass(frozen=True)
+class ArGoal:
+    """The target our autoregressive decoding is judged by against a reference's: ms/token ours over
+    theirs at most ``limit`` (``other``: how the target's line names their side). ``decode``: judged on
+    decode ms/token (after the first token: the loop alone), where both sides time their first token;
+    the prefill is then the same call on both sides, and on long prompts its time would swamp the loop's."""
+
+    key: str
+    text: str
+    limit: float
+    other: str
+    decode: bool = False
+
+
+#: Our autoregressive ms/token at most this share of transformers' generate().
+AR_RATIO_TARGET = 0.8
+
+
+class Reference(Protocol):
+    """What the bench needs of the other side it measures every row beside: transformers'
+    `HFReference` on the torch backend, llama-cpp-python's own loop
+    (`decoders.bench.llamacpp_reference.LlamaCppReference`) on the llama.cpp backend."""
+
+    name: str  # "transformers", "llama-cpp-python"
+    short: str  # the report's column prefix: "tf", "lcpp"
+    ar_goal: ArGoal
+    helper_model: Any
+    early_exit_layer: int | None
+
+    @property
+    def has_assistant(self) -> bool: ...
+
+    def available(self, method: str) -> bool: ...
+
+    def counterpart(self, method: str, params: DecodeParams) -> str | None: ...
+
+    def greedy(self, prompt_ids: Sequence[int], max_new_tokens: int) -> HFRun: ...
+
+    def run(self, method: str, prompt_ids: Sequence[int], params: DecodeParams) -> HFRun | None: ...
 
 
 def transformers_model(obj) -> Any | None:
@@ -139,6 +181,11 @@ class HFReference:
     (self-draft with the first L layers) decide what assisted generation uses; with neither, a
     method whose counterpart is assisted generation has none, as it has no helper in the engine.
     """
+
+    name = "transformers"
+    short = "tf"
+    ar_goal = ArGoal("ar_vs_transformers", "autoregressive ms/token vs transformers generate()", AR_RATIO_TARGET,
+                     "transformers")
 
     def __init__(self, model, stop_ids: Collection[int], pad_id: int | None = None,
                  helper_model=None, early_exit_layer: int | None = None):
@@ -258,12 +305,18 @@ class HFReference:
         return "generate(" + ", ".join(f"{key}={value!r}" for key, value in options.items()) + ")"
 
 
-def reference_for(family: Family) -> HFReference:
-    """transformers on the family's own model objects (same weights, same stop tokens).
+def reference_for(family: Family) -> Reference:
+    """The family's reference: llama-cpp-python's own loop on a llama.cpp family's GGUF file
+    (`decoders.bench.llamacpp_reference`), else transformers on the family's own model objects
+    (same weights, same stop tokens).
 
     A helper with no transformers model of its own is an early-exit view of the main model, so
     transformers' counterpart is ``assistant_early_exit`` at the helper's depth.
     """
+    if getattr(family, "backend", "torch") == "llamacpp":
+        from decoders.bench.llamacpp_reference import llamacpp_reference_for
+
+        return llamacpp_reference_for(family)
     model = getattr(family, "main_model", None)
     if model is None:
         model = transformers_model(family.main)

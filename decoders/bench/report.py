@@ -11,9 +11,11 @@ from typing import Any, Sequence
 
 from decoders.analysis.summary import first_divergence
 from decoders.bench.aggregate import MethodStats
-from decoders.bench.common import BASELINE, known
+from decoders.bench.common import BASELINE, known, on_backend, split_backend
 from decoders.bench.files import Report, report_from_json
 from decoders.bench.files import load_report as load_report  # read here beside write_report
+from decoders.bench.llamacpp_reference import LLAMACPP_REFERENCE
+from decoders.bench.measure import AGAIN
 from decoders.bench.prompts import group_label
 from decoders.bench.suite import BenchReport
 from decoders.bench.sweep import SweepReport
@@ -51,7 +53,10 @@ def _off(error: float | None) -> str:
 def _method(name: str) -> str:
     """A row's label for a table: the method's label ("Speculative"), then what the variant
     changes ("Speculative [int4]"); the key itself when its method is not registered (a report
-    saved by another version)."""
+    saved by another version). A row of one backend of several keeps its backend: "Prompt lookup [llama.cpp]"."""
+    plain, backend = split_backend(name)
+    if backend is not None:
+        return _method(plain) + name[len(plain):]
     method, bracket, rest = name.partition("[")
     try:
         label = get_method(method).label
@@ -63,7 +68,7 @@ def _method(name: str) -> str:
 def row_methods(report: BenchReport) -> dict[str, str]:
     """Each row's label and the method it runs (from the settings' variants; a report without
     them has one row per method, keyed by its name)."""
-    rows = {label: label for label in report.settings["methods"]}
+    rows = {label: split_backend(label)[0] for label in report.settings["methods"]}
     rows.update({v["label"]: v["method"] for v in report.settings.get("variants") or []})
     return rows
 
@@ -101,6 +106,19 @@ FIGURE_HEADER = ("method", "tau", "speedup", "spread", "acceptance", "mean accep
                  "tf tau", "tf speedup", "tf ms/token", "matches tf", "ms/token ours/tf", "speedup ours/tf")
 
 
+def ref_prefix(report: BenchReport) -> str:
+    """How the columns of the other side are headed: "tf" (transformers), "lcpp" (llama-cpp-python's
+    own loop), "ref" in a run of several backends (each row beside its own backend's reference)."""
+    if report.sides:
+        return "ref"
+    return "lcpp" if report.settings.get("reference") == LLAMACPP_REFERENCE else "tf"
+
+
+def figure_header(report: BenchReport) -> tuple[str, ...]:
+    prefix = ref_prefix(report)
+    return tuple(h.replace("tf", prefix) if h.startswith("tf ") or h.endswith("tf") else h for h in FIGURE_HEADER)
+
+
 def _figure_cells(method: str, stats: MethodStats) -> list[str]:
     ours, theirs = stats.ours, stats.theirs
     return [
@@ -124,7 +142,7 @@ def _figure_cells(method: str, stats: MethodStats) -> list[str]:
 
 def overall_table(report: BenchReport) -> str:
     """Every method over all prompts, ours beside transformers' (tf)."""
-    return _table(FIGURE_HEADER, [_figure_cells(m, stats) for m, stats in report.overall.items()])
+    return _table(figure_header(report), [_figure_cells(m, stats) for m, stats in report.overall.items()])
 
 
 def group_table(report: BenchReport) -> str:
@@ -133,7 +151,7 @@ def group_table(report: BenchReport) -> str:
     for group, per in report.groups.items():
         label = f"{group_label(group)} ({report.group_prompts[group]})"
         rows += [[label] + _figure_cells(method, stats) for method, stats in per.items()]
-    return _table(("task group (prompts)",) + FIGURE_HEADER, rows)
+    return _table(("task group (prompts)",) + figure_header(report), rows)
 
 
 def targets_table(report: BenchReport) -> str:
@@ -153,10 +171,111 @@ def floor_section(report: BenchReport) -> str:
         f"- ours: {_ms(f.ours_ms_per_token)} ms/token = **{_num(f.ours_ms_per_token_x_floor)}x the floor** "
         f"(one-token decode step {_ms(f.ours_decode_step_ms)} ms = {_num(f.ours_decode_step_x_floor)}x; "
         "ms/token also carries the prefill)",
-        f"- transformers generate(): {_ms(f.transformers_ms_per_token)} ms/token = "
+        f"- {_reference_call(report)}: {_ms(f.transformers_ms_per_token)} ms/token = "
         f"{_num(f.transformers_ms_per_token_x_floor)}x the floor",
         curve_line(report.machine.get("verify_cost_curve")),
     ])
+
+
+def _reference_call(report: BenchReport) -> str:
+    return "llama-cpp-python's own loop" if report.settings.get("reference") == LLAMACPP_REFERENCE else \
+        "transformers generate()"
+
+
+def backend_rows(report: BenchReport) -> list[str]:
+    """The rows of a run on several backends without their backends, in the order they first come."""
+    return list(dict.fromkeys(split_backend(label)[0] for label in report.overall))
+
+
+def backends_table(report: BenchReport) -> str:
+    """Every row on each backend side by side: ms/token, speedup over that backend's own AR, output
+    against that AR, and the backend's reference (ref) beside it."""
+    sides = list(report.sides.values())
+    header = ["method"]
+    for side in sides:
+        header += [f"{side.label} ms/token", f"{side.label} speedup", f"{side.label} identical to AR",
+                   f"{side.label} ref ms/token", f"{side.label} ref speedup", f"{side.label} ms/token ours/ref"]
+    rows = []
+    for plain in backend_rows(report):
+        cells = [_method(plain)]
+        for side in sides:
+            stats = report.overall.get(on_backend(plain, side.backend))
+            if stats is None:
+                cells += [DASH] * 6
+                continue
+            ours, theirs = stats.ours, stats.theirs
+            cells += [_num(ours.ms_per_token, 1), _speedup_cell(ours.speedup, ours.speedup_spread, plain,
+                                                                known(ours.acceptance)),
+                      _count(ours.identical, ours.n), _num(theirs.ms_per_token if theirs else None, 1),
+                      _num(theirs.speedup if theirs else None, suffix="x") if theirs or plain == BASELINE
+                      else NO_COUNTERPART, _num(known(stats.ratio_ms_per_token))]
+        rows.append(cells)
+    return _table(header, rows)
+
+
+def backends_floor_section(report: BenchReport) -> str:
+    """Each backend's bandwidth floor (the weights it reads per forward at the run's read bandwidth),
+    its AR and its reference's against it, and its verify-cost curve."""
+    sides = list(report.sides.values())
+    header = ["backend", "weights read per forward", "floor", "AR ms/token", "x floor", "AR decode ms/token",
+              "one-token step", "x floor", "reference", "ref AR ms/token", "ref decode ms/token", "AR ours/ref",
+              "AR decode ours/ref"]
+    rows = []
+    for side in sides:
+        f = side.floor
+        stats = report.overall.get(on_backend(BASELINE, side.backend))
+        ours_decode = theirs_decode = ratio = None
+        if stats is not None:
+            ours_decode = stats.ours.decode_ms_per_token
+            theirs_decode = stats.theirs.decode_ms_per_token if stats.theirs else None
+            ratio = known(stats.ratio_ms_per_token)
+        stored = str(side.family.get("dtype")).removesuffix(" (llama.cpp)")
+        rows.append([side.label, f"{f.weight_bytes / 1e6:.1f} MB ({stored})", f"{_ms(f.floor_ms)} ms",
+                     _ms(f.ours_ms_per_token), _num(f.ours_ms_per_token_x_floor), _ms(ours_decode),
+                     _ms(f.ours_decode_step_ms), _num(f.ours_decode_step_x_floor), side.reference,
+                     _ms(f.transformers_ms_per_token), _ms(theirs_decode), _num(ratio),
+                     _num(ours_decode / theirs_decode if ours_decode and theirs_decode else None)])
+    speeds = ", ".join(f"{b['gb_per_s']:.1f}" for b in report.bandwidth["runs"])
+    lines = [_table(header, rows), "",
+             f"- read bandwidth measured in this run: {report.floor.gb_per_s:.1f} GB/s (best of {speeds} GB/s); "
+             "floor: the weights one forward reads at that bandwidth",
+             "- ms/token includes the prefill; decode ms/token is the time after the first token over the tokens "
+             "after it (the loop alone); the one-token step is the engine's mean one-token forward"]
+    for side in sides:
+        lines.append(curve_line(side.verify_cost_curve).replace("- verify-cost curve", f"- {side.label}: verify-cost "
+                                                                                         "curve", 1))
+    return "\n".join(lines)
+
+
+def agreement_table(report: BenchReport) -> str:
+    """The backends' AR outputs on every prompt run: identical, or where they part and how near a tie it was."""
+    labels = {side.backend: side.label for side in report.sides.values()}
+    rows = []
+    for a in report.agreements:
+        first, second = (labels.get(b, b) for b in a.backends)
+        name = f"q{a.question_id}" + (f" r{a.repeat + 1}" if report.settings["repeats"] > 1 else "")
+        if a.identical:
+            rows.append([name, a.category, f"{a.tokens[0]} / {a.tokens[1]}", "identical", DASH, DASH, DASH])
+            continue
+        shown = a.chosen_text or [None] * len(a.chosen)
+        chosen = " / ".join(DASH if t is None else f"{t}" + (f" {text!r}" if text is not None else "")
+                            for t, text in zip(a.chosen, shown, strict=False))
+        tops = [f"{_num(m, 3)} ({' > '.join(map(str, t))})" if t else DASH
+                for m, t in zip(a.margin, a.top2, strict=False)]
+        runner_up = len(a.top2) > 0 and len(a.top2[0]) == 2 and len(a.chosen) == 2 and a.chosen[1] == a.top2[0][1]
+        parts = f"parts at token {a.first_divergence}" + (f" ({second}'s token is {first}'s runner-up)"
+                                                           if runner_up else "")
+        rows.append([name, a.category, f"{a.tokens[0]} / {a.tokens[1]}", parts, chosen,
+                     tops[0] if tops else DASH, tops[1] if len(tops) > 1 else DASH])
+    if not report.agreements:
+        return "(no prompt run on both backends)"
+    first, second = (labels.get(b, b) for b in report.agreements[0].backends)
+    same = sum(a.identical for a in report.agreements)
+    table = _table(("prompt", "category", f"tokens {first} / {second}", "AR outputs", f"token there {first} / "
+                    f"{second}", f"{first} top-2 margin (top-2)", f"{second} top-2 margin (top-2)"), rows)
+    return (f"- identical on {same}/{len(report.agreements)} prompt runs; where they part, each side's top-1 minus "
+            f"top-2 logit after the tokens they share (a small margin is a near-tie, which either side may break "
+            f"the other way)\n\n" + table)
 
 
 def curve_line(curve: dict[str, Any] | None) -> str:
@@ -226,14 +345,23 @@ def record_section(report: BenchReport) -> str | None:
 
 
 def prompt_table(report: BenchReport) -> str:
-    methods = [m for m in report.settings["methods"] if m != BASELINE]
-    header = ["prompt", "group", "prompt tokens", "AR ms/token", "tf AR ms/token", "AR = tf"]
-    header += [f"{m} speedup (tf)" for m in methods]
+    """Every prompt run: AR against the reference's, every row's speedup (a run on several backends:
+    one line per prompt and backend, the rows without their backends)."""
+    several = bool(report.sides)
+    labels = backend_rows(report) if several else report.settings["methods"]
+    methods = [m for m in labels if m != BASELINE and not (several and m == AGAIN)]
+    ref = ref_prefix(report)
+    header = ["prompt"] + (["backend"] if several else []) + ["group", "prompt tokens", "AR ms/token",
+                                                              f"{ref} AR ms/token", f"AR = {ref}"]
+    header += [f"{m} speedup ({ref})" for m in methods]
+    shown = {side.backend: side.label for side in report.sides.values()}
     rows = []
     for s in report.samples:
         ours_ar, theirs_ar = s.ours[BASELINE], s.theirs[BASELINE]
-        row = [f"q{s.question_id}" + (f" r{s.repeat + 1}" if report.settings["repeats"] > 1 else ""),
-               group_label(s.group), str(s.prompt_tokens), _num(ours_ar.ms_per_token, 1),
+        row = [f"q{s.question_id}" + (f" r{s.repeat + 1}" if report.settings["repeats"] > 1 else "")]
+        backend = known(s.backend) or ""
+        row += [shown.get(backend, backend)] if several else []
+        row += [group_label(s.group), str(s.prompt_tokens), _num(ours_ar.ms_per_token, 1),
                _num(theirs_ar.ms_per_token, 1),
                "yes" if ours_ar.ids == theirs_ar.ids else f"no @{first_divergence(ours_ar.ids, theirs_ar.ids)}"]
         for m in methods:
@@ -287,9 +415,19 @@ def settings_lines(report: BenchReport) -> list[str]:
         + _contention(mach),
         f"- run took {report.elapsed_s:.0f} s, {report.created}",
     ]
+    if mach.get("llama_cpp_python"):
+        lines.append(f"- llama-cpp-python {mach['llama_cpp_python']}")
+    if report.sides:
+        for side in report.sides.values():
+            calls = [f"{_method(m)}: `{c}`" for m, c in side.counterparts.items() if c]
+            lines.append(f"- {side.label} rows: {side.family.get('backend')}, {side.family.get('dtype')}; "
+                         f"reference (ref) {side.reference}" + (": " + "; ".join(calls) if calls else ""))
+        return lines
     counterparts = [f"{_method(m)}: `{c}`" for m, c in st["transformers_counterparts"].items() if c]
     if counterparts:
-        lines.append("- transformers (tf) counterparts: " + "; ".join(counterparts))
+        loop = st.get("reference") == LLAMACPP_REFERENCE
+        name = "llama-cpp-python's own loop (lcpp)" if loop else "transformers (tf)"
+        lines.append(f"- {name} counterparts: " + "; ".join(counterparts))
     return lines
 
 
@@ -317,17 +455,36 @@ HOW_TO_READ = (
 )
 
 
+SEVERAL_BACKENDS = (
+    "The same model file ran on several backends in this run, prompt by prompt, the backends taking turns "
+    "going first. Row labels carry the backend (\"Autoregressive [llama.cpp]\"); every speedup is over that "
+    "backend's own AR on the same prompts, and \"ref\" is that backend's reference: transformers' "
+    "`generate()` on the same torch weights for the torch rows, llama-cpp-python's own loop (`Llama.generate`, "
+    "greedy) on the same GGUF file for the llama.cpp rows. ms/token of the backends compare directly: the "
+    "same prompts, tokens and threads."
+)
+
+
 def render_markdown(report: Report | dict[str, Any]) -> str:
     """The whole report.md, from a report or a saved report.json's contents."""
     if isinstance(report, dict):
         report = report_from_json(report)
     if isinstance(report, SweepReport):
         return render_sweep_markdown(report)
-    parts = ["# tui-decode bench", "", *settings_lines(report), "", HOW_TO_READ, "",
-             "## Overall", "", overall_table(report), "",
-             "## Per task group", "", group_table(report), "",
-             "## Targets", "", targets_table(report), "",
-             "## Memory-bandwidth floor", "", floor_section(report), ""]
+    parts = ["# tui-decode bench", "", *settings_lines(report), "", HOW_TO_READ, ""]
+    if ref_prefix(report) == "lcpp":
+        parts += ["On the llama.cpp backend the other side is llama-cpp-python's own loop (`Llama.generate`, greedy) "
+                  "on the same GGUF file, in the columns headed lcpp, where the text above says transformers.", ""]
+    if report.sides:
+        parts += [SEVERAL_BACKENDS, "", "## Backends side by side", "", backends_table(report), "",
+                  "## Memory-bandwidth floor and verify-cost curve of each backend", "",
+                  backends_floor_section(report), "",
+                  "## Agreement between the backends' AR outputs", "", agreement_table(report), ""]
+    parts += ["## Overall", "", overall_table(report), "",
+              "## Per task group", "", group_table(report), "",
+              "## Targets", "", targets_table(report), ""]
+    if not report.sides:
+        parts += ["## Memory-bandwidth floor", "", floor_section(report), ""]
     variants = variants_section(report)
     if variants:
         parts += ["## Variants", "", "Rows that run a method with other parameters or another draft than the flags "
@@ -347,7 +504,9 @@ def render_markdown(report: Report | dict[str, Any]) -> str:
                   "The same decoder with `record=True` (probabilities and top-5 per draft position kept) against "
                   f"`record=False`, run back to back on {_every(report.settings['record_overhead_every'])}, "
                   "which of the two goes first alternating.", "", record, ""]
-    parts += ["## Per prompt", "", "Speedup of ours over our AR; transformers' over its generate() in brackets; "
+    theirs = ("the reference's over its own AR" if ref_prefix(report) != "tf"
+              else "transformers' over its generate()")
+    parts += ["## Per prompt", "", f"Speedup of ours over our AR; {theirs} in brackets; "
               "≠AR@i marks an output that left the baseline at token i.", "", prompt_table(report), ""]
     return "\n".join(parts + _notes(report))
 

@@ -15,6 +15,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Sequence
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from decoders.bench.aggregate import Figures, MethodStats, aggregate
 from decoders.bench.common import BASELINE
@@ -31,7 +32,7 @@ from decoders.bench.machine import (
 )
 from decoders.bench.measure import AGAIN, PromptMeasurer, Sample
 from decoders.bench.prompts import BenchPrompt, PromptRecord, select_prompts
-from decoders.bench.reference import HFReference, reference_for
+from decoders.bench.reference import Reference, reference_for
 from decoders.bench.targets import Target, evaluate_targets
 from decoders.bench.variants import Variant
 from decoders.core.declarations import get_method, method_names
@@ -113,6 +114,37 @@ def created() -> str:
 
 # -- the suite ---------------------------------------------------------------------------------
 
+class BackendSide(Record, kw_only=True):
+    """One backend of a run on several (`decoders.bench.multi`): what ran, its floor and T(k), its rows."""
+
+    backend: str  # "torch", "llamacpp"
+    label: str  # how row labels carry it: "torch", "llama.cpp"
+    family: dict[str, Any]  # `family_info`: weight_bytes, backend class
+    floor: Floor
+    verify_cost_curve: dict[str, Any]
+    reference: str  # the side measured beside it: "transformers", "llama-cpp-python"
+    rows: list[str]  # its rows' labels in the report's figures, its AR first
+    counterparts: dict[str, str | None]  # row label -> the reference's call beside it
+
+
+class Agreement(Record, kw_only=True):
+    """Two backends' autoregressive outputs on one prompt run, token by token: identical, or the first
+    position where they part with each side's top-2 logits there (after the prefix they share), so that
+    a near-tie (a small margin) reads as one."""
+
+    question_id: Any
+    category: str
+    repeat: int
+    backends: list[str]  # [first, second]: first is the side whose margin judges the tie
+    tokens: list[int]  # each side's output length
+    identical: bool
+    first_divergence: int | None = None
+    chosen: list[int | None] = msgspec.field(default_factory=list)  # each side's token there (None: it had stopped)
+    chosen_text: list[str | None] = msgspec.field(default_factory=list)  # those tokens as the token strip shows them
+    top2: list[list[int]] = msgspec.field(default_factory=list)  # each side's two best tokens there
+    margin: list[float | None] = msgspec.field(default_factory=list)  # each side's top-1 minus top-2 logit there
+
+
 class BenchReport(Record, kw_only=True):
     """A whole benchmark run as report.json holds it (schema ``REPORT_SCHEMA``): `Figures`'
     overall, groups and group_prompts beside the run's other fields."""
@@ -133,13 +165,27 @@ class BenchReport(Record, kw_only=True):
     notes: list[str]
     targets: list[Target] = msgspec.field(default_factory=list)
     elapsed_s: float = 0.0
+    # a run of the same model on several backends (`decoders.bench.multi`): each backend's own figures
+    # (the fields above hold the first one's family and floor)
+    # (left out, UNSET, in a run on one backend, so that reports from before them read back as written)
+    backends: dict[str, BackendSide] | UnsetType = UNSET
+    agreement: list[Agreement] | UnsetType = UNSET
+
+    @property
+    def sides(self) -> dict[str, BackendSide]:
+        """Each backend's figures in a run on several; empty in a run on one."""
+        return {} if isinstance(self.backends, UnsetType) else self.backends
+
+    @property
+    def agreements(self) -> list[Agreement]:
+        return [] if isinstance(self.agreement, UnsetType) else self.agreement
 
     @property
     def figures(self) -> Figures:
         return Figures(self.overall, self.groups, self.group_prompts)
 
 
-def _warm_up(family: Family, reference: HFReference, prompt: BenchPrompt, ids: list[int], base: DecodeParams,
+def _warm_up(family: Family, reference: Reference, prompt: BenchPrompt, ids: list[int], base: DecodeParams,
              rows: Sequence[Row]) -> None:
     """One short untimed pass of every decoder (Spec-Bench warms up too): first calls pay for
     allocator growth and lazy initialisation that no later run pays."""
@@ -159,7 +205,7 @@ def _warm_up(family: Family, reference: HFReference, prompt: BenchPrompt, ids: l
             row.reference.run(row.method, ids, params)
 
 
-def _rows(family: Family, methods, variants, base: DecodeParams, reference: HFReference,
+def _rows(family: Family, methods, variants, base: DecodeParams, reference: Reference,
           early_exit_layer: int | None, notes: list[str]) -> list[Row]:
     """The rows to measure: the methods named (each as the flags set it) then the variants named;
     neither named: the default rows (`drafts.default_variants`)."""
@@ -172,18 +218,19 @@ def _rows(family: Family, methods, variants, base: DecodeParams, reference: HFRe
     rows = resolve_rows(drafts, chosen, base, notes)
     for row in rows:
         if row.counterpart is None:
-            what = (f"{row.label} has no transformers counterpart" if not row.variant.plain else
-                    f"{get_method(row.method).label} has no transformers counterpart")
+            what = (f"{row.label} has no {reference.name} counterpart" if not row.variant.plain else
+                    f"{get_method(row.method).label} has no {reference.name} counterpart")
             notes.append(what + "; only our figures are shown")
         elif row.closest_only:
-            notes.append(f"{row.label}: transformers verifies one linear draft, so its counterpart is the closest "
-                         f"one, `{row.counterpart}`")
+            notes.append(f"{row.label}: {reference.name} verifies one linear draft, so its counterpart is the "
+                         f"closest one, `{row.counterpart}`")
     return rows
 
 
-def _settings(base: DecodeParams, rows: Sequence[Row], limit, repeats: int, reference: HFReference,
+def _settings(base: DecodeParams, rows: Sequence[Row], limit, repeats: int, reference: Reference,
               record_overhead_every: int) -> dict[str, Any]:
     return {
+        "reference": reference.name,
         "methods": [BASELINE] + [row.label for row in rows], "max_new_tokens": base.max_new_tokens, "limit": limit,
         "repeats": repeats, "chat_template": base.chat_template, "mode": "greedy",
         "decode_params": base.to_json(), "early_exit_layer": reference.early_exit_layer,
@@ -197,7 +244,7 @@ def _settings(base: DecodeParams, rows: Sequence[Row], limit, repeats: int, refe
 def run_bench(family: Family, prompts: Sequence[BenchPrompt], methods: Sequence[str] | str | None = None,
               max_new_tokens: int = 64, limit: int | None = None, repeats: int = 1,
               progress: ProgressFn | None = None, *, params: DecodeParams | None = None,
-              reference: HFReference | None = None, record_overhead_every: int = 3,
+              reference: Reference | None = None, record_overhead_every: int = 3,
               bandwidth_bytes: int = 1 << 30, warm_up: bool = True,
               variants: Sequence[Variant] | None = None, early_exit_layer: int | None = None) -> BenchReport:
     """Run every row on every prompt, ours and transformers' interleaved; the report.
@@ -269,5 +316,5 @@ def run_bench(family: Family, prompts: Sequence[BenchPrompt], methods: Sequence[
         floor=floor, overall=figures.overall, groups=figures.groups, group_prompts=figures.group_prompts,
         samples=samples, notes=notes,
         targets=evaluate_targets(figures, {BASELINE: BASELINE, **{row.label: row.method for row in rows}}, samples,
-                                 floor.floor_ms),
+                                 floor.floor_ms, reference.ar_goal),
         elapsed_s=round(time.perf_counter() - started, 1))

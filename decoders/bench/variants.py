@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from decoders.bench.common import BASELINE
+from decoders.bench.common import BASELINE, split_backend
 from decoders.core.declarations import all_methods, get_method, method_names
 from decoders.core.errors import DecodeError
 
@@ -222,7 +222,9 @@ def parse_variants(text: str) -> tuple[Variant, ...]:
 
 
 def variant_of(label: str) -> Variant:
-    """The variant a label names (a report's row key); a plain method for an unreadable one."""
+    """The variant a label names (a report's row key, its backend left out: "pld[branches 3] [llama.cpp]");
+    a plain method for an unreadable one."""
+    label, _ = split_backend(label)
     try:
         return parse_variant(label)
     except DecodeError:

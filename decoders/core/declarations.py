@@ -211,6 +211,21 @@ class Counterpart:
 
 
 @dataclass(frozen=True)
+class LoopCounterpart:
+    """llama-cpp-python's own greedy loop the bench measures beside a method on the llama.cpp backend
+    (`decoders.bench.llamacpp_reference` makes the call): ``Llama.generate`` at temperature 0 on the
+    same GGUF file and prompt ids, with the engine's stop tokens.
+
+    ``prompt_lookup``: where the loop drafts by prompt lookup, the keyword arguments of
+    ``llama_cpp.llama_speculative.LlamaPromptLookupDecoding`` for the run's parameters (None: plain
+    greedy decoding). ``label(params)`` names the run.
+    """
+
+    label: Callable[[DecodeParams], str]
+    prompt_lookup: Callable[[DecodeParams], dict[str, int]] | None = None
+
+
+@dataclass(frozen=True)
 class Shape:
     """A bench variant item ``NAME AxB`` that sets two integer parameters at once: ``tree 2x3``
     for a draft tree's width and depth (`decoders.bench.variants`)."""
@@ -251,6 +266,7 @@ class Method:
     baseline: bool = False  # the method every speedup is measured against (exactly one declares it)
     default: bool = False  # what runs when no method is named (exactly one declares it)
     counterpart: Counterpart | None = None  # transformers' call the bench measures beside it
+    llamacpp_counterpart: LoopCounterpart | None = None  # llama-cpp-python's loop, beside it on llama.cpp
     #: whether a run with these parameters drafts one linear chain: Theorem 3.8 predicts only such a
     #: run, and transformers (which verifies one linear draft) has an exact counterpart only for it
     linear: Callable[[DecodeParams], bool] | None = None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from decoders.core.declarations import Counterpart, Method, register
+from decoders.core.declarations import Counterpart, LoopCounterpart, Method, register
 from decoders.methods.shared.common import DecodeContext, MethodGen, RunBuilder, mode_text, ms
 from decoders.records.kinds import KIND_AR
 
@@ -35,5 +35,6 @@ METHOD = register(Method(
     run=autoregressive,
     describe=describe,
     counterpart=Counterpart(lambda p, assistant: "transformers generate() greedy"),  # plain greedy generate()
+    llamacpp_counterpart=LoopCounterpart(lambda p: "llama-cpp-python Llama.generate() greedy"),
     summary="one target forward per token: the baseline every method is measured against",
 ))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from decoders.core.declarations import BenchTarget, Counterpart, Figure, Method, ParamSpec, register
+from decoders.core.declarations import BenchTarget, Counterpart, Figure, LoopCounterpart, Method, ParamSpec, register
 from decoders.core.errors import DecodeError
 from decoders.methods.shared.common import DecodeContext, HostValues, MethodGen, RunBuilder, ms
 from decoders.methods.shared.draft_policy import DRAFT_POLICY, AdaptiveDraftLength
@@ -112,6 +112,10 @@ METHOD = register(Method(
     counterpart=Counterpart(lambda p, assistant: f"transformers prompt lookup (k={p.num_pred}, n<={p.ngram_max})",
                             options=lambda p: {"prompt_lookup_num_tokens": p.num_pred,
                                                "max_matching_ngram_size": p.ngram_max}),
+    # llama-cpp-python's prompt lookup (LlamaPromptLookupDecoding): the same k and longest n-gram
+    llamacpp_counterpart=LoopCounterpart(
+        lambda p: f"llama-cpp-python LlamaPromptLookupDecoding (k={p.num_pred}, n<={p.ngram_max})",
+        prompt_lookup=lambda p: {"num_pred_tokens": p.num_pred, "max_ngram_size": p.ngram_max}),
     linear=lambda p: p.branches == 1,
     describe=lambda p: (f"Prompt lookup (n={p.ngram_min}..{p.ngram_max}, k≤{p.num_pred}, {p.draft_policy}"
                         + (f", {p.branches} branches)" if p.branches > 1 else ")")),

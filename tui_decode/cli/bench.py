@@ -61,6 +61,11 @@ def add_bench_parser(sub) -> None:
     p.add_argument("--record-overhead-every", type=int, default=3, metavar="K",
                    help="on every K-th prompt also run each drafting method with recording on, to measure what "
                         "recording costs (default 3; 0: never)")
+    p.add_argument("--backends", default=None, metavar="LIST",
+                   help="run the same GGUF model on each of these backends in one run (torch,llamacpp), every row "
+                        "on each, labelled by backend (\"ar [llama.cpp]\"), each beside its own reference: "
+                        "transformers' generate() on torch, llama-cpp-python's own loop on llama.cpp; with each "
+                        "backend's bandwidth floor and T(k), and the backends' AR outputs compared token by token")
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help="torch CPU threads for both sides (default: torch's own choice); on a machine shared "
                         "with other busy processes, 1 avoids threads spinning against each other")
@@ -87,12 +92,27 @@ def _check_counts(args: argparse.Namespace) -> None:
                           f"set --record-overhead-every to {high} or less")
 
 
+def _backend_specs(args: argparse.Namespace, backends) -> dict:
+    """The FamilySpec of each backend: the model arguments with ``--backend`` set to it, each checked
+    (a llama.cpp run needs a GGUF file) before anything loads."""
+    from decoders.models.llamacpp_family import check_backend
+    from tui_decode.cli.main import family_spec
+
+    specs = {backend: family_spec(argparse.Namespace(**{**vars(args), "backend": backend})) for backend in backends}
+    for spec in specs.values():
+        check_backend(spec)
+    return specs
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from decoders.bench import load_prompts, parse_methods, parse_sweep, parse_variants, run_bench, run_sweep
     from decoders.bench.drafts import check_variants
     from decoders.bench.report import (
+        agreement_table,
+        backends_floor_section,
+        backends_table,
         floor_section,
         group_table,
         overall_table,
@@ -113,6 +133,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise DecodeError("--sweep and --variants do not go together: a sweep varies one parameter of one method; "
                           "drop one of the two")
     _check_counts(args)
+    backends = None
+    if getattr(args, "backends", None) is not None:
+        from decoders.bench.multi import parse_backends
+
+        backends = parse_backends(args.backends)
+        if args.backend:
+            raise DecodeError("give either --backend NAME or --backends LIST, not both")
+        if sweep is not None:
+            raise DecodeError("--sweep and --backends do not go together: a sweep varies one parameter on one "
+                              "backend; drop one of the two (--backend NAME picks the sweep's)")
     chosen = {name: getattr(args, name) for name in method_param_specs()}
     baseline = baseline_method().name
     params = DecodeParams(method=baseline, max_new_tokens=args.max_new_tokens, record=False, **chosen).validated()
@@ -124,13 +154,23 @@ def cmd_bench(args: argparse.Namespace) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    spec = family_spec(args)
-    family = load_with_progress(spec, Console(stderr=True))
+    if backends is not None:
+        specs = _backend_specs(args, backends)  # every backend's checked before any model loads
+        families = {backend: load_with_progress(spec, Console(stderr=True)) for backend, spec in specs.items()}
+        family = families[backends[0]]
+    else:
+        family = load_with_progress(family_spec(args), Console(stderr=True))
 
     def progress(message: str) -> None:
         print(f"bench: {message}", file=sys.stderr, flush=True)
 
-    if sweep is not None:
+    if backends is not None:
+        from decoders.bench.multi import run_backends
+
+        report = run_backends(families, prompts, methods, args.max_new_tokens, args.limit, args.repeats, progress,
+                              params=params, record_overhead_every=args.record_overhead_every,
+                              bandwidth_bytes=args.bandwidth_mb << 20, variants=variants)
+    elif sweep is not None:
         report = run_sweep(family, prompts, sweep, args.max_new_tokens, args.limit, args.repeats, progress,
                            params=params)
     else:
@@ -148,14 +188,23 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"Sweep of {sweep.name} ({sweep.method}): measured speedup against Theorem 3.8\n")
         print(sweep_table(report))
     else:
+        if report.sides:
+            print("Backends side by side\n")
+            print(backends_table(report))
+            print("\nMemory-bandwidth floor and verify-cost curve of each backend\n")
+            print(backends_floor_section(report))
+            print("\nAgreement between the backends' AR outputs\n")
+            print(agreement_table(report))
+            print()
         print("Overall\n")
         print(overall_table(report))
         print("\nPer task group\n")
         print(group_table(report))
         print("\nTargets\n")
         print(targets_table(report))
-        print("\nMachine: memory-bandwidth floor and verify-cost curve\n")
-        print(floor_section(report))
+        if not report.sides:
+            print("\nMachine: memory-bandwidth floor and verify-cost curve\n")
+            print(floor_section(report))
     for note in report.notes:
         print(f"note: {note}", file=sys.stderr)
     if failed is not None:
