@@ -14,25 +14,38 @@ import time
 from collections.abc import Callable
 
 from decoders.training.corpus import Corpus
-from decoders.training.prompts import summary_prompt, training_prompts
+from decoders.training.prompts import context_prompt, more_prompts, summary_prompt, training_prompts
 
 SUMMARY_EVERY = 6  # one summary of an earlier answer per this many plain prompts
 SUMMARY_MIN_TOKENS = 80  # answers long enough to be worth summarising
 
 
 def pending(corpus: Corpus, prompts: list[str], count: int,
-            decode: Callable[[list[int]], str]) -> list[tuple[str, str]]:
-    """The next ``count`` (key, prompt) pairs the corpus lacks: plain prompts in their fixed order,
-    with a summary of an earlier long answer after every ``SUMMARY_EVERY`` of them."""
+            decode: Callable[[list[int]], str], more: list[str] | None = None) -> list[tuple[str, str]]:
+    """The next ``count`` (key, prompt) pairs the corpus lacks: the first set's prompts ("p") and the
+    second's ("q", two for each "p") in their fixed order, with a summary ("s") or a question about
+    ("r") an earlier long answer after every ``SUMMARY_EVERY`` of them."""
     done = corpus.keys()
-    plain = [(f"p{i}", text) for i, text in enumerate(prompts) if f"p{i}" not in done]
+    first = [(f"p{i}", text) for i, text in enumerate(prompts) if f"p{i}" not in done]
+    second = [(f"q{i}", text) for i, text in enumerate(more or []) if f"q{i}" not in done]
+    plain: list[tuple[str, str]] = []
+    while first or second:
+        plain.extend(second[:2])
+        del second[:2]
+        plain.extend(first[:1])
+        del first[:1]
     out: list[tuple[str, str]] = []
-    summarisable = [s for s in corpus.samples if s.key.startswith("p") and s.n_answer >= SUMMARY_MIN_TOKENS
-                    and f"s{s.key}" not in done]
+    long_answers = [s for s in corpus.samples if s.key[0] in "pq" and s.n_answer >= SUMMARY_MIN_TOKENS]
+    summarisable = [("s", s) for s in long_answers if f"s{s.key}" not in done]
+    if more is not None:
+        summarisable += [("r", s) for s in long_answers if f"r{s.key}" not in done]
+        summarisable.sort(key=lambda pair: (pair[1].start, pair[0] == "r"))
     while len(out) < count and (plain or summarisable):
         if summarisable and ((len(out) + 1) % SUMMARY_EVERY == 0 or not plain):
-            sample = summarisable.pop(0)
-            out.append((f"s{sample.key}", summary_prompt(decode(corpus.ids(sample)[sample.n_prompt:]))))
+            kind, sample = summarisable.pop(0)
+            document = decode(corpus.ids(sample)[sample.n_prompt:])
+            text = summary_prompt(document) if kind == "s" else context_prompt(document)
+            out.append((f"{kind}{sample.key}", text))
         else:
             out.append(plain.pop(0))
     return out
@@ -44,13 +57,14 @@ def grow(corpus: Corpus, family, seconds: float, batch: int = 16, max_new_tokens
     import torch
 
     model, tokenizer = family.main_model, family.tokenizer
+    more = None if prompts else more_prompts()
     prompts = prompts or training_prompts()
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(family.stop_ids)
     stops = sorted(family.stop_ids)
     started = time.monotonic()
     added = 0
     while time.monotonic() - started < seconds:
-        todo = pending(corpus, prompts, batch, family.decode)
+        todo = pending(corpus, prompts, batch, family.decode, more)
         if not todo:
             report("every prompt is answered")
             break
