@@ -146,13 +146,14 @@ def train_head(settings: TrainSettings, family, report: Callable[[str], None] = 
                        (lambda n, k: progress("features", n, len(samples), {})) if progress else None)
     extract_rate = features.n_tokens / max(1e-9, time.monotonic() - t0)
     report(f"features of {features.n_tokens} tokens at {extract_rate:.0f} tokens/s")
-    if head is None:
-        draft_ids = draft_vocabulary(features.labels, target_shape(model).vocab, settings.draft_vocab)
+    held = list(range(0, len(samples), settings.holdout))
+    train_ids = [i for i in range(len(samples)) if i % settings.holdout]
+    if head is None:  # the draft vocabulary from the training samples only: the held-out ones judge it
+        draft_ids = draft_vocabulary([features.labels[i] for i in train_ids] or features.labels,
+                                     target_shape(model).vocab, settings.draft_vocab)
         head = new_head(model, draft_ids, aux)
     to_draft = torch.full((head.config.vocab,), -100, dtype=torch.long)
     to_draft[head.draft_ids] = torch.arange(head.config.draft_vocab)
-    held = list(range(0, len(samples), settings.holdout))
-    train_ids = [i for i in range(len(samples)) if i % settings.holdout]
     embed = model.get_input_embeddings().weight.detach()
     last_save = [time.monotonic()]
     started = time.monotonic()
@@ -161,7 +162,8 @@ def train_head(settings: TrainSettings, family, report: Callable[[str], None] = 
 
     def on_step(step, total, loss, optimizer):
         if progress:
-            progress("training", step, total, {"loss": loss})
+            progress("training", step, total,
+                     {"loss": loss, "tokens": round(train_tokens * settings.epochs * step / max(1, total))})
         if settings.curve_points and step % max(1, total // settings.curve_points) == 0 and step < total:
             curve.append(curve_point(step, total))
         if time.monotonic() - last_save[0] > CHECKPOINT_SECONDS:

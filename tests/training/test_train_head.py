@@ -111,3 +111,28 @@ def test_bad_settings_get_one_line(tmp_path):
         check_settings(settings(tmp_path, out=str(tmp_path / "file")))
     with pytest.raises(DecodeError, match="--draft-vocab 10 is out of range"):
         check_settings(settings(tmp_path, draft_vocab=10))
+
+
+def test_the_draft_vocabulary_is_counted_over_the_training_samples_only(tmp_path, family, monkeypatch):
+    """The held-out samples judge the head; their tokens must not choose its draft vocabulary."""
+    import decoders.backends.heads.training as training
+
+    grow_corpus(tmp_path / "corpus", family.main_model, samples=20)
+    counted: list[list[torch.Tensor]] = []
+    real = training.draft_vocabulary
+
+    def spy(labels, vocab, size):
+        counted.append(labels)
+        return real(labels, vocab, size)
+
+    monkeypatch.setattr(training, "draft_vocabulary", spy)
+    seen: list[dict] = []
+    summary = train_head(settings(tmp_path, epochs=0.5), family, report=lambda line: None,
+                         progress=lambda phase, n, total, info: seen.append(info) if phase == "training" else None)
+    assert seen and seen[-1]["tokens"] == round(summary["train_tokens"] * 0.5)  # the bar counts tokens seen
+    features = training.extract(family.main_model, Corpus(tmp_path / "corpus"), (1, 2, 3),
+                                Corpus(tmp_path / "corpus").samples)
+    held = set(range(0, 20, 5))
+    expected = [features.labels[i] for i in range(20) if i not in held]
+    assert len(counted) == 1 and len(counted[0]) == len(expected) == 16
+    assert all(torch.equal(a, b) for a, b in zip(counted[0], expected, strict=True))

@@ -82,6 +82,8 @@ def cmd_train_head(args: argparse.Namespace) -> int:
             if phase not in tasks:
                 tasks[phase] = bar.add_task(phase, total=total, info="")
             text = f"loss {info['loss']:.3f}" if "loss" in info else ""
+            if "tokens" in info:
+                text += f", {info['tokens']:,} tokens seen"
             bar.update(tasks[phase], completed=n, total=total, info=text)
 
         summary = train_head(settings, family, report=lambda line: bar.console.print(line), progress=progress)
