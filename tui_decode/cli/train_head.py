@@ -43,6 +43,9 @@ def add_train_parser(sub) -> None:
                    help="training-time test: unrolled draft depths per batch (EAGLE-3)")
     p.add_argument("--max-tokens", type=bounded_int("--max-tokens", 0, 100_000_000), default=0, metavar="N",
                    help="train on the corpus's first N tokens only (0: all; a learning curve runs this at sizes)")
+    p.add_argument("--measure-tokens", type=bounded_int("--measure-tokens", 0, 512), default=48, metavar="N",
+                   help="after training, a speculative run of N tokens with the new head on this machine: its "
+                        "cost, speedup and the cost-aware Theorem 3.8 prediction (0: skip)")
     p.add_argument("--lr", type=bounded_float("--lr", 1e-6, 1.0), default=1e-3)
     add_threads_arg(p)
     add_model_args(p)
@@ -91,4 +94,25 @@ def cmd_train_head(args: argparse.Namespace) -> int:
     console.print(f"head written to {settings.out}: held-out acceptance per depth {accept}; "
                   f"mean accepted {summary['mean_accepted']:.2f} of a {settings.ttt}-token chain "
                   f"({summary['heldout_positions']} positions; trained on {summary['train_tokens']} tokens)")
+    if args.measure_tokens:
+        measure(args, spec, settings, summary, console)
     return 0
+
+
+def measure(args, spec, settings, summary: dict, console) -> None:
+    """The new head on this machine: a short speculative run, its figures beside Theorem 3.8's
+    prediction, printed and added to training.json."""
+    import json
+    from pathlib import Path
+
+    from decoders.engine import Engine
+    from decoders.records.atomic import write_text
+    from decoders.training.predict import on_this_machine, sentence
+    from decoders.training.session import REPORT
+    from tui_decode.cli.main import load_with_progress
+
+    family = load_with_progress(replace(spec, self_draft="head", head=settings.out), console)
+    figures = on_this_machine(Engine(family), summary["accept_per_depth"], settings.ttt, args.measure_tokens)
+    console.print(sentence(figures))
+    summary["this_machine"] = figures
+    write_text(Path(settings.out) / REPORT, json.dumps(summary, indent=1) + "\n", "the training report")
