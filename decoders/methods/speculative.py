@@ -201,6 +201,10 @@ def _extras(run, stats, params, summary) -> dict:
            "mean_drafted": round(sum(lengths) / len(lengths), 2) if lengths else 0.0}
     if params.tree_width > 1 and params.greedy:
         out["tree"] = f"{params.tree_width}x{min(params.tree_depth, params.gamma)}"
+        drafting = [it for it in run.iters if it.draft]
+        if drafting and base_fwd:  # what one drafting iteration cost, measured, in target one-token steps
+            out["tree_draft_cost"] = round(sum(it.t_draft_ms for it in drafting) / len(drafting) / base_fwd, 3)
+            out["tree_verify_cost"] = round(sum(it.t_verify_ms for it in drafting) / len(drafting) / base_fwd, 3)
         return out
     gamma = params.gamma
     if params.draft_policy == "adaptive" and lengths:
@@ -237,9 +241,18 @@ def _explain(s, cost_txt: str) -> str:
     drafted = (f"{x['drafting_iterations']} iterations drafted {x['mean_drafted']:.1f} tokens on average"
                + (f" and {x['plain_steps']} were plain steps" if x.get("plain_steps") else ""))
     if "tree" in x:
-        return (f"{s.tau or 0.0:.2f} tokens per target forward with a {x['tree']} draft tree ({drafted}, a helper "
-                f"forward costing {c:.2f} target forwards, and {cost_txt}); Theorem 3.8 assumes one linear draft, "
-                "so no prediction is made for a tree")
+        why = (f"{s.tau or 0.0:.2f} tokens per target forward with a {x['tree']} draft tree ({drafted}, a helper "
+               f"forward costing {c:.2f} target forwards, and {cost_txt}); Theorem 3.8 assumes one linear draft, "
+               "so no prediction is made for a tree")
+        if "tree_draft_cost" in x:  # the tree's own accounting: tokens per iteration against what it cost
+            cost = x["tree_draft_cost"] + x["tree_verify_cost"]
+            ratio = (s.tau or 0.0) / cost if cost else 0.0
+            why += (f"; measured, each drafting iteration cost {cost:.2f} target steps (drafting "
+                    f"{x['tree_draft_cost']:.2f}, verifying its {x['mean_drafted']:.1f} nodes "
+                    f"{x['tree_verify_cost']:.2f}) "
+                    f"for {s.tau or 0.0:.2f} tokens: {ratio:.2f} tokens per step's cost, so the tree "
+                    + ("paid for itself" if ratio > 1.0 else "cost more than it saved"))
+        return why
     why = (f"{s.tau or 0.0:.2f} tokens per target forward (alpha≈{x['alpha_hat']:.2f}): {drafted}, each helper "
            f"forward costing {c:.2f} target forwards, and {cost_txt}")
     predicted = x.get("predicted_speedup_cost_aware")

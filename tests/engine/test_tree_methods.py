@@ -317,6 +317,16 @@ def test_a_draft_tree_makes_no_linear_prediction_and_an_adaptive_run_predicts_at
     x = tree.summary.extras
     assert x["tree"] == "2x2" and "predicted_speedup" not in x and "alpha_hat" not in x and "curve" not in x
     assert "no prediction is made for a tree" in tree.summary.explanation
+    # the tree's own accounting instead: what a drafting iteration cost, measured, against its tokens
+    drafting = [it for it in tree.method.iters if it.draft]
+    target = tree.summary.target_fwd_ms
+    draft_cost = sum(it.t_draft_ms for it in drafting) / len(drafting) / target
+    verify_cost = sum(it.t_verify_ms for it in drafting) / len(drafting) / target
+    assert x["tree_draft_cost"] == pytest.approx(draft_cost, abs=1e-3)
+    assert x["tree_verify_cost"] == pytest.approx(verify_cost, abs=1e-3)
+    ratio = tree.summary.tau / (x["tree_draft_cost"] + x["tree_verify_cost"])
+    verdict = "paid for itself" if ratio > 1.0 else "cost more than it saved"
+    assert f"{ratio:.2f} tokens per step's cost, so the tree {verdict}" in tree.summary.explanation
     result = engine.run(PROMPT, DecodeParams(method="spec", gamma=6, max_new_tokens=40))
     run = result.summary
     lengths = [len(it.draft) for it in result.method.iters if it.draft]
