@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -24,6 +25,7 @@ TASK_GROUPS: tuple[tuple[str, str, frozenset[str]], ...] = (
 )
 GROUP_LABELS = {key: label for key, label, _ in TASK_GROUPS}
 _GROUP_KEYS = [key for key, _, _ in TASK_GROUPS]
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
 def task_group(category: str) -> str:
@@ -104,6 +106,9 @@ def _parse_line(line: str, where: str) -> BenchPrompt:
     except json.JSONDecodeError as exc:
         raise DecodeError(f"{where} is not valid JSON ({exc.msg}); each line must be one JSON object "
                           "with question_id, category and turns") from None
+    except RecursionError:
+        raise DecodeError(f"{where} is not a Spec-Bench record (its JSON is nested too deeply to read); each line "
+                          "must be one JSON object with question_id, category and turns") from None
     if not isinstance(record, dict):
         raise DecodeError(f"{where} is not a JSON object; each line must hold question_id, category and turns")
     missing = [key for key in ("question_id", "category", "turns") if key not in record]
@@ -121,11 +126,18 @@ def _parse_line(line: str, where: str) -> BenchPrompt:
                           "string")
     if isinstance(qid, bool) or not isinstance(qid, (int, float, str)):
         raise DecodeError(f"{where}: question_id must be an integer or a string, got {str(qid)[:40]}")
-    from decoders.records.inputs import check_text
+    from decoders.records.inputs import MAX_PROMPT_BYTES, check_text
 
     for name, text in (("the first turn", turns[0]), ("category", record["category"])) + (
             (("question_id", qid),) if isinstance(qid, str) else ()):
         check_text(text, f"{where}: {name}", "write it as UTF-8 text (a lone \\ud800 escape is not a character)")
+        control = _CONTROL.search(text) if name != "the first turn" else None
+        if control:  # the tables print these labels: an escape sequence would reach the terminal
+            raise DecodeError(f"{where}: {name} holds the control character U+{ord(control.group()):04X}; write it "
+                              "as plain text")
+    if len(turns[0].encode("utf-8")) > MAX_PROMPT_BYTES:
+        raise DecodeError(f"{where}: the first turn is longer than {MAX_PROMPT_BYTES >> 20} MiB, the most a prompt "
+                          "may be; shorten it")
     return BenchPrompt(qid, record["category"], turns[0])
 
 

@@ -88,7 +88,7 @@ def load_llamacpp_family(spec, report: LoadProgress):
     """The `Family` of ``spec`` on llama.cpp backends (main, and a GGUF helper when it names one)."""
     import torch
 
-    from decoders.backends.llamacpp import LlamaCppBackend, LlamaModel, load_llama_cpp
+    from decoders.backends.llamacpp import LlamaCppBackend, load_llama_cpp
     from decoders.models.backend_choice import warm_up
     from decoders.models.family import Family, context_length_of, stop_token_ids
     from decoders.models.sources import default_label
@@ -98,7 +98,7 @@ def load_llamacpp_family(spec, report: LoadProgress):
     main_path = gguf_location(spec.main)
     helper_path = gguf_location(spec.helper) if spec.helper else None
     report(f"Loading main model {main_path.name} with llama.cpp (as stored, nothing dequantised)", 0.05)
-    main_model = LlamaModel(main_path)
+    main_model = _load_model(main_path)
     report("Reading the tokenizer from the GGUF file", 0.3)
     tokenizer = gguf_tokenizer(main_path)
     positions = context_length_of(main_model.context_trained or 2048, tokenizer)
@@ -106,7 +106,7 @@ def load_llamacpp_family(spec, report: LoadProgress):
     helper = None
     if helper_path is not None:
         report(f"Loading helper model {helper_path.name} with llama.cpp", 0.6)
-        helper_model = LlamaModel(helper_path) if helper_path != main_path else main_model
+        helper_model = _load_model(helper_path) if helper_path != main_path else main_model
         if helper_model.vocab_size != main_model.vocab_size:
             raise DecodeError(f"Helper {spec.helper} has a vocabulary of {helper_model.vocab_size} tokens but main "
                               f"{spec.main} has {main_model.vocab_size}; helpers must share the main model's "
@@ -138,3 +138,17 @@ def load_llamacpp_family(spec, report: LoadProgress):
         backend="llamacpp",
         stored_as=main_model.description,
     )
+
+
+def _load_model(path: Path):
+    """llama.cpp's model of ``path``; a file it refuses that is cut short or damaged says so (llama.cpp
+    only says it failed, which alone reads as an architecture it does not know)."""
+    from decoders.backends.llamacpp import LlamaModel
+
+    try:
+        return LlamaModel(path)
+    except DecodeError:
+        from decoders.models.gguf_check import check_gguf_intact
+
+        check_gguf_intact(path)
+        raise

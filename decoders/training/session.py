@@ -113,6 +113,12 @@ def train_head(settings: TrainSettings, family, report: Callable[[str], None] = 
     out = Path(settings.out)
     model = family.main_model
     corpus = Corpus(settings.corpus)
+    from decoders.backends.heads.load import target_shape
+
+    made_for, vocab = corpus.meta.get("vocab_size"), target_shape(model).vocab
+    if isinstance(made_for, int) and made_for != vocab:
+        raise DecodeError(f"The corpus in {settings.corpus[:200]} was generated with a vocabulary of {made_for} "
+                          f"tokens, the main model's has {vocab}; give the --corpus folder of this model's answers.")
     if not corpus.samples:
         raise DecodeError(f"The corpus {settings.corpus} is empty; grow it first (tui-decode train-head --grow "
                           "MINUTES).")
@@ -134,7 +140,7 @@ def train_head(settings: TrainSettings, family, report: Callable[[str], None] = 
         head.load_state_dict(state["head"])
         report(f"resuming from {out / CHECKPOINT} at step {state['step']}")
     aux = head.config.aux_layers if head is not None else None
-    from decoders.backends.heads.load import default_aux_layers, target_shape
+    from decoders.backends.heads.load import default_aux_layers
 
     aux = aux or default_aux_layers(target_shape(model).n_layers)
     width = len(aux) * target_shape(model).hidden

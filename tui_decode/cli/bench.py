@@ -125,6 +125,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from tui_decode.cli.main import family_spec, load_with_progress
 
     prompts = load_prompts(args.prompts)
+    if not args.out.strip():  # "" is the current folder: its report.md would be written over
+        raise DecodeError("--out is empty; give the report folder (it is created if missing), or leave --out out "
+                          f"for {DEFAULT_OUT}/")
     check_folder_destination(args.out, "--out", "the report")  # before the benchmark, not after
     methods = parse_methods(args.methods) if args.methods is not None else None
     variants = parse_variants(args.variants) if args.variants is not None else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import replace
+from pathlib import Path
 
 from tui_decode.cli.numbers import bounded_int
 
@@ -54,12 +55,21 @@ def add_train_parser(sub) -> None:
 def cmd_train_head(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+    from decoders.core.errors import DecodeError
     from decoders.training.corpus import Corpus
     from decoders.training.grow import grow
     from decoders.training.session import TrainSettings, check_settings, train_head
-    from tui_decode.cli.main import load_with_progress, set_threads, stdout_console
+    from tui_decode.cli.main import check_threads, load_with_progress, set_threads, stdout_console
     from tui_decode.cli.model_args import family_spec
 
+    check_threads(args)
+    for flag, value in (("--corpus", args.corpus), ("--out", args.out)):
+        if value is not None and not value.strip():
+            raise DecodeError(f"{flag} is empty; give the path of a folder (or leave --out out to only grow the "
+                              "corpus)")
+    if Path(args.corpus).exists() and not Path(args.corpus).is_dir():
+        raise DecodeError(f"--corpus {args.corpus[:200]} is a file; give a folder for the corpus (created if "
+                          "missing).")
     settings = None
     if args.out:
         settings = TrainSettings(corpus=args.corpus, out=args.out, main=args.main or "bundled",

@@ -69,6 +69,9 @@ def _eagle(kind: str, config: dict, tensors: dict, target: TargetShape, model, f
         draft_vocab = int(need(tensors, "lm_head.weight", what=f"Head {folder}").shape[0])
     fc = need(tensors, "fc.weight", what=f"Head {folder}")
     fc_in = len(aux or ()) * target.hidden if eagle3 else 2 * hidden
+    if fc.shape[0] != hidden:
+        raise DecodeError(f"Head {folder}'s fc gives {fc.shape[0]} features but its config's hidden_size is "
+                          f"{hidden}; its config.json does not match its weights: download or train it again.")
     if tuple(fc.shape) != (hidden, fc_in):
         what = f"{len(aux or ())} target layers of {target.hidden}" if eagle3 else f"twice the hidden size {hidden}"
         raise DecodeError(f"Head {folder}'s fc takes {fc.shape[-1]} features but the target gives {fc_in} "

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 
 from decoders.backends.heads.eagle import EagleHead, HeadConfig
 from decoders.backends.heads.load import default_aux_layers, target_shape
+from decoders.core.errors import DecodeError
 
 if TYPE_CHECKING:
     from decoders.training.corpus import Corpus
@@ -49,8 +50,13 @@ class Features:
 def extract(model, corpus: Corpus, aux: tuple[int, ...], samples, report: Callable[[int, int], None] | None = None,
             device="cpu") -> Features:
     out = Features()
+    vocab = int(model.get_input_embeddings().weight.shape[0])
     for n, sample in enumerate(samples):
         ids = torch.tensor(corpus.ids(sample), dtype=torch.long, device=device)
+        if ids.numel() and int(ids.max()) >= vocab:
+            raise DecodeError(f"The corpus {corpus.folder}'s sample {sample.key} holds token id {int(ids.max())}, "
+                              f"beyond the main model's vocabulary of {vocab}; the corpus was made for another model "
+                              "or is damaged: give another --corpus folder.")
         with torch.inference_mode():
             result = model(ids[None], output_hidden_states=True)
         states = result.hidden_states
