@@ -67,7 +67,7 @@ def reference_draft(fmt, t, model, verified, bonus, steps):
     """Draft ``steps`` tokens after the target verified ``verified`` and gave ``bonus``: full-vocab
     logits of every step and the greedy tokens, by the published definitions."""
     states = target_states(model, verified)
-    if fmt == "medusa":
+    if fmt.startswith("medusa"):
         f = states[-1][0, -1]
         rows = [f + F.silu(f @ t[f"medusa_head.{i}.0.linear.weight"].T + t[f"medusa_head.{i}.0.linear.bias"])
                 for i in range(steps)]
@@ -116,7 +116,7 @@ def runners(model, folder, fast):
     return T, D
 
 
-FORMATS = ["eagle1", "eagle3", "medusa"]
+FORMATS = ["eagle1", "eagle3", "medusa", "medusa-pt", "medusa-safetensors"]
 
 
 @pytest.mark.parametrize("fast", [False, True], ids=["hf-backend", "fast-backend"])
@@ -200,3 +200,46 @@ def test_damaged_or_unknown_heads_get_one_line(tmp_path):
         head_draft(tmp_path / "m", backend, model)
     with pytest.raises(DecodeError, match="is not a folder"):
         head_draft(tmp_path / "nowhere", backend, model)
+
+
+def hub_cache(root, repo: str, fmt: str):
+    """A Hugging Face hub cache holding ``repo`` at one commit, laid out as huggingface_hub writes it."""
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    base = root / f"models--{repo.replace('/', '--')}"
+    snapshot = base / "snapshots" / commit
+    tensors = write_head(snapshot, fmt)
+    (base / "refs").mkdir(parents=True)
+    (base / "refs" / "main").write_text(commit)
+    return tensors
+
+
+def test_a_head_given_by_hub_id_loads_from_the_hub_cache_offline(tmp_path, monkeypatch):
+    """--head org/name: the copy in the hub cache is used without the network (the hub is
+    unreachable from the test machines); one missing from the cache is one line that says so."""
+    from decoders.backends.heads.formats import resolve_head
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "hub"))
+    t = hub_cache(tmp_path / "hub", "someone/medusa-tiny", "medusa-safetensors")
+    folder = resolve_head("someone/medusa-tiny")
+    assert folder.name == "0123456789abcdef0123456789abcdef01234567"
+    model = target_model()
+    T, D = runners(model, "someone/medusa-tiny", fast=True)
+    prompt = [5, 9, 13, 22, 7, 31, 40, 11]
+    bonus = int(T.run(prompt)[0].argmax())
+    want, _ = reference_draft("medusa", t, model, prompt, bonus, steps=1)
+    torch.testing.assert_close(D.run(prompt + [bonus])[0], want[0], atol=1e-3, rtol=1e-3)
+    with pytest.raises(DecodeError, match=r"Cannot get head 'someone/not-there' from the Hugging Face hub \(the "
+                                          r"Hugging Face hub cannot be reached from here and the head is not in"):
+        resolve_head("someone/not-there")
+    with pytest.raises(DecodeError, match=r"'no/such/thing' is not a folder; .*or a hub id such as org/name"):
+        resolve_head("no/such/thing")
+
+
+def test_a_published_medusa_config_without_counts_takes_them_from_the_tensors(tmp_path):
+    model = target_model()
+    write_head(tmp_path / "m", "medusa-pt")
+    (tmp_path / "m" / "config.json").write_text(json.dumps({"base_model_name_or_path": "tiny/target"}))
+    draft = head_draft(tmp_path / "m", make_backend(model, fast=True), model)
+    assert draft.max_draft == 3

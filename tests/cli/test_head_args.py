@@ -34,3 +34,13 @@ def test_families_toml_head_is_the_draft(tmp_path, monkeypatch):
     (tmp_path / "families.toml").write_text('[families.bad]\nmain = "bundled"\nhead = "x"\nself_draft_layer = 3\n')
     with pytest.raises(DecodeError, match=r"\[families.bad\] sets `head` and another draft; keep one"):
         resolve_family("bad")
+
+
+def test_a_hub_id_is_taken_as_a_head_and_a_path_like_one_is_not(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = build_parser().parse_args(["run", "--head", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "--prompt", "x"])
+    assert family_spec(args).head == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
+    for bad in ("a/b/c", "../x", "org/"):
+        args = build_parser().parse_args(["run", "--head", bad, "--prompt", "x"])
+        with pytest.raises(Exception, match="is not a folder"):
+            family_spec(args)

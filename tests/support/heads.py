@@ -16,12 +16,29 @@ def rand(*shape, scale=0.3, gen):
     return (torch.randn(*shape, generator=gen) * scale).contiguous()
 
 
+MEDUSA_PUBLISHED = {"medusa-pt": "medusa_lm_head.pt", "medusa-safetensors": "medusa_lm_head.safetensors"}
+
+
 def write_head(folder, fmt: str, seed: int = 3):
-    """A head of format ``fmt`` in its published tensor names, random weights."""
+    """A head of format ``fmt`` in its published tensor names, random weights; returns the tensors
+    named as the full model holds them. ``medusa-pt`` and ``medusa-safetensors`` are the layout
+    FasterDecoding/Medusa publishes: the heads' own state dict (``0.0.linear.weight``) in
+    ``medusa_lm_head.pt`` or ``.safetensors`` and a config with only the Medusa fields."""
     gen = torch.Generator().manual_seed(seed)
     t: dict[str, torch.Tensor] = {}
     config = {"hidden_size": HIDDEN, "num_attention_heads": HEADS, "num_key_value_heads": KV_HEADS,
               "intermediate_size": INTER, "vocab_size": VOCAB, "rms_norm_eps": 1e-6, "rope_theta": 10000.0}
+    if fmt in MEDUSA_PUBLISHED:
+        t = write_head(folder, "medusa", seed)
+        (folder / "model.safetensors").unlink()
+        own = {name.removeprefix("medusa_head."): tensor for name, tensor in t.items()}
+        if fmt == "medusa-pt":
+            torch.save(own, str(folder / MEDUSA_PUBLISHED[fmt]))
+        else:
+            save_file(own, str(folder / MEDUSA_PUBLISHED[fmt]))
+        (folder / "config.json").write_text(json.dumps({"medusa_num_heads": 3, "medusa_num_layers": 1,
+                                                        "base_model_name_or_path": "tiny/target"}))
+        return t
     if fmt == "medusa":
         config |= {"medusa_num_heads": 3, "medusa_num_layers": 1}
         for i in range(3):

@@ -22,8 +22,9 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                    help="draft with a weight-only KIND (int4) copy of the main model, built at load time, or with a "
                         "trained head (head: --head FOLDER, or the head shipped for the bundled model)")
     g.add_argument("--head", metavar="FOLDER",
-                   help="draft with the trained head in FOLDER (EAGLE-1/2, EAGLE-3 or Medusa, as published; "
-                        "implies --self-draft head)")
+                   help="draft with the trained head in FOLDER or at a hub id org/name (EAGLE-1/2, EAGLE-3 or "
+                        "Medusa, as published; the hub cache's copy is used when there is one; implies "
+                        "--self-draft head)")
     g.add_argument("--backend", default=None, choices=["torch", "llamacpp"],
                    help="what runs GGUF models: torch (dequantised to float32; default) or llamacpp (llama.cpp's own "
                         "kernels on the weights as stored; needs llama-cpp-python)")
@@ -62,9 +63,12 @@ def family_spec(args: argparse.Namespace):
     if head is not None:
         from pathlib import Path
 
-        if head != "bundled" and not Path(head).expanduser().is_dir():
+        from decoders.backends.heads.formats import looks_like_hub_id
+
+        if head != "bundled" and not Path(head).expanduser().is_dir() and not looks_like_hub_id(head):
             raise DecodeError(f"--head {head[:200]!r} is not a folder; give the folder of a trained head "
-                              "(config.json and model.safetensors), or train one with `tui-decode train-head`")
+                              "(config.json and model.safetensors) or a hub id (org/name), or train one with "
+                              "`tui-decode train-head`")
         if self_draft not in (None, "head"):
             raise DecodeError(f"give either --self-draft {self_draft} or --head FOLDER, not both")
         self_draft = "head"

@@ -44,6 +44,8 @@ def add_train_parser(sub) -> None:
                    help="training-time test: unrolled draft depths per batch (EAGLE-3)")
     p.add_argument("--max-tokens", type=bounded_int("--max-tokens", 0, 100_000_000), default=0, metavar="N",
                    help="train on the corpus's first N tokens only (0: all; a learning curve runs this at sizes)")
+    p.add_argument("--curve-points", type=bounded_int("--curve-points", 0, 100), default=6, metavar="N",
+                   help="held-out evaluations during training, the learning curve's points (default 6; 0: none)")
     p.add_argument("--measure-tokens", type=bounded_int("--measure-tokens", 0, 512), default=48, metavar="N",
                    help="after training, a speculative run of N tokens with the new head on this machine: its "
                         "cost, speedup and the cost-aware Theorem 3.8 prediction (0: skip)")
@@ -74,7 +76,7 @@ def cmd_train_head(args: argparse.Namespace) -> int:
     if args.out:
         settings = TrainSettings(corpus=args.corpus, out=args.out, main=args.main or "bundled",
                                  draft_vocab=args.draft_vocab, ttt=args.ttt, epochs=args.epochs, lr=args.lr,
-                                 max_tokens=args.max_tokens)
+                                 max_tokens=args.max_tokens, curve_points=args.curve_points)
         check_settings(settings)  # an unwritable or full --out fails before the model loads
     console = stdout_console()
     set_threads(args)

@@ -12,7 +12,12 @@
   eagle_aux_hidden_state_layer_ids`` or the default ``(2, L // 2, L - 3)`` of an L-layer target.
 * Medusa (FasterDecoding/Medusa): ``medusa_head.{i}.{j}.linear.{weight,bias}`` (ResBlocks) and
   ``medusa_head.{i}.{n_layers}.weight`` (one LM head per head), ``medusa_num_heads`` and
-  ``medusa_num_layers`` in the config.
+  ``medusa_num_layers`` in the config. The published heads hold only the heads' own state dict,
+  ``medusa_lm_head.safetensors`` or ``medusa_lm_head.pt`` with unprefixed names (``0.0.linear.weight``,
+  ``0.1.weight``), beside a config with ``base_model_name_or_path``; both layouts load.
+
+A head is a folder, or a Hugging Face hub id (``org/name``): the copy in the hub cache is used when
+there is one (so it works offline once downloaded), else the config and weights are downloaded.
 
 Every mismatch with the target (hidden size, vocabulary, layer count) is one DecodeError naming
 the field.
@@ -21,13 +26,16 @@ the field.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from decoders.core.errors import DecodeError
 
 FORMATS = ("eagle1", "eagle3", "medusa")
-WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "medusa_lm_head.safetensors", "medusa_lm_head.pt")
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}$")
+HUB_FILES = ["config.json", *WEIGHT_FILES]
 MAX_HEAD_BYTES = 8 * 2**30  # a head is one layer; a larger file is not a head
 
 
@@ -44,12 +52,45 @@ class TargetShape:
     eps: float
 
 
+def looks_like_hub_id(source: str) -> bool:
+    return bool(HUB_ID.match(source)) and not Path(source).expanduser().exists() and ".." not in source
+
+
+def resolve_head(source: str | Path, cache_dir: str | None = None) -> Path:
+    """The local folder of a head given as a folder or a hub id (``org/name``)."""
+    path = Path(source).expanduser()
+    if path.is_dir():
+        return path
+    text = str(source)
+    if not looks_like_hub_id(text):
+        raise DecodeError(f"Head {text[:200]!r} is not a folder; give a folder with config.json and "
+                          "model.safetensors (or pytorch_model.bin), or a hub id such as org/name.")
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:  # pragma: no cover - transformers brings it
+        raise DecodeError(f"Head {text!r} looks like a hub id, but huggingface_hub is not installed; "
+                          "download the head and give its folder.") from None
+    try:  # the cached copy first: no network needed once a head was downloaded
+        return Path(snapshot_download(text, allow_patterns=HUB_FILES, cache_dir=cache_dir, local_files_only=True))
+    except Exception:  # noqa: BLE001 - not in the cache (or a damaged cache entry): download it
+        pass
+    try:
+        return Path(snapshot_download(text, allow_patterns=HUB_FILES, cache_dir=cache_dir))
+    except Exception as err:  # noqa: BLE001 - the hub client raises many kinds (network, auth, not found)
+        why = type(err).__name__
+        if any(word in why for word in ("Offline", "Connect", "Timeout", "LocalEntry")):
+            detail = "the Hugging Face hub cannot be reached from here and the head is not in the hub cache"
+        elif "NotFound" in why or "Gated" in why or "Unauthorized" in why:
+            detail = "the hub has no such head, or it needs a login (huggingface-cli login)"
+        else:
+            detail = f"{why}"
+        raise DecodeError(f"Cannot get head {text!r} from the Hugging Face hub ({detail}); download it where "
+                          "the hub can be reached (huggingface-cli download) or give a local folder.") from None
+
+
 def read_head_files(folder: str | Path) -> tuple[dict, dict]:
-    """``(config, tensors)`` of a head folder; DecodeError naming what is missing or damaged."""
-    path = Path(folder)
-    if not path.is_dir():
-        raise DecodeError(f"Head {str(folder)[:200]!r} is not a folder; give a folder with config.json and "
-                          "model.safetensors (or pytorch_model.bin).")
+    """``(config, tensors)`` of a head folder or hub id; DecodeError naming what is missing or damaged."""
+    path = resolve_head(folder)
     config_path = path / "config.json"
     try:
         config = json.loads(config_path.read_text(encoding="utf-8"))
@@ -67,7 +108,15 @@ def read_head_files(folder: str | Path) -> tuple[dict, dict]:
     if weights.stat().st_size > MAX_HEAD_BYTES:
         raise DecodeError(f"Head weights {weights} hold {weights.stat().st_size / 2**30:.1f} GiB; a draft head is "
                           f"one layer (at most {MAX_HEAD_BYTES // 2**30} GiB here).")
-    return config, _read_tensors(weights)
+    return config, published_names(_read_tensors(weights))
+
+
+def published_names(tensors: dict) -> dict:
+    """Medusa's published files hold the heads' ModuleList alone (``0.0.linear.weight``): name them
+    as the full model does (``medusa_head.0.0.linear.weight``)."""
+    if tensors and all(re.match(r"^\d+\.\d+\.", name) for name in tensors):
+        return {f"medusa_head.{name}": t for name, t in tensors.items()}
+    return tensors
 
 
 def _read_tensors(weights: Path) -> dict:

@@ -133,8 +133,11 @@ def _load(module: torch.nn.Module, state: dict, folder: str) -> None:
 
 
 def _medusa(config: dict, tensors: dict, target: TargetShape) -> MedusaHeads:
-    n_heads = field(config, "medusa_num_heads")
-    n_layers = field(config, "medusa_num_layers", 1)
+    names = [n.split(".") for n in tensors if n.startswith("medusa_head.")]
+    found = {int(n[1]) for n in names if n[1].isdigit()}
+    blocks = {int(n[2]) for n in names if len(n) > 3 and n[1] == "0" and n[2].isdigit() and n[3] == "linear"}
+    n_heads = field(config, "medusa_num_heads", len(found) or None)
+    n_layers = field(config, "medusa_num_layers", len(blocks))
     if not 1 <= n_heads <= 16 or not 0 <= n_layers <= 8:
         raise DecodeError(f"Head config says medusa_num_heads {n_heads}, medusa_num_layers {n_layers}; "
                           "expected 1..16 heads of 0..8 ResBlocks.")
