@@ -27,6 +27,19 @@ def one_torch_thread(request):
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _features_in_a_temporary_folder(tmp_path_factory):
+    """`train-head` keeps extracted features in the user cache; the tests' tiny models keep theirs
+    in a folder of this test session (a subprocess of a test gets TUI_DECODE_CACHE_DIR itself)."""
+    import decoders.training.feature_cache as feature_cache
+
+    folder = tmp_path_factory.mktemp("features")
+    real = feature_cache.features_root
+    feature_cache.features_root = lambda: folder
+    yield
+    feature_cache.features_root = real
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _stay_in_process():
     """`run_app` leaves with os._exit after the app (a fast quit); called in-process by the tests
     (`main(["--open", ...])`), that would end pytest itself, silently, mid-run. A child process of

@@ -147,11 +147,18 @@ def train_head(settings: TrainSettings, family, report: Callable[[str], None] = 
     n_tokens = sum(s.end - s.start for s in samples)
     check_memory(n_tokens * (width * 2 + 16), f"the features of {n_tokens} corpus tokens", available_memory(),
                  "in main memory", "lower --max-tokens")
+    from decoders.training.feature_cache import FeatureCache, cache_file
+
     t0 = time.monotonic()
+    cache = FeatureCache(cache_file(model, str(getattr(family, "main_source", settings.main)), tuple(aux),
+                                    settings.corpus),
+                         report)
+    cached = len(cache.entries)
     features = extract(model, corpus, aux, samples,
-                       (lambda n, k: progress("features", n, len(samples), {})) if progress else None)
+                       (lambda n, k: progress("features", n, len(samples), {})) if progress else None, cache=cache)
     extract_rate = features.n_tokens / max(1e-9, time.monotonic() - t0)
-    report(f"features of {features.n_tokens} tokens at {extract_rate:.0f} tokens/s")
+    report(f"features of {features.n_tokens} tokens at {extract_rate:.0f} tokens/s"
+           + (f" ({cached} samples from the feature cache {cache.path})" if cached else ""))
     held = list(range(0, len(samples), settings.holdout))
     train_ids = [i for i in range(len(samples)) if i % settings.holdout]
     if head is None:  # the draft vocabulary from the training samples only: the held-out ones judge it
@@ -166,7 +173,10 @@ def train_head(settings: TrainSettings, family, report: Callable[[str], None] = 
     train_tokens = sum(int(features.ids[i].numel()) for i in train_ids)
     curve: list[dict] = list(state.get("curve", [])) if state else []
 
+    latest: list = []  # (step, optimizer) of the last finished step
+
     def on_step(step, total, loss, optimizer):
+        latest[:] = [step, optimizer]
         if progress:
             progress("training", step, total,
                      {"loss": loss, "tokens": round(train_tokens * settings.epochs * step / max(1, total))})
@@ -184,8 +194,16 @@ def train_head(settings: TrainSettings, family, report: Callable[[str], None] = 
     resume = state if state is not None and state["phase"] == "training" else None
     optimizer = None
     if train_ids and (state is None or resume is not None):
-        optimizer = train_steps(head, embed, features, train_ids, settings.ttt, to_draft, settings.epochs,
-                                settings.lr, settings.batch_tokens, on_step, resume, settings.seed)
+        try:
+            optimizer = train_steps(head, embed, features, train_ids, settings.ttt, to_draft, settings.epochs,
+                                    settings.lr, settings.batch_tokens, on_step, resume, settings.seed)
+        except BaseException:  # ctrl+c, SIGTERM, a full disk: the steps done so far resume next time
+            if latest:
+                try:
+                    save_checkpoint(out, head, latest[1], latest[0], settings, "training", curve)
+                except Exception:  # noqa: BLE001 - the error that stopped us is the one to report
+                    pass
+            raise
     train_seconds = time.monotonic() - started
     save_checkpoint(out, head, optimizer, -1, settings, "done", curve)
     result = evaluate(head, embed, features, held, settings.ttt, to_draft)

@@ -82,7 +82,7 @@ def test_an_interrupted_training_resumes_from_its_checkpoint(tmp_path, family, m
     assert (tmp_path / "head" / CHECKPOINT).exists()
     said: list[str] = []
     train_head(settings(tmp_path, epochs=4.0), family, report=said.append)
-    assert any("resuming" in line and "step 4" in line for line in said), said
+    assert any("resuming" in line and "step 5" in line for line in said), said  # step 5 was done when stopped
     with pytest.raises(DecodeError, match="checkpoint of a run with other settings"):
         train_head(settings(tmp_path, epochs=4.0, ttt=3), family, report=lambda _: None)
 
@@ -136,3 +136,69 @@ def test_the_draft_vocabulary_is_counted_over_the_training_samples_only(tmp_path
     expected = [features.labels[i] for i in range(20) if i not in held]
     assert len(counted) == 1 and len(counted[0]) == len(expected) == 16
     assert all(torch.equal(a, b) for a, b in zip(counted[0], expected, strict=True))
+
+
+def test_features_are_kept_between_runs_and_an_interrupted_extraction_keeps_its_part(tmp_path, family):
+    """A second run extracts nothing it has (no target forward); ctrl+c during the extraction keeps
+    the samples done; an entry whose tokens changed is extracted again, never trusted."""
+    import decoders.backends.heads.training as training
+    from decoders.training.feature_cache import FeatureCache, cache_file
+
+    grow_corpus(tmp_path / "corpus", family.main_model, samples=10)
+    corpus = Corpus(tmp_path / "corpus")
+    path = cache_file(family.main_model, "tiny", (1, 2, 3), tmp_path / "corpus")
+    calls = []
+    real_forward = family.main_model.forward
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real_forward(*args, **kwargs)
+
+    family.main_model.forward = counting
+    try:
+        def stop(n, k):
+            if n == 4:
+                raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            training.extract(family.main_model, corpus, (1, 2, 3), corpus.samples, stop, cache=FeatureCache(path))
+        assert len(calls) == 4 and len(FeatureCache(path).entries) == 4
+        first = training.extract(family.main_model, corpus, (1, 2, 3), corpus.samples, cache=FeatureCache(path))
+        assert len(calls) == 10  # the 6 it lacked
+        again = training.extract(family.main_model, corpus, (1, 2, 3), corpus.samples, cache=FeatureCache(path))
+        assert len(calls) == 10
+        assert all(torch.equal(a, b) for a, b in zip(first.feats, again.feats, strict=True))
+        fresh = training.extract(family.main_model, corpus, (1, 2, 3), corpus.samples)
+        assert all(torch.equal(a, b) for a, b in zip(fresh.labels, again.labels, strict=True))
+        cache = FeatureCache(path)
+        key = next(iter(cache.entries))
+        ids, feats, labels = cache.entries[key]
+        cache.entries[key] = (ids + 1, feats, labels)  # tokens that are not the sample's
+        cache.dirty = True
+        cache.save()
+        calls.clear()
+        training.extract(family.main_model, corpus, (1, 2, 3), corpus.samples, cache=FeatureCache(path))
+        assert len(calls) == 1
+    finally:
+        family.main_model.forward = real_forward
+    path.write_bytes(b"not a torch file")
+    said: list[str] = []
+    assert FeatureCache(path, said.append).entries == {} and "cannot be read" in said[0]
+    assert cache_file(peaked_model(layers=5, seed=9), "tiny", (1, 2, 3), tmp_path / "corpus") != path
+
+
+@pytest.mark.slow  # a training run cut short within its first minute, then resumed
+def test_ctrl_c_before_the_first_timed_checkpoint_keeps_the_steps_done(tmp_path, family):
+    grow_corpus(tmp_path / "corpus", family.main_model, samples=20)
+
+    def stop_at(phase, n, total, info):
+        if phase == "training" and n == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train_head(settings(tmp_path, epochs=2.0), family, report=lambda _: None, progress=stop_at)
+    said: list[str] = []
+    train_head(settings(tmp_path, epochs=2.0), family, report=said.append)
+    assert any("resuming" in line and "step 3" in line for line in said), said
+    assert any("10 samples from the feature cache" in line or "20 samples from the feature cache" in line
+               for line in said), said

@@ -30,6 +30,7 @@ from decoders.core.errors import DecodeError
 
 if TYPE_CHECKING:
     from decoders.training.corpus import Corpus
+    from decoders.training.feature_cache import FeatureCache
 
 IGNORE = -100
 
@@ -48,28 +49,46 @@ class Features:
 
 
 def extract(model, corpus: Corpus, aux: tuple[int, ...], samples, report: Callable[[int, int], None] | None = None,
-            device="cpu") -> Features:
+            device="cpu", cache: FeatureCache | None = None) -> Features:
+    """The features of ``samples``; those in ``cache`` are read from it, the others extracted and
+    added to it (saved at the end, now and then, and when an interrupt stops the extraction)."""
     out = Features()
     vocab = int(model.get_input_embeddings().weight.shape[0])
-    for n, sample in enumerate(samples):
-        ids = torch.tensor(corpus.ids(sample), dtype=torch.long, device=device)
-        if ids.numel() and int(ids.max()) >= vocab:
-            raise DecodeError(f"The corpus {corpus.folder}'s sample {sample.key} holds token id {int(ids.max())}, "
-                              f"beyond the main model's vocabulary of {vocab}; the corpus was made for another model "
-                              "or is damaged: give another --corpus folder.")
-        with torch.inference_mode():
-            result = model(ids[None], output_hidden_states=True)
-        states = result.hidden_states
-        out.ids.append(ids.cpu())
-        out.feats.append(torch.cat([states[i][0] for i in aux], -1).to(torch.float16).cpu())
-        labels = result.logits[0].argmax(-1).cpu()
-        # the loss is on the answer only (EAGLE's loss mask): the row of the last prompt token on,
-        # which predicts the first answer token; the prompt is context the target never writes
-        labels[: max(0, sample.n_prompt - 1)] = IGNORE
-        out.labels.append(labels)
-        if report:
-            report(n + 1, int(ids.numel()))
+    try:
+        for n, sample in enumerate(samples):
+            ids = torch.tensor(corpus.ids(sample), dtype=torch.long)
+            if ids.numel() and int(ids.max()) >= vocab:
+                raise DecodeError(f"The corpus {corpus.folder}'s sample {sample.key} holds token id "
+                                  f"{int(ids.max())}, beyond the main model's vocabulary of {vocab}; the corpus "
+                                  "was made for another model or is damaged: give another --corpus folder.")
+            hit = cache.get(sample, ids) if cache is not None else None
+            if hit is None:
+                feats, labels = _features(model, ids.to(device), aux, sample.n_prompt)
+                if cache is not None:
+                    cache.put(sample, ids, feats, labels)
+            else:
+                feats, labels = hit
+            out.ids.append(ids)
+            out.feats.append(feats)
+            out.labels.append(labels)
+            if report:
+                report(n + 1, int(ids.numel()))
+    finally:  # ctrl+c or SIGTERM included: what was extracted is kept for the next run
+        if cache is not None:
+            cache.save()
     return out
+
+
+def _features(model, ids: torch.Tensor, aux: tuple[int, ...], n_prompt: int) -> tuple[torch.Tensor, torch.Tensor]:
+    with torch.inference_mode():
+        result = model(ids[None], output_hidden_states=True)
+    states = result.hidden_states
+    feats = torch.cat([states[i][0] for i in aux], -1).to(torch.float16).cpu()
+    labels = result.logits[0].argmax(-1).cpu()
+    # the loss is on the answer only (EAGLE's loss mask): the row of the last prompt token on,
+    # which predicts the first answer token; the prompt is context the target never writes
+    labels[: max(0, n_prompt - 1)] = IGNORE
+    return feats, labels
 
 
 def draft_vocabulary(labels: list[torch.Tensor], vocab: int, size: int) -> torch.Tensor:
