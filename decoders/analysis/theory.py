@@ -40,3 +40,17 @@ def speedup_curve(alpha: float, c: float, gammas=range(1, 11)) -> list[list[floa
 
 def best_gamma(curve: list[list[float]]) -> int:
     return int(max(curve, key=lambda row: row[1])[0])
+
+
+def chain_speedup(accept_per_depth: list[float], gamma: int, c: float, verify_cost: float) -> float:
+    """Theorem 3.8 with the measured verify cost for a chain whose acceptance is known per depth
+    (depth d given depths 1..d-1 accepted, as a trained head's held-out evaluation gives it): a
+    chain of ``gamma`` drafts yields 1 + a1 + a1*a2 + ... tokens per target forward; the depths
+    beyond those known repeat the last."""
+    rates = list(accept_per_depth[:gamma]) or [0.0]
+    rates += [rates[-1]] * (gamma - len(rates))
+    tokens, run = 1.0, 1.0
+    for a in rates:
+        run *= min(max(a, 0.0), 1.0)
+        tokens += run
+    return tokens / (gamma * c + verify_cost)

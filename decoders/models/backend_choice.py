@@ -153,6 +153,8 @@ def self_draft_for(family, kind: str) -> Backend:
 
         check_backend(FamilySpec(name="", main="bundled", self_draft=kind, backend=family.backend))
     main_model = getattr(family, "main_model", None)
+    if kind == "fastest":
+        raise DecodeError("The fastest draft is chosen when the family loads; pick int4 or head here.")
     if kind == "head":
         backend = trained_head(family.main, main_model, getattr(family, "head_source", None))
     else:

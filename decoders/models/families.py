@@ -20,7 +20,8 @@ $TUI_DECODE_CONFIG_DIR) and holds one table per family::
 
     [families.smol-int4]
     main = "bundled"
-    self_draft = "int4"                  # an int4 copy of the main model drafts for it
+    self_draft = "int4"                  # an int4 copy of the main model drafts for it ("head": the
+                                         # trained head; "fastest": whichever is predicted faster here)
 """
 
 from __future__ import annotations
@@ -45,9 +46,11 @@ CONFIG_FILE = "families.toml"
 BUILTIN_FAMILIES: dict[str, FamilySpec] = {
     spec.name: spec
     for spec in (
-        # The int4 self-draft pays best on the bundled model (README, "Adaptive draft length"):
-        # early exit at layer 20 is accepted 4-26% at c 0.5-1.2 and runs at 0.22x (0.90x adaptive).
-        FamilySpec(name=DEFAULT_FAMILY, main="bundled", label=BUNDLED_LABEL, self_draft="int4"),
+        # Which draft pays on the bundled model depends on the CPU (README, "Which draft pays"): the
+        # int4 self-draft where bf16 is native (AVX512-BF16, AMX), the trained head elsewhere; so
+        # the default measures both at load and drafts with the faster (decoders/models/draft_choice.py).
+        # Early exit at layer 20 is accepted 4-26% at c 0.5-1.2 and runs at 0.22x (0.90x adaptive).
+        FamilySpec(name=DEFAULT_FAMILY, main="bundled", label=BUNDLED_LABEL, self_draft="fastest"),
         # the same file run by llama.cpp's own kernels as stored (needs llama-cpp-python)
         FamilySpec(name=f"{DEFAULT_FAMILY}-llamacpp", main="bundled", label=f"{BUNDLED_LABEL} on llama.cpp",
                    backend="llamacpp"),
@@ -90,7 +93,8 @@ class FamilyTable(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
                 raise ValueError(f"`{key}` is empty; give it a value or leave it out.")
         if self.helper and self.self_draft_layer is not None:
             raise ValueError("sets both `helper` and `self_draft_layer`; keep one.")
-        if self.head and (self.helper or self.self_draft_layer is not None or self.self_draft not in (None, "head")):
+        if self.head and (self.helper or self.self_draft_layer is not None
+                          or self.self_draft not in (None, "head", "fastest")):
             raise ValueError("sets `head` and another draft; keep one.")
         if self.self_draft is not None and (self.helper or self.self_draft_layer is not None):
             raise ValueError(f"sets `self_draft` and `{'helper' if self.helper else 'self_draft_layer'}`; keep one.")

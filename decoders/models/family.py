@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 # End-of-turn markers of common chat formats: a chat reply ends at these even when the
 # generation config names only the base model's end-of-text token.
 #: Quantized self-drafts a family may ask for (built by `decoders.backends.quantized`).
-SelfDraft = Literal["int4", "head"]
+SelfDraft = Literal["int4", "head", "fastest"]
 SELF_DRAFT_KINDS: tuple[str, ...] = get_args(SelfDraft)
 END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>")
 
@@ -79,6 +79,7 @@ class Family:
     helper_model: Any = None  # the helper's transformers module; None for self-draft or no helper
     self_draft: str | None = None  # "int4" when the helper is a quantized copy of the main model, "head"
     head_source: str | None = None  # the folder of the trained head this family may draft with
+    draft_choice: dict | None = None  # self_draft "fastest": what was measured and chosen (draft_choice.py)
     device_map: str | None = None  # how a device map spread the models ("auto", or "N entries")
     backend: str = "torch"  # what runs the models: "torch" or "llamacpp"
     stored_as: str | None = None  # llama.cpp: the weights' type as the GGUF stores them (e.g. "Q4_1")
@@ -136,6 +137,7 @@ class Family:
             "device": str(self.device),
             "dtype": dtype,
         } | ({"device_map": self.device_map} if self.device_map else {}) \
+            | ({"draft_choice": self.draft_choice["sentence"]} if self.draft_choice else {}) \
             | ({"backend": self.backend} if self.backend != "torch" else {})
 
     def _prepare_display(self) -> None:
@@ -218,6 +220,8 @@ def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bo
     helper_backend = None
     helper_model = None
     helper_source = None
+    self_draft = spec.self_draft
+    draft_choice = None
     if spec.helper:
         helper_model, helper_tokenizer, helper_source = load_source(
             spec.helper, device, load_dtype, "helper", scaled_progress(report, main_share, 1.0), device_map
@@ -237,6 +241,13 @@ def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bo
             )
         helper_backend = main_backend.early_exit(layer)
         helper_source = f"early exit @ layer {layer}"
+    elif spec.self_draft == "fastest":
+        report("Building the drafts to choose from (int4, the trained head)", 0.9)
+        from decoders.models.draft_choice import choose_for_family
+
+        helper_backend, helper_source, self_draft, choice = choose_for_family(spec, main_backend, main_model,
+                                                                               tokenizer, report)
+        draft_choice = choice.as_dict() | {"sentence": choice.sentence()}
     elif spec.self_draft == "head":
         report("Loading the trained draft head", 0.9)
         helper_backend = trained_head(main_backend, main_model, head_folder(spec.head, spec.main))
@@ -265,8 +276,9 @@ def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bo
         vocab_size=vocab_size,
         main_model=main_model,
         helper_model=helper_model,
-        self_draft=spec.self_draft,
+        self_draft=self_draft,
         head_source=head_folder(spec.head, spec.main, missing_ok=True),
+        draft_choice=draft_choice,
         device_map=_map_text(main_model, device_map),
     )
 
@@ -307,7 +319,7 @@ def check_self_draft(spec: FamilySpec) -> None:
         return
     if kind not in SELF_DRAFT_KINDS:
         raise DecodeError(f"Unknown self-draft kind {kind!r}; choose one of {', '.join(SELF_DRAFT_KINDS)}.")
-    if spec.head and kind != "head":
+    if spec.head and kind not in ("head", "fastest"):
         raise DecodeError(f"Family {spec.name!r} names a head ({spec.head[:200]}) but drafts with {kind}; "
                           "use self_draft = \"head\" or drop the head.")
     if spec.helper or spec.self_draft_layer is not None:

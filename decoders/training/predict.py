@@ -13,16 +13,11 @@ PROMPT = "Write a short paragraph about why people enjoy walking in the mountain
 
 
 def heldout_speedup(accept_per_depth: list[float], gamma: int, c: float, verify_cost: float) -> float:
-    """Theorem 3.8 with the measured verify cost, at the held-out per-depth acceptance: a chain of
-    ``gamma`` drafts yields 1 + a1 + a1*a2 + ... tokens per target forward (the depths beyond
-    those measured repeat the last)."""
-    rates = list(accept_per_depth[:gamma]) or [0.0]
-    rates += [rates[-1]] * (gamma - len(rates))
-    tokens, run = 1.0, 1.0
-    for a in rates:
-        run *= min(max(a, 0.0), 1.0)
-        tokens += run
-    return tokens / (gamma * c + verify_cost)
+    """Theorem 3.8 with the measured verify cost, at the held-out per-depth acceptance
+    (`decoders.analysis.theory.chain_speedup`)."""
+    from decoders.analysis.theory import chain_speedup
+
+    return chain_speedup(accept_per_depth, gamma, c, verify_cost)
 
 
 def on_this_machine(engine, accept_per_depth: list[float], gamma: int, max_new_tokens: int = 48,

@@ -46,6 +46,8 @@ def draft_text(spec) -> str:
         return f"early exit @ layer {spec.self_draft_layer}"
     if spec.self_draft == "head":
         return f"trained head {spec.head or '(shipped)'}"
+    if spec.self_draft == "fastest":
+        return "int4 or the trained head, whichever is faster here (measured at load)"
     if spec.self_draft:
         return f"{spec.self_draft} self-draft"
     return "-"

@@ -47,6 +47,7 @@ class LoadedFamily:
         family = self.engine.family
         helper = getattr(self.engine, "helper_model_source", None)
         kinds = SELF_DRAFT_KINDS if getattr(family, "main_model", None) is not None else ()
+        kinds = tuple(kind for kind in kinds if kind != "fastest")  # a choice made at load, not a draft
         if getattr(family, "head_source", None) is None:  # a trained head only where one is at hand
             kinds = tuple(kind for kind in kinds if kind != "head")
         return DraftOptions(layers=self.draft_layers, helper=helper, kinds=kinds)
