@@ -8,32 +8,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli.conftest import error_line
 from tests.support.tiny import save_tiny_model, tiny_model
 from tui_decode.cli.main import main
 
+pytestmark = pytest.mark.usefixtures("isolated")
 PROMPT = ["--prompt", "w5 w6 w7 w5 w6"]
 
 
 @pytest.fixture(scope="module")
 def tiny_folder(tmp_path_factory) -> Path:
     return save_tiny_model(tmp_path_factory.mktemp("tiny") / "model", model=tiny_model(layers=3))
-
-
-@pytest.fixture(autouse=True)
-def isolated(tmp_path, monkeypatch, one_torch_thread):
-    monkeypatch.setenv("TUI_DECODE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("TUI_DECODE_CONFIG_DIR", str(tmp_path / "config"))
-    monkeypatch.setenv("TUI_DECODE_RUNS_DIR", str(tmp_path / "runs"))
-    (tmp_path / "config").mkdir()
-    return tmp_path
-
-
-def error_line(capsys, argv, code: int = 2) -> str:
-    got = main(argv)
-    out, err = capsys.readouterr()
-    assert got == code, err
-    assert err.count("\n") == 1 and "Traceback" not in err + out, err
-    return err
 
 
 def test_ar_with_a_device_map_runs_without_the_family_s_self_draft(capsys, isolated, tiny_folder):

@@ -11,24 +11,9 @@ from pathlib import Path
 import pytest
 
 from decoders.core.errors import DecodeError
-from tui_decode.cli.main import main
+from tests.cli.conftest import error_line
 
-
-@pytest.fixture(autouse=True)
-def isolated(tmp_path, monkeypatch, one_torch_thread):
-    monkeypatch.setenv("TUI_DECODE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("TUI_DECODE_CONFIG_DIR", str(tmp_path / "config"))
-    monkeypatch.setenv("TUI_DECODE_RUNS_DIR", str(tmp_path / "runs"))
-    (tmp_path / "config").mkdir()
-    return tmp_path
-
-
-def error_line(capsys, argv, code: int = 2) -> str:
-    got = main(argv)
-    out, err = capsys.readouterr()
-    assert got == code, err
-    assert err.count("\n") == 1 and "Traceback" not in err + out and "internal error" not in err, err
-    return err
+pytestmark = pytest.mark.usefixtures("isolated")
 
 
 @pytest.mark.parametrize("threads", ["0", "-1", "99999"])

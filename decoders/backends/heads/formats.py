@@ -97,7 +97,7 @@ def read_head_files(folder: str | Path) -> tuple[dict, dict]:
     except FileNotFoundError:
         raise DecodeError(f"Head folder {path} has no config.json; a head needs its config beside "
                           "its weights.") from None
-    except (OSError, ValueError, UnicodeDecodeError) as err:
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError) as err:
         raise DecodeError(f"Head config {config_path} cannot be read ({type(err).__name__}); "
                           "the file is damaged.") from None
     if not isinstance(config, dict):

@@ -55,14 +55,29 @@ def _eagle(kind: str, config: dict, tensors: dict, target: TargetShape, model, f
                           "EAGLE-1/2 head reads the target's hidden state as it is.")
     heads = field(config, "num_attention_heads", target.heads)
     kv_heads = field(config, "num_key_value_heads", heads)
+    if min(heads, kv_heads, hidden) < 1:
+        raise DecodeError(f"Head {folder}'s config has num_attention_heads {heads}, num_key_value_heads {kv_heads}, "
+                          f"hidden_size {hidden}; each must be at least 1: download or train it again.")
     head_dim = field(config, "head_dim", hidden // heads)
+    eps = field(config, "rms_norm_eps", target.eps, kind=float)
+    rope_theta = field(config, "rope_theta", target.rope_theta, kind=float)
+    if not (0 < eps < 1 and 0 < rope_theta < float("inf")) or head_dim < 1:
+        raise DecodeError(f"Head {folder}'s config has rms_norm_eps {eps}, rope_theta {rope_theta}, head_dim "
+                          f"{head_dim}; expected 0 < rms_norm_eps < 1, a positive finite rope_theta and head_dim "
+                          "at least 1: download or train it again.")
     q = need(tensors, f"{prefix}self_attn.q_proj.weight", what=f"Head {folder}")
     intermediate = int(need(tensors, f"{prefix}mlp.gate_proj.weight", what=f"Head {folder}").shape[0])
     aux = None
     draft_vocab = target.vocab
     if eagle3:
-        ids = (config.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
-        aux = tuple(int(i) for i in ids) if ids else default_aux_layers(target.n_layers)
+        eagle_config = config.get("eagle_config") or {}
+        ids = eagle_config.get("eagle_aux_hidden_state_layer_ids") if isinstance(eagle_config, dict) else None
+        if not isinstance(eagle_config, dict) or (ids and not (
+                isinstance(ids, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in ids))):
+            raise DecodeError(f"Head {folder}'s eagle_config.eagle_aux_hidden_state_layer_ids is "
+                              f"{str(ids if isinstance(eagle_config, dict) else eagle_config)[:80]}; expected a "
+                              "list of target layer numbers such as [2, 16, 29] in an object eagle_config.")
+        aux = tuple(ids) if ids else default_aux_layers(target.n_layers)
         if any(not 0 <= i < target.n_layers for i in aux):
             raise DecodeError(f"Head {folder} reads target layers {list(aux)} "
                               f"(eagle_aux_hidden_state_layer_ids), but the target has {target.n_layers}.")
@@ -79,8 +94,7 @@ def _eagle(kind: str, config: dict, tensors: dict, target: TargetShape, model, f
     cfg = HeadConfig(kind=kind, hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
                      intermediate=intermediate, vocab=target.vocab, draft_vocab=draft_vocab,
                      target_hidden=target.hidden, aux_layers=aux,
-                     eps=float(config.get("rms_norm_eps", target.eps)),
-                     rope_theta=float(config.get("rope_theta", target.rope_theta)),
+                     eps=eps, rope_theta=rope_theta,
                      fc_bias="fc.bias" in tensors, qkv_bias=f"{prefix}self_attn.q_proj.bias" in tensors)
     if tuple(q.shape) != (heads * head_dim, (2 if eagle3 else 1) * hidden):
         raise DecodeError(f"Head {folder}'s q_proj has shape {tuple(q.shape)}; num_attention_heads {heads} and "
@@ -103,9 +117,10 @@ def _eagle(kind: str, config: dict, tensors: dict, target: TargetShape, model, f
         state["norm"] = need(tensors, "norm.weight", what=f"Head {folder}")
         state["lm_head.weight"] = tensors["lm_head.weight"]
         offsets = tensors.get("d2t")
-        ids = torch.arange(draft_vocab) + (offsets.long() if offsets is not None else 0)
         if offsets is not None and tuple(offsets.shape) != (draft_vocab,):
-            raise DecodeError(f"Head {folder}'s d2t has shape {tuple(offsets.shape)}, not ({draft_vocab},).")
+            raise DecodeError(f"Head {folder}'s d2t has shape {tuple(offsets.shape)}, not ({draft_vocab},) as its "
+                              "lm_head's rows; the file is damaged: download or train it again.")
+        ids = torch.arange(draft_vocab) + (offsets.long() if offsets is not None else 0)
         if int(ids.min()) < 0 or int(ids.max()) >= target.vocab:
             raise DecodeError(f"Head {folder}'s d2t maps draft rows to ids outside the target's vocabulary "
                               f"of {target.vocab}; it was trained for another model.")
