@@ -134,6 +134,10 @@ class KVRunner:
         self.timer = ForwardTimer.for_device(backend.device, clock)
         self.held: list[int | None] = []
         self.log: list[ForwardLog] = []
+        # the copies `follow` made before forwards (positions: how many), timed apart from the
+        # forwards: a trained head's catch-up runs its layer over every position verified since
+        # it last drafted, which is not the cost of one draft step
+        self.catch_up: list[ForwardLog] = []
         self._torch = torch
         # (tree, prefix length) of the last run_tree, until keep_path or a crop
         self._tree: tuple[TokenTree, int] | None = None
@@ -156,6 +160,7 @@ class KVRunner:
         self.backend.reset()
         self.held = []
         self.log = []
+        self.catch_up = []
         self._tree = None
         self.adopted = 0
 
@@ -178,6 +183,15 @@ class KVRunner:
             source.backend.tap = getattr(self.backend, "tap", None) if self.source is not None else None
         return reason
 
+    def mark(self) -> tuple[int, int]:
+        """Where the forward and catch-up logs stand now, for `seconds_since`."""
+        return len(self.log), len(self.catch_up)
+
+    def seconds_since(self, mark: tuple[int, int]) -> float:
+        """Seconds of the forwards and catch-ups logged since ``mark`` (read after the iteration's
+        host transfer: no wait on CUDA events)."""
+        return sum(f.seconds for f in self.log[mark[0]:]) + sum(f.seconds for f in self.catch_up[mark[1]:])
+
     def mean_seconds(self, positions: int | None = 1) -> float | None:
         """Mean time of forwards that ran ``positions`` positions (None: all forwards)."""
         times = [f.seconds for f in self.log if positions is None or f.positions == positions]
@@ -194,10 +208,11 @@ class KVRunner:
         total = len(seq) + n_tail
         if keep < 1 or keep > total:
             raise ValueError(f"keep must be in 1..{total}, got {keep}")
-        started = None
-        if self.source is not None:  # the copy's time counts toward this forward
+        if self.source is not None:  # the copy is timed on its own (`catch_up`), not as this forward
             started = self.timer.start()
-            self._adopt(seq, min(total - keep, len(seq)))
+            copied = self._adopt(seq, min(total - keep, len(seq)))
+            if copied:
+                self.catch_up.append(self.timer.stop(started, copied, 0))
         # kept positions are always recomputed
         self.crop(self._common_prefix(seq, min(len(self.held), total - keep, len(seq))))
         common = len(self.held)
@@ -205,10 +220,11 @@ class KVRunner:
         new = to_device(fresh, self.backend.device)
         if n_tail:
             new = self._torch.cat([new, tail.reshape(-1).to(self._torch.long)])
-        return self._forward(new, keep, fresh + [None] * n_tail, started=started)
+        return self._forward(new, keep, fresh + [None] * n_tail)
 
-    def _adopt(self, seq: Sequence[int], limit: int) -> None:
-        """Copy the source's cached positions that hold ``seq[:limit]`` and are not copies here yet."""
+    def _adopt(self, seq: Sequence[int], limit: int) -> int:
+        """Copy the source's cached positions that hold ``seq[:limit]`` and are not copies here
+        yet; how many it copied."""
         source = self.source
         assert source is not None  # run adopts only while following a source
         # follow sets a source only where the backend's adopt_reason accepted it
@@ -220,6 +236,8 @@ class KVRunner:
             backend.adopt_cache(source.backend, start, end)
             self.held[start:] = source.held[start:end]
             self.adopted = end
+            return end - start
+        return 0
 
     def extend(self, ids, keep: int = 1):
         """Append device tokens ``ids`` (1-D) after what the cache holds; ids are named later."""
@@ -286,15 +304,14 @@ class KVRunner:
         """How many leading positions (at most ``limit``) ``held`` shares with ``seq``."""
         return common_prefix(self.held, seq, limit)
 
-    def _forward(self, ids, keep: int, names: list[int | None], started=None, **options):
+    def _forward(self, ids, keep: int, names: list[int | None], **options):
         if len(self.held) + len(names) > self.backend.max_positions:
             from decoders.core.errors import DecodeError
 
             raise DecodeError(f"the sequence reached {len(self.held) + len(names)} positions, beyond the model's "
                               f"context of {self.backend.max_positions}; lower max_new_tokens or shorten the prompt")
         self._tree = None  # any forward ends the use of the last tree's slots
-        if started is None:
-            started = self.timer.start()
+        started = self.timer.start()
         logits = self.backend.forward(ids, keep, **options)
         self.held.extend(names)
         self.log.append(self.timer.stop(started, len(names), keep))

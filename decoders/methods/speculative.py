@@ -119,7 +119,7 @@ def speculative(ctx: DecodeContext) -> MethodGen:
             continue
 
         # Draft: up to `limit` helper forwards, tokens kept on the device.
-        n_log = len(D.log)
+        mark = D.mark()
         confs.clear()
         drafts, q_rows = draft_chain(D, b.seq, limit, pick_draft, keep_going if policy is not None else None)
         budget = len(drafts)
@@ -150,12 +150,12 @@ def speculative(ctx: DecodeContext) -> MethodGen:
         n, nxt = got.ints(1)[0], got.ints(1)[0]
         d_ids = got.ints(budget)
         acc, beta = got.take(budget), got.take(budget)
-        t_draft = sum(f.seconds for f in D.log[n_log:])  # read after the transfer: no wait on CUDA events
+        t_draft = D.seconds_since(mark)  # with the catch-up; read after the transfer: no wait on CUDA events
         D.name_tail(d_ids[: budget - 1])  # the helper cached every draft but the last
         T.name_tail(d_ids)
 
         if policy is not None:
-            policy.observe(confs, n, [f.seconds for f in D.log[n_log:] if f.positions == 1],
+            policy.observe(confs, n, [f.seconds for f in D.log[mark[0]:] if f.positions == 1],
                            T.log[-1].positions, T.log[-1].seconds)
         fields = {"t_draft_ms": ms(t_draft), "t_verify_ms": ms(T.log[-1].seconds), "draft_stop": why,
                   "beta": [r(x) for x in beta[: min(n + 1, budget)]]}
@@ -199,6 +199,11 @@ def _extras(run, stats, params, summary) -> dict:
     lengths, plain = _drafted(run)
     out = {"gamma": params.gamma, "c_hat": round(c, 3), "drafting_iterations": len(lengths), "plain_steps": plain,
            "mean_drafted": round(sum(lengths) / len(lengths), 2) if lengths else 0.0}
+    catch_up = run.time_ms.get("helper_catch_up")
+    u = 0.0
+    if catch_up and base_fwd and run.ids:  # per token the run yielded, in target one-token steps
+        u = catch_up / len(run.ids) / base_fwd
+        out["catch_up_cost"] = round(u, 3)
     if params.tree_width > 1 and params.greedy:
         out["tree"] = f"{params.tree_width}x{min(params.tree_depth, params.gamma)}"
         drafting = [it for it in run.iters if it.draft]
@@ -226,12 +231,12 @@ def _extras(run, stats, params, summary) -> dict:
         out["gamma_star_extrapolated"] = f"alpha_hat {alpha:.2f} from {stats.judged} judged drafts"
     T = summary.verify_cost_curve
     if T and len(T) > gamma:  # the measured cost of a (gamma + 1)-token verify
-        cost_curve = [[g, round(cost_aware_speedup(alpha, g, c, T[g]), 3)] for g in gammas if g < len(T)]
+        cost_curve = [[g, round(cost_aware_speedup(alpha, g, c, T[g], u), 3)] for g in gammas if g < len(T)]
         out["cost_curve"] = cost_curve[:PLOT_GAMMAS]
         out["gamma_star_cost_aware"] = _best(cost_curve)
-        out["predicted_speedup_cost_aware"] = round(cost_aware_speedup(alpha, gamma, c, T[gamma]), 3)
+        out["predicted_speedup_cost_aware"] = round(cost_aware_speedup(alpha, gamma, c, T[gamma], u), 3)
     elif summary.verify_cost is not None:
-        out["predicted_speedup_cost_aware"] = round(cost_aware_speedup(alpha, gamma, c, summary.verify_cost), 3)
+        out["predicted_speedup_cost_aware"] = round(cost_aware_speedup(alpha, gamma, c, summary.verify_cost, u), 3)
     return out
 
 
@@ -253,8 +258,10 @@ def _explain(s, cost_txt: str) -> str:
                     f"for {s.tau or 0.0:.2f} tokens: {ratio:.2f} tokens per step's cost, so the tree "
                     + ("paid for itself" if ratio > 1.0 else "cost more than it saved"))
         return why
+    catch_up = (f", catching up on the verified positions {x['catch_up_cost']:.2f} per token"
+                if x.get("catch_up_cost") else "")
     why = (f"{s.tau or 0.0:.2f} tokens per target forward (alpha≈{x['alpha_hat']:.2f}): {drafted}, each helper "
-           f"forward costing {c:.2f} target forwards, and {cost_txt}")
+           f"forward costing {c:.2f} target forwards{catch_up}, and {cost_txt}")
     predicted = x.get("predicted_speedup_cost_aware")
     if predicted is not None:  # what the theorem says at this acceptance and this machine's T(k)
         why += f"; Theorem 3.8 with the measured costs predicts {predicted:.2f}x"
@@ -290,6 +297,9 @@ METHOD = register(Method(
         Figure("tree", "draft tree", "width x depth of the draft tree (no Theorem 3.8 prediction for a tree)", "{}"),
         Figure("alpha_hat", "alpha_hat", "mean sum(min(p, q)) over verified positions: the acceptance theory expects"),
         Figure("c_hat", "c_hat", "one helper forward in target forwards (its relative cost)"),
+        Figure("catch_up_cost", "catch-up / token", "a following draft's copy of the target's cache (a trained "
+               "head: its layer over every verified position) per token yielded, in target forwards; timed apart "
+               "from c_hat and counted in the cost-aware prediction"),
         Figure("predicted_speedup", "predicted", "Theorem 3.8's speedup from alpha_hat, gamma and c_hat",
                "{:.2f}x"),
         Figure("predicted_speedup_cost_aware", "predicted (cost)",

@@ -12,12 +12,13 @@ from __future__ import annotations
 PROMPT = "Write a short paragraph about why people enjoy walking in the mountains."  # none of the bench's
 
 
-def heldout_speedup(accept_per_depth: list[float], gamma: int, c: float, verify_cost: float) -> float:
-    """Theorem 3.8 with the measured verify cost, at the held-out per-depth acceptance
-    (`decoders.analysis.theory.chain_speedup`)."""
+def heldout_speedup(accept_per_depth: list[float], gamma: int, c: float, verify_cost: float,
+                    per_token: float = 0.0) -> float:
+    """Theorem 3.8 with the measured verify cost and catch-up, at the held-out per-depth
+    acceptance (`decoders.analysis.theory.chain_speedup`)."""
     from decoders.analysis.theory import chain_speedup
 
-    return chain_speedup(accept_per_depth, gamma, c, verify_cost)
+    return chain_speedup(accept_per_depth, gamma, c, verify_cost, per_token)
 
 
 def on_this_machine(engine, accept_per_depth: list[float], gamma: int, max_new_tokens: int = 48,
@@ -32,15 +33,17 @@ def on_this_machine(engine, accept_per_depth: list[float], gamma: int, max_new_t
     x = s.extras
     curve = s.verify_cost_curve
     verify = curve[gamma] if curve and len(curve) > gamma else s.verify_cost
-    out = {"gamma": gamma, "tokens": max_new_tokens, "c_hat": x.get("c_hat"), "alpha_hat": x.get("alpha_hat"),
+    u = x.get("catch_up_cost") or 0.0
+    out = {"gamma": gamma, "tokens": max_new_tokens, "c_hat": x.get("c_hat"), "catch_up_cost": u,
+           "alpha_hat": x.get("alpha_hat"),
            "tau": s.tau, "verify_cost": round(verify, 3) if verify is not None else None,
            "predicted_run": x.get("predicted_speedup_cost_aware"),
            "speedup": s.speedup_decode, "speedup_spread": s.speedup_spread}
     if verify is not None and x.get("c_hat") is not None:
-        out["predicted_heldout"] = round(heldout_speedup(accept_per_depth, gamma, x["c_hat"], verify), 3)
+        out["predicted_heldout"] = round(heldout_speedup(accept_per_depth, gamma, x["c_hat"], verify, u), 3)
         # the acceptance at which this chain would break even here: a1 = a2 = ... = a
         out["break_even_alpha"] = next((round(a / 100, 2) for a in range(101)
-                                        if heldout_speedup([a / 100], gamma, x["c_hat"], verify) >= 1.0), None)
+                                        if heldout_speedup([a / 100], gamma, x["c_hat"], verify, u) >= 1.0), None)
     return out
 
 
@@ -48,7 +51,8 @@ def sentence(figures: dict) -> str:
     """One line for the end of `train-head`."""
     f = figures
     parts = [f"on this machine (γ {f['gamma']}, {f['tokens']} tokens): one head step costs {f['c_hat']:.2f} target "
-             f"steps, a {f['gamma'] + 1}-token verify {f['verify_cost']:.2f}" if f.get("verify_cost") is not None
+             f"steps (its catch-up {f.get('catch_up_cost') or 0:.2f} per token), a {f['gamma'] + 1}-token verify "
+             f"{f['verify_cost']:.2f}" if f.get("verify_cost") is not None
              else f"on this machine (γ {f['gamma']}, {f['tokens']} tokens): one head step costs {f['c_hat']:.2f}"]
     if f.get("predicted_heldout") is not None:
         parts.append(f"Theorem 3.8 (cost-aware) predicts {f['predicted_heldout']:.2f}x at the held-out acceptance")

@@ -49,6 +49,40 @@ def test_only_the_positions_the_target_verified_since_are_copied(target):
     assert D.held == [4, 5, 6, 30, 31] and D.log[-1].positions == 1
 
 
+def test_the_copies_are_timed_apart_from_the_draft_forwards(target):
+    # a clock that moves 1 s at each read and 100 s while the copy runs: the forward's own time
+    # must not hold the copy (c_hat is one draft step; the catch-up is its own figure)
+    now = [0.0]
+
+    def clock():
+        now[0] += 1.0
+        return now[0]
+
+    T, D = KVRunner(target, clock=clock), KVRunner(target.early_exit(1), clock=clock)
+    adopt = D.backend.adopt_cache
+
+    def slow_adopt(source, start, end):
+        now[0] += 100.0
+        adopt(source, start, end)
+
+    D.backend.adopt_cache = slow_adopt
+    D.follow(T)
+    T.run([4, 5, 6, 7])
+    D.run([4, 5, 6, 7, 8])
+    assert [(f.positions, f.seconds) for f in D.catch_up] == [(4, 101.0)]
+    assert [(f.positions, f.seconds) for f in D.log] == [(1, 1.0)]
+    mark = D.mark()
+    D.run([4, 5, 6, 7, 8, 9])  # nothing new from the target: no copy, nothing logged for one
+    assert len(D.catch_up) == 1 and D.seconds_since(mark) == 1.0
+    T.run([4, 5, 6, 7, 8, 9, 10], keep=3)
+    mark = D.mark()
+    D.run([4, 5, 6, 7, 8, 9, 10, 12])
+    assert D.catch_up[-1].positions == 3 and D.seconds_since(mark) == 102.0  # the iteration's drafting: both
+    assert D.mean_seconds(1) == 1.0
+    D.reset()
+    assert D.catch_up == [] and D.log == []
+
+
 def test_a_helper_model_keeps_its_own_cache(target):
     T = KVRunner(target)
     other = KVRunner(LlamaBackend.from_hf(tiny_model(layers=3, seed=1)))  # same shapes, other weights

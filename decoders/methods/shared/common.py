@@ -150,6 +150,8 @@ class RunBuilder:
             one = runner.mean_seconds(1)
             time_ms[f"{name}_fwd_mean"] = None if one is None else round(1000 * one, 3)
             time_ms[f"{name}_total"] = round(1000 * sum(f.seconds for f in runner.log), 3)
+            if runner.catch_up:  # a following draft's copies of the target's cache, timed apart
+                time_ms[f"{name}_catch_up"] = round(1000 * sum(f.seconds for f in runner.catch_up), 3)
         if self.iters:  # the first iteration prefills the prompt: time to first token, then decoding
             first_ms = self.iters[0].t_end_ms
             assert first_ms is not None  # commit stamps every iteration

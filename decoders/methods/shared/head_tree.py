@@ -77,9 +77,9 @@ def dynamic_tree_step(b: RunBuilder, T: KVRunner, D: KVRunner, depth: int, width
     """One greedy iteration with EAGLE-2's dynamic tree of at most ``depth`` levels."""
     from decoders.backends.tree import TokenTree
 
-    n_log = len(D.log)
+    mark = D.mark()
     tokens, parents, chance, q = draft_tree(b, D, depth, width)
-    t_draft = sum(f.seconds for f in D.log[n_log:])
+    t_draft = D.seconds_since(mark)
     kept = prune(parents, chance, cost.cost, base=[0])
     tree = subtree(TokenTree(tuple(tokens), tuple(parents)), kept)
     outcome = verify_tree(b, T, tree, len(tree), record=record)

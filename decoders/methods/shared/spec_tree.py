@@ -51,9 +51,9 @@ def tree_step(b: RunBuilder, T: KVRunner, D: KVRunner, budget: int, width: int, 
     """One greedy iteration: draft ``budget`` tokens, verify them and the alternatives as a tree."""
     import torch
 
-    n_log = len(D.log)
+    mark = D.mark()
     drafts, q_rows = draft_chain(D, b.seq, budget, lambda row: (row.argmax().view(1), torch.softmax(row, -1)))
-    t_draft = sum(f.seconds for f in D.log[n_log:])
+    t_draft = D.seconds_since(mark)
     chain_t, q = torch.cat(drafts), torch.stack(q_rows)
     depth = min(depth, budget)
     top = q[:depth].topk(width, dim=-1)
