@@ -259,7 +259,7 @@ def _explain(s, cost_txt: str) -> str:
                     + ("paid for itself" if ratio > 1.0 else "cost more than it saved"))
         return why
     catch_up = (f", catching up on the verified positions {x['catch_up_cost']:.2f} per token"
-                if x.get("catch_up_cost") else "")
+                if (x.get("catch_up_cost") or 0.0) >= 0.01 else "")
     why = (f"{s.tau or 0.0:.2f} tokens per target forward (alpha≈{x['alpha_hat']:.2f}): {drafted}, each helper "
            f"forward costing {c:.2f} target forwards{catch_up}, and {cost_txt}")
     predicted = x.get("predicted_speedup_cost_aware")

@@ -13,7 +13,8 @@ if TYPE_CHECKING:
     from decoders.backends.hf import Backend
 
 Device = Literal["auto", "cpu", "cuda", "mps"]
-Dtype = Literal["auto", "float32", "bfloat16", "float16"]
+# "fastest": on CPU float32 or float16 weights, measured at load (`decoders.models.dtype_choice`)
+Dtype = Literal["auto", "float32", "bfloat16", "float16", "fastest"]
 DEVICES: tuple[str, ...] = get_args(Device)
 DTYPES: tuple[str, ...] = get_args(Dtype)
 
@@ -68,12 +69,15 @@ def resolve_device(name: str) -> torch.device:
 
 def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
     """auto: float32 on CPU/MPS; bfloat16 on CUDA where supported, else float16. float16 on CPU
-    means float16 weights on a float32 model (`load_family`, `decoders.backends.fp16_cpu`)."""
+    means float16 weights on a float32 model (`load_family`, `decoders.backends.fp16_cpu`);
+    fastest is auto off the CPU, and on it float32 until `load_family` has measured both."""
     import torch
 
     if name not in DTYPES:
         raise DecodeError(f"Unknown dtype {name!r}; choose one of {', '.join(DTYPES)}.")
-    if name == "auto":
+    if name == "fastest" and device.type == "cpu":  # float32 to load; the family may switch to float16 weights
+        return torch.float32
+    if name in ("auto", "fastest"):
         if device.type == "cuda":
             return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         return torch.float32
@@ -128,8 +132,9 @@ def head_folder(head: str | None, main: str, missing_ok: bool = False) -> str | 
                       "head for this main model), or train one with `tui-decode train-head`.")
 
 
-def trained_head(main_backend, main_model, folder: str | None):
-    """The draft backend of the trained head in ``folder`` (`decoders.backends.heads`)."""
+def trained_head(main_backend, main_model, folder: str | None, vocab: tuple[int, str] | None = None):
+    """The draft backend of the trained head in ``folder`` (`decoders.backends.heads`); ``vocab``:
+    FR-Spec's (size, ranking source) for a head sharing the target's LM head."""
     if folder is None:
         head_folder(None, "", missing_ok=False)
     if main_model is None:
@@ -137,7 +142,7 @@ def trained_head(main_backend, main_model, folder: str | None):
                           "module.")
     from decoders.backends.heads import head_draft
 
-    return head_draft(folder, main_backend, main_model)
+    return head_draft(folder, main_backend, main_model, vocab)
 
 
 def self_draft_for(family, kind: str) -> Backend:
@@ -156,7 +161,8 @@ def self_draft_for(family, kind: str) -> Backend:
     if kind == "fastest":
         raise DecodeError("The fastest draft is chosen when the family loads; pick int4 or head here.")
     if kind == "head":
-        backend = trained_head(family.main, main_model, getattr(family, "head_source", None))
+        backend = trained_head(family.main, main_model, getattr(family, "head_source", None),
+                               getattr(family, "head_vocab", None))
     else:
         if getattr(family, "device_map", None):
             raise DecodeError(f"An {kind} self-draft needs the whole main model on one device, and a device "

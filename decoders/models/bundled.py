@@ -60,3 +60,10 @@ def bundled_head_path() -> Path | None:
     """The shipped head's folder, or None when this install has none."""
     folder = Path(__file__).resolve().parent / HEAD_FOLDER
     return folder if (folder / "config.json").is_file() else None
+
+
+def bundled_corpus() -> str | None:
+    """The repository's corpus of the bundled model's answers (`corpus/`, beside the package in a
+    clone; absent from an installed wheel), or None."""
+    folder = Path(__file__).resolve().parents[2] / "corpus" / HEAD_FOLDER.rsplit("/", 1)[-1]
+    return str(folder) if (folder / "tokens.u16").is_file() else None

@@ -173,7 +173,9 @@ def choose_for_family(spec, main_backend, main_model, tokenizer, report) -> tupl
     if folder is not None:
         accept = head_acceptance(folder)
         try:
-            head = trained_head(main_backend, main_model, folder)
+            from decoders.models.family import head_vocab_of
+
+            head = trained_head(main_backend, main_model, folder, head_vocab_of(spec))
         except DecodeError as err:
             left_out["head"] = ("trained head", str(err).rstrip("."))
         else:

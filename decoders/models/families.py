@@ -50,7 +50,9 @@ BUILTIN_FAMILIES: dict[str, FamilySpec] = {
         # int4 self-draft where bf16 is native (AVX512-BF16, AMX), the trained head elsewhere; so
         # the default measures both at load and drafts with the faster (decoders/models/draft_choice.py).
         # Early exit at layer 20 is accepted 4-26% at c 0.5-1.2 and runs at 0.22x (0.90x adaptive).
-        FamilySpec(name=DEFAULT_FAMILY, main="bundled", label=BUNDLED_LABEL, self_draft="fastest"),
+        # The target's dtype is measured with it (decoders/models/dtype_choice.py): float16 weights
+        # stepped 0.81x float32's on AVX2 and 0.88x on AMX, with a flatter T(k), where fbgemm runs them.
+        FamilySpec(name=DEFAULT_FAMILY, main="bundled", label=BUNDLED_LABEL, self_draft="fastest", dtype="fastest"),
         # the same file run by llama.cpp's own kernels as stored (needs llama-cpp-python)
         FamilySpec(name=f"{DEFAULT_FAMILY}-llamacpp", main="bundled", label=f"{BUNDLED_LABEL} on llama.cpp",
                    backend="llamacpp"),
@@ -79,6 +81,8 @@ class FamilyTable(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     self_draft_layer: int | None = None
     self_draft: SelfDraft | None = None
     head: str | None = None
+    head_vocab: int | None = None  # FR-Spec: an EAGLE-1/2 head drafts over the N most frequent tokens
+    head_vocab_from: str | None = None  # their ranking: a file of token ids or a train-head corpus folder
     device: Device = "auto"
     dtype: Dtype = "auto"
     label: str | None = None
@@ -87,7 +91,11 @@ class FamilyTable(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     def __post_init__(self) -> None:
         if not self.main.strip():  # an empty main read the current folder
             raise ValueError("has no `main`; set it to a model folder, .gguf file, hub id or \"bundled\".")
-        for key in ("helper", "label", "head"):
+        if self.head_vocab is not None and not 1 <= self.head_vocab <= 1 << 20:
+            raise ValueError(f"`head_vocab` is {self.head_vocab}; give 1..{1 << 20} (FR-Spec uses 8192-32768).")
+        if self.head_vocab_from is not None and self.head_vocab is None:
+            raise ValueError("sets `head_vocab_from` without `head_vocab`; give the size too.")
+        for key in ("helper", "label", "head", "head_vocab_from"):
             value = getattr(self, key)
             if value is not None and not value.strip():
                 raise ValueError(f"`{key}` is empty; give it a value or leave it out.")

@@ -50,6 +50,8 @@ class FamilySpec:
     self_draft_layer: int | None = None
     self_draft: str | None = None  # "int4": a weight-only low-bit copy of the main model drafts; "head": a trained head
     head: str | None = None  # the trained head's folder ("bundled": the head shipped for the bundled model)
+    head_vocab: int | None = None  # FR-Spec: an EAGLE-1/2 head drafts over this many most frequent tokens
+    head_vocab_from: str | None = None  # their ranking: a file of ids or a train-head corpus (fr_spec.py)
     device: str = "auto"
     dtype: str = "auto"
     label: str | None = None
@@ -79,7 +81,9 @@ class Family:
     helper_model: Any = None  # the helper's transformers module; None for self-draft or no helper
     self_draft: str | None = None  # "int4" when the helper is a quantized copy of the main model, "head"
     head_source: str | None = None  # the folder of the trained head this family may draft with
+    head_vocab: tuple[int, str] | None = None  # FR-Spec's (size, ranking source) for that head
     draft_choice: dict | None = None  # self_draft "fastest": what was measured and chosen (draft_choice.py)
+    dtype_choice: dict | None = None  # dtype "fastest" on CPU: what was measured and chosen (dtype_choice.py)
     device_map: str | None = None  # how a device map spread the models ("auto", or "N entries")
     backend: str = "torch"  # what runs the models: "torch" or "llamacpp"
     stored_as: str | None = None  # llama.cpp: the weights' type as the GGUF stores them (e.g. "Q4_1")
@@ -138,6 +142,7 @@ class Family:
             "dtype": dtype,
         } | ({"device_map": self.device_map} if self.device_map else {}) \
             | ({"draft_choice": self.draft_choice["sentence"]} if self.draft_choice else {}) \
+            | ({"dtype_choice": self.dtype_choice["sentence"]} if self.dtype_choice else {}) \
             | ({"backend": self.backend} if self.backend != "torch" else {})
 
     def _prepare_display(self) -> None:
@@ -216,6 +221,13 @@ def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bo
             report(f"Running on the transformers backend: the fast backend cannot ({unsupported_reason(main_model)})",
                    main_share)
     vocab_size = int(main_model.get_output_embeddings().weight.shape[0])
+    mains, dtype_choice = _dtype_candidates(spec, device, fast, device_map, main_model, main_backend, positions, report)
+    if mains and spec.self_draft != "fastest":  # no draft to choose: the faster step wins
+        from decoders.models.dtype_choice import choose_target
+
+        chosen, main_backend, _, record = choose_target(mains, tokenizer, report=report)
+        fp16_weights, mains = chosen == "float16", None
+        dtype_choice = record.as_dict() | {"sentence": record.sentence()}
 
     helper_backend = None
     helper_model = None
@@ -245,18 +257,32 @@ def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bo
         report("Building the drafts to choose from (int4, the trained head)", 0.9)
         from decoders.models.draft_choice import choose_for_family
 
-        helper_backend, helper_source, self_draft, choice = choose_for_family(spec, main_backend, main_model,
-                                                                               tokenizer, report)
+        if mains:  # the target's dtype and the draft chosen together: the fewest ms per token
+            from decoders.models.dtype_choice import choose_target
+
+            chosen, main_backend, picked, record = choose_target(
+                mains, tokenizer, lambda main: choose_for_family(spec, main, main_model, tokenizer, report), report)
+            fp16_weights, dtype_choice = chosen == "float16", record.as_dict() | {"sentence": record.sentence()}
+            assert picked is not None  # choose_target drafts for each main when given draft_for
+            helper_backend, helper_source, self_draft, choice = picked
+        else:
+            helper_backend, helper_source, self_draft, choice = choose_for_family(spec, main_backend, main_model,
+                                                                                   tokenizer, report)
         draft_choice = choice.as_dict() | {"sentence": choice.sentence()}
     elif spec.self_draft == "head":
         report("Loading the trained draft head", 0.9)
-        helper_backend = trained_head(main_backend, main_model, head_folder(spec.head, spec.main))
+        helper_backend = trained_head(main_backend, main_model, head_folder(spec.head, spec.main),
+                                      head_vocab_of(spec))
         helper_source = helper_backend.source
     elif spec.self_draft:
         report(f"Quantizing the main model to {spec.self_draft} for the draft", 0.9)
         helper_backend = quantized_draft(main_backend, main_model, spec.self_draft)
         helper_source = f"{spec.self_draft} self-draft"
 
+    if fp16_weights:
+        import torch
+
+        dtype = torch.float16  # float16 weights on the float32 model (the record says so)
     report("Warming up (a first forward of each model)", 0.95)
     for backend in (main_backend, helper_backend):
         if backend is not None:
@@ -278,9 +304,47 @@ def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bo
         helper_model=helper_model,
         self_draft=self_draft,
         head_source=head_folder(spec.head, spec.main, missing_ok=True),
+        head_vocab=head_vocab_of(spec),
         draft_choice=draft_choice,
+        dtype_choice=dtype_choice,
         device_map=_map_text(main_model, device_map),
     )
+
+
+def head_vocab_of(spec: FamilySpec) -> tuple[int, str] | None:
+    """FR-Spec's (size, ranking source) the family asks for, or None; the bundled model ranks by the
+    repository's corpus of its answers unless told otherwise."""
+    if spec.head_vocab is None:
+        return None
+    source = spec.head_vocab_from
+    if source is None:
+        from decoders.models.bundled import bundled_corpus
+
+        source = bundled_corpus() if spec.main == "bundled" else None
+        if source is None:
+            raise DecodeError(f"--head-vocab {spec.head_vocab} needs a ranking of this model's tokens; give "
+                              "--head-vocab-from FILE (FR-Spec's freq_*.pt, or a JSON list of ids) or a train-head "
+                              "corpus folder of this model.")
+    return spec.head_vocab, source
+
+
+def _dtype_candidates(spec, device, fast, device_map, main_model, main_backend, positions, report):
+    """dtype "fastest" on CPU: ``({"float32": main, "float16": main with float16 weights}, None)``
+    to measure, or ``(None, the record of why float32)`` where float16 weights cannot run; else
+    ``(None, None)``."""
+    if spec.dtype != "fastest" or device.type != "cpu":
+        return None, None
+    from decoders.models.dtype_choice import DtypeChoice, float16_reason
+
+    why = float16_reason(main_model, fast, device_map)
+    if why is not None:
+        record = DtypeChoice("float32", left_out=why)
+        return None, record.as_dict() | {"sentence": record.sentence()}
+    report("Packing float16 weights to time them against float32 on this machine", 0.85)
+    fp16 = make_backend(main_model, fast=fast, max_positions=positions, fp16_weights=True)
+    for backend in (main_backend, fp16):
+        warm_up(backend)
+    return {"float32": main_backend, "float16": fp16}, None
 
 
 def _map_text(model, device_map) -> str | None:

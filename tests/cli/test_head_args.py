@@ -44,3 +44,26 @@ def test_a_hub_id_is_taken_as_a_head_and_a_path_like_one_is_not(tmp_path, monkey
         args = build_parser().parse_args(["run", "--head", bad, "--prompt", "x"])
         with pytest.raises(Exception, match="is not a folder"):
             family_spec(args)
+
+
+def test_fr_spec_sizes_are_bounded_and_need_each_other(tmp_path, capsys, monkeypatch):
+    args = build_parser().parse_args(["run", "--head", str(tmp_path), "--head-vocab", "8192", "--head-vocab-from",
+                                      str(tmp_path / "freq.pt"), "--prompt", "x"])
+    spec = family_spec(args)
+    assert (spec.head_vocab, spec.head_vocab_from) == (8192, str(tmp_path / "freq.pt"))
+    for argv, message in ((["--head-vocab", "0"], "--head-vocab must be 1..1048576"),
+                          (["--head-vocab", "99999999999"], "--head-vocab must be 1..1048576"),
+                          (["--head-vocab-from", "x.pt"], "--head-vocab-from ranks the tokens for --head-vocab N"),
+                          (["--head-vocab", "8", "--head-vocab-from", " "], "--head-vocab-from is empty")):
+        assert cli_main(["run", "--head", str(tmp_path), *argv, "--prompt", "x"]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
+    monkeypatch.setenv("TUI_DECODE_CONFIG_DIR", str(tmp_path))
+    (tmp_path / "families.toml").write_text('[families.f]\nmain = "bundled"\nhead = "x"\nhead_vocab = 0\n')
+    from decoders.core.errors import DecodeError
+
+    with pytest.raises(DecodeError, match=r"\[families.f\] .*`head_vocab` is 0; give 1..1048576"):
+        resolve_family("f")
+    (tmp_path / "families.toml").write_text('[families.f]\nmain = "bundled"\nhead = "x"\nhead_vocab = 64\n'
+                                           'head_vocab_from = "r.json"\n')
+    assert (resolve_family("f").head_vocab, resolve_family("f").head_vocab_from) == (64, "r.json")

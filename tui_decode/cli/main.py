@@ -184,6 +184,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         check_destination(args.json, "--json", "the run")  # before any model time is spent
     set_threads(args)
     family = load_with_progress(drafts_for(family_spec(args), args), err)
+    if family.dtype_choice:
+        err.print(f"dtype: {family.dtype_choice['sentence']}", markup=False, highlight=False)
     if family.draft_choice and family.helper is not None:
         err.print(f"draft: {family.draft_choice['sentence']}", markup=False, highlight=False)
     engine = Engine(family, pairing=args.pairing)

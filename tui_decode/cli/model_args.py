@@ -9,6 +9,7 @@ from decoders.core.errors import DecodeError
 from decoders.models.families import DEFAULT_FAMILY
 
 MAX_LAYERS = 1024  # an early-exit layer, before the model says how many it has (the largest have ~128)
+MAX_HEAD_VOCAB = 1 << 20  # FR-Spec's subset; the model's own vocabulary bounds it again once it loads
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model")
@@ -25,13 +26,22 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                    help="draft with the trained head in FOLDER or at a hub id org/name (EAGLE-1/2, EAGLE-3 or "
                         "Medusa, as published; the hub cache's copy is used when there is one; implies "
                         "--self-draft head)")
+    g.add_argument("--head-vocab", type=int, metavar="N",
+                   help="FR-Spec: an EAGLE-1/2 head (which shares the target's LM head) drafts over the N most "
+                        "frequent tokens only (the target still verifies over all); ranked by --head-vocab-from")
+    g.add_argument("--head-vocab-from", metavar="PATH",
+                   help="the ranking for --head-vocab: a file of token ids, most frequent first (FR-Spec's freq_*.pt, "
+                        "or a JSON list), or a train-head corpus folder of this model (default for the bundled model: "
+                        "the repository's corpus/smollm2-135m-instruct)")
     g.add_argument("--backend", default=None, choices=["torch", "llamacpp"],
                    help="what runs GGUF models: torch (dequantised to float32; default) or llamacpp (llama.cpp's own "
                         "kernels on the weights as stored; needs llama-cpp-python)")
     g.add_argument("--device", default=None, choices=["auto", "cpu", "cuda", "mps"], help="default auto")
-    g.add_argument("--dtype", default=None, choices=["auto", "float32", "bfloat16", "float16"],
-                   help="default auto: bfloat16 on CUDA (float16 where bf16 is missing), float32 on CPU and MPS; "
-                        "float16 on CPU: float16 weights through fbgemm, float32 activations (fast Llama backend)")
+    g.add_argument("--dtype", default=None, choices=["auto", "float32", "bfloat16", "float16", "fastest"],
+                   help="default auto (the bundled family: fastest): bfloat16 on CUDA (float16 where bf16 is missing), "
+                        "float32 on CPU and MPS; float16 on CPU: float16 weights through fbgemm, float32 activations "
+                        "(fast Llama backend); fastest: on CPU float32 or float16 weights, whichever is measured "
+                        "faster at load")
     g.add_argument("--device-map", default=None, metavar="MAP",
                    help="spread models larger than one GPU over every visible GPU, the CPU and disk with accelerate: "
                         "auto, balanced, sequential, or a .json file of module name -> device; runs on the "
@@ -94,6 +104,18 @@ def family_spec(args: argparse.Namespace):
         changes.update(self_draft=self_draft, helper=None, self_draft_layer=None)
     if head is not None:
         changes["head"] = head
+    head_vocab, vocab_from = getattr(args, "head_vocab", None), getattr(args, "head_vocab_from", None)
+    if head_vocab is not None:
+        if not 1 <= head_vocab <= MAX_HEAD_VOCAB:
+            raise DecodeError(f"--head-vocab must be 1..{MAX_HEAD_VOCAB} (tokens the head drafts over; FR-Spec uses "
+                              f"8192-32768), got {head_vocab}")
+        changes["head_vocab"] = head_vocab
+    if vocab_from is not None:
+        if not vocab_from.strip():
+            raise DecodeError("--head-vocab-from is empty; give a ranking file or a corpus folder, or leave it out")
+        if head_vocab is None:
+            raise DecodeError("--head-vocab-from ranks the tokens for --head-vocab N; give --head-vocab too")
+        changes["head_vocab_from"] = vocab_from
     backend = getattr(args, "backend", None)
     if backend:
         changes["backend"] = backend

@@ -99,6 +99,8 @@ class FamilySwitching:
         method = METHOD_NAMES[self.settings.params.method]
         self.status.set(f"ready: {loaded.label} on {described.get('device')} · {described.get('dtype')}; "
                         f"ctrl+r runs {method}", "idle")
+        if described.get("dtype_choice"):  # the default measured float32 against float16 weights
+            self.notify(f"Target dtype chosen on this machine: {described['dtype_choice']}", timeout=12)
         if described.get("draft_choice"):  # the default measured its drafts: say which won, and why
             self.notify(f"Draft chosen on this machine: {described['draft_choice']}", timeout=12)
         if self.run_after_load:
