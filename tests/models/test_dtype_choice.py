@@ -87,3 +87,28 @@ def test_off_the_cpu_and_in_a_plain_family_nothing_is_measured(tmp_path):
 
     assert resolve_dtype("fastest", torch.device("cpu")) == torch.float32  # loaded so; float16 weights come after
     assert resolve_dtype("fastest", torch.device("meta")) == resolve_dtype("auto", torch.device("meta"))
+
+
+@pytest.mark.model
+@needs_fbgemm
+def test_the_bundled_default_measures_both_targets_and_decodes_with_the_winner():
+    from dataclasses import replace
+
+    from decoders.core.params import DecodeParams
+    from decoders.engine import Engine
+    from decoders.models.families import BUILTIN_FAMILIES
+
+    spec = BUILTIN_FAMILIES["smollm2-135m"]
+    assert (spec.dtype, spec.self_draft) == ("fastest", "fastest")
+    family = load_family(replace(spec, device="cpu"))
+    record = family.dtype_choice
+    options = {o["dtype"]: o for o in record["options"]}
+    assert set(options) == {"float32", "float16"} and record["chosen"] in options
+    assert all(o["step_ms"] > 0 and o["ms_per_token"] > 0 for o in options.values())
+    best = min(options.values(), key=lambda o: o["ms_per_token"])
+    assert record["chosen"] == best["dtype"]
+    assert family.describe()["dtype"] == ("float16 weights, float32 activations" if best["dtype"] == "float16"
+                                          else "float32")
+    assert family.draft_choice is not None and family.self_draft in ("int4", "head")
+    result = Engine(family).run("Count to five.", DecodeParams(method="spec", gamma=3, max_new_tokens=12))
+    assert result.summary.identical is True
