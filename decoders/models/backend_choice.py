@@ -184,3 +184,20 @@ def warm_up(backend: Backend) -> None:
     backend.forward(torch.tensor([1, 2, 3, 4], device=backend.device) % backend.vocab_size, keep=1)
     backend.forward(torch.tensor([5], device=backend.device) % backend.vocab_size, keep=1)  # a CUDA graph's capture
     backend.reset()
+
+
+def head_vocab_of(spec) -> tuple[int, str] | None:
+    """FR-Spec's (size, ranking source) the family asks for, or None; the bundled model ranks by the
+    repository's corpus of its answers unless told otherwise."""
+    if spec.head_vocab is None:
+        return None
+    source = spec.head_vocab_from
+    if source is None:
+        from decoders.models.bundled import bundled_corpus
+
+        source = bundled_corpus() if spec.main == "bundled" else None
+        if source is None:
+            raise DecodeError(f"--head-vocab {spec.head_vocab} needs a ranking of this model's tokens; give "
+                              "--head-vocab-from FILE (FR-Spec's freq_*.pt, or a JSON list of ids) or a train-head "
+                              "corpus folder of this model.")
+    return spec.head_vocab, source

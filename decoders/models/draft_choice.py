@@ -173,7 +173,7 @@ def choose_for_family(spec, main_backend, main_model, tokenizer, report) -> tupl
     if folder is not None:
         accept = head_acceptance(folder)
         try:
-            from decoders.models.family import head_vocab_of
+            from decoders.models.backend_choice import head_vocab_of
 
             head = trained_head(main_backend, main_model, folder, head_vocab_of(spec))
         except DecodeError as err:

@@ -16,6 +16,7 @@ from decoders.core.errors import DecodeError
 from decoders.core.events import LoadProgress
 from decoders.models.backend_choice import (
     head_folder,
+    head_vocab_of,
     make_backend,
     quantized_draft,
     resolve_device,
@@ -221,7 +222,9 @@ def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bo
             report(f"Running on the transformers backend: the fast backend cannot ({unsupported_reason(main_model)})",
                    main_share)
     vocab_size = int(main_model.get_output_embeddings().weight.shape[0])
-    mains, dtype_choice = _dtype_candidates(spec, device, fast, device_map, main_model, main_backend, positions, report)
+    from decoders.models.dtype_choice import candidates
+
+    mains, dtype_choice = candidates(spec, device, fast, device_map, main_model, main_backend, positions, report)
     if mains and spec.self_draft != "fastest":  # no draft to choose: the faster step wins
         from decoders.models.dtype_choice import choose_target
 
@@ -309,42 +312,6 @@ def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bo
         dtype_choice=dtype_choice,
         device_map=_map_text(main_model, device_map),
     )
-
-
-def head_vocab_of(spec: FamilySpec) -> tuple[int, str] | None:
-    """FR-Spec's (size, ranking source) the family asks for, or None; the bundled model ranks by the
-    repository's corpus of its answers unless told otherwise."""
-    if spec.head_vocab is None:
-        return None
-    source = spec.head_vocab_from
-    if source is None:
-        from decoders.models.bundled import bundled_corpus
-
-        source = bundled_corpus() if spec.main == "bundled" else None
-        if source is None:
-            raise DecodeError(f"--head-vocab {spec.head_vocab} needs a ranking of this model's tokens; give "
-                              "--head-vocab-from FILE (FR-Spec's freq_*.pt, or a JSON list of ids) or a train-head "
-                              "corpus folder of this model.")
-    return spec.head_vocab, source
-
-
-def _dtype_candidates(spec, device, fast, device_map, main_model, main_backend, positions, report):
-    """dtype "fastest" on CPU: ``({"float32": main, "float16": main with float16 weights}, None)``
-    to measure, or ``(None, the record of why float32)`` where float16 weights cannot run; else
-    ``(None, None)``."""
-    if spec.dtype != "fastest" or device.type != "cpu":
-        return None, None
-    from decoders.models.dtype_choice import DtypeChoice, float16_reason
-
-    why = float16_reason(main_model, fast, device_map)
-    if why is not None:
-        record = DtypeChoice("float32", left_out=why)
-        return None, record.as_dict() | {"sentence": record.sentence()}
-    report("Packing float16 weights to time them against float32 on this machine", 0.85)
-    fp16 = make_backend(main_model, fast=fast, max_positions=positions, fp16_weights=True)
-    for backend in (main_backend, fp16):
-        warm_up(backend)
-    return {"float32": main_backend, "float16": fp16}, None
 
 
 def _map_text(model, device_map) -> str | None:
