@@ -94,6 +94,10 @@ def test_bad_rankings_and_sizes_are_one_line_each(setting):
     (tmp / "junk.json").write_text("{")
     (tmp / "outside.json").write_text(json.dumps([1, 2, 64]))
     (tmp / "twice.json").write_text(json.dumps([1, 2, 2]))
+    import os
+
+    os.mkfifo(tmp / "pipe")
+    cases["pipe"] = (4, "is not a regular file")
     for name, (size, message) in cases.items():
         with pytest.raises(DecodeError, match=message):
             head_draft(tmp / "h", main, model, (size, str(tmp / name)))

@@ -23,6 +23,7 @@ import torch
 from decoders.core.errors import DecodeError
 
 MAX_RANKING_BYTES = 64 << 20  # a ranking of a 1M-token vocabulary as int64 is 8 MB
+MAX_CORPUS_BYTES = 512 << 20  # 256M tokens, counted in memory (int64: 2 GB)
 
 
 def ranked_ids(source: str, vocab: int) -> torch.Tensor:
@@ -32,9 +33,12 @@ def ranked_ids(source: str, vocab: int) -> torch.Tensor:
     what = f"--head-vocab-from {source[:200]}"
     if path.is_dir():
         return _from_corpus(path, vocab, what)
-    if not path.is_file():
+    if not path.exists():
         raise DecodeError(f"{what} does not exist; give a file of token ids (most frequent first) or a "
                           "train-head corpus folder of this model.")
+    if not path.is_file():
+        raise DecodeError(f"{what} is not a regular file (a device or a pipe); give a file of token ids (most "
+                          "frequent first) or a train-head corpus folder of this model.")
     if path.stat().st_size > MAX_RANKING_BYTES:
         raise DecodeError(f"{what} is {path.stat().st_size >> 20} MB, more than a ranking of token ids needs "
                           f"({MAX_RANKING_BYTES >> 20} MB at most); give the ranking file itself.")
@@ -60,6 +64,10 @@ def ranked_ids(source: str, vocab: int) -> torch.Tensor:
 def _from_corpus(path: Path, vocab: int, what: str) -> torch.Tensor:
     """Rank by the counts of every token in a train-head corpus (its ``tokens.u16``: 2-byte ids)."""
     meta_path, tokens = path / "meta.json", path / "tokens.u16"
+    if tokens.is_file() and tokens.stat().st_size > MAX_CORPUS_BYTES:
+        raise DecodeError(f"{what}'s tokens.u16 is {tokens.stat().st_size >> 20} MB; counting reads it whole, "
+                          f"{MAX_CORPUS_BYTES >> 20} MB ({MAX_CORPUS_BYTES >> 21}M tokens) at most: rank a part of it, "
+                          "or give a ranking file.")
     try:
         meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
         data = tokens.read_bytes() if tokens.is_file() else b""
