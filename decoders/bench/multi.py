@@ -76,7 +76,10 @@ BACKENDS = tuple(BACKEND_LABELS)
 
 def parse_backends(text: str) -> tuple[str, ...]:
     """"torch,llamacpp" -> ("torch", "llamacpp"): two or more known backends, each once."""
-    names = [name.strip() for name in text.split(",") if name.strip()]
+    names = [name.strip() for name in text.split(",")]
+    if "" in names:  # "torch,,llamacpp" or a trailing comma: a typo, not a list
+        raise DecodeError(f"--backends {text[:80]!r} has an empty item; give names between the commas, e.g. "
+                          "--backends torch,llamacpp")
     unknown = [name for name in names if name not in BACKENDS]
     if unknown:
         raise DecodeError(f"unknown backend {unknown[0][:40]!r} in --backends; choose from {', '.join(BACKENDS)}")

@@ -219,7 +219,8 @@ def test_labels_and_backends_parse():
     assert split_backend("ar[again] [torch]") == ("ar[again]", "torch")
     assert split_backend("spec[tree 2x3]") == ("spec[tree 2x3]", None)
     assert parse_backends(" torch , llamacpp") == ("torch", "llamacpp")
-    for text, message in (("torch", "two or more"), ("torch,torch", "named twice"), ("torch,cuda", "unknown backend")):
+    for text, message in (("torch", "two or more"), ("torch,torch", "named twice"), ("torch,cuda", "unknown backend"),
+                          ("torch,,llamacpp", "has an empty item"), ("torch,llamacpp,", "has an empty item")):
         with pytest.raises(DecodeError, match=message):
             parse_backends(text)
 
