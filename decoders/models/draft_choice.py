@@ -99,7 +99,13 @@ def best_chain(accept: list[float], c: float, curve: list[float]) -> tuple[int, 
     return max(options, key=lambda option: option[1])
 
 
-def _one_token_ms(runner, seq: list[int], filler: int) -> float:
+def passage_ids(tokenizer) -> list[int]:
+    """The timing passage's token ids."""
+    return list(tokenizer(PASSAGE)["input_ids"]) if callable(tokenizer) else list(tokenizer.encode(PASSAGE))
+
+
+def one_token_ms(runner, seq: list[int], filler: int) -> float:
+    """Median of `STEP_REPEATS` one-token steps of ``runner`` after ``seq`` (its cache holds ``seq``)."""
     times = []
     for _ in range(STEP_REPEATS):
         runner.run(seq + [filler], keep=1)
@@ -139,13 +145,13 @@ def choose(main_backend, candidates: dict[str, tuple[Any, str, list[float] | Non
         draft.reset()
         draft.follow(target)  # as it drafts: the target's cache (a head: its features) first
         target.run(seq)
-        candidate.c = _one_token_ms(draft, seq, seq[-1])  # milliseconds for now
+        candidate.c = one_token_ms(draft, seq, seq[-1])  # milliseconds for now
         draft.follow(None)
         backend.reset()
         judged.append(candidate)
     target.reset()
     target.run(seq)
-    step_ms = _one_token_ms(target, seq, seq[-1])
+    step_ms = one_token_ms(target, seq, seq[-1])
     curve = measure_cost_curve(target, seq, widths=CURVE_WIDTHS, repeats=CURVE_REPEATS)
     target.reset()
     for candidate in judged:
@@ -191,7 +197,7 @@ def choose_for_family(spec, main_backend, main_model, tokenizer, report) -> tupl
     for backend, _, _ in built.values():
         warm_up(backend)
     report("Timing the drafts on this machine (which pays most here)", 0.93)
-    ids = list(tokenizer(PASSAGE)["input_ids"]) if callable(tokenizer) else list(tokenizer.encode(PASSAGE))
+    ids = passage_ids(tokenizer)
     choice = choose(main_backend, built, ids, left_out)
     backend = built[choice.chosen][0]
     return backend, "int4 self-draft" if choice.chosen == "int4" else backend.source, choice.chosen, choice

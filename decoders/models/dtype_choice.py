@@ -17,11 +17,10 @@ backend, a device map, a model the fast backend cannot take) it is float32, and 
 from __future__ import annotations
 
 import gc
-import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from decoders.models.draft_choice import PASSAGE, STEP_REPEATS, DraftChoice
+from decoders.models.draft_choice import DraftChoice, one_token_ms, passage_ids
 
 FLOAT16 = "float16 weights"
 FLOAT32 = "float32"
@@ -44,6 +43,10 @@ class DtypeChoice:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+    def record(self) -> dict:
+        """What `Family.dtype_choice` keeps: the figures and the sentence."""
+        return self.as_dict() | {"sentence": self.sentence()}
 
     def sentence(self) -> str:
         if self.left_out:
@@ -72,22 +75,14 @@ def float16_reason(model, fast: bool, device_map) -> str | None:
 
 
 def step_ms(backend, seq: list[int]) -> float:
-    """Median one-token step after ``seq`` (the same measure `draft_choice` takes)."""
+    """Median one-token step after ``seq`` (`draft_choice.one_token_ms`, the draft choice's measure)."""
     from decoders.backends.runner import KVRunner
 
     runner = KVRunner(backend)
     runner.run(seq)
-    times = []
-    for _ in range(STEP_REPEATS):
-        runner.run(seq + [seq[-1]], keep=1)
-        times.append(runner.log[-1].seconds)
-        runner.crop(len(seq))
+    ms = one_token_ms(runner, seq, seq[-1])
     runner.reset()
-    return statistics.median(times) * 1e3
-
-
-def passage_ids(tokenizer) -> list[int]:
-    return list(tokenizer(PASSAGE)["input_ids"]) if callable(tokenizer) else list(tokenizer.encode(PASSAGE))
+    return ms
 
 
 def choose_target(mains: dict[str, Any], tokenizer, draft_for=None, report=None
@@ -129,8 +124,7 @@ def candidates(spec, device, fast, device_map, main_model, main_backend, positio
 
     why = float16_reason(main_model, fast, device_map)
     if why is not None:
-        record = DtypeChoice("float32", left_out=why)
-        return None, record.as_dict() | {"sentence": record.sentence()}
+        return None, DtypeChoice("float32", left_out=why).record()
     report("Packing float16 weights to time them against float32 on this machine", 0.85)
     fp16 = make_backend(main_model, fast=fast, max_positions=positions, fp16_weights=True)
     for backend in (main_backend, fp16):

@@ -230,7 +230,7 @@ def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bo
 
         chosen, main_backend, _, record = choose_target(mains, tokenizer, report=report)
         fp16_weights, mains = chosen == "float16", None
-        dtype_choice = record.as_dict() | {"sentence": record.sentence()}
+        dtype_choice = record.record()
 
     helper_backend = None
     helper_model = None
@@ -265,7 +265,7 @@ def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bo
 
             chosen, main_backend, picked, record = choose_target(
                 mains, tokenizer, lambda main: choose_for_family(spec, main, main_model, tokenizer, report), report)
-            fp16_weights, dtype_choice = chosen == "float16", record.as_dict() | {"sentence": record.sentence()}
+            fp16_weights, dtype_choice = chosen == "float16", record.record()
             assert picked is not None  # choose_target drafts for each main when given draft_for
             helper_backend, helper_source, self_draft, choice = picked
         else:
