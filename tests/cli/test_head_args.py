@@ -47,6 +47,7 @@ def test_a_hub_id_is_taken_as_a_head_and_a_path_like_one_is_not(tmp_path, monkey
 
 
 def test_fr_spec_sizes_are_bounded_and_need_each_other(tmp_path, capsys, monkeypatch):
+    (tmp_path / "freq.pt").write_bytes(b"ranking")  # its ids are read once the model loads
     args = build_parser().parse_args(["run", "--head", str(tmp_path), "--head-vocab", "8192", "--head-vocab-from",
                                       str(tmp_path / "freq.pt"), "--prompt", "x"])
     spec = family_spec(args)
@@ -67,3 +68,27 @@ def test_fr_spec_sizes_are_bounded_and_need_each_other(tmp_path, capsys, monkeyp
     (tmp_path / "families.toml").write_text('[families.f]\nmain = "bundled"\nhead = "x"\nhead_vocab = 64\n'
                                            'head_vocab_from = "r.json"\n')
     assert (resolve_family("f").head_vocab, resolve_family("f").head_vocab_from) == (64, "r.json")
+
+
+def test_a_bad_ranking_is_one_line_before_the_model_loads(tmp_path, capsys, monkeypatch):
+    import decoders.models.family as family
+
+    monkeypatch.setattr(family, "load_family", lambda *a, **k: pytest.fail("the model was loaded first"))
+    os_fifo = tmp_path / "pipe"
+    import os
+
+    os.mkfifo(os_fifo)
+    (tmp_path / "empty.json").write_text("")
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "big.pt").write_bytes(b"")
+    os.truncate(tmp_path / "big.pt", 65 << 20)
+    for source, message in ((tmp_path / "missing.pt", "does not exist; give a file of token ids"),
+                            (os_fifo, "is not a regular file (a device or a pipe)"),
+                            (tmp_path / "empty.json", "is empty; give FR-Spec's freq_"),
+                            (tmp_path / "corpus", "holds no tokens to count (no tokens.u16)"),
+                            (tmp_path / "big.pt", "is 65 MB, more than a ranking of token ids needs"),
+                            (tmp_path / ("x" * 300), "cannot be read (File name too long)")):
+        argv = ["run", "--head", str(tmp_path), "--head-vocab", "8", "--head-vocab-from", str(source), "--prompt", "x"]
+        assert cli_main(argv) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1 and "Traceback" not in err, err

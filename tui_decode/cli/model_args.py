@@ -115,6 +115,9 @@ def family_spec(args: argparse.Namespace):
             raise DecodeError("--head-vocab-from is empty; give a ranking file or a corpus folder, or leave it out")
         if head_vocab is None:
             raise DecodeError("--head-vocab-from ranks the tokens for --head-vocab N; give --head-vocab too")
+        from decoders.backends.heads.fr_spec import locate
+
+        locate(vocab_from)  # before the model loads; its ids are checked against the model after
         changes["head_vocab_from"] = vocab_from
     backend = getattr(args, "backend", None)
     if backend:

@@ -17,31 +17,61 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from decoders.core.errors import DecodeError
+
+if TYPE_CHECKING:
+    import torch
 
 MAX_RANKING_BYTES = 64 << 20  # a ranking of a 1M-token vocabulary as int64 is 8 MB
 MAX_CORPUS_BYTES = 512 << 20  # 256M tokens, counted in memory (int64: 2 GB)
 
 
+def locate(source: str) -> Path:
+    """The ranking file or corpus folder ``source`` names, checked before any model loads (it
+    needs no torch): it exists, is a regular file within its bound or a folder holding a corpus's
+    tokens; DecodeError in one line otherwise. The ids are checked against the model by `ranked_ids`."""
+    path = Path(source).expanduser()
+    what = f"--head-vocab-from {source[:200]}"
+    try:
+        if path.is_dir():
+            tokens = path / "tokens.u16"
+            if not tokens.is_file() or tokens.stat().st_size < 2:
+                raise DecodeError(f"{what} holds no tokens to count (no tokens.u16); grow it first "
+                                  "(tui-decode train-head --grow), or give a ranking file.")
+            if tokens.stat().st_size > MAX_CORPUS_BYTES:
+                raise DecodeError(f"{what}'s tokens.u16 is {tokens.stat().st_size >> 20} MB; counting reads it "
+                                  f"whole, {MAX_CORPUS_BYTES >> 20} MB ({MAX_CORPUS_BYTES >> 21}M tokens) at most: "
+                                  "rank a part of it, or give a ranking file.")
+            return path
+        if not path.exists():
+            raise DecodeError(f"{what} does not exist; give a file of token ids (most frequent first) or a "
+                              "train-head corpus folder of this model.")
+        if not path.is_file():
+            raise DecodeError(f"{what} is not a regular file (a device or a pipe); give a file of token ids (most "
+                              "frequent first) or a train-head corpus folder of this model.")
+        size = path.stat().st_size
+    except OSError as err:  # a name too long, a folder it may not read
+        raise DecodeError(f"{what} cannot be read ({(err.strerror or type(err).__name__)[:120]}); give a ranking "
+                          "file or a corpus folder you can read.") from None
+    if size == 0:
+        raise DecodeError(f"{what} is empty; give FR-Spec's freq_*.pt or a JSON list of ids, most frequent first.")
+    if size > MAX_RANKING_BYTES:
+        raise DecodeError(f"{what} is {size >> 20} MB, more than a ranking of token ids needs "
+                          f"({MAX_RANKING_BYTES >> 20} MB at most); give the ranking file itself.")
+    return path
+
+
 def ranked_ids(source: str, vocab: int) -> torch.Tensor:
     """Token ids of a ``vocab``-token model, most frequent first, from ``source`` (a ranking file or
     a corpus folder); DecodeError in one line for anything else."""
-    path = Path(source).expanduser()
+    import torch
+
+    path = locate(source)
     what = f"--head-vocab-from {source[:200]}"
     if path.is_dir():
         return _from_corpus(path, vocab, what)
-    if not path.exists():
-        raise DecodeError(f"{what} does not exist; give a file of token ids (most frequent first) or a "
-                          "train-head corpus folder of this model.")
-    if not path.is_file():
-        raise DecodeError(f"{what} is not a regular file (a device or a pipe); give a file of token ids (most "
-                          "frequent first) or a train-head corpus folder of this model.")
-    if path.stat().st_size > MAX_RANKING_BYTES:
-        raise DecodeError(f"{what} is {path.stat().st_size >> 20} MB, more than a ranking of token ids needs "
-                          f"({MAX_RANKING_BYTES >> 20} MB at most); give the ranking file itself.")
     try:
         if path.suffix == ".json":
             ids = torch.tensor(json.loads(path.read_text(encoding="utf-8")), dtype=torch.long)
@@ -63,11 +93,9 @@ def ranked_ids(source: str, vocab: int) -> torch.Tensor:
 
 def _from_corpus(path: Path, vocab: int, what: str) -> torch.Tensor:
     """Rank by the counts of every token in a train-head corpus (its ``tokens.u16``: 2-byte ids)."""
-    meta_path, tokens = path / "meta.json", path / "tokens.u16"
-    if tokens.is_file() and tokens.stat().st_size > MAX_CORPUS_BYTES:
-        raise DecodeError(f"{what}'s tokens.u16 is {tokens.stat().st_size >> 20} MB; counting reads it whole, "
-                          f"{MAX_CORPUS_BYTES >> 20} MB ({MAX_CORPUS_BYTES >> 21}M tokens) at most: rank a part of it, "
-                          "or give a ranking file.")
+    import torch
+
+    meta_path, tokens = path / "meta.json", path / "tokens.u16"  # its size was bounded by `locate`
     try:
         meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
         data = tokens.read_bytes() if tokens.is_file() else b""
@@ -92,6 +120,8 @@ def _from_corpus(path: Path, vocab: int, what: str) -> torch.Tensor:
 def restrict(head, ids: torch.Tensor, size: int) -> None:
     """Make the EAGLE-1/2 ``head`` (sharing the target's LM head) draft over the first ``size``
     of ``ids``: its LM head becomes those rows (a copy), ``draft_ids`` their target ids."""
+    import torch
+
     c = head.config
     if c.kind == "eagle3":
         raise DecodeError("--head-vocab applies to heads that share the target's LM head (EAGLE-1/2); this "
