@@ -143,7 +143,8 @@ def _table_error(where: str, table: Any, exc: msgspec.ValidationError) -> str:
     if what.startswith("Invalid enum value"):
         return f"{where}: {key} {table[key]!r} is not one of {', '.join(_choices(key))}."
     if what.startswith("Expected `"):
-        kind = "int" if key == "self_draft_layer" else "str"
+        hint = next((f.type for f in msgspec.structs.fields(FamilyTable) if f.name == key), str)
+        kind = "int" if int in (get_args(hint) or (hint,)) else "str"  # from the key's declared type
         return f"{where}: `{key}` must be {_KINDS[kind]}."
     return f"{where} {what}" if not key else f"{where}: `{key}`: {what}"
 
