@@ -93,6 +93,9 @@ class FamilyTable(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             raise ValueError("has no `main`; set it to a model folder, .gguf file, hub id or \"bundled\".")
         if self.head_vocab is not None and not 1 <= self.head_vocab <= 1 << 20:
             raise ValueError(f"`head_vocab` is {self.head_vocab}; give 1..{1 << 20} (FR-Spec uses 8192-32768).")
+        if self.head_vocab is not None and not self.head and self.self_draft not in ("head", "fastest"):
+            raise ValueError("sets `head_vocab` (the tokens a trained head drafts over) without a head; add "
+                             "`head = \"FOLDER\"` or leave it out.")
         if self.head_vocab_from is not None and self.head_vocab is None:
             raise ValueError("sets `head_vocab_from` without `head_vocab`; give the size too.")
         for key in ("helper", "label", "head", "head_vocab_from"):

@@ -92,3 +92,18 @@ def test_a_bad_ranking_is_one_line_before_the_model_loads(tmp_path, capsys, monk
         assert cli_main(argv) == 2
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1 and "Traceback" not in err, err
+
+
+def test_head_vocab_with_a_draft_that_is_no_head_is_refused_not_ignored(tmp_path, capsys, monkeypatch):
+    import decoders.models.family as family
+
+    monkeypatch.setattr(family, "load_family", lambda *a, **k: pytest.fail("the model was loaded first"))
+    for argv, draft in ((["--self-draft", "int4"], "the int4 self-draft"),
+                        (["--self-draft-layer", "10"], "the first 10 layers"),
+                        (["--helper", "org/helper"], "the helper org/helper"),
+                        (["--main", str(tmp_path)], "no draft")):
+        assert cli_main(["run", *argv, "--head-vocab", "64", "--prompt", "x"]) == 2
+        err = capsys.readouterr().err
+        assert f"this run drafts with {draft}; add --self-draft head" in err and err.count("\n") == 1, err
+    args = build_parser().parse_args(["run", "--head-vocab", "64", "--prompt", "x"])  # bundled: fastest may pick it
+    assert family_spec(args).head_vocab == 64

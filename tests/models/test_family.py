@@ -409,6 +409,7 @@ def test_user_families_add_and_override(no_user_config):
     ("[families.x]\nhelper = \"a/b\"\n", "has no `main`"),
     ("[families.x]\nmain = \"bundled\"\nself_draft_layer = \"ten\"\n", "must be an integer"),
     ("[families.x]\nmain = \"bundled\"\nhead_vocab = true\n", "`head_vocab` must be an integer"),
+    ("[families.x]\nmain = \"bundled\"\nhead_vocab = 8\n", "sets `head_vocab` (the tokens a trained head"),
     ("[families.x]\nmain = \"bundled\"\nhead_vocab = 8\nhead_vocab_from = 5\n", "`head_vocab_from` must be a string"),
     ("[families.x]\nmain = \"bundled\"\ndevice = \"tpu\"\n", "device 'tpu'"),
     ("[families.x]\nmain = \"bundled\"\nhelpr = \"a/b\"\n", "unknown key(s) helpr"),

@@ -137,4 +137,10 @@ def family_spec(args: argparse.Namespace):
         from dataclasses import replace
 
         spec = replace(spec, **changes)
+    if head_vocab is not None and spec.self_draft not in ("head", "fastest"):  # it would go unused
+        draft = (f"the helper {spec.helper[:200]}" if spec.helper else
+                 f"the first {spec.self_draft_layer} layers" if spec.self_draft_layer is not None else
+                 f"the {spec.self_draft} self-draft" if spec.self_draft else "no draft")
+        raise DecodeError(f"--head-vocab sets how many tokens a trained head drafts over, and this run drafts with "
+                          f"{draft}; add --self-draft head (or --head FOLDER), or leave --head-vocab out")
     return spec
