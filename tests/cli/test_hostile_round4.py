@@ -145,3 +145,27 @@ def test_a_head_config_hidden_size_unlike_its_weights(isolated):
     (folder / "config.json").write_text(json.dumps(config))
     with pytest.raises(DecodeError, match="hidden_size is 1000000000000; its config.json does not match its weights"):
         load_head(folder, peaked_model(layers=5))
+
+
+def test_train_head_progress_reaches_a_log_file_as_it_goes(isolated, capsys, monkeypatch):
+    """Stdout that is no terminal (a log file, a pipe): rich draws its bar only when it closes, so a
+    44-minute training printed nothing until it ended; each tenth of a phase is a line instead."""
+    import decoders.training.session as session
+    import tui_decode.cli.main as cli
+
+    seen = []
+
+    def train(settings, family, report, progress):
+        for n in range(1, 101):
+            progress("training", n, 100, {"loss": 1.0 / n, "tokens": 10 * n})
+            seen.append(capsys.readouterr().out)  # what the log holds while training goes on
+        return {"accept_per_depth": [0.5], "mean_accepted": 0.5, "heldout_positions": 9, "train_tokens": 99}
+
+    monkeypatch.setattr(session, "train_head", train)
+    monkeypatch.setattr(session, "check_settings", lambda settings: None)
+    monkeypatch.setattr(cli, "load_with_progress", lambda spec, console: object())
+    (isolated / "c").mkdir()
+    assert cli.main(["train-head", "--threads", "1", "--corpus", str(isolated / "c"), "--out", str(isolated / "h"),
+                 "--measure-tokens", "0"]) == 0
+    assert "training: 10/100 (loss 0.100, 100 tokens seen)" in seen[9]
+    assert sum(bool(out.strip()) for out in seen) == 11  # its start and each tenth, not a line a step

@@ -92,6 +92,7 @@ def cmd_train_head(args: argparse.Namespace) -> int:
                   TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TimeRemainingColumn(),
                   console=console) as bar:
         tasks: dict[str, int] = {}
+        tenths: dict[str, int] = {}  # the tenth of each phase last printed when stdout is no terminal
 
         def progress(phase: str, n: int, total: int, info: dict) -> None:
             if phase not in tasks:
@@ -100,6 +101,10 @@ def cmd_train_head(args: argparse.Namespace) -> int:
             if "tokens" in info:
                 text += f", {info['tokens']:,} tokens seen"
             bar.update(tasks[phase], completed=n, total=total, info=text)
+            tenth = 10 * n // max(total, 1)
+            if not console.is_terminal and tenths.get(phase) != tenth:  # a log file: a bar draws only at the end
+                tenths[phase] = tenth
+                console.print(f"{phase}: {n}/{total}" + (f" ({text})" if text else ""))
 
         summary = train_head(settings, family, report=lambda line: bar.console.print(line), progress=progress)
     accept = ", ".join(f"{a:.0%}" for a in summary["accept_per_depth"])
