@@ -335,8 +335,11 @@ def check_device_map(spec: FamilySpec, device):
 
     device_map = checked(spec.device_map)
     if spec.self_draft:
-        raise DecodeError(f"An {spec.self_draft} self-draft needs the whole main model on one device, so it cannot "
-                          "be split by a device map; drop the device map or draft another way.")
+        what = {"fastest": "The family's draft (the faster of its int4 self-draft and trained head, chosen at load)",
+                "head": "A trained head"}.get(spec.self_draft, f"An {spec.self_draft} self-draft")
+        raise DecodeError(f"{what} needs the whole main model on one device, so it cannot be split by a device map; "
+                          "drop the device map, draft with --helper SRC, or pick a method that drafts with nothing "
+                          "(ar, pld, jacobi, lookahead).")
     if spec.self_draft_layer is not None and device_map != "auto":
         raise DecodeError("An early-exit self-draft cannot run on a model spread by a device map (accelerate's hooks "
                           "run the whole model); drop the device map or draft with a helper model.")

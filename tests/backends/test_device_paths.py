@@ -394,6 +394,9 @@ def _cli(capsys, argv, code, message):
     (["--device-map", "everywhere"], "unknown device map 'everywhere'; choose one of auto, balanced, sequential"),
     (["--device-map", "auto", "--self-draft", "int4"],
      "An int4 self-draft needs the whole main model on one device, so it cannot be split by a device map"),
+    (["--device-map", "auto", "--self-draft", "fastest"],  # the bundled family's default: it was 'An fastest self-draft'
+     "The family's draft (the faster of its int4 self-draft and trained head, chosen at load) needs the whole main "
+     "model on one device"),
 ])
 def test_device_flags_refuse_what_cannot_run(capsys, monkeypatch, tmp_path, tiny_folder, flags, message):
     if "cuda" in flags and torch.cuda.is_available():
