@@ -195,8 +195,12 @@ def test_damaged_or_unknown_heads_get_one_line(tmp_path):
     save_file(tensors, str(tmp_path / "m" / "model.safetensors"))
     with pytest.raises(DecodeError, match="lacks tensor 'medusa_head.2.1.weight'"):
         head_draft(tmp_path / "m", backend, model)
+    (tmp_path / "m" / "config.json").write_text("[]")
+    with pytest.raises(DecodeError, match="is not a JSON object; a head's config.json is one .*download the head "
+                                          "again, or train one with `tui-decode train-head`"):
+        head_draft(tmp_path / "m", backend, model)
     (tmp_path / "m" / "config.json").unlink()
-    with pytest.raises(DecodeError, match="has no config.json"):
+    with pytest.raises(DecodeError, match="has no config.json; .* download the head again, or train one"):
         head_draft(tmp_path / "m", backend, model)
     with pytest.raises(DecodeError, match="is not a folder"):
         head_draft(tmp_path / "nowhere", backend, model)

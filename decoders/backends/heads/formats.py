@@ -96,12 +96,15 @@ def read_head_files(folder: str | Path) -> tuple[dict, dict]:
         config = json.loads(config_path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise DecodeError(f"Head folder {path} has no config.json; a head needs its config beside "
-                          "its weights.") from None
+                          "its weights: download the head again, or train one with `tui-decode train-head`.") from None
     except (OSError, ValueError, UnicodeDecodeError, RecursionError) as err:
         raise DecodeError(f"Head config {config_path} cannot be read ({type(err).__name__}); "
-                          "the file is damaged.") from None
+                          "the file is damaged: download the head again, or train one with "
+                          "`tui-decode train-head`.") from None
     if not isinstance(config, dict):
-        raise DecodeError(f"Head config {config_path} is not a JSON object.")
+        raise DecodeError(f"Head config {config_path} is not a JSON object; a head's config.json is one (its "
+                          "hidden_size, layers, ...): download the head again, or train one with "
+                          "`tui-decode train-head`.")
     weights = next((path / name for name in WEIGHT_FILES if (path / name).is_file()), None)
     if weights is None:
         raise DecodeError(f"Head folder {path} has no {' or '.join(WEIGHT_FILES)}.")
