@@ -42,7 +42,11 @@ def check_backend(spec) -> None:
     if spec.device not in ("auto", "cpu"):
         raise DecodeError(f"The llama.cpp backend here runs on the CPU (this llama-cpp-python was built without GPU "
                           f"support), not on {spec.device}; use --device cpu, or --backend torch.")
-    if spec.dtype not in ("auto", "fastest"):  # fastest: what the file stores is what runs
+    if spec.dtype == "fastest":
+        raise DecodeError("--dtype fastest measures torch's float32 against float16 weights; the llama.cpp backend "
+                          "runs the weights as the GGUF file stores them, so there is nothing to choose: leave --dtype "
+                          "out, or use --backend torch.")
+    if spec.dtype != "auto":
         raise DecodeError(f"The llama.cpp backend runs the weights as the GGUF file stores them, so --dtype "
                           f"{spec.dtype} cannot apply; leave --dtype out, or use --backend torch.")
     if spec.device_map is not None:

@@ -74,6 +74,7 @@ def test_sampling_on_llama_cpp_is_reproducible_by_seed(engine):
     (["--backend", "llamacpp", "--self-draft", "int4"], "int4 self-draft is packed from the torch model"),
     (["--backend", "llamacpp", "--self-draft-layer", "10"], "early-exit draft needs the torch backend"),
     (["--backend", "llamacpp", "--dtype", "float16"], "as the GGUF file stores them"),
+    (["--backend", "llamacpp", "--dtype", "fastest", "--method", "ar"], "so there is nothing to choose"),  # was ignored
     (["--backend", "llamacpp", "--device", "cuda"], "runs on the CPU"),
     (["--backend", "llamacpp", "--device-map", "auto"], "cannot take one"),
 ])
