@@ -126,10 +126,14 @@ class ConfigFile(msgspec.Struct):
 _KINDS = {"str": "a string", "int": "an integer"}
 
 
+def _declared(key: str):
+    """The type a key of a [families.NAME] table is declared with (str for a key not declared)."""
+    return next((f.type for f in msgspec.structs.fields(FamilyTable) if f.name == key), str)
+
+
 def _choices(key: str) -> tuple[str, ...]:
     """The values a Literal-typed key allows (device: auto, cpu, ...)."""
-    hint = next(f.type for f in msgspec.structs.fields(FamilyTable) if f.name == key)
-    return tuple(a for arg in get_args(hint) for a in (get_args(arg) or (arg,)) if isinstance(a, str))
+    return tuple(a for arg in get_args(_declared(key)) for a in (get_args(arg) or (arg,)) if isinstance(a, str))
 
 
 def _table_error(where: str, table: Any, exc: msgspec.ValidationError) -> str:
@@ -146,8 +150,7 @@ def _table_error(where: str, table: Any, exc: msgspec.ValidationError) -> str:
     if what.startswith("Invalid enum value"):
         return f"{where}: {key} {table[key]!r} is not one of {', '.join(_choices(key))}."
     if what.startswith("Expected `"):
-        hint = next((f.type for f in msgspec.structs.fields(FamilyTable) if f.name == key), str)
-        kind = "int" if int in (get_args(hint) or (hint,)) else "str"  # from the key's declared type
+        kind = "int" if int in (get_args(_declared(key)) or (_declared(key),)) else "str"
         return f"{where}: `{key}` must be {_KINDS[kind]}."
     return f"{where} {what}" if not key else f"{where}: `{key}`: {what}"
 

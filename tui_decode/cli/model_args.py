@@ -122,11 +122,11 @@ def family_spec(args: argparse.Namespace):
     backend = getattr(args, "backend", None)
     if backend:
         changes["backend"] = backend
-        if backend == "llamacpp" and self_draft is None and args.self_draft_layer is None and not args.helper:
-            # the family's own int4 or head draft is built from torch weights: on llama.cpp it has none
-            changes.update(self_draft=None, head=None)
-        if backend == "llamacpp" and not args.dtype:  # the family's "fastest" chooses among torch's dtypes
-            changes["dtype"] = "auto"
+        if backend == "llamacpp":  # the family's own int4 or head draft and its "fastest" dtype are torch's
+            if self_draft is None and args.self_draft_layer is None and not args.helper:
+                changes.update(self_draft=None, head=None)
+            if not args.dtype:
+                changes["dtype"] = "auto"
     if args.device:
         changes["device"] = args.device
     if args.dtype:

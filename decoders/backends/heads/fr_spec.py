@@ -37,11 +37,12 @@ def locate(source: str) -> Path:
     try:
         if path.is_dir():
             tokens = path / "tokens.u16"
-            if not tokens.is_file() or tokens.stat().st_size < 2:
+            size = tokens.stat().st_size if tokens.is_file() else 0
+            if size < 2:
                 raise DecodeError(f"{what} holds no tokens to count (no tokens.u16); grow it first "
                                   "(tui-decode train-head --grow), or give a ranking file.")
-            if tokens.stat().st_size > MAX_CORPUS_BYTES:
-                raise DecodeError(f"{what}'s tokens.u16 is {tokens.stat().st_size >> 20} MB; counting reads it "
+            if size > MAX_CORPUS_BYTES:
+                raise DecodeError(f"{what}'s tokens.u16 is {size >> 20} MB; counting reads it "
                                   f"whole, {MAX_CORPUS_BYTES >> 20} MB ({MAX_CORPUS_BYTES >> 21}M tokens) at most: "
                                   "rank a part of it, or give a ranking file.")
             return path
@@ -95,25 +96,20 @@ def _from_corpus(path: Path, vocab: int, what: str) -> torch.Tensor:
     """Rank by the counts of every token in a train-head corpus (its ``tokens.u16``: 2-byte ids)."""
     import torch
 
-    meta_path, tokens = path / "meta.json", path / "tokens.u16"  # its size was bounded by `locate`
+    meta_path = path / "meta.json"  # `locate` saw a tokens.u16 of 2 bytes or more, within its bound
     try:
         meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
-        data = tokens.read_bytes() if tokens.is_file() else b""
+        data = (path / "tokens.u16").read_bytes()
     except (OSError, ValueError) as err:
         raise DecodeError(f"{what}: the corpus cannot be read ({str(err)[:120]}); fix or delete it.") from None
     corpus_vocab = meta.get("vocab_size") if isinstance(meta, dict) else None
     if corpus_vocab is not None and corpus_vocab != vocab:
         raise DecodeError(f"{what} is a corpus of a {corpus_vocab}-token vocabulary, and this model has {vocab}; "
                           "give a corpus of this model.")
-    if len(data) < 2:
-        raise DecodeError(f"{what} holds no tokens to count (no tokens.u16); grow it first "
-                          "(tui-decode train-head --grow), or give a ranking file.")
     ids = torch.frombuffer(bytearray(data[: len(data) // 2 * 2]), dtype=torch.int16).long() & 0xFFFF
     if int(ids.max()) >= vocab:
         raise DecodeError(f"{what} holds ids beyond this model's vocabulary of {vocab}; it is another model's corpus.")
     counts = torch.bincount(ids, minlength=vocab)
-    if not int(counts.sum()):
-        raise DecodeError(f"{what} holds no tokens to count; grow it first (tui-decode train-head --grow).")
     return counts.argsort(descending=True, stable=True)  # tokens never seen follow, in id order
 
 
