@@ -40,6 +40,8 @@ if TYPE_CHECKING:
     from decoders.models.family import Family
 
 Event = Union[PhaseStarted, Progress, Iteration, RunResult]
+#: Called where neither run's clock runs, with the run that steps next ("method", "baseline").
+Idle = Callable[[str], None]
 
 PAIRINGS = ("interleaved", "sequential")
 
@@ -212,17 +214,23 @@ class Engine:
                               f"needs none ({', '.join(m.name for m in all_methods() if not m.needs_helper)})")
         return params, self.prompt_ids(prompt, params)
 
-    def stream(self, prompt: str, params: DecodeParams,
-               cancelled: Callable[[], bool] = lambda: False) -> Iterator[Event]:
+    def stream(self, prompt: str, params: DecodeParams, cancelled: Callable[[], bool] = lambda: False,
+               idle: Idle | None = None) -> Iterator[Event]:
         """Progress, iterations and finally the `RunResult` (partial, ``finish: cancelled``, when
-        ``cancelled()`` turned true during the method run; nothing when during the baseline)."""
+        ``cancelled()`` turned true during the method run; nothing when during the baseline).
+
+        ``idle(next_run)``, when given, is called in the interleaved pairing wherever neither
+        run's clock runs, naming the run that steps next ("method" or "baseline"): a consumer's
+        slow work (a UI drawing what it was handed) belongs there, and spread evenly over both
+        kinds of point, so that the first step after it (which runs cold) falls as often on
+        either run (`tui_decode.workers.decode`)."""
         params, ids = self.check(prompt, params)
         main: Any = self.family.main
         if getattr(main, "tap", None) is not None:
             main.tap = None  # a trained head's draft hands the target its tap again when it follows
         twin = self.twin_runner() if self.pairing == "interleaved" else None
         if twin is not None:
-            yield from self._stream_interleaved(prompt, ids, params, cancelled, twin)
+            yield from self._stream_interleaved(prompt, ids, params, cancelled, twin, idle)
             return
         key = (tuple(ids), params.baseline_key())
         baseline = self._baselines.get(key)
@@ -273,14 +281,16 @@ class Engine:
     def no_twin(self) -> str | None:
         return self._no_twin
 
-    def _stream_interleaved(self, prompt: str, ids: list[int], params: DecodeParams, cancelled, twin: KVRunner):
+    def _stream_interleaved(self, prompt: str, ids: list[int], params: DecodeParams, cancelled, twin: KVRunner,
+                            idle: Idle | None = None):
         yield PhaseStarted("method", params.method, params.max_new_tokens, prompt_tokens=len(ids), paired=True)
-        run, baseline = yield from self._drive_paired(params.method_def, ids, params, cancelled, twin)
+        run, baseline = yield from self._drive_paired(params.method_def, ids, params, cancelled, twin, idle)
         curve = yield from self.cost_curve(ids + run.ids, cancelled)
         summary = summarize(run, baseline, params, prompt_tokens=len(ids), cost_curve=curve, pairing="interleaved")
         yield self._result(prompt, ids, params, run, baseline, summary)
 
-    def _drive_paired(self, method: Method, ids: list[int], params: DecodeParams, cancelled, twin: KVRunner):
+    def _drive_paired(self, method: Method, ids: list[int], params: DecodeParams, cancelled, twin: KVRunner,
+                      idle: Idle | None = None):
         """The method and its baseline in alternation, each from an empty cache: the baseline's
         prefill and first token, the method's; then after each method iteration, baseline steps
         until it has as many tokens. When the method is done the baseline stops at its count (its
@@ -302,6 +312,8 @@ class Engine:
         run = None
         tokens = 0
         while run is None:
+            if idle is not None and tokens:
+                idle("method")
             try:
                 it = next(gen)
             except StopIteration as stop:
@@ -309,6 +321,8 @@ class Engine:
                 break
             yield it
             tokens += len(it.emit)
+            if idle is not None and base.run is None and base.tokens < tokens:
+                idle("baseline")
             while base.run is None and base.tokens < tokens and not cancelled():
                 base.step()
         while base.run is None and base.tokens < len(run.ids) and not cancelled():

@@ -206,3 +206,27 @@ def test_the_history_names_each_draft_length_by_its_declared_symbol():
         result = RunResult.load(DATA / f"run_{method}.json")
         assert f"{symbol}={result.params[name]}" in key_params(result, full=True).split(" · "), method
     assert "=" not in key_params(RunResult.load(DATA / "run_ar.json"), full=True)  # no draft length
+
+
+def test_quiet_points_hand_batches_over_as_often_before_either_run():
+    """The decode worker's idle hook: a due batch goes out at the engine's quiet points, as often
+    before the method's step as before the baseline's (the step after a hand-over runs cold),
+    whichever kind of point the interval happens to end at."""
+    from tui_decode.workers.decode import QuietPoints
+
+    now = [0.0]
+    delivered: list[list] = []
+    batch = Batcher(delivered.append, interval=0.04, clock=lambda: now[0])
+    batch.auto = False
+    quiet = QuietPoints(batch)
+    # the method's points span three steps to the baseline's one: the interval mostly ends there
+    for k in range(400):
+        batch.add(k)
+        now[0] += 0.03
+        quiet("method")
+        now[0] += 0.01
+        quiet("baseline")
+    assert len(delivered) > 50 and sum(len(d) for d in delivered) <= 400
+    assert abs(quiet.counts["method"] - quiet.counts["baseline"]) <= 1
+    batch.add("x")
+    assert delivered[-1][-1] != "x"  # auto off: add alone never hands over

@@ -129,6 +129,28 @@ def test_autoregressive_against_its_own_interleaved_baseline_reads_one():
     assert s.speedup_spread is not None and abs(s.speedup_decode - 1.0) <= max(s.speedup_spread, 0.02)
 
 
+def test_the_idle_hook_runs_off_both_clocks_and_names_the_next_run():
+    """A consumer's slow work at the engine's quiet points (100 s of it, on the same simulated
+    clock) lands on neither run: the times, the speedup and the output are those of a run without it."""
+    plain = simulated(Machine()).run(PROMPT, PARAMS)
+    machine = Machine()
+    engine = simulated(machine)
+    calls: list[str] = []
+
+    def idle(next_run: str) -> None:
+        calls.append(next_run)
+        machine.now += 100.0
+
+    result = None
+    for event in engine.stream(PROMPT, PARAMS, idle=idle):
+        result = event
+    assert result is not None and result.method.ids == plain.method.ids
+    assert set(calls) == {"method", "baseline"} and len(calls) >= result.summary.iterations
+    assert result.method.time_ms["wall"] == pytest.approx(plain.method.time_ms["wall"], abs=1e-6)
+    assert result.baseline.time_ms["wall"] == pytest.approx(plain.baseline.time_ms["wall"], abs=1e-6)
+    assert result.summary.speedup_decode == plain.summary.speedup_decode
+
+
 def test_a_cancelled_run_is_compared_over_the_tokens_both_produced():
     machine = Machine()
     engine = simulated(machine)

@@ -36,6 +36,7 @@ from tui_decode.state.run_summary import acceptance_text, judged_drafts
 from tui_decode.state.settings import input_error
 from tui_decode.widgets.gamma_plot import GammaPlot, PlotData, Point
 from tui_decode.widgets.stats_pane import headline_speed
+from tui_decode.workers.draw_gate import DrawGate
 from tui_decode.workers.messages import failure_message
 
 if TYPE_CHECKING:
@@ -177,6 +178,8 @@ class SweepScreen(ModalScreen[None]):
     @work(thread=True, exclusive=True, group="sweep", exit_on_error=False)
     def run_sweep(self) -> None:
         worker = get_current_worker()
+        # each message waits until it is drawn, between two timed steps (no UI work on a timed clock)
+        gate = DrawGate(self, lambda: worker.is_cancelled)
         try:
             with self.lock:
                 engine = self.loaded.engine_for(self.settings)
@@ -191,10 +194,10 @@ class SweepScreen(ModalScreen[None]):
                         elif isinstance(event, PhaseStarted):
                             what = {"baseline": "running the baseline", "curve": f"{self.axis}={value} done, "
                                     "measuring T(k)"}.get(event.phase, f"running {self.axis}={value}")
-                            self.post_message(self.Progress(f"{what} …"))
+                            gate.post(self.Progress(f"{what} …"))
                     if result is None or result.method.finish == "cancelled":
                         break
-                    self.post_message(self.PointMeasured(Measured(value, result.summary, judged_drafts(result.method))))
+                    gate.post(self.PointMeasured(Measured(value, result.summary, judged_drafts(result.method))))
         except DecodeError as error:
             self.post_message(self.Ended(str(error)))
             return

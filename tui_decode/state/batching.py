@@ -24,20 +24,27 @@ class Batcher:
         self.clock = clock
         self.items: list = []
         self.last = clock()
+        self.auto = True  # False: `add` only collects; the owner flushes (where no clock runs)
         self._lock = threading.Lock()  # `flush_due` may come from another thread than `add`
 
     def add(self, item: Any) -> None:
         with self._lock:
             self.items.append(item)
-        if self.clock() - self.last >= self.interval:
+        if self.auto and self.due():
             self.flush()
+
+    def due(self) -> bool:
+        """Whether something waits and the interval has passed since the last delivery."""
+        return bool(self.items) and self.clock() - self.last >= self.interval
 
     def flush(self) -> None:
         with self._lock:
             items, self.items = self.items, []
-            self.last = self.clock()
         if items:
             self.deliver(items)
+        # the interval counts from the end of a delivery: one that waits for the UI to draw
+        # (`tui_decode.workers.draw_gate`) must not make the next one due at once
+        self.last = self.clock()
 
     def flush_due(self) -> None:
         """Hand over what waits once the interval has passed, though nothing new came: the last

@@ -20,6 +20,7 @@ from decoders.records.run import RunResult
 from tui_decode.state.batching import Batcher
 from tui_decode.state.loaded_family import LoadedFamily
 from tui_decode.state.settings import Settings
+from tui_decode.workers.draw_gate import DrawGate
 from tui_decode.workers.messages import (
     FamilyFailed,
     FamilyLoaded,
@@ -144,6 +145,28 @@ class FamilyLoadWorker:
             self.post_message(FamilyFailed(spec, outcome["error"]))
 
 
+class QuietPoints:
+    """The engine's ``idle`` hook for a streamed run (`decoders.engine.Engine.stream`): where
+    neither run's clock runs, hand the batch over once its interval has passed, as often before
+    the method's step as before the baseline's. Each hand-over waits for the draw, and the step
+    after that wait runs cold (caches, the core's clock): always the baseline's, and a live run
+    read autoregressive decoding 1.05x faster than itself; flushed where the batch happened to be
+    due (the method's points span three steps to the baseline's one), 0.96x."""
+
+    def __init__(self, batch: Batcher):
+        self.batch = batch
+        self.counts = {"method": 0, "baseline": 0}
+
+    def __call__(self, next_run: str) -> None:
+        if not self.batch.due():
+            return
+        other = "baseline" if next_run == "method" else "method"
+        if self.counts[next_run] > self.counts[other]:
+            return  # this kind of point had its turn: the next of the other kind takes the batch
+        self.counts[next_run] += 1
+        self.batch.flush()
+
+
 @runtime_checkable
 class DecodeHost(Protocol):
     """What `DecodeWorker` needs from the screen that hosts it (and its own members)."""
@@ -194,19 +217,24 @@ class DecodeWorker:
 
     def _decode(self: DecodeHost, loaded: LoadedFamily, prompt: str, settings: Settings, worker: Worker[None],
                 stop: threading.Event) -> None:
-        batch = Batcher(lambda events: self.post_message(RunBatch(events)))
+        cancelled = lambda: stop.is_set() or worker.is_cancelled  # noqa: E731
+        # every message waits until it is drawn: the engine is suspended between two timed steps
+        gate = DrawGate(self, cancelled)  # type: ignore[arg-type]  # the host is the screen
+        batch = Batcher(lambda events: gate.post(RunBatch(events)))
+        quiet = QuietPoints(batch)
         try:
             with self._decode_lock:
                 engine = loaded.engine_for(settings)
-                cancelled = lambda: stop.is_set() or worker.is_cancelled  # noqa: E731
-                for event in engine.stream(prompt, settings.params, cancelled=cancelled):
+                for event in engine.stream(prompt, settings.params, cancelled=cancelled, idle=quiet):
                     if isinstance(event, RunResult):
                         batch.flush()
                         self.post_message(RunFinished(event))
                         return
                     if isinstance(event, PhaseStarted):
                         batch.flush()
-                        self.post_message(RunPhase(event))
+                        # a paired phase hands its batches over at the engine's quiet points only
+                        batch.auto = not event.paired
+                        gate.post(RunPhase(event))
                     else:
                         batch.add(event)
                 batch.flush()
