@@ -23,6 +23,8 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Union
 
+from decoders.analysis.calibration import TOKENS as CALIBRATION_TOKENS
+from decoders.analysis.calibration import Calibration
 from decoders.analysis.summary import summarize
 from decoders.analysis.timing import CURVE_WIDTHS, context_bucket, curve_phase, probe_steps
 from decoders.backends.hf import twin_of
@@ -36,6 +38,7 @@ from decoders.methods.shared.common import DecodeContext
 from decoders.records.run import Iteration, Run, RunResult
 
 if TYPE_CHECKING:
+    from decoders.analysis.summary import Summary
     from decoders.backends.hf import Backend
     from decoders.models.family import Family
 
@@ -91,6 +94,11 @@ class Engine:
         if self_draft and family.helper is not None:
             self._self_drafts[self_draft] = family.helper
         self._own_helper = family if _own_helper_model(family) else None
+        # the machine's run-to-run noise that widens every spread (`decoders.analysis.calibration`):
+        # read on the first run (`find_calibration`); ``calibration_note`` says why there is none
+        self.calibration: Calibration | None = None
+        self.calibration_note: str | None = None
+        self._calibration_read = False
 
     @property
     def has_helper(self) -> bool:
@@ -248,7 +256,7 @@ class Engine:
         probe = self._probe(ids + run.ids)
         curve = yield from self.cost_curve(ids + run.ids, cancelled)
         summary = summarize(run, baseline, params, prompt_tokens=len(ids), probe_ms=probe, cost_curve=curve,
-                            pairing="sequential")
+                            pairing="sequential", calibration=self.find_calibration())
         yield self._result(prompt, ids, params, run, baseline, summary)
 
     def _result(self, prompt: str, ids: list[int], params: DecodeParams, run: Run, baseline: Run,
@@ -277,6 +285,63 @@ class Engine:
             self._twin = KVRunner(backend, self.clock)
         return self._twin
 
+    # -- the run-to-run noise calibration --------------------------------------------------------
+    def machine(self) -> tuple[str, dict[str, str]]:
+        """The key this machine's kept measurements go by, and what it is made of."""
+        from decoders.models.machine import machine_key, machine_parts
+
+        parts = machine_parts(self.family)
+        return machine_key(parts), parts
+
+    def find_calibration(self) -> Calibration | None:
+        """The calibration kept for this machine and model, read once (None: none yet, or the
+        file could not be read: ``calibration_note`` says which)."""
+        if not self._calibration_read:
+            from decoders.models.machine import calibration_path, read_calibrations
+
+            self._calibration_read = True
+            kept, problem = read_calibrations()
+            self.calibration = kept.get(self.machine()[0])
+            self.calibration_note = problem or (None if self.calibration is not None else
+                                                f"no run-to-run calibration for this machine in {calibration_path()} "
+                                                "yet: spreads are step jitter only")
+        return self.calibration
+
+    def calibration_params(self, tokens: int = CALIBRATION_TOKENS) -> DecodeParams:
+        """What a calibration run decodes: autoregressive decoding, greedy, ``tokens`` tokens."""
+        return DecodeParams(method=AUTOREGRESSIVE.name, max_new_tokens=tokens, record=False).validated()
+
+    def keep_calibration(self, summaries: list[Summary]) -> Calibration:
+        """The calibration of these autoregressive-against-itself runs (`calibration_params`),
+        kept for this machine and used from the next run on. ValueError when fewer than two
+        runs measured a speedup; DecodeError when it cannot be written."""
+        import datetime
+
+        from decoders.analysis.calibration import run_noise
+        from decoders.models.machine import save_calibration
+
+        measured = [s for s in summaries if s.speedup_decode is not None]
+        speeds = [float(s.speedup_decode) for s in measured if s.speedup_decode is not None]
+        spreads = [float(s.speedup_spread_steps or s.speedup_spread or 0.0) for s in measured]
+        key, parts = self.machine()
+        calibration = Calibration(
+            key=key, machine=parts, measured=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            runs=speeds, step_spreads=spreads, tokens=max((s.tokens for s in measured), default=0),
+            prompt_tokens=max((s.prompt_tokens or 0 for s in measured), default=0), noise=run_noise(speeds, spreads))
+        save_calibration(calibration)
+        self.calibration, self.calibration_note, self._calibration_read = calibration, None, True
+        return calibration
+
+    def forget_calibration(self) -> Calibration | None:
+        """Runs from now on use no calibration (a calibration's own runs must not be widened);
+        returns the one used so far (`use_calibration` puts it back)."""
+        old = self.calibration
+        self.calibration, self._calibration_read = None, True
+        return old
+
+    def use_calibration(self, calibration: Calibration | None) -> None:
+        self.calibration, self._calibration_read = calibration, True
+
     @property
     def no_twin(self) -> str | None:
         return self._no_twin
@@ -286,7 +351,8 @@ class Engine:
         yield PhaseStarted("method", params.method, params.max_new_tokens, prompt_tokens=len(ids), paired=True)
         run, baseline = yield from self._drive_paired(params.method_def, ids, params, cancelled, twin, idle)
         curve = yield from self.cost_curve(ids + run.ids, cancelled)
-        summary = summarize(run, baseline, params, prompt_tokens=len(ids), cost_curve=curve, pairing="interleaved")
+        summary = summarize(run, baseline, params, prompt_tokens=len(ids), cost_curve=curve, pairing="interleaved",
+                            calibration=self.find_calibration())
         yield self._result(prompt, ids, params, run, baseline, summary)
 
     def _drive_paired(self, method: Method, ids: list[int], params: DecodeParams, cancelled, twin: KVRunner,

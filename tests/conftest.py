@@ -39,6 +39,23 @@ def _features_in_a_temporary_folder(tmp_path_factory):
     feature_cache.features_root = real
 
 
+@pytest.fixture(scope="session")
+def _calibration_folder(tmp_path_factory):
+    return tmp_path_factory.mktemp("calibration")
+
+
+@pytest.fixture(autouse=True)
+def calibration_file(_calibration_folder, request, monkeypatch):
+    """The run-to-run noise calibration is kept in the user cache; each test keeps its own in a
+    file of its own (none at first), so a developer's calibration, or another test's, never
+    widens a tested spread."""
+    import decoders.models.machine as machine
+
+    path = _calibration_folder / f"{abs(hash(request.node.nodeid)):x}.json"
+    monkeypatch.setattr(machine, "calibration_path", lambda: path)
+    return path
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _stay_in_process():
     """`run_app` leaves with os._exit after the app (a fast quit); called in-process by the tests

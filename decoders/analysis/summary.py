@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from decoders.analysis.calibration import Calibration, widen
 from decoders.analysis.stats import DecodeStats
 from decoders.analysis.timing import (
     Drift,
@@ -29,6 +30,19 @@ if TYPE_CHECKING:
 __all__ = ["ALWAYS_SAVED", "NEAR_TIE", "Summary", "explain", "first_divergence", "summarize"]
 
 
+def _calibrated(s: Summary, calibration: Calibration) -> None:
+    """Widen the speedups' spreads by the machine's run-to-run noise; the run's own (step
+    jitter only) stays as ``speedup_spread_steps``."""
+    s.calibration = calibration.as_dict()
+    if s.speedup_decode is not None:
+        s.speedup_spread_steps = s.speedup_spread
+        wide = widen(s.speedup_decode, s.speedup_spread, calibration.noise)
+        s.speedup_spread = None if wide is None else round(wide, 3)
+    if s.speedup_wall is not None:
+        wide = widen(s.speedup_wall, s.speedup_wall_spread, calibration.noise)
+        s.speedup_wall_spread = None if wide is None else round(wide, 3)
+
+
 def first_divergence(a: list[int], b: list[int]) -> int | None:
     """Index of the first token where ``a`` and ``b`` differ (a length difference counts)."""
     for i, (x, y) in enumerate(zip(a, b, strict=False)):
@@ -39,9 +53,11 @@ def first_divergence(a: list[int], b: list[int]) -> int | None:
 
 def summarize(method: Run, baseline: Run, params: DecodeParams, prompt_tokens: int | None = None,
               probe_ms: list[float] | None = None, cost_curve: list[float] | None = None,
-              pairing: str = "sequential") -> Summary:
+              pairing: str = "sequential", calibration: Calibration | None = None) -> Summary:
     """The figures of ``method`` against ``baseline``; ``pairing`` says how the baseline was timed
-    ("interleaved" with the method, or "sequential": decoded before it, ``probe_ms`` after it)."""
+    ("interleaved" with the method, or "sequential": decoded before it, ``probe_ms`` after it).
+    ``calibration``, the machine's run-to-run noise, widens the spreads to cover a second
+    measurement (`decoders.analysis.calibration`) before anything is judged by them."""
     emitted = len(method.ids)
     target_forwards = method.n_forward.get("main", 0)
     base_ms = baseline.time_ms["wall"] or 0.0  # a finished run's wall time is always measured
@@ -72,6 +88,8 @@ def summarize(method: Run, baseline: Run, params: DecodeParams, prompt_tokens: i
         _paired_speedups(s, method, baseline)
     else:
         _speedups(s, method, baseline, probe_ms or [])
+    if calibration is not None:
+        _calibrated(s, calibration)
     if stats.drafts or not method_def.baseline:
         s.drafted = stats.draft_tokens
         s.accepted = stats.accepted

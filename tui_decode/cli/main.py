@@ -110,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
     from tui_decode.cli.train_head import add_train_parser
 
     add_train_parser(sub)
+    from tui_decode.cli.calibrate import add_calibrate_parser
+
+    add_calibrate_parser(sub)
     return parser
 
 
@@ -212,6 +215,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         from tui_decode.state.run_summary import pooled_table
 
         out.print(pooled_table([r.summary for r in results]))
+    if engine.calibration_note:
+        err.print(f"note: {engine.calibration_note}; `tui-decode calibrate` measures the machine's run-to-run "
+                  "noise once, and every spread then covers a second run", markup=False, highlight=False)
     if failed is not None:
         raise failed
     return 0
@@ -314,4 +320,8 @@ def _dispatch(argv: Sequence[str] | None) -> int:
         from tui_decode.cli.train_head import cmd_train_head
 
         return cmd_train_head(args)
+    if args.command == "calibrate":
+        from tui_decode.cli.calibrate import cmd_calibrate
+
+        return cmd_calibrate(args)
     return cmd_app(args)

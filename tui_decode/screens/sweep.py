@@ -241,6 +241,10 @@ class SweepScreen(ModalScreen[None]):
             self.status(f"cancelled: {done}; the points so far stay; escape closes")
         else:
             self.status(f"done: {done}{self.done_text()}; escape closes")
+        self.finished(event)
+
+    def finished(self, event: Ended) -> None:
+        """After the screen has shown how the sweep ended (a subclass's last word)."""
 
     def table(self) -> Table:
         """Value and speedup first, uncut at 80 columns (the speedup as a number, its spread and a
@@ -367,3 +371,65 @@ def start_repeat(main: MainScreen) -> None:
         main.report_error(error)
         return
     main.app.push_screen(RepeatScreen(main, main.loaded, prompt, settings, "run", list(range(1, REPEATS + 1)), "run"))
+
+
+class CalibrateScreen(RepeatScreen):
+    """n: this machine's run-to-run noise: autoregressive decoding against its own interleaved
+    baseline, `CALIBRATION_RUNS` times (the truth is 1.00x), on the prompt shown. Kept per machine
+    and model (`decoders.models.machine`); from then on every spread covers a second run. A
+    cancelled or failed calibration leaves the one used before."""
+
+    def heading_text(self) -> str:
+        return (f"Calibration: {len(self.values)} runs of autoregressive decoding against itself "
+                "(the truth is 1.00x)")
+
+    def params_for(self, value: int):
+        engine = self.loaded.engine
+        return engine.calibration_params().replace(chat_template=self.settings.params.chat_template)
+
+    def file_stem(self) -> str:
+        return "calibration"
+
+    def on_mount(self) -> None:
+        self.previous = self.loaded.engine.forget_calibration()  # its own runs are not widened
+        super().on_mount()
+
+    def done_text(self) -> str:
+        return ""
+
+    def finished(self, event: SweepScreen.Ended) -> None:
+        engine = self.loaded.engine
+        if event.error or self.cancelled or len(self.points) < len(self.values):
+            engine.use_calibration(self.previous)
+            return
+        try:
+            calibration = engine.keep_calibration([m.summary for m in self.points])
+        except (ValueError, DecodeError) as error:
+            engine.use_calibration(self.previous)
+            self.status(f"not kept: {error}; escape closes")
+            self.notify(str(error), title="Calibration", severity="error", timeout=10)
+            return
+        text = (f"run-to-run noise {100 * calibration.noise:.1f}% beyond step jitter, measured "
+                f"{calibration.measured[:16].replace('T', ' ')} UTC; every spread now covers a second run")
+        self.status(f"done: {text}; escape closes")
+        self.notify(text, title="Calibration kept")
+
+
+CALIBRATION_RUNS = 6
+
+
+def start_calibration(main: MainScreen) -> None:
+    """The n key: calibrate this machine's run-to-run noise, or say why not."""
+    if main.running or main.loading_family:
+        main.notify("Wait for the current run or load to end (escape cancels a run).", severity="warning")
+        return
+    if main.loaded is None:
+        main.notify("No model is loaded yet; once it is, n calibrates.", severity="warning")
+        return
+    prompt = main.prompt_pane.text
+    error = input_error(prompt, main.settings)
+    if error is not None:
+        main.report_error(error)
+        return
+    main.app.push_screen(CalibrateScreen(main, main.loaded, prompt, main.settings, "run",
+                                         list(range(1, CALIBRATION_RUNS + 1)), "run"))

@@ -135,7 +135,9 @@ class FamilyLoadWorker:
             family = self.load_family(spec, lambda text, fraction=None: progress.add((text, fraction)))
             torch = sys.modules.get("torch")
             threads = torch.get_num_threads() if torch is not None else None
-            return LoadedFamily.wrap(self.engine_factory(family), spec, threads)
+            engine = self.engine_factory(family)
+            engine.find_calibration()  # read here, off the UI thread (a file, torch's threads)
+            return LoadedFamily.wrap(engine, spec, threads)
 
         outcome = in_daemon_thread(load, "tui-decode-load", lambda thread: setattr(self, "loader_thread", thread),
                                    idle=progress.flush_due)

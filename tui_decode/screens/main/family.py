@@ -98,7 +98,7 @@ class FamilySwitching:
         self.apply_settings(self.settings.replace(**loaded.start_draft()))
         method = METHOD_NAMES[self.settings.params.method]
         self.status.set(f"ready: {loaded.label} on {described.get('device')} · {described.get('dtype')}; "
-                        f"ctrl+r runs {method}", "idle")
+                        f"ctrl+r runs {method} · {calibration_words(loaded.engine)}", "idle")
         if described.get("dtype_choice"):  # the default measured float32 against float16 weights
             self.notify(f"Target dtype chosen on this machine: {described['dtype_choice']}", timeout=12)
         if described.get("draft_choice"):  # the default measured its drafts: say which won, and why
@@ -136,3 +136,11 @@ class FamilySwitching:
                 self.start_loading(families[name])
 
         self.app.push_screen(family_picker(families, current, config_path()), picked)
+
+
+def calibration_words(engine) -> str:
+    """What the spreads hold on this machine: its run-to-run noise calibrated (when), or not yet."""
+    calibration = engine.calibration
+    if calibration is None:
+        return "spreads are step jitter only: n calibrates this machine's run-to-run noise"
+    return f"spreads cover a second run (calibrated {calibration.measured[:10]})"

@@ -34,7 +34,7 @@ from tui_decode.screens.main.running import RunLifecycle
 from tui_decode.screens.main.saving import RunFiles
 from tui_decode.screens.main.showing import RunView
 from tui_decode.screens.pickers import open_prompt_library
-from tui_decode.screens.sweep import start_repeat, start_sweep
+from tui_decode.screens.sweep import start_calibration, start_repeat, start_sweep
 from tui_decode.state.live_run import LiveRun
 from tui_decode.state.loaded_family import LoadedFamily
 from tui_decode.state.run_history import RunHistory
@@ -60,7 +60,7 @@ if TYPE_CHECKING:
 #: Actions on one-letter keys: off while the prompt editor has focus, so typing stays typing.
 LETTER_ACTIONS = frozenset({"cycle_method", "toggle_mode", "draft_length", "toggle_chat_template",
                             "pick_family", "edit_prompt", "toggle_detail", "sweep", "history",
-                            "compare_baseline", "pick_prompt", "repeat"})
+                            "compare_baseline", "pick_prompt", "repeat", "calibrate"})
 
 
 class MainScreen(ResponsiveLayout, RunView, RunLifecycle, RunFiles, FamilySwitching, FamilyLoadWorker, DraftBuildWorker,
@@ -91,6 +91,8 @@ class MainScreen(ResponsiveLayout, RunView, RunLifecycle, RunFiles, FamilySwitch
         Binding("d", "toggle_detail", "Detail", show=False),
         Binding("h", "history", "History", tooltip="The session's runs; enter compares the last two"),
         Binding("c", "compare_baseline", "Compare", tooltip="The run shown beside its autoregressive baseline"),
+        Binding("n", "calibrate", "Calibrate", show=False,
+                tooltip="Measure this machine's run-to-run noise (autoregressive against itself, 6 runs)"),
     ]
 
     running: var[bool] = var(False, bindings=True)
@@ -205,6 +207,9 @@ class MainScreen(ResponsiveLayout, RunView, RunLifecycle, RunFiles, FamilySwitch
 
     def action_repeat(self) -> None:
         start_repeat(self)
+
+    def action_calibrate(self) -> None:
+        start_calibration(self)
 
     def action_pick_prompt(self) -> None:
         open_prompt_library(self)
