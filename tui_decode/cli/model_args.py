@@ -78,7 +78,7 @@ def family_spec(args: argparse.Namespace):
         raise DecodeError("give either --family NAME or --main SRC, not both")
     if helper and layer is not None:
         raise DecodeError("give either --helper SRC or --self-draft-layer L, not both")
-    # the model's own bound is checked once it loads; this one before
+    # the model's own depth is checked below where its header or config.json says it, else once it loads
     if layer is not None and not 1 <= layer <= MAX_LAYERS:
         raise DecodeError(f"--self-draft-layer must be 1..{MAX_LAYERS} (the draft runs the main model's first L "
                           f"layers, fewer than it has), got {layer}")
@@ -159,4 +159,8 @@ def family_spec(args: argparse.Namespace):
                  f"the {spec.self_draft} self-draft" if spec.self_draft else "no draft")
         raise DecodeError(f"--head-vocab sets how many tokens a trained head drafts over, and this run drafts with "
                           f"{draft}; add --self-draft head (or --head FOLDER), or leave --head-vocab out")
+    if layer is not None:  # at once, not after a load of many seconds
+        from decoders.models.layer_count import check_draft_layer
+
+        check_draft_layer(spec, "--self-draft-layer")
     return spec
