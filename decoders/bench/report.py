@@ -516,14 +516,14 @@ def sweep_table(report: SweepReport) -> str:
              _off(r.error), _num(r.predicted_cost_aware, suffix="x"), _off(r.error_cost_aware), _num(r.tau),
              _num(r.acceptance), _num(r.mean_acceptance_length), _positions(r.per_position_acceptance),
              _num(r.ms_per_token, 1), _count(r.identical, r.n)] for r in report.rows]
-    return _table((report.sweep.name, "measured speedup", "Thm 3.8", "off by", "cost-aware", "off by", "tau",
+    return _table((report.sweep.axis, "measured speedup", "Thm 3.8", "off by", "cost-aware", "off by", "tau",
                    "acceptance", "mean acceptance length", "per-position acceptance", "ms/token",
                    "identical to AR"), rows)
 
 
 def render_sweep_markdown(report: SweepReport) -> str:
     sw, st, fam = report.sweep, report.settings, report.family
-    lines = [f"# tui-decode bench: sweep of {sw.name} ({_method(sw.method)})", "",
+    lines = [f"# tui-decode bench: sweep of {sw.heading()}", "",
              f"- model: {fam['label']} ({fam['backend']}); helper: {fam['helper'] or 'none'}",
              f"- prompts: {len(report.prompts)}, {st['max_new_tokens']} new tokens, greedy, {st['repeats']} "
              f"repeat(s); our AR: {_num(report.ar_ms_per_token, 1)} ms/token",
@@ -533,7 +533,7 @@ def render_sweep_markdown(report: SweepReport) -> str:
              "lookup and Jacobi, whose drafts need no model forward); the cost-aware form uses the measured "
              "verify cost. The theorem assumes every iteration drafts `value` tokens, which prompt lookup does "
              "only when its n-gram matches.", "",
-             sweep_table(report), "", f"Fastest measured: {sw.name}={report.best_value}.", ""]
+             sweep_table(report), "", f"Fastest measured: {sw.axis}={report.best_value}.", ""]
     return "\n".join(lines + _notes(report))
 
 

@@ -65,6 +65,15 @@ def sweep_names() -> str:
     return ", ".join(param + (f" ({', '.join(short)})" if short else "") for param, short in aliases.items())
 
 
+def axis_name(param: str) -> str:
+    """A swept parameter as the app's sweep screen names it: its label's first word (k for
+    num_pred, γ for gamma, m for block); the name itself for one no method declares."""
+    from decoders.core.params import all_param_specs
+
+    spec = all_param_specs().get(param)
+    return spec.label.split()[0] if spec is not None and spec.label.strip() else param
+
+
 class Sweep(Record):
     """One parameter swept over integer values, e.g. ``gamma=1..8``."""
 
@@ -75,6 +84,20 @@ class Sweep(Record):
     @property
     def spec(self) -> str:
         return f"{self.name}={','.join(map(str, self.values))}"
+
+    @property
+    def axis(self) -> str:
+        """The parameter as the app's sweep screen names it (k, γ, m)."""
+        return axis_name(self.name)
+
+    def heading(self) -> str:
+        """What the sweep is, in the app's sweep screen's words: "k (num_pred) · Prompt lookup ·
+        draft policy fixed" (the policy said where the sweep fixes it, as every run of it did)."""
+        method = get_method(self.method) if self.method in {m.name for m in all_methods()} else None
+        name = self.axis if self.axis == self.name else f"{self.axis} ({self.name})"
+        label = method.label if method is not None else self.method
+        fixed = method is not None and method.swept(self.name).get("draft_policy") == "fixed"
+        return f"{name} · {label}" + (" · draft policy fixed" if fixed else "")
 
 
 def _shown(text: str, most: int = 60) -> str:
@@ -266,7 +289,7 @@ def run_sweep(family: Family, prompts: Sequence[BenchPrompt], sweep: Sweep, max_
     return SweepReport(
         family=family_info(family), machine=machine_info(), sweep=sweep,
         settings={"max_new_tokens": base.max_new_tokens, "limit": limit, "repeats": repeats,
-                  "decode_params": base.to_json()},
+                  "decode_params": base.replace(**method.swept(sweep.name)).to_json()},  # as every run had them
         prompts=prompt_records(runnable), ar_ms_per_token=SideStats.of(first, first).ms_per_token,
         rows=[SweepRow.of(v, per_value[v], ar_samples[v]) for v in sweep.values], samples=per_value, notes=notes,
         elapsed_s=round(time.perf_counter() - started, 1))

@@ -192,6 +192,9 @@ def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bo
             f"Family {spec.name!r} names both a helper model and a self-draft layer; choose one of the two."
         )
     check_self_draft(spec)
+    from decoders.models.layer_count import check_draft_layer
+
+    check_draft_layer(spec)  # before the load, where the model's header or config.json gives its depth
     device = resolve_device(spec.device)
     dtype = resolve_dtype(spec.dtype, device)
     device_map = check_device_map(spec, device)

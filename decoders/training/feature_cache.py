@@ -2,13 +2,13 @@
 
 Extracting features is the slow part of training on a CPU (one teacher-forced target forward per
 sample: 200-250 tokens/s on one core, about 15 minutes for the bundled corpus), and it gives the
-same result every time for the same model, layers and tokens. So what one run extracted is kept
-in the user cache folder (``$TUI_DECODE_CACHE_DIR/features/``), one file per (model, layers,
-corpus) written atomically: at the end of extraction, every ``SAVE_SECONDS`` during it, and when
-ctrl+c or SIGTERM stops it. The next run, a resumed one, or one with other epochs or another
-``--max-tokens`` reads it and extracts only the samples it lacks. An entry is used only when its
-token ids are the sample's own, so a corpus that changed under the same name costs a new
-extraction, never a wrong feature.
+same result every time for the same model, layers and tokens. So what one run extracted is kept in
+the user cache folder (``$TUI_DECODE_CACHE_DIR/gguf/features/``, beside the converted GGUF copies),
+one file per (model, layers, corpus) written atomically: at the end of extraction, every
+``SAVE_SECONDS`` during it, and when ctrl+c or SIGTERM stops it. The next run, a resumed one, or one
+with other epochs or another ``--max-tokens`` reads it and extracts only the samples it lacks. An
+entry is used only when its token ids are the sample's own, so a corpus that changed under the same
+name costs a new extraction, never a wrong feature.
 """
 
 from __future__ import annotations

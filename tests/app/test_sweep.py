@@ -110,9 +110,10 @@ async def test_the_sweep_holds_gamma_fixed_keeps_its_columns_at_80x24_and_saves(
         await pilot.pause()
         saved = sorted((tmp_path / "runs").glob("*-sweep-spec-gamma.*"))
         assert [p.suffix for p in saved] == [".csv", ".md"]
-        csv_lines = saved[0].read_text().splitlines()
-        assert csv_lines[0].startswith("gamma,speedup,spread,verdict") and len(csv_lines) == 9
-        assert "| gamma | speedup |" in saved[1].read_text()
+        csv_lines = saved[0].read_text(encoding="utf-8").splitlines()
+        assert csv_lines[0].startswith("γ,speedup,spread,verdict") and len(csv_lines) == 9  # as the table names it
+        markdown = saved[1].read_text(encoding="utf-8")
+        assert "| γ | speedup |" in markdown and "adaptive" not in markdown  # the policy fixed, as its title says
 
 
 async def test_r_repeats_the_current_settings_and_pools_the_speedups(tiny_spec, loader, tmp_path):

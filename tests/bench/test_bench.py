@@ -178,7 +178,12 @@ def test_spec_is_skipped_without_a_helper_and_sweep_prints_its_table(tiny_folder
     assert sweep["kind"] == "sweep" and sweep["sweep"] == {"name": "num_pred", "method": "pld", "values": [1, 2, 3]}
     assert [row["value"] for row in sweep["rows"]] == [1, 2, 3]
     assert all(row["measured_speedup"] > 0 and row["n"] == 2 for row in sweep["rows"])
-    assert "| num_pred | measured speedup | Thm 3.8 |" in out
+    # in the app's sweep screen's words (issue 36): k, not num_pred; the policy every run had, fixed
+    assert "| k | measured speedup | Thm 3.8 |" in out and "Sweep of k (num_pred) · Prompt lookup · draft policy fixed" in out
+    assert sweep["settings"]["decode_params"]["draft_policy"] == "fixed"
+    markdown = (tmp_path / "b" / "report.md").read_text(encoding="utf-8")
+    assert markdown.startswith("# tui-decode bench: sweep of k (num_pred) · Prompt lookup · draft policy fixed\n")
+    assert "Fastest measured: k=" in markdown
 
 
 def test_a_sweep_of_lookaheads_window_runs_each_window_as_given(tiny_folder, prompts_file, tmp_path, capsys):

@@ -188,7 +188,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     except DecodeError as exc:  # keep the measurements: print them, then say what was not written
         failed = exc
     if sweep is not None:
-        print(f"Sweep of {sweep.name} ({sweep.method}): measured speedup against Theorem 3.8\n")
+        print(f"Sweep of {sweep.heading()}: measured speedup against Theorem 3.8\n")
         print(sweep_table(report))
     else:
         if report.sides:

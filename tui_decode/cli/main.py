@@ -185,8 +185,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise DecodeError("--json is empty; give the path of a file to write the run to (or - for stdout)")
     if args.json and args.json != "-":
         check_destination(args.json, "--json", "the run")  # before any model time is spent
+    spec = drafts_for(family_spec(args), args)  # its flags checked before torch loads
     set_threads(args)
-    family = load_with_progress(drafts_for(family_spec(args), args), err)
+    family = load_with_progress(spec, err)
     if family.dtype_choice:
         err.print(f"dtype: {family.dtype_choice['sentence']}", markup=False, highlight=False)
     if family.draft_choice and family.helper is not None:

@@ -11,11 +11,20 @@ from decoders.models.families import DEFAULT_FAMILY
 MAX_LAYERS = 1024  # an early-exit layer, before the model says how many it has (the largest have ~128)
 MAX_HEAD_VOCAB = 1 << 20  # FR-Spec's subset; the model's own vocabulary bounds it again once it loads
 
-def add_model_args(p: argparse.ArgumentParser) -> None:
+def add_model_args(p: argparse.ArgumentParser, drafts: bool = True) -> None:
+    """The model flags; without ``drafts`` (train-head, whose head is the draft and which trains on
+    the torch model's hidden states) none that names a draft or another backend."""
     g = p.add_argument_group("model")
     g.add_argument("--family", help=f"a named family (default {DEFAULT_FAMILY}, the bundled offline SmolLM2-135M); "
                                     "see `tui-decode families`")
     g.add_argument("--main", metavar="SRC", help="main (target) model: hub id, local folder or .gguf file")
+    if drafts:
+        add_draft_args(g)
+    add_device_args(g)
+
+
+def add_draft_args(g) -> None:
+    """The flags that choose a draft (and the backend that runs the models): a decoding run's."""
     g.add_argument("--helper", metavar="SRC", help="helper (draft) model sharing the main model's tokenizer")
     g.add_argument("--self-draft-layer", type=int, metavar="L",
                    help="draft with the main model's first L layers (early exit; shares the weights)")
@@ -36,6 +45,10 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--backend", default=None, choices=["torch", "llamacpp"],
                    help="what runs GGUF models: torch (dequantised to float32; default) or llamacpp (llama.cpp's own "
                         "kernels on the weights as stored; needs llama-cpp-python)")
+
+
+def add_device_args(g) -> None:
+    """Where and how the models run: every command's."""
     g.add_argument("--device", default=None, choices=["auto", "cpu", "cuda", "mps"], help="default auto")
     g.add_argument("--dtype", default=None, choices=["auto", "float32", "bfloat16", "float16", "fastest"],
                    help="default auto (the bundled family: fastest): bfloat16 on CUDA (float16 where bf16 is missing), "
@@ -51,20 +64,21 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
 
 
 def family_spec(args: argparse.Namespace):
-    """The FamilySpec the arguments ask for."""
+    """The FamilySpec the arguments ask for (train-head's have no draft flags)."""
     from decoders.models.families import resolve_family
     from decoders.models.family import FamilySpec
 
-    for flag, value in (("--family", args.family), ("--main", args.main), ("--helper", args.helper),
+    helper, layer = getattr(args, "helper", None), getattr(args, "self_draft_layer", None)
+    for flag, value in (("--family", args.family), ("--main", args.main), ("--helper", helper),
                         ("--self-draft", getattr(args, "self_draft", None)), ("--head", getattr(args, "head", None)),
                         ("--device-map", getattr(args, "device_map", None))):
         if value is not None and not value.strip():
             raise DecodeError(f"{flag} is empty; give it a value or leave the flag out (see `tui-decode --help`)")
     if args.main and args.family:
         raise DecodeError("give either --family NAME or --main SRC, not both")
-    if args.helper and args.self_draft_layer is not None:
+    if helper and layer is not None:
         raise DecodeError("give either --helper SRC or --self-draft-layer L, not both")
-    layer = args.self_draft_layer  # the model's own bound is checked once it loads; this one before
+    # the model's own depth is checked below where its header or config.json says it, else once it loads
     if layer is not None and not 1 <= layer <= MAX_LAYERS:
         raise DecodeError(f"--self-draft-layer must be 1..{MAX_LAYERS} (the draft runs the main model's first L "
                           f"layers, fewer than it has), got {layer}")
@@ -87,8 +101,8 @@ def family_spec(args: argparse.Namespace):
 
         if self_draft not in SELF_DRAFT_KINDS:
             raise DecodeError(f"unknown --self-draft kind {self_draft!r}; choose one of {', '.join(SELF_DRAFT_KINDS)}")
-        if args.helper or args.self_draft_layer is not None:
-            other = "--helper SRC" if args.helper else "--self-draft-layer L"
+        if helper or layer is not None:
+            other = "--helper SRC" if helper else "--self-draft-layer L"
             raise DecodeError(f"give either --self-draft {self_draft} or {other}, not both")
     if args.main:
         spec = FamilySpec(name="custom", main=args.main, helper=None, self_draft_layer=None,
@@ -96,10 +110,10 @@ def family_spec(args: argparse.Namespace):
     else:
         spec = resolve_family(args.family or DEFAULT_FAMILY)
     changes = {}
-    if args.helper:
-        changes.update(helper=args.helper, self_draft_layer=None, self_draft=None)
-    if args.self_draft_layer is not None:
-        changes.update(self_draft_layer=args.self_draft_layer, helper=None, self_draft=None)
+    if helper:
+        changes.update(helper=helper, self_draft_layer=None, self_draft=None)
+    if layer is not None:
+        changes.update(self_draft_layer=layer, helper=None, self_draft=None)
     if self_draft is not None:
         changes.update(self_draft=self_draft, helper=None, self_draft_layer=None)
     if head is not None:
@@ -123,7 +137,7 @@ def family_spec(args: argparse.Namespace):
     if backend:
         changes["backend"] = backend
         if backend == "llamacpp":  # the family's own int4 or head draft and its "fastest" dtype are torch's
-            if self_draft is None and args.self_draft_layer is None and not args.helper:
+            if self_draft is None and layer is None and not helper:
                 changes.update(self_draft=None, head=None)
             if not args.dtype:
                 changes["dtype"] = "auto"
@@ -145,4 +159,8 @@ def family_spec(args: argparse.Namespace):
                  f"the {spec.self_draft} self-draft" if spec.self_draft else "no draft")
         raise DecodeError(f"--head-vocab sets how many tokens a trained head drafts over, and this run drafts with "
                           f"{draft}; add --self-draft head (or --head FOLDER), or leave --head-vocab out")
+    if layer is not None:  # at once, not after a load of many seconds
+        from decoders.models.layer_count import check_draft_layer
+
+        check_draft_layer(spec, "--self-draft-layer")
     return spec

@@ -36,8 +36,12 @@ def add_train_parser(sub) -> None:
                                                    "training.json); leave out to only grow the corpus")
     p.add_argument("--grow", type=bounded_float("--grow", 0, 24 * 60), default=0.0, metavar="MINUTES",
                    help="first add MINUTES of new answers to the corpus (batched greedy generation)")
-    p.add_argument("--grow-batch", type=bounded_int("--grow-batch", 1, 256), default=24, metavar="N")
-    p.add_argument("--epochs", type=bounded_float("--epochs", 0.01, 100), default=4.0)
+    p.add_argument("--grow-batch", type=bounded_int("--grow-batch", 1, 256), default=24, metavar="N",
+                   help="training prompts --grow answers at once (1..256, default 24): a batch keeps the CPU busier "
+                        "than one answer at a time; an interrupted --grow loses at most one batch")
+    p.add_argument("--epochs", type=bounded_float("--epochs", 0.01, 100), default=4.0, metavar="E",
+                   help="passes over the corpus (0.01..100, fractions allowed; default 4); a run resumed from its "
+                        "checkpoint may raise it")
     p.add_argument("--draft-vocab", type=bounded_int("--draft-vocab", 256, 262_144), default=8192, metavar="N",
                    help="rows of the head's LM head: the N tokens the main model writes most often")
     p.add_argument("--ttt", type=bounded_int("--ttt", 1, 8), default=3, metavar="D",
@@ -49,9 +53,11 @@ def add_train_parser(sub) -> None:
     p.add_argument("--measure-tokens", type=bounded_int("--measure-tokens", 0, 512), default=48, metavar="N",
                    help="after training, a speculative run of N tokens with the new head on this machine: its "
                         "cost, speedup and the cost-aware Theorem 3.8 prediction (0: skip)")
-    p.add_argument("--lr", type=bounded_float("--lr", 1e-6, 1.0), default=1e-3)
+    p.add_argument("--lr", type=bounded_float("--lr", 1e-6, 1.0), default=1e-3, metavar="RATE",
+                   help="AdamW's peak learning rate (1e-6..1, default 1e-3), warmed up over 20 steps then cosine-"
+                        "decayed to 0")
     add_threads_arg(p)
-    add_model_args(p)
+    add_model_args(p, drafts=False)  # the head it trains is the draft; it trains on torch's hidden states
 
 
 def cmd_train_head(args: argparse.Namespace) -> int:

@@ -271,28 +271,40 @@ class SweepScreen(ModalScreen[None]):
     def action_save(self) -> None:
         """ctrl+s: the table so far as Markdown and CSV in the runs folder (atomic writes)."""
         from decoders.records import atomic
-        from tui_decode.state.exports import table_csv, table_markdown
         from tui_decode.state.runs_folder import write_new
 
         if not self.points:
             self.notify("Nothing measured yet to save.", title="Sweep", severity="warning")
             return
-        rows = [(m.value, m.summary) for m in sorted(self.points, key=lambda m: m.value)]
-        method = self.settings.params.method_def
+        text, table = self.export()
         folder = self.host.runs_folder
-        notes = [f"prompt: {self.prompt[:200]!r}", f"family: {self.loaded.engine.family.label}",
-                 f"method: {method.run_label(self.settings.params)}"]
-        text = table_markdown(self.heading_text(), self.key, rows, notes)
         try:
             folder.mkdir(parents=True, exist_ok=True)
             md = write_new(folder, f"{time.strftime('%Y%m%d-%H%M%S')}-{self.file_stem()}", ".md",  # never over one
                            lambda p: atomic.write_text(p, text, "the sweep table", exclusive=True))
             stem = md.stem
-            atomic.write_text(folder / f"{stem}.csv", table_csv(self.key, rows), "the sweep table")
+            atomic.write_text(folder / f"{stem}.csv", table, "the sweep table")
         except (OSError, DecodeError) as error:
             self.notify(str(error), title="Sweep not saved", severity="error", timeout=10)
             return
         self.notify(f"Saved {md.name} and {stem}.csv in {folder}", title="Sweep")
+
+    def export(self) -> tuple[str, str]:
+        """The saved table as Markdown and as CSV, in the screen's words: its title, the swept
+        parameter by the name its table shows (k, not num_pred), the method as the runs ran it."""
+        from tui_decode.state.exports import table_csv, table_markdown
+
+        rows = [(m.value, m.summary) for m in sorted(self.points, key=lambda m: m.value)]
+        notes = [f"prompt: {self.prompt[:200]!r}", f"family: {self.loaded.engine.family.label}",
+                 f"method: {self.method_note()}"]
+        return table_markdown(self.heading_text(), self.axis, rows, notes), table_csv(self.axis, rows)
+
+    def method_note(self) -> str:
+        """The method as the sweep ran it (its draft policy fixed where the title says so), at
+        the first value; the other rows differ in the swept parameter only."""
+        first = self.values[0]
+        label = self.settings.params.method_def.run_label(self.params_for(first))
+        return f"{label} at {self.axis}={first}; each row sets {self.axis} to its value"
 
     def action_stop(self) -> None:
         if self.running:
@@ -305,6 +317,7 @@ class SweepScreen(ModalScreen[None]):
 
 def start_sweep(main: MainScreen) -> None:
     """The s key: sweep the chosen method's draft length on the prompt shown, or say why not."""
+    from decoders.bench.sweep import axis_name
     from decoders.core.params import all_param_specs
 
     settings, prompt = main.settings, main.prompt_pane.text
@@ -324,7 +337,7 @@ def start_sweep(main: MainScreen) -> None:
         return
     spec = all_param_specs()[key]
     values = sweep_values(spec, getattr(settings.params, key))
-    main.app.push_screen(SweepScreen(main, main.loaded, prompt, settings, key, values, spec.label.split()[0]))
+    main.app.push_screen(SweepScreen(main, main.loaded, prompt, settings, key, values, axis_name(key)))
 
 
 class RepeatScreen(SweepScreen):
@@ -352,6 +365,9 @@ class RepeatScreen(SweepScreen):
 
     def file_stem(self) -> str:
         return f"repeat-{self.settings.params.method_def.name}"
+
+    def method_note(self) -> str:
+        return self.settings.params.method_def.run_label(self.settings.params)
 
 
 REPEATS = 5  # runs the r key pools
