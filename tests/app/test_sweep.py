@@ -7,7 +7,7 @@ import pytest
 
 from decoders.methods.jacobi import BLOCK
 from decoders.methods.speculative import GAMMA
-from tests.support.app import PacedEngine, make_app, wait_for
+from tests.support.app import PacedEngine, make_app, run_and_wait, wait_for
 from tui_decode.screens.sweep import SweepScreen, sweep_values
 
 pytestmark = pytest.mark.anyio
@@ -134,3 +134,46 @@ async def test_r_repeats_the_current_settings_and_pools_the_speedups(tiny_spec, 
         await pilot.press("ctrl+s")
         await pilot.pause()
         assert sorted(p.suffix for p in (tmp_path / "runs").glob("*-repeat-spec.*")) == [".csv", ".md"]
+
+
+async def test_n_calibrates_keeps_the_noise_and_the_next_run_is_widened_by_it(tiny_spec, loader, tmp_path,
+                                                                             calibration_file):
+    from tui_decode.screens.sweep import CALIBRATION_RUNS, CalibrateScreen
+
+    app = make_app(tiny_spec, loader, tmp_path, max_new_tokens=8)
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+        assert "n calibrates" in app.main_screen.status.message
+        await pilot.press("n")
+        screen = app.screen
+        assert isinstance(screen, CalibrateScreen)
+        await wait_for(pilot, lambda: not screen.running, timeout=120)
+        assert len(screen.points) == CALIBRATION_RUNS
+        assert all(m.summary.method == "ar" and m.summary.calibration is None for m in screen.points)
+        assert "every spread now covers a second run" in str(screen.query_one("#sweep-status").content)
+        engine = app.main_screen.loaded.engine
+        assert engine.calibration is not None and calibration_file.exists()
+        await pilot.press("escape")
+        result = await run_and_wait(pilot, app)
+    s = result.summary
+    assert s.calibration == engine.calibration.as_dict() and s.speedup_spread_steps is not None
+
+
+async def test_a_cancelled_calibration_keeps_the_one_before(tiny_spec, loader, tmp_path, calibration_file):
+    from decoders.analysis.calibration import Calibration
+    from decoders.models.machine import save_calibration
+
+    app = make_app(tiny_spec, loader, tmp_path, max_new_tokens=8)
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+        engine = app.main_screen.loaded.engine
+        before = Calibration(key=engine.machine()[0], machine={}, measured="2026-12-01T00:00:00+00:00",
+                             runs=[1.0, 1.1], step_spreads=[0.1, 0.1], tokens=8, prompt_tokens=9, noise=0.04)
+        save_calibration(before)
+        engine.use_calibration(before)
+        kept = calibration_file.read_bytes()
+        await pilot.press("n")
+        screen = app.screen
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not screen.running, timeout=120)
+        assert engine.calibration == before and calibration_file.read_bytes() == kept
