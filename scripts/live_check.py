@@ -44,6 +44,20 @@ def wait(session: str, test, what: str, limit: float) -> str:
     raise SystemExit(f"live_check: timed out after {limit:.0f} s waiting for {what}; the screen:\n{screen(session)}")
 
 
+def pooled_figure(text: str) -> tuple[float | None, float | None]:
+    """(speedup, spread) from a ratio's words: "1.35x faster than ... (+/- 0.04)", "no measurable
+    difference from ... (0.98x +/- 0.03)", "1.20x slower than ... (0.83x +/- 0.02)"."""
+    import re
+
+    inner = re.search(r"\(([0-9.]+)x \+/- ([0-9.]+)\)", text)
+    if inner:
+        return float(inner.group(1)), float(inner.group(2))
+    faster = re.search(r"([0-9.]+)x faster[^(]*\(\+/- ([0-9.]+)\)", text)
+    if faster:
+        return float(faster.group(1)), float(faster.group(2))
+    return None, None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=10)
@@ -54,6 +68,8 @@ def main() -> int:
     parser.add_argument("--load-limit", type=float, default=240.0)
     parser.add_argument("--run-limit", type=float, default=300.0)
     parser.add_argument("--json", type=Path, help="write the runs' figures here")
+    parser.add_argument("--repeat", action="store_true",
+                        help="press r instead (the app's repeat-and-pool) and read the pooled figure off the screen")
     parser.add_argument("app_args", nargs=argparse.REMAINDER, help="after --: the app's own arguments")
     args = parser.parse_args()
     cols, rows = (int(x) for x in args.size.lower().split("x"))
@@ -67,7 +83,15 @@ def main() -> int:
     figures: list[dict] = []
     try:
         wait(session, lambda t: "ready:" in t, "the model to load", args.load_limit)
-        for i in range(args.runs):
+        if args.repeat:
+            tmux("send-keys", "-t", session, "r")
+            text = wait(session, lambda t: "pooled:" in t, "the repeat to finish", args.run_limit * 6)
+            flat = " ".join(text.split())
+            pooled = flat[flat.index("pooled:"):]
+            print(pooled[:160])
+            speed, spread = pooled_figure(pooled)
+            figures.append({"speedup": speed, "spread": spread, "method_ms": None, "baseline_ms": None})
+        for i in range(0 if args.repeat else args.runs):
             before = set(runs_dir.glob("*.json"))
             tmux("send-keys", "-t", session, "C-r")
             time.sleep(1.0)

@@ -178,6 +178,8 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("d · enter", "the selected iteration's detail, full screen"),
     ("s", "sweep the draft length over up to 8 values and plot each measured speedup"),
     ("r", "repeat the current settings 5 times, each beside its own baseline, and pool the speedups"),
+    ("n", "calibrate: this machine's run-to-run noise (autoregressive against itself, 6 runs), kept; "
+          "every spread then covers a second run"),
     ("h", "the run history: the last two runs marked; enter compares them, space marks others, x exports it"),
     ("c", "compare the run shown with its autoregressive baseline, side by side"),
     ("ctrl+s · ctrl+o", "save the run shown (JSON + SVG screenshot) · open a saved run"),
