@@ -70,7 +70,7 @@ class LoadChoice:
             choice.notes.append(f"{problem}; measured again")
         elif kept is not None and (choice.wants_dtype and kept.dtype is None
                                    or choice.wants_draft and kept.draft is None):
-            choice.notes.append("no draft was chosen here yet (the last start drafted with nothing); measured now")
+            choice.notes.append("no draft chosen here yet (the starts so far drafted with nothing)")
             kept = None
         choice.kept = kept
         return choice

@@ -214,7 +214,7 @@ def test_a_family_loaded_without_its_draft_chooses_the_dtype_alone_and_a_later_d
     assert spy.calls["choose"] >= 1 and drafting.self_draft == "int4"
     assert _record(drafting).draft == "int4"
     if fbgemm_reason() is None:
-        assert "no draft was chosen here yet" in drafting.choice_note
+        assert "no draft chosen here yet" in drafting.choice_note
     spy.reset()
     again = load_family(replace(spec, self_draft=None))
     assert spy.measured == 0 and spy.built == [] and again.dtype == drafting.dtype

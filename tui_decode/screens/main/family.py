@@ -106,7 +106,7 @@ class FamilySwitching:
         if self.spec is not None and self.spec.remeasure:  # measured again once, not at every later load
             self.spec = replace(self.spec, remeasure=False)
         if note and getattr(loaded.engine.family, "choice_reused", False):  # old news: one short line
-            self.notify(f"Target dtype and draft {note} ({REMEASURE_COMMAND} in ctrl+p measures again)", timeout=6)
+            self.notify(f'Target dtype and draft {note} (ctrl+p: "{REMEASURE_COMMAND}")', timeout=6)
         else:
             if described.get("dtype_choice"):  # the default measured float32 against float16 weights
                 self.notify(f"Target dtype chosen on this machine: {described['dtype_choice']}", timeout=12)
