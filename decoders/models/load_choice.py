@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from decoders.core.errors import DecodeError
 from decoders.core.events import LoadProgress
 from decoders.models.kept_choice import REMEASURE_HINT, ChoiceKey, KeptChoice
 
@@ -109,15 +110,23 @@ class LoadChoice:
         built alone, or every draft measured (on both targets when the dtype is chosen too)."""
         from decoders.models.draft_choice import build_draft, choose_for_family
 
+        fp16 = False
         if self.kept is not None:
             assert self.kept.draft is not None  # `start` keeps only a choice that covers the draft
             self.report(f"Building the draft chosen on this machine on {self.kept.date} ({self.kept.draft})", 0.9)
-            backend, source = build_draft(self.spec, main_backend, self.main_model, self.kept.draft)
-            self.draft_record = self.kept.draft_choice
-            return main_backend, backend, source, self.kept.draft, self.float16
+            try:
+                backend, source = build_draft(self.spec, main_backend, self.main_model, self.kept.draft)
+            except DecodeError as err:  # e.g. too little free memory now: the other draft may do
+                self.notes.append(f"the kept draft ({self.kept.draft}) cannot be built now ({str(err).rstrip('.')}); "
+                                  "the drafts measured again")
+                fp16, kept, self.kept = self.float16, self.kept, None  # the target stays as built
+                if self.wants_dtype:
+                    self.dtype_record = kept.dtype_choice
+            else:
+                self.draft_record = self.kept.draft_choice
+                return main_backend, backend, source, self.kept.draft, self.float16
         self.report("Building the drafts to choose from (int4, the trained head)", 0.88)
         measured: dict[str, tuple[list[float], str]] = {}  # each draft's acceptance, measured once
-        fp16 = False
         if self._mains:  # the target's dtype and the draft chosen together: the fewest ms per token
             from decoders.models.dtype_choice import choose_target
 

@@ -234,3 +234,28 @@ def test_the_key_names_the_machine_the_model_and_the_head(tmp_path):
     other = msgspec.structs.replace(key, threads=2)
     assert kept_choice.choice_file(key) != kept_choice.choice_file(other)  # one file per thread count
     assert kept_choice.choice_file(key) == kept_choice.choice_file(msgspec.structs.replace(key, cpu="avx512f"))
+
+
+@needs_fbgemm
+def test_a_kept_draft_that_cannot_be_built_now_measures_the_drafts_again(spec, monkeypatch):
+    """Say the int4 copy no longer fits in the free memory: the load goes on with the other draft,
+    measured, on the kept target, and says why in one line."""
+    from decoders.core.errors import DecodeError
+
+    first = load_family(spec)
+    kept = _record(first)
+    build = draft_choice.build_draft
+
+    def refuse(spec, main, model, kind):
+        if kind == first.self_draft:
+            raise DecodeError(f"Cannot build an {kind} draft: too little memory.")
+        return build(spec, main, model, kind)
+
+    monkeypatch.setattr(draft_choice, "build_draft", refuse)
+    family = load_family(spec)
+    assert family.self_draft not in (None, first.self_draft) and family.dtype == first.dtype
+    assert family.choice_note.startswith(f"the kept draft ({first.self_draft}) cannot be built now (Cannot build an "
+                                         f"{first.self_draft} draft: too little memory); the drafts measured again")
+    again = _record(family)
+    assert again.draft == family.self_draft and again.dtype == kept.dtype  # the kept target's dtype stays
+    assert again.dtype_choice == kept.dtype_choice
