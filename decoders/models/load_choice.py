@@ -112,19 +112,20 @@ class LoadChoice:
 
         fp16 = False
         if self.kept is not None:
-            assert self.kept.draft is not None  # `start` keeps only a choice that covers the draft
-            self.report(f"Building the draft chosen on this machine on {self.kept.date} ({self.kept.draft})", 0.9)
+            kept_draft = self.kept.draft
+            assert kept_draft is not None  # `start` keeps only a choice that covers the draft
+            self.report(f"Building the draft chosen on this machine on {self.kept.date} ({kept_draft})", 0.9)
             try:
-                backend, source = build_draft(self.spec, main_backend, self.main_model, self.kept.draft)
+                backend, source = build_draft(self.spec, main_backend, self.main_model, kept_draft)
             except DecodeError as err:  # e.g. too little free memory now: the other draft may do
-                self.notes.append(f"the kept draft ({self.kept.draft}) cannot be built now ({str(err).rstrip('.')}); "
+                self.notes.append(f"the kept draft ({kept_draft}) cannot be built now ({str(err).rstrip('.')}); "
                                   "the drafts measured again")
                 fp16, kept, self.kept = self.float16, self.kept, None  # the target stays as built
                 if self.wants_dtype:
                     self.dtype_record = kept.dtype_choice
             else:
                 self.draft_record = self.kept.draft_choice
-                return main_backend, backend, source, self.kept.draft, self.float16
+                return main_backend, backend, source, kept_draft, self.float16
         self.report("Building the drafts to choose from (int4, the trained head)", 0.88)
         measured: dict[str, tuple[list[float], str]] = {}  # each draft's acceptance, measured once
         if self._mains:  # the target's dtype and the draft chosen together: the fewest ms per token
