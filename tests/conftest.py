@@ -56,6 +56,24 @@ def calibration_file(_calibration_folder, request, monkeypatch):
     return path
 
 
+@pytest.fixture(scope="session")
+def _choices_folder(tmp_path_factory):
+    return tmp_path_factory.mktemp("choices")
+
+
+@pytest.fixture(autouse=True)
+def _kept_choices_per_test(_choices_folder, request, monkeypatch):
+    """A family that chooses its dtype or draft ("fastest") keeps the choice in the user cache
+    (`decoders.models.kept_choice`); each test keeps its own in a folder of this test session, so
+    that no test reuses another's choice or the user's (a subprocess gets TUI_DECODE_CACHE_DIR)."""
+    import hashlib
+
+    import decoders.models.kept_choice as kept_choice
+
+    folder = _choices_folder / hashlib.sha256(request.node.nodeid.encode()).hexdigest()[:16]
+    monkeypatch.setattr(kept_choice, "choices_root", lambda: folder)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _stay_in_process():
     """`run_app` leaves with os._exit after the app (a fast quit); called in-process by the tests

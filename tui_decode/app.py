@@ -22,6 +22,7 @@ from decoders.records.run import RunResult
 from tui_decode.screens.help_screen import HelpScreen
 from tui_decode.screens.keys import QUIT
 from tui_decode.screens.main import MainScreen
+from tui_decode.screens.main.family import REMEASURE_COMMAND
 from tui_decode.state.crash_report import report_crash
 from tui_decode.state.runs_folder import runs_dir
 from tui_decode.state.settings import DEFAULT_PROMPT, Settings
@@ -173,6 +174,8 @@ class TuiDecodeApp(App[int]):
         yield SystemCommand("Open a saved run", "Browse a run saved earlier, no model needed (ctrl+o)",
                             main.action_open_run)
         yield SystemCommand("Switch model family", "Load another main/helper pair (f)", main.action_pick_family)
+        yield SystemCommand(REMEASURE_COMMAND, "Load the family again, timing its target dtype and drafts on this "
+                            "machine afresh; the new choice is kept for later starts", main.action_remeasure)
         for method in METHODS:
             yield SystemCommand(f"Method: {METHOD_NAMES[method]}", f"Use {METHOD_NAMES[method].lower()} decoding",
                                 lambda method=method: main.set_method(method))

@@ -3,16 +3,19 @@
 Which draft pays depends on the CPU more than on anything else: the int4 self-draft is accepted
 about 99% of the time, but its kernel takes bf16 activations, native with AVX512-BF16 or AMX
 (c about 0.5 of a float32 step) and emulated on AVX2 (c 0.7-0.9, where it cannot pay); a trained
-head costs about 0.1 of a step everywhere but is accepted far less. So the choice is measured when
-the family loads, on the machine at hand, in a few seconds:
+head costs about 0.1 of a step everywhere but is accepted far less. So the choice is measured on
+the machine at hand, in a few seconds, once: `decoders.models.kept_choice` keeps it per machine.
 
 * the target's one-token step and its verify-cost curve T(k) after a short passage;
 * each candidate's one-token draft step, as it drafts (following the target's cache): c;
-* each candidate's acceptance: the int4 copy's teacher-forced agreement with the target over the
-  same passage; a trained head's held-out acceptance per depth from its ``training.json``;
+* each candidate's acceptance per depth, measured as it will be used: greedy speculative decoding
+  (γ `ACCEPT_GAMMA`) of a few requests of the kinds people send, from the project's own prompt
+  sets (`choice_prompts`: never the bench's Spec-Bench prompts, nor the ones the shipped head was
+  trained on), with the chat template. A head's held-out acceptance from its training is not used:
+  it is measured on answers like those it learned (45% for the shipped head), and on requests it
+  was accepted 0-24%;
 * Theorem 3.8 with the measured costs at each chain length γ = 1..7; the candidate with the highest
-  predicted speedup at its best γ is the draft. A head without a ``training.json`` (a published
-  one) has no acceptance to judge it by and is left out, said in the record.
+  predicted speedup at its best γ is the draft.
 
 The record (`DraftChoice.as_dict`) says all of it; `Family.draft_choice` keeps it for the app, the
 command line and saved runs.
@@ -20,7 +23,6 @@ command line and saved runs.
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -38,6 +40,11 @@ CURVE_WIDTHS = 8  # T(1..8): chains up to γ = 7
 CURVE_REPEATS = 3  # medians of 3: a first forward of a new width can take 10x
 STEP_REPEATS = 5
 MAX_GAMMA = CURVE_WIDTHS - 1
+#: The acceptance measurement: greedy speculative decoding of `choice_prompts`, each for
+#: `ACCEPT_TOKENS` new tokens with chains of `ACCEPT_GAMMA` drafts (the app's default γ): about
+#: 30-50 target steps per candidate, 1-2 s for the bundled model on one core.
+ACCEPT_GAMMA = 4
+ACCEPT_TOKENS = 12
 
 
 @dataclass
@@ -79,18 +86,87 @@ class DraftChoice:
         return text
 
 
-def head_acceptance(folder: str | None) -> list[float] | None:
-    """The held-out acceptance per depth a head's training measured (its ``training.json``)."""
-    if folder is None:
-        return None
-    try:
-        report = json.loads((Path(folder) / "training.json").read_text(encoding="utf-8"))
-        accept = [float(a) for a in report["accept_per_depth"]]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    if not accept or not all(0.0 <= a <= 1.0 for a in accept):
-        return None
-    return accept
+def choice_prompts() -> list[str]:
+    """Requests of the kinds people send, from the project's own prompt sets
+    (`decoders.training.prompts`): a question, a short paragraph and a letter, taken from the end
+    of each set, far beyond the prompts the shipped head's corpus answered (`corpus/`: the first
+    552 and 320), and none from the bench's Spec-Bench prompts."""
+    from decoders.training.prompts import more_prompts, training_prompts
+
+    first = training_prompts()
+    return [more_prompts()[-6], first[-3], first[-6]]
+
+
+def choice_prompt_ids(tokenizer, most: int) -> list[list[int]]:
+    """`choice_prompts` as the app sends them (one user message in the chat template when the
+    tokenizer has one), each cut to its last ``most`` tokens."""
+    prompts = []
+    for text in choice_prompts():
+        if getattr(tokenizer, "chat_template", None):
+            text = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
+                                                 tokenize=False)
+            ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
+        else:
+            ids = list(tokenizer(text)["input_ids"]) if callable(tokenizer) else list(tokenizer.encode(text))
+        prompts.append(ids[-most:])
+    return prompts
+
+
+@dataclass
+class Acceptance:
+    """What a draft's greedy speculative decoding of the choice prompts gave: per depth d, the
+    drafts at depth d that were judged (their chain accepted up to d) and accepted."""
+
+    judged: list[int]
+    accepted: list[int]
+
+    def per_depth(self) -> list[float]:
+        """Acceptance at depth d given depths 1..d-1 accepted, for the depths judged at all."""
+        return [round(a / j, 4) for a, j in zip(self.accepted, self.judged, strict=True) if j] or [0.0]
+
+    def text(self, prompts: int, tokens: int) -> str:
+        drafted, taken = sum(self.judged), sum(self.accepted)
+        return (f"greedy speculative decoding (γ {len(self.judged)}) of {prompts} requests from the project's prompt "
+                f"sets, {tokens} tokens: {taken} of {drafted} drafts judged were accepted")
+
+
+def measure_acceptance(main_backend, draft_backend, prompts: list[list[int]], stop_ids=frozenset(),
+                       new_tokens: int = ACCEPT_TOKENS, gamma: int = ACCEPT_GAMMA) -> tuple[Acceptance, int]:
+    """Greedy speculative decoding of each prompt (`decoders.methods.speculative`'s loop, chains of
+    ``gamma``), counting per depth the drafts judged and accepted; returns them and the tokens made."""
+    import torch
+
+    from decoders.backends.runner import KVRunner
+    from decoders.methods.shared.common import draft_chain
+    from decoders.methods.shared.verify import accept_prefix
+
+    target, draft = KVRunner(main_backend), KVRunner(draft_backend)
+    gamma = max(1, min(gamma, getattr(draft_backend, "max_draft", gamma)))
+    counts = Acceptance([0] * gamma, [0] * gamma)
+    made = 0
+    for prompt in prompts:
+        target.reset()
+        draft.reset()
+        draft.follow(target)
+        seq = list(prompt)
+        seq.append(int(target.run(seq)[0].argmax()))
+        end = len(prompt) + new_tokens
+        while len(seq) < end and seq[-1] not in stop_ids:
+            drafts, _ = draft_chain(draft, seq, gamma, lambda row: (row.argmax().view(1), None))
+            chain = torch.cat(drafts)
+            verdict = accept_prefix(target.run(seq, keep=gamma + 1, tail=chain).argmax(-1), chain)
+            n, nxt, ids = int(verdict.n_accepted), int(verdict.next_token), [int(t) for t in chain.tolist()]
+            draft.name_tail(ids[: gamma - 1])
+            target.name_tail(ids)
+            for depth in range(min(n + 1, gamma)):
+                counts.judged[depth] += 1
+                counts.accepted[depth] += depth < n
+            seq += ids[:n] + [nxt]
+        made += len(seq) - len(prompt)
+        draft.follow(None)
+    target.reset()
+    draft.reset()
+    return counts, made
 
 
 def best_chain(accept: list[float], c: float, curve: list[float]) -> tuple[int, float]:
@@ -114,33 +190,29 @@ def one_token_ms(runner, seq: list[int], filler: int) -> float:
     return statistics.median(times) * 1e3
 
 
-def agreement(target_runner, draft_runner, seq: list[int]) -> float:
-    """Teacher-forced top-1 agreement of the draft with the target over ``seq``."""
-    want = target_runner.run(seq, keep=len(seq)).argmax(-1)
-    got = draft_runner.run(seq, keep=len(seq)).argmax(-1)
-    return float((want == got).float().mean())
-
-
 def choose(main_backend, candidates: dict[str, tuple[Any, str, list[float] | None]], seq: list[int],
-           left_out: dict[str, tuple[str, str]] | None = None) -> DraftChoice:
+           left_out: dict[str, tuple[str, str]] | None = None, prompts: list[list[int]] | None = None,
+           stop_ids=frozenset(), measured: dict[str, tuple[list[float], str]] | None = None) -> DraftChoice:
     """Measure and choose. ``candidates``: kind -> (draft backend, its description, the acceptance per
-    depth when known, else None: measured here by agreement); ``left_out``: kind -> (description, why)."""
+    depth when known, else None: measured here on ``prompts`` by `measure_acceptance`); ``left_out``:
+    kind -> (description, why); ``measured``: acceptances measured already (another target dtype
+    of the same model: the same requests, the same greedy answers), kept in it for the next call."""
     from decoders.analysis.timing import measure_cost_curve
     from decoders.backends.runner import KVRunner
 
+    measured = {} if measured is None else measured
     target = KVRunner(main_backend)
     judged: list[Candidate] = []
     for kind, (backend, source, accept) in candidates.items():
         draft = KVRunner(backend)
         candidate = Candidate(kind, source)
-        if accept is None:  # a copy of the target: how often it agrees, teacher-forced
-            target.reset()
-            draft.reset()
-            accept = [round(agreement(target, draft, seq), 4)]
-            candidate.accept_from = f"teacher-forced agreement over {len(seq)} tokens"
+        if accept is not None:
+            candidate.accept, candidate.accept_from = accept, "given"
         else:
-            candidate.accept_from = "held-out acceptance from its training"
-        candidate.accept = accept
+            if kind not in measured:
+                counts, made = measure_acceptance(main_backend, backend, prompts or [seq], stop_ids)
+                measured[kind] = (counts.per_depth(), counts.text(len(prompts or [seq]), made))
+            candidate.accept, candidate.accept_from = measured[kind]
         target.reset()
         draft.reset()
         draft.follow(target)  # as it drafts: the target's cache (a head: its features) first
@@ -163,41 +235,48 @@ def choose(main_backend, candidates: dict[str, tuple[Any, str, list[float] | Non
     return DraftChoice(chosen=best.kind, step_ms=round(step_ms, 2), curve=curve, candidates=out)
 
 
-def choose_for_family(spec, main_backend, main_model, tokenizer, report) -> tuple[Any, str, str, DraftChoice]:
+def build_draft(spec, main_backend, main_model, kind: str) -> tuple[Any, str]:
+    """The ``kind`` ("int4" or "head") draft of ``spec``'s main model and its description (a kept
+    choice builds only this one); DecodeError says why it cannot be built."""
+    from decoders.models.backend_choice import head_folder, head_vocab_of, quantized_draft, trained_head
+
+    if kind == "int4":
+        return quantized_draft(main_backend, main_model, "int4"), "int4 self-draft"
+    head = trained_head(main_backend, main_model, head_folder(spec.head, spec.main), head_vocab_of(spec))
+    return head, head.source
+
+
+def choose_for_family(spec, main_backend, main_model, tokenizer, report, stop_ids=frozenset(),
+                      measured: dict[str, tuple[list[float], str]] | None = None, at: float = 0.93,
+                      ) -> tuple[Any, str, str, DraftChoice]:
     """Build the drafts ``spec``'s main model can have (int4, the trained head), measure, choose:
-    ``(draft backend, its description, its kind, the record)``; the others are dropped."""
+    ``(draft backend, its description, its kind, the record)``; the others are dropped.
+    ``measured``: as `choose` takes it; ``at``: the load's progress while the drafts are timed."""
     from decoders.core.errors import DecodeError
-    from decoders.models.backend_choice import head_folder, quantized_draft, trained_head, warm_up
+    from decoders.models.backend_choice import head_folder, warm_up
 
     built: dict[str, tuple[Any, str, list[float] | None]] = {}
     left_out: dict[str, tuple[str, str]] = {}
     try:
-        built["int4"] = (quantized_draft(main_backend, main_model, "int4"), "int4 self-draft", None)
+        built["int4"] = (*build_draft(spec, main_backend, main_model, "int4"), None)
     except DecodeError as err:
         left_out["int4"] = ("int4 self-draft", str(err).rstrip("."))
     folder = head_folder(spec.head, spec.main, missing_ok=True)
     if folder is not None:
-        accept = head_acceptance(folder)
         try:
-            from decoders.models.backend_choice import head_vocab_of
-
-            head = trained_head(main_backend, main_model, folder, head_vocab_of(spec))
+            head, _ = build_draft(spec, main_backend, main_model, "head")
+            built["head"] = (head, f"trained head ({Path(folder).name})", None)
         except DecodeError as err:
-            left_out["head"] = ("trained head", str(err).rstrip("."))
-        else:
-            if accept is None:
-                left_out["head"] = (f"trained head ({Path(folder).name})",
-                                    "no training.json beside it, so its acceptance is unknown")
-            else:
-                built["head"] = (head, f"trained head ({Path(folder).name})", accept)
+            left_out["head"] = (f"trained head ({Path(folder).name})", str(err).rstrip("."))
     if not built:
         why = "; ".join(f"{source}: {reason}" for source, reason in left_out.values()) or "it has no trained head"
         raise DecodeError(f"No draft to choose the fastest of for this model ({why}); draft with --helper SRC or "
                           "--self-draft-layer L.")
     for backend, _, _ in built.values():
         warm_up(backend)
-    report("Timing the drafts on this machine (which pays most here)", 0.93)
+    report("Timing the drafts on this machine and measuring how often each is accepted", at)
     ids = passage_ids(tokenizer)
-    choice = choose(main_backend, built, ids, left_out)
+    most = max(8, getattr(main_backend, "max_positions", 2048) - ACCEPT_TOKENS - ACCEPT_GAMMA - 2)
+    choice = choose(main_backend, built, ids, left_out, choice_prompt_ids(tokenizer, most), stop_ids, measured)
     backend = built[choice.chosen][0]
     return backend, "int4 self-draft" if choice.chosen == "int4" else backend.source, choice.chosen, choice

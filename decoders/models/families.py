@@ -48,7 +48,8 @@ BUILTIN_FAMILIES: dict[str, FamilySpec] = {
     for spec in (
         # Which draft pays on the bundled model depends on the CPU (README, "Which draft pays"): the
         # int4 self-draft where bf16 is native (AVX512-BF16, AMX), the trained head elsewhere; so
-        # the default measures both at load and drafts with the faster (decoders/models/draft_choice.py).
+        # the default measures both once per machine, keeps the choice (decoders/models/kept_choice.py)
+        # and drafts with the faster (decoders/models/draft_choice.py).
         # Early exit at layer 20 is accepted 4-26% at c 0.5-1.2 and runs at 0.22x (0.90x adaptive).
         # The target's dtype is measured with it (decoders/models/dtype_choice.py): float16 weights
         # stepped 0.81x float32's on AVX2 and 0.88x on AMX, with a flatter T(k), where fbgemm runs them.

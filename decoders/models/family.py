@@ -61,6 +61,7 @@ class FamilySpec:
     device_map: str | dict | None = None
     cuda_graph: str = "auto"  # the fast backend's one-token step from a CUDA graph: auto (CUDA only), on, off
     backend: str = "torch"  # or "llamacpp": GGUF files run by llama.cpp as stored (`decoders.backends.llamacpp`)
+    remeasure: bool = False  # measure the "fastest" dtype and draft again, whatever this machine kept
 
 
 @dataclass(eq=False)
@@ -85,6 +86,9 @@ class Family:
     head_vocab: tuple[int, str] | None = None  # FR-Spec's (size, ranking source) for that head
     draft_choice: dict | None = None  # self_draft "fastest": what was measured and chosen (draft_choice.py)
     dtype_choice: dict | None = None  # dtype "fastest" on CPU: what was measured and chosen (dtype_choice.py)
+    choice_note: str | None = None  # where those came from: kept on this machine, or measured (and why)
+    choice_date: str | None = None  # the day they were measured (kept_choice.py)
+    choice_reused: bool = False  # whether they were kept from an earlier load (nothing measured in this one)
     device_map: str | None = None  # how a device map spread the models ("auto", or "N entries")
     backend: str = "torch"  # what runs the models: "torch" or "llamacpp"
     stored_as: str | None = None  # llama.cpp: the weights' type as the GGUF stores them (e.g. "Q4_1")
@@ -144,6 +148,7 @@ class Family:
         } | ({"device_map": self.device_map} if self.device_map else {}) \
             | ({"draft_choice": self.draft_choice["sentence"]} if self.draft_choice else {}) \
             | ({"dtype_choice": self.dtype_choice["sentence"]} if self.dtype_choice else {}) \
+            | ({"choice_measured": self.choice_date} if self.choice_date else {}) \
             | ({"backend": self.backend} if self.backend != "torch" else {})
 
     def _prepare_display(self) -> None:
@@ -182,7 +187,7 @@ def default_draft_layer(n_layers: int) -> int:
 
 def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bool = True) -> Family:
     """Load the models of ``spec``. Every user-fixable problem raises a one-line DecodeError."""
-    report = progress or (lambda message, fraction: None)
+    report = rising(progress or (lambda message, fraction: None))
     if spec.backend != "torch":
         from decoders.models.llamacpp_family import load_llamacpp_family
 
@@ -213,8 +218,14 @@ def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bo
     main_model, tokenizer, main_source = load_source(
         spec.main, device, load_dtype, "main", scaled_progress(report, 0.0, 0.8 * main_share), device_map
     )
-    report("Preparing the main model's fast backend (weights fused and packed)", 0.8 * main_share)
     positions = context_length(main_model, tokenizer)
+    stop_ids = stop_token_ids(main_model, tokenizer)
+    from decoders.models.load_choice import LoadChoice
+
+    # "fastest" dtype and draft: a choice kept on this machine says which to build; else measured below
+    choice = LoadChoice.start(spec, device, fast, device_map, main_model, tokenizer, report, stop_ids)
+    fp16_weights = fp16_weights or choice.float16
+    report("Preparing the main model's fast backend (weights fused and packed)", 0.8 * main_share)
     main_backend = make_backend(main_model, fast=fast, max_positions=positions, cuda_graph=spec.cuda_graph,
                                 fp16_weights=fp16_weights)
     if device_map is not None:
@@ -225,21 +236,14 @@ def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bo
             report(f"Running on the transformers backend: the fast backend cannot ({unsupported_reason(main_model)})",
                    main_share)
     vocab_size = int(main_model.get_output_embeddings().weight.shape[0])
-    from decoders.models.dtype_choice import candidates
-
-    mains, dtype_choice = candidates(spec, device, fast, device_map, main_model, main_backend, positions, report)
-    if mains and spec.self_draft != "fastest":  # no draft to choose: the faster step wins
-        from decoders.models.dtype_choice import choose_target
-
-        chosen, main_backend, _, record = choose_target(mains, tokenizer, report=report)
-        fp16_weights, mains = chosen == "float16", None
-        dtype_choice = record.record()
+    main_backend, chosen16 = choice.target(
+        main_backend, lambda: make_backend(main_model, fast=fast, max_positions=positions, fp16_weights=True))
+    fp16_weights = fp16_weights or chosen16
 
     helper_backend = None
     helper_model = None
     helper_source = None
     self_draft = spec.self_draft
-    draft_choice = None
     if spec.helper:
         helper_model, helper_tokenizer, helper_source = load_source(
             spec.helper, device, load_dtype, "helper", scaled_progress(report, main_share, 1.0), device_map
@@ -259,22 +263,9 @@ def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bo
             )
         helper_backend = main_backend.early_exit(layer)
         helper_source = f"early exit @ layer {layer}"
-    elif spec.self_draft == "fastest":
-        report("Building the drafts to choose from (int4, the trained head)", 0.9)
-        from decoders.models.draft_choice import choose_for_family
-
-        if mains:  # the target's dtype and the draft chosen together: the fewest ms per token
-            from decoders.models.dtype_choice import choose_target
-
-            chosen, main_backend, picked, record = choose_target(
-                mains, tokenizer, lambda main: choose_for_family(spec, main, main_model, tokenizer, report), report)
-            fp16_weights, dtype_choice = chosen == "float16", record.record()
-            assert picked is not None  # choose_target drafts for each main when given draft_for
-            helper_backend, helper_source, self_draft, choice = picked
-        else:
-            helper_backend, helper_source, self_draft, choice = choose_for_family(spec, main_backend, main_model,
-                                                                                   tokenizer, report)
-        draft_choice = choice.as_dict() | {"sentence": choice.sentence()}
+    elif spec.self_draft == "fastest":  # kept, or measured: int4 or the trained head (and the dtype with it)
+        main_backend, helper_backend, helper_source, self_draft, chosen16 = choice.draft(main_backend)
+        fp16_weights = fp16_weights or chosen16
     elif spec.self_draft == "head":
         report("Loading the trained draft head", 0.9)
         helper_backend = trained_head(main_backend, main_model, head_folder(spec.head, spec.main),
@@ -293,13 +284,14 @@ def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bo
     for backend in (main_backend, helper_backend):
         if backend is not None:
             warm_up(backend)
+    choice.finish()
     report("Models ready", 1.0)
     return Family(
         label=spec.label or default_label(spec.main),
         main=main_backend,
         helper=helper_backend,
         tokenizer=tokenizer,
-        stop_ids=stop_token_ids(main_model, tokenizer),
+        stop_ids=stop_ids,
         device=device,
         dtype=dtype,
         main_source=main_source,
@@ -311,10 +303,27 @@ def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bo
         self_draft=self_draft,
         head_source=head_folder(spec.head, spec.main, missing_ok=True),
         head_vocab=head_vocab_of(spec),
-        draft_choice=draft_choice,
-        dtype_choice=dtype_choice,
+        draft_choice=choice.draft_record,
+        dtype_choice=choice.dtype_record,
         device_map=_map_text(main_model, device_map),
+        choice_note=choice.note,
+        choice_date=choice.date,
+        choice_reused=choice.kept is not None,
     )
+
+
+def rising(report: LoadProgress) -> LoadProgress:
+    """``report``, its fraction held where it was when a step reports a lower one: the bar never
+    goes back (each target's timing, then its drafts', report in turn)."""
+    highest = 0.0
+
+    def forward(message: str, fraction: float | None = None) -> None:
+        nonlocal highest
+        if fraction is not None:
+            fraction = highest = max(fraction, highest)
+        report(message, fraction)
+
+    return forward
 
 
 def _map_text(model, device_map) -> str | None:

@@ -18,7 +18,7 @@ from decoders import __version__
 from decoders.core.declarations import COMMON_PARAMS, default_method
 from decoders.core.errors import DecodeError
 from decoders.core.params import DecodeParams, method_param_specs
-from tui_decode.cli.model_args import add_model_args, family_spec  # noqa: F401 (also imported from here)
+from tui_decode.cli.model_args import add_model_args, add_remeasure_arg, family_spec  # noqa: F401 (also imported here)
 from tui_decode.cli.numbers import MAX_REPEATS, bounded_int
 from tui_decode.cli.parser import OneLineParser
 from tui_decode.cli.signals import Handlers, Terminated
@@ -84,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     first.add_argument("--prompt", help="the app's first prompt (default: a sample sentence)")
     first.add_argument("--prompt-file", metavar="PATH", help="read the app's first prompt from a file")
     add_model_args(parser)
+    add_remeasure_arg(parser)
     add_threads_arg(parser)
     add_decode_args(parser)  # the app's starting parameters
     sub = parser.add_subparsers(dest="command", parser_class=OneLineParser)
@@ -100,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "once before it and rescaled by a probe after it")
     add_threads_arg(run)
     add_model_args(run)
+    add_remeasure_arg(run)
     add_decode_args(run)
 
     sub.add_parser("families", help="list the model families (built-in and from the config file)")
@@ -118,14 +120,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def drafts_for(spec, args: argparse.Namespace):
     """``spec`` for one run of ``args.method``: a method that drafts with nothing (ar, pld, jacobi,
-    lookahead) does not build the family's own self-draft, which a device map cannot split (a draft
-    asked for by a flag is kept, and its conflict said)."""
+    lookahead) neither measures nor builds a 'fastest' draft (the dtype is chosen alone, or reused
+    from the choice kept here), nor the family's own self-draft, which a device map cannot split
+    (a draft asked for by a flag is kept, and its conflict said)."""
     from dataclasses import replace
 
     from decoders.core.declarations import get_method
 
+    if get_method(args.method).needs_helper:
+        return spec
+    if spec.self_draft == "fastest":
+        spec = replace(spec, self_draft=None)
     asked = getattr(args, "self_draft", None) is not None or args.self_draft_layer is not None
-    if spec.device_map is None or asked or get_method(args.method).needs_helper:
+    if spec.device_map is None or asked:
         return spec
     return replace(spec, self_draft=None, self_draft_layer=None)
 
@@ -192,6 +199,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         err.print(f"dtype: {family.dtype_choice['sentence']}", markup=False, highlight=False)
     if family.draft_choice and family.helper is not None:
         err.print(f"draft: {family.draft_choice['sentence']}", markup=False, highlight=False)
+    if family.choice_note:
+        err.print(f"choice: {family.choice_note} (--remeasure measures again)", markup=False, highlight=False)
     engine = Engine(family, pairing=args.pairing)
     params, _ = engine.check(prompt, params)  # fail on bad input before spending model time
     results = []

@@ -4,6 +4,7 @@ and the `FamilySpec` they ask for, checked before any model loads."""
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 from decoders.core.errors import DecodeError
 from decoders.models.families import DEFAULT_FAMILY
@@ -61,6 +62,13 @@ def add_device_args(g) -> None:
                         "transformers backend")
     g.add_argument("--cuda-graph", default=None, choices=["auto", "on", "off"],
                    help="replay the fast backend's one-token step from a CUDA graph (default auto: on CUDA only)")
+
+
+def add_remeasure_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--remeasure", action="store_true",
+                   help="measure the target dtype and the draft the family chooses on this machine (dtype and "
+                        "self-draft 'fastest', the bundled family's) again, and keep the new choice; without it a "
+                        "choice kept from an earlier start is reused")
 
 
 def family_spec(args: argparse.Namespace):
@@ -150,9 +158,13 @@ def family_spec(args: argparse.Namespace):
     if getattr(args, "cuda_graph", None):
         changes["cuda_graph"] = args.cuda_graph
     if changes:
-        from dataclasses import replace
-
         spec = replace(spec, **changes)
+    if getattr(args, "remeasure", False):
+        if "fastest" not in (spec.dtype, spec.self_draft):
+            raise DecodeError("--remeasure measures again the dtype and draft a family chooses at load (dtype or "
+                              "self-draft 'fastest', as the bundled family has), and this one fixes both; leave "
+                              "--remeasure out")
+        spec = replace(spec, remeasure=True)
     if head_vocab is not None and spec.self_draft not in ("head", "fastest"):  # it would go unused
         draft = (f"the helper {spec.helper[:200]}" if spec.helper else
                  f"the first {spec.self_draft_layer} layers" if spec.self_draft_layer is not None else

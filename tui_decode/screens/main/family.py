@@ -6,6 +6,7 @@ in use when it fails). A mixin for the main screen (`FamilySwitching`)."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from decoders.core.errors import DecodeError
@@ -52,6 +53,8 @@ class FamilyHost(Protocol):
 
 #: Seconds a load step may go without a word before the status line counts them.
 QUIET_STEP = 2.0
+#: The palette command that measures the family's dtype and draft again (`action_remeasure`).
+REMEASURE_COMMAND = "Measure dtype and draft again"
 
 
 class FamilySwitching:
@@ -99,10 +102,16 @@ class FamilySwitching:
         method = METHOD_NAMES[self.settings.params.method]
         self.status.set(f"ready: {loaded.label} on {described.get('device')} · {described.get('dtype')}; "
                         f"ctrl+r runs {method} · {calibration_words(loaded.engine)}", "idle")
-        if described.get("dtype_choice"):  # the default measured float32 against float16 weights
-            self.notify(f"Target dtype chosen on this machine: {described['dtype_choice']}", timeout=12)
-        if described.get("draft_choice"):  # the default measured its drafts: say which won, and why
-            self.notify(f"Draft chosen on this machine: {described['draft_choice']}", timeout=12)
+        note = getattr(loaded.engine.family, "choice_note", None)
+        if self.spec is not None and self.spec.remeasure:  # measured again once, not at every later load
+            self.spec = replace(self.spec, remeasure=False)
+        if note and getattr(loaded.engine.family, "choice_reused", False):  # old news: one short line
+            self.notify(f'Target dtype and draft {note} (ctrl+p: "{REMEASURE_COMMAND}")', timeout=6)
+        else:
+            if described.get("dtype_choice"):  # the default measured float32 against float16 weights
+                self.notify(f"Target dtype chosen on this machine: {described['dtype_choice']}", timeout=12)
+            if described.get("draft_choice"):  # the default measured its drafts: say which won, and why
+                self.notify(f"Draft chosen on this machine: {described['draft_choice']}", timeout=12)
         if self.run_after_load:
             self.run_after_load = False
             self.action_run()
@@ -117,6 +126,19 @@ class FamilySwitching:
             self.status.set(f"could not load {event.spec.name}; still using {self.loaded.label}", "error")
         else:
             self.prompt_pane.show_family({}, note=f"{event.spec.name} failed to load; f picks another")
+
+    def action_remeasure(self: FamilyHost) -> None:
+        """Load the family again, measuring the dtype and draft it chooses ('fastest') afresh on this
+        machine instead of reusing the kept choice; the new choice is kept for later starts."""
+        if self.running or self.loading_family:
+            self.notify("Wait for the current run or load to end (escape cancels a run).", severity="warning")
+            return
+        spec = self.spec
+        if spec is None or "fastest" not in (spec.dtype, spec.self_draft):
+            self.notify("This family fixes its dtype and draft: there is nothing to measure again.",
+                        severity="warning")
+            return
+        self.start_loading(replace(spec, remeasure=True))
 
     def action_pick_family(self: FamilyHost) -> None:
         if self.running or self.loading_family:
