@@ -225,11 +225,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         from tui_decode.state.run_summary import pooled_table
 
         out.print(pooled_table([r.summary for r in results]))
-    if engine.calibration_note:
-        err.print(f"note: {engine.calibration_note}; `tui-decode calibrate` measures the machine's run-to-run "
-                  "noise once, and every spread then covers a second run", markup=False, highlight=False)
     if failed is not None:
         raise failed
+    if engine.calibration_note:
+        err.print(f"note: {engine.calibration_note}; `tui-decode calibrate` measures the machine's run-to-run "
+                  "noise once, and every spread then covers a second run", markup=False, highlight=False,
+                  soft_wrap=True)
     return 0
 
 
