@@ -14,8 +14,12 @@ How the baseline is paired with the method (`PAIRINGS`):
   its baseline again (about one autoregressive run's time on top of the method's).
 * ``sequential``: the baseline decoded once per prompt and settings and reused, the machine's
   change since then read from a probe after the run (`decoders.analysis.timing.paired_drift`).
-  Cheaper when one prompt is run many times (the bench, which has its own noise row); wrong by
-  the machine's change within the run. Also what a backend that cannot make a twin gets.
+  Cheaper when one prompt is run many times; wrong by the machine's change within the run. Also
+  what a backend that cannot make a twin gets.
+
+Either way, the first decode of a prompt pays for shapes and caches that its later decodes do
+not; `Engine.warm` pays for them untimed, before the first timed run of a prompt (the bench, the
+sweep and ``tui-decode run`` call it).
 """
 
 from __future__ import annotations

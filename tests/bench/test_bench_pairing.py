@@ -229,3 +229,35 @@ def test_a_report_of_rows_paired_differently_names_each_rows_pairing():
     assert line.startswith("- pairing: Autoregressive [torch], Prompt lookup [torch] interleaved: ")
     assert "; Autoregressive [llama.cpp] sequential: " in line
     assert "not recorded" in pairing_line(None, ["ar"])  # a report from before: it paired sequentially
+
+
+def test_the_sweep_pairs_each_value_with_its_own_baseline_after_warming_each_prompt(tiny, monkeypatch):
+    from decoders.bench.measure import OursEntry
+    from decoders.bench.sweep import parse_sweep, run_sweep
+
+    family, prompts = tiny
+    calls, warm, run = [], Engine.warm, Engine.run
+
+    def warming(self, prompt, params, *args, **kwargs):
+        calls.append(("warm", prompt))
+        return warm(self, prompt, params, *args, **kwargs)
+
+    def running(self, prompt, params):
+        result = run(self, prompt, params)
+        calls.append(("run", prompt, result))
+        return result
+
+    monkeypatch.setattr(Engine, "warm", warming)
+    monkeypatch.setattr(Engine, "run", running)
+    report = run_sweep(family, prompts, parse_sweep("num_pred=2,3"), max_new_tokens=10,
+                       params=DecodeParams(draft_policy="fixed"))
+    assert report.settings["pairing"] == "interleaved"
+    timed = [c for c in calls if c[0] == "warm" or c[2].params["max_new_tokens"] == 10]  # not the start's warm-up
+    texts = [p.text for p in prompts]
+    assert [c[:2] for c in timed] == [(kind, text) for text in texts for kind in ("warm", "run", "run")]
+    for value in (2, 3):
+        results = [c[2] for c in timed if c[0] == "run" and c[2].params["num_pred"] == value]
+        for sample, result in zip(report.samples[value], results, strict=True):
+            assert result.summary.pairing == "interleaved"
+            own = OursEntry.of_baseline(result).ms_per_token  # its own baseline, decoded beside it
+            assert sample.speedup == round(own / sample.ms_per_token, 4)
