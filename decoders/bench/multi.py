@@ -102,13 +102,13 @@ class Lane:
     reference: Reference
     rows: list[Row]
     runnable: Prepared
+    engine: Engine  # the engine its rows are measured with (`bench_engine`), built once
     samples: list[Sample] = field(default_factory=list)
     twins: int = 0  # prompts on which its rows also ran with recording on
-    engine: Engine | None = None  # the engine its rows are measured with (`bench_engine`), built once
 
     @property
     def pairing(self) -> str:
-        return pairing_of(self.engine) if self.engine is not None else "sequential"
+        return pairing_of(self.engine)
 
     @property
     def label(self) -> str:
@@ -237,7 +237,7 @@ def run_backends(families: Mapping[str, Family], prompts: Sequence[BenchPrompt],
         rows = _rows(family, methods, variants, base, reference, early_exit_layer, own)
         runnable = prepare(family, prompts, limit, base, own)
         notes += [f"[{BACKEND_LABELS.get(backend, backend)}] {note}" for note in own]
-        lanes.append(Lane(backend, family, reference, rows, runnable))
+        lanes.append(Lane(backend, family, reference, rows, runnable, bench_engine(family)))
     runs = _prompt_runs(lanes, notes)
     ids_of = {prompt.question_id: ids for prompt, ids in runs}
 
@@ -246,7 +246,6 @@ def run_backends(families: Mapping[str, Family], prompts: Sequence[BenchPrompt],
     say("measuring memory read bandwidth")
     bandwidth = [measure_read_bandwidth(bandwidth_bytes)]
     for lane in lanes:
-        lane.engine = bench_engine(lane.family)
         notes += [f"[{lane.label}] {note}" for note in filter(None, [pairing_note(lane.engine)])]
     if warm_up:
         for lane in lanes:
