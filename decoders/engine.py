@@ -14,8 +14,12 @@ How the baseline is paired with the method (`PAIRINGS`):
   its baseline again (about one autoregressive run's time on top of the method's).
 * ``sequential``: the baseline decoded once per prompt and settings and reused, the machine's
   change since then read from a probe after the run (`decoders.analysis.timing.paired_drift`).
-  Cheaper when one prompt is run many times (the bench, which has its own noise row); wrong by
-  the machine's change within the run. Also what a backend that cannot make a twin gets.
+  Cheaper when one prompt is run many times; wrong by the machine's change within the run. Also
+  what a backend that cannot make a twin gets.
+
+Either way, the first decode of a prompt pays for shapes and caches that its later decodes do
+not; `Engine.warm` pays for them untimed, before the first timed run of a prompt (the bench, the
+sweep and ``tui-decode run`` call it).
 """
 
 from __future__ import annotations
@@ -47,6 +51,11 @@ Event = Union[PhaseStarted, Progress, Iteration, RunResult]
 Idle = Callable[[str], None]
 
 PAIRINGS = ("interleaved", "sequential")
+
+#: Tokens `Engine.warm` decodes: the prefill and a few one-token (or verify) steps of each runner.
+WARM_TOKENS = 4
+#: Cache positions `Engine.warm` makes room for beyond the prompt and its budget (a draft's lookahead).
+WARM_ROOM = 64
 
 
 def _early_exit_layer(family: Family) -> int | None:
@@ -346,6 +355,39 @@ class Engine:
     def no_twin(self) -> str | None:
         return self._no_twin
 
+    # -- warming a prompt up -----------------------------------------------------------------------
+    def warm(self, prompt: str, params: DecodeParams, tokens: int = WARM_TOKENS) -> None:
+        """An untimed short decode of ``prompt`` as a run of ``params`` makes it, thrown away:
+        the prefill and a few steps on every runner the run uses (the main one; the twin, when
+        interleaved, or the main one's baseline, when sequential; the helper, when the method
+        drafts), each runner's cache made room for the whole budget, and the verify-cost curve
+        at the prompt's context measured.
+
+        The first decode of a prompt pays what no later one pays: the allocator's first blocks
+        of its prefill's shapes, a cache grown to its length, a cost curve a later run finds
+        measured (an adaptive draft policy drafts by it). Paired, the baseline prefills first and
+        pays them alone: on the bundled model the first decode of a prompt read up to 2x slower
+        than its second. Call it before the first timed run of each prompt (the bench, the
+        sweep and `tui-decode run` do); a prompt already warm gains nothing from it."""
+        params, ids = self.check(prompt, params)
+        short = params.replace(max_new_tokens=max(1, min(tokens, params.max_new_tokens)), record=False)
+        main: Any = self.family.main
+        if getattr(main, "tap", None) is not None:
+            main.tap = None  # as `stream` does
+        method, never = short.method_def, lambda: False
+        twin = self.twin_runner() if self.pairing == "interleaved" else None
+        if twin is not None:
+            run, _ = _exhaust(self._drive_paired(method, ids, short, never, twin))
+        else:
+            _exhaust(self._drive(AUTOREGRESSIVE, ids, short.replace(method=AUTOREGRESSIVE.name), never,
+                                     "baseline"))
+            run = _exhaust(self._drive(method, ids, short, never, "method"))
+        room = min(len(ids) + params.max_new_tokens + WARM_ROOM, self.family.context_length)
+        for runner in (self.main, twin, self.helper if method.needs_helper else None):
+            if runner is not None:
+                _make_room(runner, room)
+        _exhaust(self.cost_curve(ids + run.ids))
+
     def _stream_interleaved(self, prompt: str, ids: list[int], params: DecodeParams, cancelled, twin: KVRunner,
                             idle: Idle | None = None):
         yield PhaseStarted("method", params.method, params.max_new_tokens, prompt_tokens=len(ids), paired=True)
@@ -464,6 +506,25 @@ class Engine:
                 yield it if phase == "method" else Progress(phase, it.pos + len(it.emit), params.max_new_tokens)
         except StopIteration as stop:
             return stop.value
+
+
+def _exhaust(gen):
+    """Drive a generator to its end, dropping what it yields; its return value."""
+    try:
+        while True:
+            next(gen)
+    except StopIteration as stop:
+        return stop.value
+
+
+def _make_room(runner: KVRunner, positions: int) -> None:
+    """Grow the runner's cache to hold ``positions`` now, untimed, where the backend keeps a static
+    cache that grows in chunks (`decoders.backends.kv_cache.KVCache.reserve`); else nothing (a
+    cache that grows by the token pays alike on both sides of a pair)."""
+    reserve = getattr(getattr(runner.backend, "cache", None), "reserve", None)
+    max_positions = getattr(getattr(runner.backend, "cache", None), "max_positions", None)
+    if callable(reserve) and isinstance(max_positions, int):
+        reserve(min(positions, max_positions))
 
 
 class _Follower:

@@ -1,7 +1,8 @@
 """Per-prompt samples pooled into per-method figures, overall and per Spec-Bench task group.
 
 Speedups follow Spec-Bench (`evaluation/speed.py`): mean per-prompt tokens/s of a method over
-mean per-prompt tokens/s of autoregressive decoding on the same prompts; tau ("mean accepted
+mean per-prompt tokens/s of autoregressive decoding on the same prompts (each row's own baseline,
+decoded beside it, where the rows were paired interleaved: `Sample.baseline_of`); tau ("mean accepted
 tokens") and acceptance are pooled, i.e. all emitted tokens over all target forwards.
 """
 
@@ -168,7 +169,8 @@ class MethodStats(Record, kw_only=True, omit_defaults=True):
     @classmethod
     def of(cls, samples: Sequence[Sample], method: str) -> MethodStats:
         with_ours = [s for s in samples if method in s.ours]
-        ours = SideStats.of([s.ours[method] for s in with_ours], [s.ours[BASELINE] for s in with_ours])
+        # each row over its own baseline (interleaved pairing), else over the prompt's (sequential)
+        ours = SideStats.of([s.ours[method] for s in with_ours], [s.baseline_of(method) for s in with_ours])
         with_theirs = [s for s in with_ours if method in s.theirs]
         figures: dict[str, Any] = {}
         if with_theirs:

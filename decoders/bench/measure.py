@@ -25,6 +25,7 @@ from decoders.records.run import Run, RunResult
 
 if TYPE_CHECKING:
     from decoders.bench.drafts import Row
+    from decoders.engine import Engine
     from decoders.models.family import Family
 
 
@@ -170,11 +171,18 @@ class OursEntry(Record, kw_only=True, omit_defaults=True):
 
 
 def timing_noise(result: RunResult) -> float | None:
-    """How much the same autoregressive decode could differ from itself on this prompt, relative:
-    the one-token steps timed right after the run against the baseline's own last steps
-    (`decoders.analysis.timing.Drift`), their ratio's distance from 1 and its standard error, together.
-    None when no probe was timed."""
+    """How much the same autoregressive decode could differ from itself on this prompt, relative (one
+    standard error). Interleaved: the pair's own spread (`decoders.analysis.timing.paired_speedup`,
+    end to end where known, as the bench's speedups are: the step-to-step jitter, the prefills'
+    difference and the machine's change over one turn). Sequential: the one-token steps timed right
+    after the run against the baseline's own last steps (`decoders.analysis.timing.Drift`), their
+    ratio's distance from 1 and its standard error, together. None when neither was measured."""
     s = result.summary
+    if s.pairing == "interleaved":
+        for speedup, spread in ((s.speedup_wall, s.speedup_wall_spread), (s.speedup_decode, s.speedup_spread)):
+            if speedup and spread is not None:
+                return round(spread / (2 * speedup), 4)
+        return None
     if not s.probe_ms:
         return None
     drift, _ = paired_drift(result.baseline, result.method, s.probe_ms)
@@ -236,45 +244,102 @@ class Sample(Record):
     text: str = ""
     # in a run on several backends (`decoders.bench.multi`): the one these runs are on (else left out)
     backend: str | UnsetType = UNSET
+    # how our rows were paired with autoregressive decoding (`decoders.engine.PAIRINGS`): "interleaved",
+    # each row with its own baseline (in ``baselines``), or "sequential", every row against the
+    # prompt's one baseline (``ours[BASELINE]``); left out in reports from before rows were paired
+    pairing: str | UnsetType = UNSET
+    # each row's own autoregressive baseline, decoded beside it step by step (interleaved pairing;
+    # left out where the rows were paired sequentially)
+    baselines: dict[str, OursEntry] | UnsetType = UNSET
 
     def __post_init__(self) -> None:
         for per in (self.ours, self.record_on):  # a report that does not name an entry's method: its row's
             for method, entry in per.items():
                 entry.method = entry.method or method
+        for entry in self.own_baselines.values():
+            entry.method = entry.method or BASELINE
+
+    @property
+    def own_baselines(self) -> dict[str, OursEntry]:
+        return {} if isinstance(self.baselines, UnsetType) else self.baselines
+
+    def baseline_of(self, label: str) -> OursEntry:
+        """The autoregressive run ``label``'s speedup is over: its own (interleaved), else the prompt's."""
+        return self.own_baselines.get(label) or self.ours[BASELINE]
 
     def compare(self) -> None:
-        """Speedups over each side's own AR, and our outputs against transformers'."""
-        ours_ar, theirs_ar = self.ours[BASELINE].ms_per_token, self.theirs[BASELINE].ms_per_token
+        """Speedups over each side's own AR (each row of ours over its own baseline where it has one),
+        and our outputs against transformers'."""
+        theirs_ar = self.theirs[BASELINE].ms_per_token
         for method, entry in self.ours.items():
-            entry.compare(ours_ar, self.theirs.get(method))
+            entry.compare(self.baseline_of(method).ms_per_token, self.theirs.get(method))
         for them in self.theirs.values():
             them.speedup = round(theirs_ar / them.ms_per_token, 4)
 
 
-AGAIN = "ar[again]"  # autoregressive decoding timed once more against the prompt's own baseline
+AGAIN = "ar[again]"  # autoregressive decoding timed once more against its own baseline (pairing noise)
+
+
+def bench_engine(family: Family) -> Engine:
+    """The engine a bench run measures with: every row paired "interleaved" with its own baseline
+    (`decoders.engine`), as the app runs, where the backend can make a twin of its model; else the
+    engine pairs "sequential" (`pairing_of`, `Engine.no_twin` says why). One per run (or backend),
+    kept from prompt to prompt: its twin and helpers keep the caches a first prompt grew."""
+    from decoders.engine import Engine
+
+    engine = Engine(family, pairing="interleaved")
+    engine.twin_runner()  # built (and warmed up) now, not inside the first timed run
+    return engine
+
+
+def pairing_of(engine: Engine) -> str:
+    """How ``engine``'s runs are paired: "interleaved" where it has a twin, else "sequential"."""
+    return "interleaved" if engine.pairing == "interleaved" and engine.no_twin is None else "sequential"
+
+
+def pairing_note(engine: Engine) -> str | None:
+    """The report's note for an engine that could not pair its rows interleaved, or None."""
+    if pairing_of(engine) == "interleaved":
+        return None
+    why = engine.no_twin or "sequential pairing was asked for"
+    return (f"rows paired sequentially ({why}): each prompt's autoregressive baseline is decoded once, before "
+            "its rows, and every row is measured against it")
 
 
 class PromptMeasurer:
     """Runs every row (a method or a variant of one) on one prompt, ours and transformers' alternately.
 
-    Order per prompt: our AR (the engine's baseline), transformers' AR, our first row (the
-    engine is paused between its baseline and its method run while transformers runs), then
-    per row: ours, transformers' counterpart, and where measured the record=True twin, which goes
-    before or after the record=False run on alternate prompts so that drift cancels. Rows whose
-    counterpart is the same ``generate()`` call (a tree beside its linear draft) share one
-    transformers run. Every row of ours is compared with the prompt's AR output on its own.
-    Last, autoregressive decoding runs once more (`AGAIN`): the same decode timed twice, first and
-    last on the prompt, is how far any row's speedup can move by timing noise alone.
+    Interleaved pairing (`bench_engine`), as the app runs: every row of ours is decoded beside its
+    own autoregressive baseline, step by step on a second cache, and its speedup is over that
+    baseline, timed in the same seconds. Sequential pairing (a backend without a twin): the
+    prompt's baseline is decoded once, before the first row, and every row is over it.
+
+    First the prompt is warmed up (`Engine.warm`: a short untimed decode of each draft the rows
+    use, and of transformers' greedy): the first decode of a prompt pays for shapes and caches
+    that its later decodes do not, and would slow whichever side ran first. Then per row: ours,
+    transformers' counterpart (its greedy generate() after our first row), and where measured the
+    record=True twin, which goes before or after the record=False run on alternate prompts so that
+    drift cancels. Rows whose counterpart is the same ``generate()`` call (a tree beside its linear
+    draft) share one transformers run. Every row of ours is compared with AR's output on its own.
+    Last, autoregressive decoding runs once more (`AGAIN`) against its own baseline: the same
+    decode on both sides of the pairing, how far any row's speedup can move by timing noise alone.
     """
 
     def __init__(self, family: Family, rows: Sequence[Row], base: DecodeParams, record_labels: Sequence[str],
-                 tick: Callable[[str], None], reference: Reference):
+                 tick: Callable[[str], None], reference: Reference, engine: Engine | None = None,
+                 warm: bool = True):
         self.family, self.rows, self.base = family, rows, base
         self.record_labels, self.tick, self.reference = record_labels, tick, reference
+        self.engine = engine if engine is not None else bench_engine(family)
+        self.warm = warm
+
+    @property
+    def pairing(self) -> str:
+        return pairing_of(self.engine)
 
     def _first_run(self, engine, prompt: BenchPrompt, ids: list[int], params: DecodeParams,
                    label: str) -> tuple[RunResult, HFRun | None]:
-        """The engine's baseline, then transformers' greedy generate(), then the method run."""
+        """Sequential: the engine's baseline, then transformers' greedy generate(), then the method run."""
         from decoders.core.events import PhaseStarted
 
         theirs_ar = None
@@ -288,35 +353,61 @@ class PromptMeasurer:
                 return event, theirs_ar
         raise RuntimeError("the engine finished without a result")
 
+    def warm_up(self, prompt: BenchPrompt, ids: list[int], rows: Sequence[Row]) -> None:
+        """The prompt's shapes warmed, untimed: one short decode per draft the rows use (the main
+        model and its twin on the first), then transformers' greedy."""
+        from decoders.core.declarations import get_method
+        from decoders.engine import WARM_TOKENS
+
+        self.tick("warm-up")
+        seen: set[int] = set()
+        for row in rows:
+            helper = row.family.helper if get_method(row.method).needs_helper else None
+            if id(helper) in seen:
+                continue
+            seen.add(id(helper))
+            self.engine.draft_with(row.family)
+            self.engine.warm(prompt.text, row.params)
+        self.reference.greedy(ids, min(WARM_TOKENS, self.base.max_new_tokens))
+
     def measure(self, prompt: BenchPrompt, ids: list[int], repeat: int, flip: bool,
                 record_twins: bool = True) -> Sample:
         from decoders.bench.drafts import Row
         from decoders.bench.variants import Variant
-        from decoders.engine import Engine
 
-        # a fresh engine: the baseline is decoded, not taken from a cache (the bench pairs by its own rows)
-        engine = Engine(self.family, pairing="sequential")
-        sample = Sample(prompt.question_id, prompt.category, prompt.group, repeat, len(ids))
+        engine = self.engine
+        engine.forget_baselines()  # sequential: the baseline is decoded on each prompt, never a cached timing
+        paired = self.pairing == "interleaved"
+        sample = Sample(prompt.question_id, prompt.category, prompt.group, repeat, len(ids), pairing=self.pairing,
+                        baselines={} if paired else UNSET)
         theirs_ar_run: HFRun | None = None
         shared: dict[str, HFRun | None] = {}  # transformers runs by their generate() call
         baseline_row = Row(Variant(BASELINE), self.base.replace(method=BASELINE), self.family, self.reference)
         rows = list(self.rows) or [baseline_row]
+        if self.warm:
+            self.warm_up(prompt, ids, rows)
         for row in rows:
             engine.draft_with(row.family)
             label, params = row.label, row.params
             twin = record_twins and label in self.record_labels
             first_on = twin and flip  # which of the record pair runs first alternates by prompt
             say = f"ours {label}" + (" (recording on)" if first_on else "")
-            if theirs_ar_run is None:
+            if theirs_ar_run is None and not paired:
                 result, theirs_ar_run = self._first_run(engine, prompt, ids, params.replace(record=first_on), say)
+            else:
+                self.tick(say + (" beside ours ar" if paired else ""))
+                result = engine.run(prompt.text, params.replace(record=first_on))
+            if BASELINE not in sample.ours:  # the first row's baseline is the prompt's AR row
                 sample.ours[BASELINE] = OursEntry.of_baseline(result)
                 sample.text = result.baseline.text
-            else:
-                self.tick(say)
-                result = engine.run(prompt.text, params.replace(record=first_on))
+            if theirs_ar_run is None:
+                self.tick(f"{self.reference.name} ar")
+                theirs_ar_run = self.reference.greedy(ids, params.max_new_tokens)
             if row.method == BASELINE:  # an AR-only run keeps the baseline as its AR figures
                 continue
             (sample.record_on if first_on else sample.ours)[label] = OursEntry.of_run(result)
+            if paired and not first_on:
+                sample.own_baselines[label] = OursEntry.of_baseline(result)
             call = row.counterpart
             if call is not None:
                 if call not in shared:
@@ -327,10 +418,15 @@ class PromptMeasurer:
                     sample.theirs[label] = TheirsEntry.of(counterpart, theirs_ar_run.ids)
             if twin:
                 self.tick(f"ours {label}" + ("" if first_on else " (recording on)"))
-                second = OursEntry.of_run(engine.run(prompt.text, params.replace(record=not first_on)))
-                (sample.ours if first_on else sample.record_on)[label] = second
-        self.tick("ours ar again")
-        sample.ours[AGAIN] = OursEntry.of_run(engine.run(prompt.text, self.base.replace(method=BASELINE)))
+                second = engine.run(prompt.text, params.replace(record=not first_on))
+                (sample.ours if first_on else sample.record_on)[label] = OursEntry.of_run(second)
+                if paired and first_on:
+                    sample.own_baselines[label] = OursEntry.of_baseline(second)
+        self.tick("ours ar again" + (" beside ours ar" if paired else ""))
+        again = engine.run(prompt.text, self.base.replace(method=BASELINE))
+        sample.ours[AGAIN] = OursEntry.of_run(again)
+        if paired:
+            sample.own_baselines[AGAIN] = OursEntry.of_baseline(again)
         if theirs_ar_run is not None:
             sample.theirs[BASELINE] = TheirsEntry.of(theirs_ar_run, None)
         sample.compare()

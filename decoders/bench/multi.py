@@ -9,8 +9,9 @@ Fair to both sides in the way the one-backend bench is fair to ours and transfor
 
 * prompt by prompt, the backends take turns going first (torch, llama.cpp on odd prompts;
   llama.cpp, torch on even ones), so that load from other processes hits them alike;
-* every row's speedup is over its own backend's AR on the same prompt, its spread from its own
-  timing noise; ms/token of the two backends are comparable directly (same prompts, same tokens
+* every row's speedup is over its own backend's AR on the same prompt (its own baseline, decoded
+  beside it, where the backend can make a twin of its model: the settings say each row's pairing),
+  its spread from its own timing noise; ms/token of the two backends are comparable directly (same prompts, same tokens
   allowed, same threads);
 * each backend gets its own bandwidth floor (the weights it reads per forward: 98 MB of Q4_1 for
   llama.cpp against 538 MB of float32 for torch, at the one read bandwidth measured in the run)
@@ -45,7 +46,7 @@ from decoders.bench.machine import (
     measure_read_bandwidth,
     verify_cost_curve,
 )
-from decoders.bench.measure import AGAIN, PromptMeasurer, Sample
+from decoders.bench.measure import AGAIN, PromptMeasurer, Sample, bench_engine, pairing_note, pairing_of
 from decoders.bench.prompts import BenchPrompt, group_rank
 from decoders.bench.reference import Reference, reference_for
 from decoders.bench.suite import (
@@ -68,6 +69,7 @@ from decoders.bench.variants import Variant
 from decoders.core.errors import DecodeError
 
 if TYPE_CHECKING:
+    from decoders.engine import Engine
     from decoders.models.family import Family
 
 #: The backends a run may name, in the order `--backends` lists them in help.
@@ -100,8 +102,13 @@ class Lane:
     reference: Reference
     rows: list[Row]
     runnable: Prepared
+    engine: Engine  # the engine its rows are measured with (`bench_engine`), built once
     samples: list[Sample] = field(default_factory=list)
     twins: int = 0  # prompts on which its rows also ran with recording on
+
+    @property
+    def pairing(self) -> str:
+        return pairing_of(self.engine)
 
     @property
     def label(self) -> str:
@@ -185,7 +192,8 @@ def _lane_targets(lane: Lane, targets: Sequence[Target]) -> list[Target]:
 
 
 def _settings_of(lanes: Sequence[Lane], base, limit, repeats: int, record_overhead_every: int) -> dict[str, Any]:
-    each = [_settings(base, lane.rows, limit, repeats, lane.reference, record_overhead_every) for lane in lanes]
+    each = [_settings(base, lane.rows, limit, repeats, lane.reference, record_overhead_every, lane.pairing)
+            for lane in lanes]
     settings = dict(each[0])
     settings["methods"] = [lane.labelled(label) for lane, s in zip(lanes, each, strict=True) for label in s["methods"]]
     settings["variants"] = [{**v, "label": lane.labelled(v["label"]), "backend": lane.backend}
@@ -197,6 +205,8 @@ def _settings_of(lanes: Sequence[Lane], base, limit, repeats: int, record_overhe
     settings["transformers_counterparts"] = {
         lane.labelled(label): call for lane, s in zip(lanes, each, strict=True)
         if lane.reference.name == "transformers" for label, call in s["transformers_counterparts"].items()}
+    settings["pairing"] = {lane.labelled(label): pairing for lane, s in zip(lanes, each, strict=True)
+                           for label, pairing in s["pairing"].items()}
     settings["backends"] = [lane.backend for lane in lanes]
     settings["reference"] = "several"
     settings["references"] = {lane.backend: lane.reference.name for lane in lanes}
@@ -227,7 +237,7 @@ def run_backends(families: Mapping[str, Family], prompts: Sequence[BenchPrompt],
         rows = _rows(family, methods, variants, base, reference, early_exit_layer, own)
         runnable = prepare(family, prompts, limit, base, own)
         notes += [f"[{BACKEND_LABELS.get(backend, backend)}] {note}" for note in own]
-        lanes.append(Lane(backend, family, reference, rows, runnable))
+        lanes.append(Lane(backend, family, reference, rows, runnable, bench_engine(family)))
     runs = _prompt_runs(lanes, notes)
     ids_of = {prompt.question_id: ids for prompt, ids in runs}
 
@@ -235,11 +245,13 @@ def run_backends(families: Mapping[str, Family], prompts: Sequence[BenchPrompt],
     notes += filter(None, [busy_note(load_at_start)])
     say("measuring memory read bandwidth")
     bandwidth = [measure_read_bandwidth(bandwidth_bytes)]
+    for lane in lanes:
+        notes += [f"[{lane.label}] {note}" for note in filter(None, [pairing_note(lane.engine)])]
     if warm_up:
         for lane in lanes:
             prompt, ids = shortest([(p, i[lane.backend]) for p, i in runs])
             say(f"warm-up on {prompt.name} [{lane.label}]")
-            _warm_up(lane.family, lane.reference, prompt, ids, base, lane.rows)
+            _warm_up(lane.engine, lane.reference, prompt, ids, base, lane.rows)
 
     total = len(runs) * repeats
     for repeat in range(repeats):
@@ -254,7 +266,8 @@ def run_backends(families: Mapping[str, Family], prompts: Sequence[BenchPrompt],
                     say(f"{where}: {what}")
 
                 record_labels = [row.label for row in lane.rows] if record_overhead_every else []
-                measurer = PromptMeasurer(lane.family, lane.rows, base, record_labels, tick, lane.reference)
+                measurer = PromptMeasurer(lane.family, lane.rows, base, record_labels, tick, lane.reference,
+                                          lane.engine, warm=warm_up)
                 with_twins = bool(record_labels) and (number - 1) % record_overhead_every == 0
                 sample = measurer.measure(prompt, prompt_ids[lane.backend], repeat, flip=lane.twins % 2 == 1,
                                           record_twins=with_twins)

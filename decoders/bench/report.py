@@ -401,6 +401,29 @@ def params_line(report: BenchReport) -> str:
     return "- parameters: " + ("; ".join(parts) if parts else "none beyond the budget")
 
 
+PAIRING_TEXT = {
+    "interleaved": "interleaved: each with its own autoregressive baseline, decoded beside it step by step on a "
+                   "second cache and timed in the same seconds, as the app runs",
+    "sequential": "sequential: against the prompt's one autoregressive baseline, decoded before its rows",
+}
+
+
+def pairing_line(pairings: dict[str, str] | None, methods: Sequence[str]) -> str:
+    """How each row was paired with autoregressive decoding (`decoders.engine.PAIRINGS`): one
+    clause when every row was paired alike, else the rows of each pairing by name."""
+    if not pairings:  # a report from before rows were paired: the bench paired sequentially then
+        return "- pairing: sequential (every row against the prompt's one baseline; not recorded in this report)"
+    by: dict[str, list[str]] = {}
+    for label in [m for m in methods if m in pairings] + [m for m in pairings if m not in methods]:
+        by.setdefault(pairings[label], []).append(label)
+    if len(by) == 1:
+        (pairing,) = by
+        return f"- pairing: every row {PAIRING_TEXT.get(pairing, pairing)}; each prompt warmed up before it is timed"
+    parts = [f"{', '.join(_method(m) for m in labels)} {PAIRING_TEXT.get(pairing, pairing)}"
+             for pairing, labels in by.items()]
+    return "- pairing: " + "; ".join(parts) + " (see the notes for why)"
+
+
 def settings_lines(report: BenchReport) -> list[str]:
     st, fam, mach = report.settings, report.family, report.machine
     lines = [
@@ -409,6 +432,7 @@ def settings_lines(report: BenchReport) -> list[str]:
         f"- prompts: {len(report.prompts)} (first turn, chat template), {st['max_new_tokens']} new tokens, greedy, "
         f"{st['repeats']} repeat(s)",
         params_line(report),
+        pairing_line(report.settings.get("pairing"), list(report.overall)),
         f"- machine: {mach['processor']}, {mach['cpus']} CPUs, {mach['torch_threads']} torch threads; "
         f"torch {mach['torch']}, transformers {mach['transformers']}; load average (1 min) "
         f"{_load(mach.get('load_average_at_start'))} at start, {_load(mach.get('load_average'))} at the end"
@@ -444,14 +468,17 @@ HOW_TO_READ = (
     "yields), and for draft positions 1, 2, ... the share of those iterations whose token there was accepted. "
     "ms/token includes the prefill. "
     "spread is two standard errors of the speedup: the spread of the per-prompt speedups and the timing noise "
-    "measured on each prompt (the one-token step timed right after the run against the AR baseline's own steps) "
-    "together; the AR row is 1.00x by definition. The Autoregressive [again] row is the same decode timed "
-    "once more, last on each prompt, against the prompt's baseline (timed first): its distance from 1.00x and "
-    "its spread are the noise any other row carries too. "
+    "measured on each prompt (interleaved: the pair's own spread, from the step-to-step jitter and the two "
+    "prefills; sequential: the one-token step timed right after the run against the AR baseline's own steps) "
+    "together; the AR row is 1.00x by definition. Every row is over its own baseline where it was paired "
+    "interleaved (see pairing above); each prompt is warmed up, untimed, before any of it is timed. The "
+    "Autoregressive [again] row is autoregressive decoding against its own baseline, last on each prompt: the "
+    "same decode on both sides of the pairing, so its distance from 1.00x and its spread are the noise any "
+    "other row carries too. "
     "A speedup whose spread reaches 1.00x is no measurable difference. "
     "\"identical to AR\" counts outputs equal to the same side's greedy baseline; \"matches tf\" counts our "
-    "outputs equal to transformers' output for the same method. Each prompt gets a fresh engine (no cached "
-    "baseline) and runs alternate ours / transformers / ours."
+    "outputs equal to transformers' output for the same method. No baseline is reused from one prompt or row "
+    "to the next, and runs alternate ours / transformers / ours."
 )
 
 
@@ -521,12 +548,20 @@ def sweep_table(report: SweepReport) -> str:
                    "identical to AR"), rows)
 
 
+def sweep_pairing_line(pairing: str | None) -> str:
+    """How each value's run was paired with autoregressive decoding (a report from before: sequential)."""
+    if pairing is None:
+        return "- pairing: sequential (every value against the prompt's one baseline; not recorded in this report)"
+    return f"- pairing: every value {PAIRING_TEXT.get(pairing, pairing)}; each prompt warmed up before it is timed"
+
+
 def render_sweep_markdown(report: SweepReport) -> str:
     sw, st, fam = report.sweep, report.settings, report.family
     lines = [f"# tui-decode bench: sweep of {sw.heading()}", "",
              f"- model: {fam['label']} ({fam['backend']}); helper: {fam['helper'] or 'none'}",
              f"- prompts: {len(report.prompts)}, {st['max_new_tokens']} new tokens, greedy, {st['repeats']} "
              f"repeat(s); our AR: {_num(report.ar_ms_per_token, 1)} ms/token",
+             sweep_pairing_line(st.get("pairing")),
              f"- run took {report.elapsed_s:.0f} s, {report.created}", "",
              "Measured: mean tokens/s over mean AR tokens/s (Spec-Bench). Theorem 3.8: E[tokens] / (value * c + 1) "
              "from each run's own acceptance (alpha_hat for speculative decoding) and draft cost c (0 for prompt "

@@ -1,5 +1,9 @@
 """The benchmark: every method on every prompt, ours and transformers' interleaved, into a report.
 
+* every row of ours is paired with its own autoregressive baseline as the app pairs a run
+  (interleaved, step by step on a second cache: `decoders.bench.measure.bench_engine`), and each
+  prompt is warmed up before any of it is timed (`decoders.engine.Engine.warm`), so that the
+  bench, the sweep, ``tui-decode run`` and the app measure the same decode the same way;
 * every output is compared with the autoregressive baseline and with transformers' output, and
   the first divergence is kept, never hidden;
 * the memory-bandwidth floor (weight bytes / read bandwidth measured in the same run) says how
@@ -30,7 +34,7 @@ from decoders.bench.machine import (
     measure_read_bandwidth,
     verify_cost_curve,
 )
-from decoders.bench.measure import AGAIN, PromptMeasurer, Sample
+from decoders.bench.measure import AGAIN, PromptMeasurer, Sample, bench_engine, pairing_note, pairing_of
 from decoders.bench.prompts import BenchPrompt, PromptRecord, select_prompts
 from decoders.bench.reference import Reference, reference_for
 from decoders.bench.targets import Target, evaluate_targets
@@ -41,6 +45,7 @@ from decoders.core.params import DecodeParams
 from decoders.records.codec import Record
 
 if TYPE_CHECKING:
+    from decoders.engine import Engine
     from decoders.models.family import Family
 
 REPORT_SCHEMA = 1
@@ -185,13 +190,12 @@ class BenchReport(Record, kw_only=True):
         return Figures(self.overall, self.groups, self.group_prompts)
 
 
-def _warm_up(family: Family, reference: Reference, prompt: BenchPrompt, ids: list[int], base: DecodeParams,
+def _warm_up(engine: Engine, reference: Reference, prompt: BenchPrompt, ids: list[int], base: DecodeParams,
              rows: Sequence[Row]) -> None:
     """One short untimed pass of every decoder (Spec-Bench warms up too): first calls pay for
-    allocator growth and lazy initialisation that no later run pays."""
-    from decoders.engine import Engine
-
-    engine = Engine(family, pairing="sequential")
+    allocator growth and lazy initialisation that no later run pays. Each prompt is warmed up
+    again before it is timed (`PromptMeasurer.warm_up`); this pass also warms every row's own
+    shapes (its verify widths, its draft's first use)."""
     short = base.replace(max_new_tokens=min(8, base.max_new_tokens))
     engine.run(prompt.text, short)
     calls = {reference.counterpart(BASELINE, short)}
@@ -228,7 +232,7 @@ def _rows(family: Family, methods, variants, base: DecodeParams, reference: Refe
 
 
 def _settings(base: DecodeParams, rows: Sequence[Row], limit, repeats: int, reference: Reference,
-              record_overhead_every: int) -> dict[str, Any]:
+              record_overhead_every: int, pairing: str = "sequential") -> dict[str, Any]:
     return {
         "reference": reference.name,
         "methods": [BASELINE] + [row.label for row in rows], "max_new_tokens": base.max_new_tokens, "limit": limit,
@@ -238,6 +242,8 @@ def _settings(base: DecodeParams, rows: Sequence[Row], limit, repeats: int, refe
         "variants": [row.to_json() for row in rows],
         "transformers_counterparts": {BASELINE: reference.counterpart(BASELINE, base),
                                       **{row.label: row.counterpart for row in rows}},
+        # how each row of ours was paired with autoregressive decoding (`decoders.engine.PAIRINGS`)
+        "pairing": {label: pairing for label in [BASELINE, AGAIN] + [row.label for row in rows]},
     }
 
 
@@ -257,6 +263,8 @@ def run_bench(family: Family, prompts: Sequence[BenchPrompt], methods: Sequence[
     On every ``record_overhead_every``-th prompt (0: never) each drafting row also runs with
     ``record=True`` beside ``record=False``, to measure what recording costs; every prompt
     would double the time of the slowest methods for a figure that needs fewer samples.
+    ``warm_up``: one untimed pass of every row at the start, and each prompt warmed up before it
+    is timed (off: quicker, and first decodes slower than later ones; for tests).
     """
     started = time.perf_counter()
     say = progress or (lambda message: None)
@@ -278,10 +286,12 @@ def run_bench(family: Family, prompts: Sequence[BenchPrompt], methods: Sequence[
     notes += filter(None, [busy_note(load_at_start)])
     say("measuring memory read bandwidth")
     bandwidth = [measure_read_bandwidth(bandwidth_bytes)]
+    engine = bench_engine(family)
+    notes += filter(None, [pairing_note(engine)])
     if warm_up:
         prompt, ids = shortest(runnable)
         say(f"warm-up on {prompt.name}")
-        _warm_up(family, reference, prompt, ids, base, rows)
+        _warm_up(engine, reference, prompt, ids, base, rows)
 
     samples = []
     total = len(runnable) * repeats
@@ -294,7 +304,7 @@ def run_bench(family: Family, prompts: Sequence[BenchPrompt], methods: Sequence[
             def tick(what: str, where: str = where) -> None:
                 say(f"{where}: {what}")
 
-            measurer = PromptMeasurer(family, rows, base, record_labels, tick, reference)
+            measurer = PromptMeasurer(family, rows, base, record_labels, tick, reference, engine, warm=warm_up)
             with_twins = bool(record_labels) and (number - 1) % record_overhead_every == 0
             samples.append(measurer.measure(prompt, ids, repeat, flip=twins % 2 == 1, record_twins=with_twins))
             twins += with_twins
@@ -311,7 +321,7 @@ def run_bench(family: Family, prompts: Sequence[BenchPrompt], methods: Sequence[
                             ar.theirs.ms_per_token if ar.theirs else None)
     return BenchReport(
         family=info, machine={**machine_info(), "load_average_at_start": load_at_start, "verify_cost_curve": curve},
-        settings=_settings(base, rows, limit, repeats, reference, record_overhead_every),
+        settings=_settings(base, rows, limit, repeats, reference, record_overhead_every, pairing_of(engine)),
         prompts=prompt_records(runnable), bandwidth={"runs": bandwidth, "best_gb_per_s": best["gb_per_s"]},
         floor=floor, overall=figures.overall, groups=figures.groups, group_prompts=figures.group_prompts,
         samples=samples, notes=notes,

@@ -11,7 +11,7 @@ from decoders.analysis.theory import cost_aware_speedup, predicted_speedup
 from decoders.bench.aggregate import SideStats
 from decoders.bench.common import known, mean, off_by, rounded
 from decoders.bench.machine import family_info, machine_info
-from decoders.bench.measure import OursEntry
+from decoders.bench.measure import OursEntry, bench_engine, pairing_note, pairing_of
 from decoders.bench.prompts import BenchPrompt, PromptRecord
 from decoders.bench.suite import (
     REPORT_SCHEMA,
@@ -237,9 +237,9 @@ class SweepReport(Record, kw_only=True):
 def run_sweep(family: Family, prompts: Sequence[BenchPrompt], sweep: Sweep, max_new_tokens: int = 64,
               limit: int | None = None, repeats: int = 1, progress: ProgressFn | None = None, *,
               params: DecodeParams | None = None, warm_up: bool = True) -> SweepReport:
-    """Measured speedup against the Theorem 3.8 prediction for each value of one parameter."""
-    from decoders.engine import Engine
-
+    """Measured speedup against the Theorem 3.8 prediction for each value of one parameter: each
+    value's run paired with its own baseline and each prompt warmed up first, as the suite
+    measures (`decoders.bench.suite`)."""
     started = time.perf_counter()
     say = progress or (lambda message: None)
     base = base_params(params, max_new_tokens, repeats)
@@ -255,11 +255,13 @@ def run_sweep(family: Family, prompts: Sequence[BenchPrompt], sweep: Sweep, max_
         at(value).validated()
     notes: list[str] = []
     runnable = prepare(family, prompts, limit, base, notes)
+    # one engine, as the suite's: each value paired with its own baseline where the backend can
+    engine = bench_engine(family)
+    notes += filter(None, [pairing_note(engine)])
     if warm_up:
         prompt, _ = shortest(runnable)
         say(f"warm-up on {prompt.name}")
-        warm = Engine(family, pairing="sequential")
-        warm.run(prompt.text, at(sweep.values[0], base.replace(max_new_tokens=min(8, base.max_new_tokens))))
+        engine.run(prompt.text, at(sweep.values[0], base.replace(max_new_tokens=min(8, base.max_new_tokens))))
 
     per_value: dict[int, list[SweepSample]] = {v: [] for v in sweep.values}
     ar_samples: dict[int, list[OursEntry]] = {v: [] for v in sweep.values}
@@ -267,15 +269,16 @@ def run_sweep(family: Family, prompts: Sequence[BenchPrompt], sweep: Sweep, max_
     for repeat in range(repeats):
         for index, (prompt, _) in enumerate(runnable):
             where = head(repeat * len(runnable) + index + 1, total, prompt)
-            # fresh: the first run decodes the AR baseline before the method
-            engine = Engine(family, pairing="sequential")
-            ar = None
+            engine.forget_baselines()  # sequential: the prompt's baseline decoded before its first value
+            if warm_up:  # the prompt's first decode, untimed (`Engine.warm`)
+                say(f"{where}: warm-up")
+                engine.warm(prompt.text, at(sweep.values[0]))
             # alternate the value order from prompt to prompt so that drift does not favour one end
             values = sweep.values if index % 2 == 0 else tuple(reversed(sweep.values))
             for value in values:
-                say(f"{where}: {'ours ar, then ' if ar is None else ''}{sweep.method} {sweep.name}={value}")
+                say(f"{where}: {sweep.method} {sweep.name}={value} beside ours ar")
                 result = engine.run(prompt.text, at(value))
-                ar = ar or OursEntry.of_baseline(result)
+                ar = OursEntry.of_baseline(result)  # its own (interleaved), else the prompt's (sequential)
                 entry = OursEntry.of_run(result)
                 entry.compare(ar.ms_per_token, None)
                 draft_length = getattr(at(value), method.draft_length) if method.draft_length else None
@@ -289,7 +292,8 @@ def run_sweep(family: Family, prompts: Sequence[BenchPrompt], sweep: Sweep, max_
     return SweepReport(
         family=family_info(family), machine=machine_info(), sweep=sweep,
         settings={"max_new_tokens": base.max_new_tokens, "limit": limit, "repeats": repeats,
-                  "decode_params": base.replace(**method.swept(sweep.name)).to_json()},  # as every run had them
+                  "decode_params": base.replace(**method.swept(sweep.name)).to_json(),  # as every run had them
+                  "pairing": pairing_of(engine)},
         prompts=prompt_records(runnable), ar_ms_per_token=SideStats.of(first, first).ms_per_token,
         rows=[SweepRow.of(v, per_value[v], ar_samples[v]) for v in sweep.values], samples=per_value, notes=notes,
         elapsed_s=round(time.perf_counter() - started, 1))

@@ -149,7 +149,7 @@ def _noise_target(again: MethodStats | None, samples: Sequence[Sample]) -> Targe
         why.append(f"spread {spread:.3f} over the {NOISE_TARGET:.2f} limit")
     if not all(inside):
         why.append(f"outside its spread on {len(inside) - sum(inside)}/{len(inside)} prompts")
-    return Target("ar_noise", "autoregressive against its own baseline (the same decode timed twice)",
+    return Target("ar_noise", "autoregressive against its own baseline (the same decode on both sides)",
                   f"1.00x inside the spread, spread < {NOISE_TARGET:.2f}", f"{speedup:.3f}x +/- {spread:.3f}", met,
                   "; ".join(why) if why else f"spread {NOISE_TARGET - spread:.3f} under the limit",
                   f"inside its own spread on {sum(inside)}/{len(inside)} prompts; the noise floor of every speedup "

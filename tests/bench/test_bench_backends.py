@@ -263,7 +263,7 @@ def test_where_the_ars_part_each_sides_top2_margin_is_kept_and_shown():
                           ids=ids)
         return Sample(7, "writing", "multi_turn", 0, len(prompt), ours={"ar": entry}, backend=backend)
 
-    lanes = [Lane(b, f, None, [], [], samples=[sample(b, ids)])  # type: ignore[arg-type]
+    lanes = [Lane(b, f, None, [], [], None, samples=[sample(b, ids)])  # type: ignore[arg-type]
              for (b, f), ids in zip(families.items(), ([9, 10, 11, 12], [9, 10, 20]), strict=True)]
     found = agreement(lanes, {7: {"torch": prompt, "llamacpp": prompt}})
     assert len(found) == 1

@@ -175,6 +175,32 @@ def test_run_repeats_pools_the_speedups_of_runs_each_beside_its_own_baseline(cap
     assert re.search(r"(faster than|slower than|no measurable difference from) autoregressive.* over 3 runs", flat)
 
 
+def test_run_warms_the_prompt_up_before_its_first_timed_run(capsys, tmp_path, monkeypatch):
+    """As the bench does (issue 36): the prompt's first decode, untimed, then every run measures alike."""
+    from decoders.engine import Engine
+    from tests.support.tiny import save_tiny_model
+
+    calls = []
+    warm, stream = Engine.warm, Engine.stream
+
+    def warming(self, prompt, params, *args, **kwargs):
+        calls.append(("warm", prompt, params.method, params.max_new_tokens))
+        return warm(self, prompt, params, *args, **kwargs)
+
+    def streaming(self, prompt, params, *args, **kwargs):
+        calls.append(("run", prompt, params.method, params.max_new_tokens))
+        return stream(self, prompt, params, *args, **kwargs)
+
+    monkeypatch.setattr(Engine, "warm", warming)
+    monkeypatch.setattr(Engine, "stream", streaming)
+    folder = save_tiny_model(tmp_path / "tiny")
+    code, _, _ = run_cli(capsys, "run", "--main", str(folder), "--method", "pld", "--max-new-tokens", "6",
+                         "--repeats", "2", "--threads", "1", "--prompt", "w1 w2 w3 w1 w2 w3 w1")
+    assert code == 0
+    prompt = "w1 w2 w3 w1 w2 w3 w1"
+    assert calls == [("warm", prompt, "pld", 6), ("run", prompt, "pld", 6), ("run", prompt, "pld", 6)]
+
+
 @pytest.mark.parametrize("value,message", [("0", "--repeats must be in 1..20, got 0"),
                                            ("21", "--repeats must be in 1..20, got 21"),
                                            ("lots", "--repeats takes a whole number in 1..20, got 'lots'")])

@@ -203,6 +203,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         err.print(f"choice: {family.choice_note} (--remeasure measures again)", markup=False, highlight=False)
     engine = Engine(family, pairing=args.pairing)
     params, _ = engine.check(prompt, params)  # fail on bad input before spending model time
+    with err.status("warming up ..."):  # the prompt's first decode, untimed: every run then measures alike
+        engine.warm(prompt, params)
     results = []
     for i in range(args.repeats):
         with err.status("decoding ..." if args.repeats == 1 else f"decoding {i + 1}/{args.repeats} ..."):
