@@ -57,30 +57,28 @@ def helper_cause(alpha: float, gamma: int, c: float, verify_cost: float, per_tok
     gamma = max(gamma, 1)
     T, note = _verify(verify_cost)
     predicted = cost_aware_speedup(alpha, gamma, c, T, per_token)
-    full = cost_aware_speedup(1.0, gamma, c, T, per_token)
-    free = cost_aware_speedup(alpha, gamma, 0.0, T, per_token)
-    at = f"alpha≈{alpha:.2f}, γ={gamma}, a helper forward at {c:.2f} and a verify at {T:.2f} target steps{note}"
+    full = cost_aware_speedup(1.0, gamma, c, T, per_token)  # every draft accepted, at this cost
+    free = cost_aware_speedup(alpha, gamma, 0.0, T, per_token)  # a free helper, at this acceptance
     # the constraint whose relief gains more limits the run more
-    more = (f"acceptance limits it more than cost (every draft accepted would give {full:.2f}x, a free helper "
-            f"{free:.2f}x)" if full >= free else
-            f"cost limits it more than acceptance (a free helper would give {free:.2f}x, every draft accepted "
-            f"{full:.2f}x)")
+    more = (f"acceptance limits it more (every draft accepted: {full:.2f}x; a free helper: {free:.2f}x)"
+            if full >= free else
+            f"cost limits it more (a free helper: {free:.2f}x; every draft accepted: {full:.2f}x)")
     if predicted > 1.0:
-        return Cause("none", f"at {at} the theorem expects {predicted:.2f}x; {more}")
+        return Cause("none", f"the theorem expects {predicted:.2f}x at these figures{note}; {more}")
     if full <= 1.0 and free <= 1.0:  # break-even is not paying
-        return Cause("both", f"acceptance and cost both bind: at {at}, every draft accepted would give only "
-                             f"{full:.2f}x and a free helper only {free:.2f}x")
+        return Cause("both", f"acceptance and cost both bind{note}: every draft accepted would give only "
+                             f"{full:.2f}x, a free helper only {free:.2f}x")
     if full <= 1.0:
-        return Cause("cost", f"cost binds, not acceptance: at {at}, even every draft accepted would give only "
-                             f"{full:.2f}x, while a free helper at this acceptance would give {free:.2f}x")
+        return Cause("cost", f"cost binds, not acceptance{note}: every draft accepted would give only {full:.2f}x, "
+                             f"a free helper {free:.2f}x")
     if free <= 1.0:
-        return Cause("acceptance", f"acceptance binds, not the helper's cost: at {at}, even a free helper would "
-                                   f"give only {free:.2f}x, while every draft accepted would give {full:.2f}x")
+        return Cause("acceptance", f"acceptance binds, not the helper's cost{note}: a free helper would give only "
+                                   f"{free:.2f}x, every draft accepted {full:.2f}x")
     tokens = expected_tokens(alpha, gamma)
     c_even = (tokens * (1 - per_token) - T) / gamma  # the helper cost at which this acceptance breaks even
     alpha_even = _break_even_alpha(gamma, c, T, per_token)
-    return Cause("neither", f"neither alone binds: at {at} it would pay with a helper costing under {c_even:.2f} at "
-                            f"this acceptance, or with alpha above {alpha_even:.2f} at this cost; {more}")
+    return Cause("neither", f"neither alone binds{note}: it would pay with a helper costing under {c_even:.2f} or "
+                            f"with alpha above {alpha_even:.2f}; {more}")
 
 
 def _break_even_alpha(gamma: int, c: float, verify_cost: float, per_token: float) -> float:
@@ -105,10 +103,10 @@ def forward_cause(tau: float, forward_cost: float, most_tokens: float | None = N
     drafting = max(drafting_cost if drafting_cost is not None else cost, 1.0)
     if tau >= cost:
         return Cause("none", f"neither acceptance nor cost binds: {tau:.2f} tokens per target forward outweigh "
-                             f"a forward's cost of {cost:.2f} one-token steps{note}")
+                             f"its cost of {cost:.2f} one-token steps{note}")
     if most_tokens is not None and most_tokens < drafting:
         return Cause("cost", f"cost binds: a drafting forward costs {drafting:.2f} one-token steps{note}, more than "
-                             f"the {most_tokens:.1f} tokens it would yield with every draft accepted")
-    full = f" (every draft accepted would give {most_tokens:.1f})" if most_tokens is not None else ""
+                             f"the {most_tokens:.1f} tokens it yields with every draft accepted")
+    full = f"; every draft accepted: {most_tokens:.1f}" if most_tokens is not None else ""
     return Cause("acceptance", f"acceptance binds: {tau:.2f} tokens per target forward against a forward costing "
-                               f"{cost:.2f} one-token steps{note}; it pays above {cost:.2f} tokens per forward{full}")
+                               f"{cost:.2f} one-token steps{note}{full}")

@@ -283,7 +283,7 @@ def _autoregressive(s: Summary, h: Headline) -> str:
     if h.verdict == "even":
         return f"{said}, so any gap is timing noise"
     if h.verdict in ("unknown", "withheld"):
-        return f"{said}, so it should read 1.00x; with no verdict, this run cannot say how much of the gap is noise"
+        return f"{said}, so it should read 1.00x (no spread measured to judge a gap by)"
     return f"{said}, so it should read 1.00x, and {h.speedup:.2f}x is beyond the spread: {_whose(s, h.speedup > 1.0)}"
 
 
@@ -298,7 +298,7 @@ def _unaccounted(s: Summary, h: Headline, implied_speed: float | None) -> str:
         return ""
     higher = h.speedup > implied_speed
     return (f"its own tau and step costs imply {implied_speed:.2f}x, {'below' if higher else 'above'} the measured "
-            f"{h.speedup:.2f}x by more than the spread: {_whose(s, higher)}")
+            f"{h.speedup:.2f}x beyond the spread: {_whose(s, higher)}")
 
 
 def _whose(s: Summary, higher: bool) -> str:

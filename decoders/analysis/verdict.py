@@ -30,7 +30,7 @@ def verdict(speedup: float, spread: float | None, threshold: float = 0.0) -> Ver
     threshold) or the figures are not numbers (NaN, infinity): colour only what is measured."""
     if not math.isfinite(speedup) or not math.isfinite(threshold):
         return "unknown"
-    if abs(speedup - 1.0) <= max(threshold, 0.0):
+    if threshold > 0 and abs(speedup - 1.0) <= threshold:
         return "even"
     if spread is None or not math.isfinite(spread):
         return "unknown"
@@ -62,6 +62,7 @@ class Headline:
 def headline(s: Summary, threshold: float = 0.0) -> Headline:
     """``s``'s headline: the decode speedup with its spread where measured, else the end-to-end
     speedup with its own spread (the decode one where that was not measured)."""
+    speed: float | None
     if s.speedup_decode is not None:
         speed, spread, decode = s.speedup_decode, s.speedup_spread, True
     else:
