@@ -95,18 +95,18 @@ def _break_even_alpha(gamma: int, c: float, verify_cost: float, per_token: float
 
 def forward_cause(tau: float, forward_cost: float, most_tokens: float | None = None,
                   drafting_cost: float | None = None) -> Cause:
-    """What binds a method that drafts with nothing: ``tau`` tokens per target forward against a
-    forward costing ``forward_cost`` one-token steps on average. ``most_tokens``: what a drafting
+    """What binds a method that drafts with nothing: ``tau`` tokens per decode forward (the prefill's
+    left out) against a forward costing ``forward_cost`` one-token steps on average. ``most_tokens``: what a drafting
     forward would yield with every draft accepted (the mean draft length plus one), against what
     it cost (``drafting_cost``; the average where not known); None: not known."""
     cost, note = _verify(forward_cost)
     drafting = max(drafting_cost if drafting_cost is not None else cost, 1.0)
     if tau >= cost:
-        return Cause("none", f"neither acceptance nor cost binds: {tau:.2f} tokens per target forward outweigh "
+        return Cause("none", f"neither acceptance nor cost binds: {tau:.2f} tokens per decode forward outweigh "
                              f"its cost of {cost:.2f} one-token steps{note}")
     if most_tokens is not None and most_tokens < drafting:
         return Cause("cost", f"cost binds: a drafting forward costs {drafting:.2f} one-token steps{note}, more than "
                              f"the {most_tokens:.1f} tokens it yields with every draft accepted")
     full = f"; every draft accepted: {most_tokens:.1f}" if most_tokens is not None else ""
-    return Cause("acceptance", f"acceptance binds: {tau:.2f} tokens per target forward against a forward costing "
+    return Cause("acceptance", f"acceptance binds: {tau:.2f} tokens per decode forward against a forward costing "
                                f"{cost:.2f} one-token steps{note}{full}")

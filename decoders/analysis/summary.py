@@ -266,7 +266,7 @@ def _why(s: Summary, method_def: Method | None, h: Headline, own_words: bool) ->
         if found is not None:
             parts.append(found.words)
     forward = _forward_cost(s)
-    own = s.implied_speedup or (s.tau / forward[0] if forward and s.tau else None)  # a saved run from before
+    own = s.implied_speedup or (forward[0] / forward[1] if forward else None)  # a saved run from before
     remark = _unaccounted(s, h, own)
     if remark:
         parts.append(remark)
@@ -326,23 +326,32 @@ def _number(value: Any) -> float | None:
     return None
 
 
-def _forward_cost(s: Summary) -> tuple[float, float | None] | None:
-    """A method that drafts with nothing: (what a target forward cost on average, in one-token
-    steps; the tokens a drafting forward would yield with every draft accepted, None: not known).
-    From the run's own steps where measured (`implied`), else its drafting forwards at the verify
-    cost and the rest at one step (a saved run from before); None where neither is there, or for
-    a method with a helper."""
-    if "c_hat" in s.extras or not s.tau or not s.drafted:
+def _decode_tau(s: Summary) -> float | None:
+    """Tokens per decode forward: the first iteration (the prefill, one token) left out, as the
+    decode speedup and `implied` leave it out."""
+    if s.iterations > 1 and s.tokens > 1:
+        return (s.tokens - 1) / (s.iterations - 1)
+    return s.tau
+
+
+def _forward_cost(s: Summary) -> tuple[float, float, float | None] | None:
+    """A method that drafts with nothing: (tokens per decode forward; what a decode forward cost on
+    average, in one-token steps; the tokens a drafting forward would yield with every draft
+    accepted, None: not known). The cost from the run's own steps where measured (`implied`), else
+    its drafting forwards at the verify cost and the rest at one step (a saved run from before);
+    None where neither is there, or for a method with a helper."""
+    tau = _decode_tau(s)
+    if "c_hat" in s.extras or not tau or not s.drafted:
         return None
     hist = s.acceptance_length_histogram
     drafts = sum(hist) if hist else None
     most = s.drafted / drafts + 1 if drafts else None
     if s.implied_speedup:  # the forward's cost measured in the run's own steps
-        return s.tau / s.implied_speedup, most
+        return tau, tau / s.implied_speedup, most
     if s.verify_cost and drafts and s.iterations:
-        return (drafts * s.verify_cost + max(s.iterations - drafts, 0)) / s.iterations, most
+        return tau, (drafts * s.verify_cost + max(s.iterations - drafts, 0)) / s.iterations, most
     if s.verify_cost:
-        return s.verify_cost, most
+        return tau, s.verify_cost, most
     return None
 
 
@@ -365,6 +374,6 @@ def cause_of(s: Summary) -> Cause | None:
             return None
         return helper_cause(alpha, int(gamma), c, verify, _number(x.get("catch_up_cost")) or 0.0)
     forward = _forward_cost(s)
-    if forward is None or not s.tau:
+    if forward is None:
         return None
-    return forward_cause(s.tau, forward[0], forward[1], s.verify_cost)
+    return forward_cause(forward[0], forward[1], forward[2], s.verify_cost)
