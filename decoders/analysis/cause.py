@@ -15,8 +15,8 @@ Beside that, the one whose relief gains more (every draft accepted against a fre
 as what limits the run more: also where the theorem expects the run to pay and it did not.
 
 A method that drafts with nothing (prompt lookup, Jacobi, lookahead) has no helper to cost: tau
-tokens per target forward against a forward costing T one-token steps; it pays above T tokens
-per forward, and only the cost binds where even every draft accepted would yield no more.
+tokens per decode forward against a forward costing T one-token steps; it pays above T tokens
+per forward, and the cost binds where even every draft accepted would yield no more.
 """
 
 from __future__ import annotations
@@ -95,10 +95,11 @@ def _break_even_alpha(gamma: int, c: float, verify_cost: float, per_token: float
 
 def forward_cause(tau: float, forward_cost: float, most_tokens: float | None = None,
                   drafting_cost: float | None = None) -> Cause:
-    """What binds a method that drafts with nothing: ``tau`` tokens per decode forward (the prefill's
-    left out) against a forward costing ``forward_cost`` one-token steps on average. ``most_tokens``: what a drafting
-    forward would yield with every draft accepted (the mean draft length plus one), against what
-    it cost (``drafting_cost``; the average where not known); None: not known."""
+    """What binds a method that drafts with nothing: ``tau`` tokens per decode forward (the
+    prefill's left out) against a forward costing ``forward_cost`` one-token steps on average.
+    ``most_tokens``: what a drafting forward would yield with every draft accepted (the mean draft
+    length plus one; None: not known), against what it cost (``drafting_cost``; the average where
+    not known)."""
     cost, note = _verify(forward_cost)
     drafting = max(drafting_cost if drafting_cost is not None else cost, 1.0)
     if tau >= cost:
