@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from decoders.analysis.calibration import Calibration, widen
+from decoders.analysis.sentence import explain, sentence
 from decoders.analysis.stats import DecodeStats
 from decoders.analysis.timing import (
     Drift,
@@ -14,20 +15,19 @@ from decoders.analysis.timing import (
     one_token_steps,
     paired_drift,
     paired_speedup,
-    ratio_text,
     rse,
     step_jitter,
     time_to,
     wall_spread,
 )
-from decoders.core.declarations import baseline_method
+from decoders.analysis.verdict import withheld
 from decoders.records.summary import ALWAYS_SAVED, NEAR_TIE, Summary
 
 if TYPE_CHECKING:
     from decoders.core.params import DecodeParams
     from decoders.records.run import Run
 
-__all__ = ["ALWAYS_SAVED", "NEAR_TIE", "Summary", "explain", "first_divergence", "summarize"]
+__all__ = ["ALWAYS_SAVED", "NEAR_TIE", "Summary", "explain", "first_divergence", "sentence", "summarize"]
 
 
 def _calibrated(s: Summary, calibration: Calibration) -> None:
@@ -104,6 +104,9 @@ def summarize(method: Run, baseline: Run, params: DecodeParams, prompt_tokens: i
         if multi and base_fwd:
             # how many one-token forwards a verify forward costs; the theorem assumes 1
             s.verify_cost = round(sum(multi) / len(multi) / base_fwd, 3)
+    implied_speed, own_step = implied(method, base_fwd)
+    s.implied_speedup = round(implied_speed, 3) if implied_speed and round(implied_speed, 3) > 0 else None
+    s.own_step_ms = None if own_step is None else round(own_step, 3)
     if method_def.extras is not None:
         s.extras = method_def.extras(method, stats, params, s)
     if params.greedy:
@@ -181,61 +184,26 @@ def _speedups(s: Summary, method: Run, baseline: Run, probe_ms: list[float]) -> 
             s.speedup_wall_spread = None if spread is None else round(max(spread, s.speedup_spread), 3)
 
 
-#: A sequential pairing whose drift moved the machine's step time more than this share cannot say
-#: whether the change happened before the run or inside it: its verdict is withheld.
-DRIFT_WITHHELD = 0.2
-#: An interleaved run whose machine moved more than this share is told so (the ratio holds).
-MACHINE_MOVED = 0.10
+#: Own one-token steps a run needs before they stand for its step time (`implied`).
+OWN_STEPS = 3
 
 
-def explain(s: Summary, method_def) -> str:
-    """The sentence under the figures: the decode speedup's verdict (the figure above it, with its
-    spread), how the baseline was paired when the machine moved, then why, from the run's own
-    figures. It never states a verdict the figures do not hold."""
-    sentence = _why(s, method_def)
-    return f"{sentence} {_machine(s)}".strip()
-
-
-def _machine(s: Summary) -> str:
-    if s.pairing == "interleaved" and s.machine_change is not None and abs(s.machine_change - 1) >= MACHINE_MOVED:
-        return (f"The machine's step time moved {s.machine_change:.2f}x during the run; the baseline stepped in "
-                "alternation with it, so both saw the change and the ratio holds.")
-    return ""
+def implied(method: Run, base_fwd: float) -> tuple[float | None, float | None]:
+    """(the speedup the run's own tau and step costs imply, its own one-token step in ms): decode
+    tokens per the time its iterations spent drafting and verifying, in its own one-token steps
+    (the baseline's where it took under `OWN_STEPS`). Beside the measured speedup it says whether
+    the run's own figures account for what was measured (`explain`)."""
+    own = one_token_steps(method)
+    own_step = sum(own) / len(own) if len(own) >= OWN_STEPS else None
+    unit = own_step or base_fwd
+    decode = method.iters[1:]  # iteration 0 also prefills the prompt
+    tokens = sum(len(it.emit) for it in decode)
+    cost = sum(it.t_draft_ms + it.t_verify_ms for it in decode)
+    if not tokens or cost <= 0 or not unit:
+        return None, own_step
+    return tokens * unit / cost, own_step
 
 
 def drift_withheld(s: Summary) -> bool:
-    """A sequential pairing whose drift is too large to trust a verdict from: read from the probe
-    after the run (not from the run's own steps), it cannot say when the machine changed."""
-    return (s.pairing == "sequential" and s.drift is not None and not s.drift_own_steps
-            and abs(s.drift - 1) > DRIFT_WITHHELD)
-
-
-def _why(s: Summary, method_def) -> str:
-    speed = s.speedup_wall
-    if speed is None:
-        return "No tokens were timed."
-    if s.speedup_decode is not None:  # the steady state: the prefill is reported apart (ttft)
-        speed = s.speedup_decode
-    if drift_withheld(s):
-        raw = f", {s.speedup_decode_raw:.2f}x raw" if s.speedup_decode_raw is not None else ""
-        headline = (f"the machine's speed changed during the run (its steps took {s.drift:.2f}x as long after it as "
-                    f"in the baseline before it), so no verdict: {speed:.2f}x corrected{raw}; run again, or pair "
-                    "the baseline interleaved")
-    else:
-        headline = ratio_text(speed, s.speedup_spread)
-    if s.compared_tokens is not None and s.compared_tokens < s.tokens or \
-            (s.compared_tokens is not None and s.finish == "cancelled"):
-        headline += f", over the first {s.compared_tokens} tokens"
-    if s.method == baseline_method().name:
-        return (f"{headline[0].upper()}{headline[1:]}: autoregressive decoding is the baseline itself, one target "
-                f"forward per token ({s.decode_ms_per_token or s.method_ms_per_token:.1f} ms/token here against "
-                f"{s.baseline_decode_ms_per_token or s.baseline_ms_per_token:.1f} in the baseline run), so any gap "
-                "is timing noise.")
-    tau = s.tau or 0.0
-    cost = s.verify_cost
-    cost_txt = f"a verify forward cost {cost:.2f}x a one-token step" if cost else "no forward verified a draft"
-    if method_def.explain is not None:
-        return f"{headline[0].upper()}{headline[1:]}: {method_def.explain(s, cost_txt)}."
-    return (f"{headline[0].upper()}{headline[1:]}: {method_def.noun or method_def.label.lower()} emitted "
-            f"{tau:.2f} tokens per target forward, {s.accepted or 0} of {s.drafted or 0} drafted tokens accepted, "
-            f"and {cost_txt}.")
+    """A sequential pairing whose drift is too large to trust a verdict from (`verdict.withheld`)."""
+    return withheld(s)

@@ -30,6 +30,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Generator, Sequence
 
+from decoders.analysis.verdict import ratio_text as ratio_text  # declared there, read here by older callers
+from decoders.analysis.verdict import verdict as verdict
 from decoders.core.events import PhaseStarted, Progress
 
 if TYPE_CHECKING:
@@ -231,34 +233,6 @@ def decode_rate(run: Run) -> tuple[float | None, int]:
     tokens = sum(len(it.emit) for it in run.iters[1:])
     ms = run.iters[-1].t_end_ms - run.iters[0].t_end_ms
     return (ms / tokens if tokens and ms > 0 else None), tokens
-
-
-def verdict(speedup: float, spread: float | None) -> str:
-    """"faster" or "slower" when the speedup is beyond its spread, "even" inside it, and "unknown"
-    when no spread was measured (a saved run from before the probe) or the figures are not numbers
-    (NaN, infinity): colour only what is measured."""
-    if spread is None or not math.isfinite(speedup) or not math.isfinite(spread):
-        return "unknown"
-    if abs(speedup - 1.0) <= spread:
-        return "even"
-    return "faster" if speedup > 1.0 else "slower"
-
-
-def ratio_text(speedup: float, spread: float | None, than: str = "autoregressive") -> str:
-    """"1.35x faster than autoregressive (+/- 0.04)", "3.12x slower than ... (0.32x +/- 0.01)" (the
-    spread belongs to the speedup, so a slowdown shows both), or "no measurable difference from ...
-    (0.98x +/- 0.03)" when the speedup is inside its spread; "speedup n/a" when it is not a
-    positive number (NaN, infinity: nothing was measured)."""
-    if not (math.isfinite(speedup) and speedup > 0):
-        return f"speedup over {than} n/a"
-    if spread is not None and not math.isfinite(spread):
-        spread = None
-    if spread is not None and abs(speedup - 1.0) <= spread:
-        return f"no measurable difference from {than} ({speedup:.2f}x +/- {spread:.2f})"
-    if speedup >= 1.0:
-        return f"{speedup:.2f}x faster than {than}" + (f" (+/- {spread:.2f})" if spread else "")
-    # the spread is of the speedup itself: shown beside it, not beside its inverse
-    return f"{1.0 / speedup:.2f}x slower than {than}" + (f" ({speedup:.2f}x +/- {spread:.2f})" if spread else "")
 
 
 def context_bucket(length: int) -> int:

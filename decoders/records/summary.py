@@ -62,6 +62,10 @@ class Summary(msgspec.Struct, kw_only=True):
     per_position_acceptance_conditional: list[Prob | None] | None = None  # accepted at i / drafts judged at i
     acceptance_length_histogram: list[Count] | None = None  # [n]: drafts with n tokens accepted
     verify_cost: Positive | None = None  # a verify forward in one-token forwards
+    # what the run's tau and its own step costs imply: decode tokens per (draft + verify) time, in
+    # its own one-token steps (the baseline's where it took fewer than three); see `explain`
+    implied_speedup: Ratio | None = None
+    own_step_ms: Ms | None = None  # the run's own one-token decode steps, mean (None: under three)
     identical: bool | None = None
     first_divergence: Count | None = None
     divergence: dict[str, Any] | None = None  # at, margin (top-2 logits), top2, baseline, method tokens

@@ -334,7 +334,7 @@ async def test_a_speedup_too_long_for_the_statistics_pane_breaks_before_its_spre
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         lines = screen_lines(app)
-        head = next(line for line in lines if "3.09x slower" in line)
+        head = next(line for line in lines if "speedup" in line and "3.09x slower" in line)  # not the sentence
         assert "(0.32x" not in head, head
         assert any("(0.32x; spread not measured)" in line for line in lines), "\n".join(lines)
 
@@ -357,3 +357,32 @@ async def test_the_sentence_comes_first_in_the_statistics_pane_and_is_in_view_at
             words = result.summary.explanation.split()[:3]
             shown = " ".join(line.text for line in explanation.render_lines(explanation.region.reset_offset))
             assert " ".join(words) in " ".join(shown.split())
+
+
+@pytest.mark.parametrize(("figures", "says", "colour"), [
+    ((1.37, 0.20), "1.37x faster than autoregressive (+/- 0.20)", "faster"),
+    ((1.02, 0.10), "No measurable difference from autoregressive (1.02x +/- 0.10)", "even"),
+    ((0.62, 0.05), "1.61x slower than autoregressive (0.62x +/- 0.05)", "slower"),
+])
+async def test_an_opened_runs_sentence_says_what_its_headline_says(figures, says, colour):
+    """A saved autoregressive run whose file says "so any gap from 1.00x is timing noise", its figures
+    read 1.37x +/- 0.20 (faster), 1.02x (inside the spread) or 0.62x (slower): the pane's sentence is
+    derived from the figures above it (issue 36), in the headline's words and with its verdict."""
+    from decoders.analysis.verdict import headline
+
+    result = RunResult.load(DATA / "run_ar.json")
+    result.summary.speedup_decode, result.summary.speedup_spread = figures
+    assert "any gap from 1.00x is timing noise" in result.summary.explanation  # what the file holds
+    app = TuiDecodeApp(None, opened=result, opened_name="run_ar.json", runs_folder=Path("/nonexistent/runs"),
+                       cursor_blink=False)
+    async with app.run_test(size=(200, 60)) as pilot:
+        await pilot.pause()
+        explanation = app.main_screen.stats.query_one("#explanation")
+        sentence = " ".join(" ".join(line.text for line in
+                                     explanation.render_lines(explanation.region.reset_offset)).split())
+        assert sentence.startswith(says), sentence
+        assert headline(result.summary).verdict == colour
+        assert ("any gap is timing noise" in sentence) == (colour == "even"), sentence
+        figures_text = " ".join(" ".join(line.text for line in app.main_screen.stats.query_one("#figures")
+                                         .render_lines(explanation.region.reset_offset)).split())
+        assert "decode speedup" in figures_text, figures_text

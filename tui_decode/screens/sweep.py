@@ -27,7 +27,7 @@ from textual.widgets import Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from decoders.analysis.summary import Summary
-from decoders.analysis.timing import verdict
+from decoders.analysis.verdict import headline
 from decoders.core.declarations import ParamSpec
 from decoders.core.errors import DecodeError
 from decoders.core.events import PhaseStarted
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from tui_decode.state.settings import Settings
 
 MAX_VALUES = 8  # values one sweep runs: about eight method runs on the current prompt
-VERDICT_WORD = {"faster": "faster", "slower": "slower", "even": "even", "unknown": ""}
+VERDICT_WORD = {"faster": "faster", "slower": "slower", "even": "even", "unknown": "", "withheld": "no verdict"}
 
 
 def sweep_values(spec: ParamSpec, current: int, limit: int = MAX_VALUES) -> list[int]:
@@ -256,13 +256,12 @@ class SweepScreen(ModalScreen[None]):
             grid.add_column(column, no_wrap=True)
         for m in sorted(self.points, key=lambda m: m.value):
             s = m.summary
-            speed = headline_speed(s)
-            if speed is None:
+            h = headline(s)  # the figure, spread and verdict the main screen gives
+            if h.speedup is None:
                 words = "–"
             else:
-                v = verdict(speed, s.speedup_spread)
-                noise = f" ± {s.speedup_spread:.2f}" if s.speedup_spread is not None else ""
-                words = f"{speed:.2f}x{noise} {VERDICT_WORD[v]}"
+                noise = f" ± {h.spread:.2f}" if h.spread is not None else ""
+                words = f"{h.speedup:.2f}x{noise} {VERDICT_WORD[h.verdict]}"
             same = "–" if s.identical is None else "yes" if s.identical else f"no @{s.first_divergence}"
             grid.add_row(str(m.value), words, f"{s.tau:.2f}" if s.tau is not None else "–",
                          acceptance_text(s, m.judged, named=False), same)

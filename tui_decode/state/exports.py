@@ -10,7 +10,7 @@ import io
 import math
 from collections.abc import Sequence
 
-from decoders.analysis.timing import verdict
+from decoders.analysis.verdict import headline
 from decoders.records.summary import Summary
 from tui_decode.state.run_summary import acceptance_text, judged_drafts
 
@@ -19,13 +19,13 @@ COLUMNS = ("speedup", "spread", "verdict", "end_to_end", "tau", "accept_rate", "
 
 def summary_cells(s: Summary) -> list[str]:
     """One summary's cells, in `COLUMNS` order ("" for a figure not measured)."""
-    speed = s.speedup_decode if s.speedup_decode is not None else s.speedup_wall
+    h = headline(s)  # the figure, spread and verdict every surface gives
 
     def num(x: float | None, fmt: str = "{:.3f}") -> str:
         return "" if x is None else "n/a" if not math.isfinite(x) else fmt.format(x)
 
     same = "" if s.identical is None else str(s.identical).lower()
-    return [num(speed), num(s.speedup_spread), "" if speed is None else verdict(speed, s.speedup_spread),
+    return [num(h.speedup), num(h.spread), "" if h.speedup is None else h.verdict,
             num(s.speedup_wall), num(s.tau), num(s.accept_rate), same, str(s.tokens), s.pairing or ""]
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from decoders.analysis.summary import Summary, first_divergence
+from decoders.analysis.verdict import headline
 from decoders.core.declarations import get_method
 from decoders.core.errors import DecodeError
 from decoders.records.run import Run, RunResult
@@ -100,20 +101,20 @@ def clip(text: str, width: int) -> str:
 
 
 def headline_speed(s: Summary) -> float | None:
-    """The speedup a run is judged by: decode (the prefill apart) when measured, else end to end.
-    The status line, the explanation and the history all show this one."""
-    return s.speedup_decode if s.speedup_decode is not None else s.speedup_wall
+    """The speedup a run is judged by: decode (the prefill apart) when measured, else end to end
+    (`decoders.analysis.verdict.headline`). The status line, the explanation and the history all
+    show this one."""
+    return headline(s).speedup
 
 
 def speedup_text(result: RunResult) -> str:
     """The history's speedup cell: the decode speedup with its spread, the figure the status line
     gives; a run without a decode rate (too few tokens) shows its end-to-end one, marked "e2e"."""
-    s = result.summary
-    speed = headline_speed(s)
-    if speed is None:
+    h = headline(result.summary)
+    if h.speedup is None:
         return "–"
-    spread = f" ±{s.speedup_spread:.2f}" if s.speedup_spread else ""
-    return f"{speed:.2f}x{spread}" + (" e2e" if s.speedup_decode is None else "")
+    spread = f" ±{h.spread:.2f}" if h.spread else ""
+    return f"{h.speedup:.2f}x{spread}" + ("" if h.decode else " e2e")
 
 
 def identical_text(result: RunResult) -> str:

@@ -121,7 +121,9 @@ def run_title(result: RunResult) -> str:
 
 def summary_table(result: RunResult) -> Table:
     s = result.summary
-    table = Table(title=run_title(result), caption=s.explanation, caption_justify="left", show_header=False)
+    from decoders.analysis.summary import sentence
+
+    table = Table(title=run_title(result), caption=sentence(s), caption_justify="left", show_header=False)
     table.add_column("figure", style="bold")
     table.add_column("value", justify="right")
     for label, value in summary_rows(s, judged_drafts(result.method)):

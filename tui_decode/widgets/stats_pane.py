@@ -18,9 +18,9 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from decoders.analysis.summary import Summary, drift_withheld
+from decoders.analysis.summary import Summary, sentence
 from decoders.analysis.theory import cost_aware_speedup
-from decoders.analysis.timing import verdict
+from decoders.analysis.verdict import Verdict, headline, verdict
 from decoders.core.declarations import Figure, get_method
 from decoders.core.errors import DecodeError
 from decoders.records.run import RunResult
@@ -56,15 +56,20 @@ def _ms(x: float) -> str:
     return f"{x:.0f}" if x >= 100 else f"{x:.1f}" if x >= 1 else f"{x:.2f}"
 
 
-def speed_text(speed: float, spread: float | None) -> tuple[str, str]:
+def speed_text(speed: float, spread: float | None, v: Verdict | None = None) -> tuple[str, str]:
     """(words, verdict) for a speedup: "1.35x +/- 0.04 faster", "3.09x slower (0.32x +/- 0.02)",
-    "no measurable difference (0.97x +/- 0.05)" inside the spread; never "0.32x slower"."""
+    "no measurable difference (0.97x +/- 0.05)" inside the spread; never "0.32x slower". ``v``:
+    the verdict as the headline gives it (`decoders.analysis.verdict.headline`), else the
+    speedup's own against its spread."""
     if not (math.isfinite(speed) and speed > 0):  # nothing measured: never "nanx slower"
         return "n/a", "unknown"
     if spread is not None and not math.isfinite(spread):
         spread = None
-    v = verdict(speed, spread)
+    if v is None:
+        v = verdict(speed, spread)
     noise = f" +/- {spread:.2f}" if spread is not None else ""
+    if v == "withheld":
+        return f"no verdict: the machine's speed changed ({speed:.2f}x corrected)", v
     if v == "even":
         return f"no measurable difference ({speed:.2f}x{noise})", v
     if v == "unknown":
@@ -209,18 +214,21 @@ class StatsPane(VerticalScroll):
         else:
             grid.add_row("ms / token",
                          f"{s.method_ms_per_token or 0:.1f} (baseline {s.baseline_ms_per_token or 0:.1f})")
-        if s.speedup_decode is not None and drift_withheld(s):  # no verdict, in no colour
+        h = headline(s)  # the figure the run is judged by, its spread and verdict: the sentence's too
+        if s.speedup_decode is not None and h.verdict == "withheld":  # no verdict, in no colour
             raw = f" · {s.speedup_decode_raw:.2f}x raw" if s.speedup_decode_raw is not None else ""
             grid.add_row("decode speedup", f"{s.speedup_decode:.2f}x corrected{raw} · machine's speed changed")
         elif s.speedup_decode is not None:
-            speed = self._speed(s.speedup_decode, s.speedup_spread)
+            speed = self._speed(s.speedup_decode, h.spread, h.verdict)
             if s.speedup_decode_raw is not None and abs(s.speedup_decode_raw - s.speedup_decode) >= 0.005:
                 speed.append(f" · raw {s.speedup_decode_raw:.2f}x", style="dim")
             grid.add_row("decode speedup", speed)
         if s.speedup_wall is not None:
-            wall_spread = s.speedup_wall_spread if s.speedup_wall_spread is not None else s.speedup_spread
-            grid.add_row("end to end" if s.speedup_decode is not None else "speedup",
-                         self._speed(s.speedup_wall, wall_spread))
+            if h.decode:  # the end-to-end figure beside the headline, judged by its own spread
+                wall_spread = s.speedup_wall_spread if s.speedup_wall_spread is not None else s.speedup_spread
+                grid.add_row("end to end", self._speed(s.speedup_wall, wall_spread))
+            else:  # too few tokens for a decode rate: the end-to-end figure is the headline
+                grid.add_row("speedup", self._speed(s.speedup_wall, h.spread, h.verdict))
         paired = pairing_text(s)
         if paired:
             grid.add_row("paired", paired)
@@ -251,12 +259,13 @@ class StatsPane(VerticalScroll):
         self._shown_summary = (s, per_iter, baseline_tokens, judged)
         self.acceptance.show(s)
         self._plot(gamma_plot_data(s) if curve else None)  # None for a curve that is not one
-        self.explanation.update(Text(s.explanation, style="italic"))
+        self.explanation.update(Text(sentence(s), style="italic"))  # from the figures above it
 
-    def _speed(self, speed: float, spread: float | None) -> Text:
+    def _speed(self, speed: float, spread: float | None, v: Verdict | None = None) -> Text:
         """A speedup in words, green only beyond its spread when faster, red only beyond it when
-        slower, plain inside it (or with no spread measured); on two lines where one is too narrow."""
-        words, v = speed_text(speed, spread)
+        slower, plain inside it (or with no spread measured); on two lines where one is too narrow.
+        ``v``: the headline's verdict where this is the headline."""
+        words, v = speed_text(speed, spread, v)
         label_width = len("decode speedup") + 1  # the longest label of the grid, and its padding
         words = speed_lines(words, self.content_region.width - label_width if self.size.width else len(words))
         style = component_style(self, {"faster": "stats-pane--faster", "slower": "stats-pane--slower"}

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from decoders.analysis.verdict import headline
 from tui_decode.state.live_run import LiveRun
 from tui_decode.state.settings import input_error
 from tui_decode.widgets import DetailContext
-from tui_decode.widgets.stats_pane import headline_speed
 from tui_decode.widgets.stats_pane import speed_text as speed_words
 
 if TYPE_CHECKING:
@@ -176,9 +176,9 @@ class RunLifecycle:
         seconds = self.live.elapsed() if self.live is not None else 0.0
         self.show_result(result, streamed=True)
         summary = result.summary
-        speed = headline_speed(summary)
-        speed_text = ("vs autoregressive: " + speed_words(speed, summary.speedup_spread)[0]
-                      if speed is not None else "no timing")
+        h = headline(summary)  # the figure, spread and verdict the statistics pane and the sentence give
+        speed_text = ("vs autoregressive: " + speed_words(h.speedup, h.spread, h.verdict)[0]
+                      if h.speedup is not None else "no timing")
         if result.method.finish == "cancelled":
             self.status.set(f"cancelled after {summary.tokens} tokens ({seconds:.1f} s); the partial run stays: "
                             f"{speed_text}", "cancelled")
