@@ -185,6 +185,8 @@ class TuiDecodeApp(App[int]):
                             main.action_sweep)
         yield SystemCommand("Show iteration detail", "Maximise the selected iteration's detail (d)",
                             main.action_toggle_detail)
+        yield SystemCommand("Statistics", "Focus the statistics pane; the arrows scroll its figures (i)",
+                            main.action_focus_stats)
         yield SystemCommand("Run history", "The session's runs; mark two and compare them (h)", main.action_history)
         yield SystemCommand("Compare with the baseline", "The run shown beside its autoregressive baseline (c)",
                             main.action_compare_baseline)

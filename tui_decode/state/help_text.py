@@ -176,6 +176,7 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("m · g · [ ]", "next method · greedy / sampling · shorter / longer draft"),
     ("t · e · f", "chat template · edit the prompt · switch model family"),
     ("d · enter", "the selected iteration's detail, full screen"),
+    ("i", "the statistics pane: the arrow and page keys scroll its figures (tab reaches it too)"),
     ("s", "sweep the draft length over up to 8 values and plot each measured speedup"),
     ("r", "repeat the current settings 5 times, each beside its own baseline, and pool the speedups"),
     ("h", "the run history: the last two runs marked; enter compares them, space marks others, x exports it"),

@@ -60,7 +60,7 @@ if TYPE_CHECKING:
 #: Actions on one-letter keys: off while the prompt editor has focus, so typing stays typing.
 LETTER_ACTIONS = frozenset({"cycle_method", "toggle_mode", "draft_length", "toggle_chat_template",
                             "pick_family", "edit_prompt", "toggle_detail", "sweep", "history",
-                            "compare_baseline", "pick_prompt", "repeat"})
+                            "compare_baseline", "pick_prompt", "repeat", "focus_stats"})
 
 
 class MainScreen(ResponsiveLayout, RunView, RunLifecycle, RunFiles, FamilySwitching, FamilyLoadWorker, DraftBuildWorker,
@@ -89,6 +89,7 @@ class MainScreen(ResponsiveLayout, RunView, RunLifecycle, RunFiles, FamilySwitch
         Binding("p", "pick_prompt", "Prompts", show=False),  # named in the first screen and the help
         Binding("r", "repeat", "Repeat", show=False, tooltip="Run the current settings 5 times and pool"),
         Binding("d", "toggle_detail", "Detail", show=False),
+        Binding("i", "focus_stats", "Statistics", show=False),  # the arrows then scroll its figures
         Binding("h", "history", "History", tooltip="The session's runs; enter compares the last two"),
         Binding("c", "compare_baseline", "Compare", tooltip="The run shown beside its autoregressive baseline"),
     ]
@@ -265,6 +266,9 @@ class MainScreen(ResponsiveLayout, RunView, RunLifecycle, RunFiles, FamilySwitch
 
     def action_edit_prompt(self) -> None:
         self.prompt_pane.editor.focus()
+
+    def action_focus_stats(self) -> None:
+        self.stats.focus()  # (its page, when narrow: see ResponsiveLayout.on_descendant_focus)
 
     def action_toggle_detail(self) -> None:
         if self.maximized is not None:
