@@ -83,3 +83,28 @@ def helper_description(described: dict[str, Any]) -> str:
     """How a family's helper reads in the parameters pane."""
     helper = described.get("helper")
     return str(helper) if helper else "none"
+
+
+#: The self-drafts a load-time choice may pick, as the app names them.
+DRAFT_NAMES = {"head": "trained head", "int4": "int4 self-draft"}
+
+
+def load_choice_brief(family: Any) -> str | None:
+    """What the load measured and chose on this machine (`Family.dtype_choice`, `.draft_choice`),
+    in a few words for one line: "measured here: float32 weights, trained head drafts (predicted
+    1.13x at γ 1)"; None when nothing was chosen at load. The full sentences (each candidate's
+    figures) are the family's ``describe()``."""
+    parts = []
+    dtype = (getattr(family, "dtype_choice", None) or {}).get("chosen")
+    if dtype:
+        parts.append(f"{dtype} weights")
+    draft = getattr(family, "draft_choice", None) or {}
+    chosen = draft.get("chosen")
+    if chosen:
+        candidate = next((c for c in draft.get("candidates") or () if isinstance(c, dict) and c.get("kind") == chosen),
+                         {})
+        predicted, gamma = candidate.get("predicted"), candidate.get("gamma")
+        figures = (f" (predicted {predicted:.2f}x at γ {gamma})"
+                   if isinstance(predicted, (int, float)) and isinstance(gamma, int) else "")
+        parts.append(f"{DRAFT_NAMES.get(chosen, str(chosen))} drafts{figures}")
+    return "measured here: " + ", ".join(parts) if parts else None

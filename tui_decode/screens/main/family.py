@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from decoders.core.errors import DecodeError
 from decoders.core.params import METHOD_NAMES
 from tui_decode.screens.pickers import family_picker
-from tui_decode.state.loaded_family import helper_description
+from tui_decode.state.loaded_family import helper_description, load_choice_brief
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -31,6 +31,7 @@ class FamilyHost(Protocol):
     spec: FamilySpec | None  # the family asked for
     loaded: LoadedFamily | None  # the family in use
     loading_family: bool
+    narrow: bool  # one page at a time (the layout's)
     load_step: tuple[str, float | None, float] | None
     running: bool
     run_after_load: bool  # ctrl+r came before the model: run once it has loaded
@@ -97,12 +98,17 @@ class FamilySwitching:
         self.params_pane.helper_label = helper_description(described)
         self.apply_settings(self.settings.replace(**loaded.start_draft()))
         method = METHOD_NAMES[self.settings.params.method]
-        self.status.set(f"ready: {loaded.label} on {described.get('device')} · {described.get('dtype')}; "
-                        f"ctrl+r runs {method}", "idle")
-        if described.get("dtype_choice"):  # the default measured float32 against float16 weights
-            self.notify(f"Target dtype chosen on this machine: {described['dtype_choice']}", timeout=12)
-        if described.get("draft_choice"):  # the default measured its drafts: say which won, and why
-            self.notify(f"Draft chosen on this machine: {described['draft_choice']}", timeout=12)
+        ready = f"ready: {loaded.label} on {described.get('device')} · {described.get('dtype')}; ctrl+r runs {method}"
+        brief = load_choice_brief(loaded.engine.family)
+        if brief is not None and self.narrow:
+            # One page at a time: a toast would cover the page (the Output page, its legend) and
+            # the status line for its seconds; the status line itself says it, in a few words.
+            ready += f" · {brief}"
+        elif brief is not None:  # the default measured its dtype and drafts: which won, and why
+            choices = [f"{what}: {described[key]}" for what, key in (("Target dtype", "dtype_choice"),
+                                                                     ("Draft", "draft_choice")) if described.get(key)]
+            self.notify("\n".join(choices) or brief, title="Chosen on this machine", timeout=8)
+        self.status.set(ready, "idle")
         if self.run_after_load:
             self.run_after_load = False
             self.action_run()
