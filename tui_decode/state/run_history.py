@@ -284,10 +284,16 @@ def export_rows(history: RunHistory) -> list[tuple[tuple[str, ...], Summary]]:
 
 @dataclass(frozen=True)
 class Comparison:
-    """Two streams, token by token: where they first part (None: identical)."""
+    """Two streams, token by token: where they first part (None: identical). Streams of two
+    different prompts (or one prompt with and without the chat template) are not compared: their
+    tokens continue different texts."""
 
     left: Stream
     right: Stream
+
+    @property
+    def same_prompt(self) -> bool:
+        return self.left.entry.result.prompt_ids == self.right.entry.result.prompt_ids
 
     @property
     def divergence(self) -> int | None:
@@ -296,8 +302,14 @@ class Comparison:
     def summary(self) -> str:
         at = self.divergence
         n_left, n_right = len(self.left.run.ids), len(self.right.run.ids)
+        if not self.same_prompt:
+            a, b = len(self.left.entry.result.prompt_ids), len(self.right.entry.result.prompt_ids)
+            return (f"different prompts ({a} and {b} tokens): side by side, not compared token by token "
+                    f"({n_left} against {n_right} tokens)")
         if at is None:
             return f"identical: the same {n_left} tokens"
         if at >= min(n_left, n_right):
             return f"the same first {at} tokens; then one stops ({n_left} against {n_right} tokens)"
+        if at == 0:
+            return f"they part at the first token ({n_left} against {n_right} tokens)"
         return f"the same first {at} tokens, then they part at token {at} ({n_left} against {n_right} tokens)"
