@@ -64,6 +64,7 @@ class TuiDecodeApp(App[int]):
         *,
         opened: RunResult | None = None,
         opened_name: str = "",
+        opened_path: Path | None = None,
         load_family: FamilyLoader | None = None,
         engine_factory: EngineFactory | None = None,
         runs_folder: Path | None = None,
@@ -76,6 +77,7 @@ class TuiDecodeApp(App[int]):
         self.spec = spec
         self.opened = opened
         self.opened_name = opened_name
+        self.opened_path = opened_path  # the file it came from: the history lists it once, not again as saved
         self.load_family = load_family or default_family_loader
         self.engine_factory = engine_factory or default_engine_factory
         self.runs_folder = runs_folder or runs_dir()
@@ -110,7 +112,8 @@ class TuiDecodeApp(App[int]):
 
     def get_default_screen(self) -> MainScreen:
         self._main_screen = MainScreen(
-            self.spec, opened=self.opened, opened_name=self.opened_name, load_family=self.load_family,
+            self.spec, opened=self.opened, opened_name=self.opened_name, opened_path=self.opened_path,
+            load_family=self.load_family,
             engine_factory=self.engine_factory, runs_folder=self.runs_folder, prompt=self.initial_prompt,
             settings=self.initial_settings, cursor_blink=self.cursor_blink)
         return self._main_screen
@@ -210,13 +213,15 @@ def run_app(
     settings: Settings | None = None,
     opened: RunResult | None = None,
     opened_name: str = "",
+    opened_path: Path | None = None,
     threads: int | None = None,
 ) -> int:
     """Open the app on ``spec`` (loaded in the background; None: the user picks one), showing
-    ``opened`` first if given (a saved run, named ``opened_name``), with torch on ``threads`` CPU
-    threads if given; the exit status. `tui_decode.cli.main.cmd_app` reads these from the flags."""
-    app = TuiDecodeApp(spec, opened=opened, opened_name=opened_name, settings=settings, prompt=prompt,
-                       load_family=threads_loader(threads) if threads else None)
+    ``opened`` first if given (a saved run, named ``opened_name``, read from ``opened_path``), with
+    torch on ``threads`` CPU threads if given; the exit status. `tui_decode.cli.main.cmd_app` reads
+    these from the flags."""
+    app = TuiDecodeApp(spec, opened=opened, opened_name=opened_name, opened_path=opened_path, settings=settings,
+                       prompt=prompt, load_family=threads_loader(threads) if threads else None)
     app.run()
     code = app.return_code or 0  # a crash inside the app exits 1, never 0
     if app.crash is not None:

@@ -385,3 +385,28 @@ async def test_the_compare_screen_marks_no_divergence_between_two_prompts(tmp_pa
         await pilot.pause()
         assert any("different prompts" in n.message for n in app._notifications)
 
+
+async def test_a_run_opened_from_the_runs_folder_is_listed_once(tmp_path, monkeypatch):
+    """`tui-decode --open RUNS/…-spec.json` recorded the run under its bare file name, so h listed
+    it twice: once opened, once again as a saved file of the runs folder."""
+    from tui_decode import app as app_module
+    from tui_decode.cli.main import build_parser, cmd_app
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    path = runs / "20261201-193512-spec.json"
+    shutil.copy(DATA / "run_spec.json", path)
+    monkeypatch.setenv("TUI_DECODE_RUNS_DIR", str(runs))
+    made = {}
+    monkeypatch.setattr(app_module.TuiDecodeApp, "run", lambda self: made.setdefault("app", self) and 0)
+    monkeypatch.chdir(tmp_path)  # not the runs folder: the bare name names no file here
+    assert cmd_app(build_parser().parse_args(["--open", str(path)])) == 0
+    app = made["app"]
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("h")
+        await pilot.pause()
+        assert isinstance(app.screen, HistoryScreen)
+        runs_listed = [stream for stream in app.screen.streams if stream.role == "method"]
+        assert len(runs_listed) == 1, [row_cells(stream) for stream in runs_listed]
+        assert runs_listed[0].entry.source == "opened"

@@ -104,6 +104,7 @@ class MainScreen(ResponsiveLayout, RunView, RunLifecycle, RunFiles, FamilySwitch
         *,
         opened: RunResult | None,
         opened_name: str,
+        opened_path: Path | None = None,
         load_family: FamilyLoader,
         engine_factory: EngineFactory,
         runs_folder: Path,
@@ -115,6 +116,7 @@ class MainScreen(ResponsiveLayout, RunView, RunLifecycle, RunFiles, FamilySwitch
         self.spec = spec
         self.opened = opened
         self.opened_name = opened_name
+        self.opened_path = opened_path
         self.load_family = load_family
         self.engine_factory = engine_factory
         self.runs_folder = runs_folder
@@ -166,7 +168,8 @@ class MainScreen(ResponsiveLayout, RunView, RunLifecycle, RunFiles, FamilySwitch
         self.set_interval(0.5, self._tick)
         self.apply_settings(self.settings)
         if self.opened is not None:
-            self.history.record(self.opened, "opened", Path(self.opened_name) if self.opened_name else None)
+            path = self.opened_path or (Path(self.opened_name) if self.opened_name else None)
+            self.history.record(self.opened, "opened", path)
             self.show_result(self.opened, opened_name=self.opened_name)
             target = self.spec.name if self.spec is not None else "the model"
             self.status.set(f"opened {self.opened_name or 'a saved run'}: browsing without a model; "
