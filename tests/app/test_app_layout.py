@@ -396,3 +396,26 @@ async def test_the_headline_is_in_view_at_every_size_and_the_rest_scrolls_by_key
             await pilot.press("end")
             await pilot.pause()
             assert pane.scroll_y == pane.max_scroll_y > 0
+
+
+@pytest.mark.parametrize("page, pane", [("setup", "params_pane"), ("output", "stream"), ("stats", "stats")])
+async def test_a_resize_from_80_to_120_columns_with_the_tabs_focused_keeps_a_pane_focused(page, pane):
+    """The page tabs had the focus at 80 columns; at 120 they are hidden and kept it: arrows and
+    digits did nothing. The focus goes to the pane of the page that was shown."""
+    app = opened()
+    async with app.run_test(size=(80, 24)) as pilot:
+        main = app.main_screen
+        await pilot.pause()
+        main.show_page(page)
+        main.page_tabs.focus()
+        await pilot.pause()
+        assert app.focused is main.page_tabs
+        await pilot.resize_terminal(120, 40)
+        await pilot.pause()
+        await pilot.pause()
+        assert main.layout_name == "regular"
+        assert app.focused is getattr(main, pane) and shown(app.focused), app.focused
+        if pane == "params_pane":
+            before = main.params_pane.selected
+            await pilot.press("down")
+            assert main.params_pane.selected == before + 1
