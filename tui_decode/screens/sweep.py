@@ -26,6 +26,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
+from decoders.analysis.spread_text import value_with_spread
 from decoders.analysis.summary import Summary
 from decoders.analysis.timing import verdict
 from decoders.core.declarations import ParamSpec
@@ -254,8 +255,7 @@ class SweepScreen(ModalScreen[None]):
                 words = "–"
             else:
                 v = verdict(speed, s.speedup_spread)
-                noise = f" ± {s.speedup_spread:.2f}" if s.speedup_spread is not None else ""
-                words = f"{speed:.2f}x{noise} {VERDICT_WORD[v]}"
+                words = f"{value_with_spread(speed, s.speedup_spread, sign='±')} {VERDICT_WORD[v]}"
             same = "–" if s.identical is None else "yes" if s.identical else f"no @{s.first_divergence}"
             grid.add_row(str(m.value), words, f"{s.tau:.2f}" if s.tau is not None else "–",
                          acceptance_text(s, m.judged, named=False), same)

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from decoders.analysis.spread_text import value_with_spread
 from decoders.analysis.summary import Summary, first_divergence
 from decoders.core.declarations import get_method
 from decoders.core.errors import DecodeError
@@ -112,8 +113,8 @@ def speedup_text(result: RunResult) -> str:
     speed = headline_speed(s)
     if speed is None:
         return "–"
-    spread = f" ±{s.speedup_spread:.2f}" if s.speedup_spread else ""
-    return f"{speed:.2f}x{spread}" + (" e2e" if s.speedup_decode is None else "")
+    figure = value_with_spread(speed, s.speedup_spread).replace(" +/- ", " ±")  # compact: a table cell
+    return figure + (" e2e" if s.speedup_decode is None else "")
 
 
 def identical_text(result: RunResult) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
+from decoders.analysis.spread_text import spread_number, value_with_spread
 from decoders.analysis.summary import Summary
 from decoders.core.declarations import Figure, get_method
 from decoders.records.run import Run, RunResult
@@ -50,14 +51,14 @@ def pairing_text(s: Summary) -> str | None:
 def _timing_rows(s: Summary) -> list[tuple[str, str]]:
     """The speedups with their spread, then the times they come from, each labelled with what it
     covers, so that the table reads as the sentence under it does (the decode speedup first)."""
-    spread = f" +/- {s.speedup_spread:.2f}" if s.speedup_spread is not None else ""
     wall = s.speedup_wall_spread
     raw = s.speedup_decode_raw
     rows = [
-        ("decode speedup vs autoregressive", None if s.speedup_decode is None else f"{s.speedup_decode:.2f}x{spread}"),
+        ("decode speedup vs autoregressive", None if s.speedup_decode is None else
+         value_with_spread(s.speedup_decode, s.speedup_spread)),
         ("decode speedup, raw (no drift)", None if raw is None else f"{raw:.2f}x"),
         ("end-to-end speedup (prefill included)", None if s.speedup_wall is None else
-         f"{s.speedup_wall:.2f}x" + ("" if wall is None else f" +/- {wall:.2f}")),
+         value_with_spread(s.speedup_wall, wall)),
         ("pairing", pairing_text(s)),
         ("time to first token, ms", _against(s.ttft_ms, s.baseline_ttft_ms)),
         ("decode ms / token", _against(s.decode_ms_per_token, s.baseline_decode_ms_per_token)),
@@ -140,7 +141,7 @@ def pooled_table(summaries: list[Summary]):
     for column in ("run", "decode speedup", "raw", "end to end", "machine"):
         table.add_column(column)
     for i, s in enumerate(summaries, 1):
-        spread = f" +/- {s.speedup_spread:.2f}" if s.speedup_spread is not None else ""
+        spread = f" +/- {spread_number(s.speedup_spread)}" if s.speedup_spread is not None else ""
         machine = (f"{s.machine_change:.2f}x" if s.machine_change is not None else
                    f"drift {s.drift:.2f}" if s.drift is not None else "")
         table.add_row(str(i), "" if s.speedup_decode is None else f"{s.speedup_decode:.3f}x{spread}",
@@ -148,7 +149,8 @@ def pooled_table(summaries: list[Summary]):
                       "" if s.speedup_wall is None else f"{s.speedup_wall:.3f}x", machine)
     pooled = pool(summaries)
     if pooled is not None:
-        table.add_row("pooled", f"{pooled.speedup:.3f}x +/- {pooled.spread:.3f}", "", "", "")
+        pooled_spread = f"{pooled.spread:.3f}" if pooled.spread >= 0.0005 else spread_number(pooled.spread)
+        table.add_row("pooled", f"{pooled.speedup:.3f}x +/- {pooled_spread}", "", "", "")
         table.caption = ratio_text(pooled.speedup, pooled.spread) + f" over {pooled.n} runs"
         table.caption_justify = "left"
     return table

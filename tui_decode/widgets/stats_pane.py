@@ -24,6 +24,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from decoders.analysis.spread_text import spread_places, value_with_spread
 from decoders.analysis.summary import Summary, drift_withheld
 from decoders.analysis.theory import cost_aware_speedup
 from decoders.analysis.timing import verdict
@@ -73,14 +74,15 @@ def speed_text(speed: float, spread: float | None) -> tuple[str, str]:
     if spread is not None and not math.isfinite(spread):
         spread = None
     v = verdict(speed, spread)
-    noise = f" +/- {spread:.2f}" if spread is not None else ""
+    figure = value_with_spread(speed, spread)  # "+/- 0.004", never "+/- 0.00"
     if v == "even":
-        return f"no measurable difference ({speed:.2f}x{noise})", v
+        return f"no measurable difference ({figure})", v
     if v == "unknown":
-        noise = "; spread not measured"
+        return (f"{speed:.2f}x faster; spread not measured" if speed >= 1.0
+                else f"{1.0 / speed:.2f}x slower ({speed:.2f}x; spread not measured)"), v
     if speed >= 1.0:
-        return f"{speed:.2f}x{noise} faster" if v != "unknown" else f"{speed:.2f}x faster{noise}", v
-    return f"{1.0 / speed:.2f}x slower ({speed:.2f}x{noise})", v
+        return f"{figure} faster", v
+    return f"{1.0 / speed:.{spread_places(spread)}f}x slower ({figure})", v
 
 
 def speed_lines(words: str, room: int) -> str:
