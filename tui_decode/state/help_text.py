@@ -32,8 +32,8 @@ class Marking:
 # -- figures ---------------------------------------------------------------------------------------
 FIGURES: tuple[FigureHelp, ...] = (
     FigureHelp("tokens", ("tokens", "tokens emitted"),
-               "Tokens the method emitted; the finish says what stopped it (length: the token budget, eos: an "
-               "end-of-sequence token, context: the model's context, cancelled: escape).", "N = len(output)"),
+               "Tokens the method emitted, and what stopped it: max tokens (the token budget), end of text (an "
+               "end-of-sequence token), the model's context, or escape (cancelled).", "N = len(output)"),
     FigureHelp("iterations", ("iterations",),
                "Draft-and-verify steps (one plain step per token for autoregressive decoding); each costs one "
                "target forward.", "iterations = target forwards"),

@@ -15,12 +15,22 @@ from decoders.records.run import Run, RunResult
 COMMON = (
     Figure("prompt_tokens", "prompt tokens", "", "{}"),
     Figure("tokens", "tokens emitted", "", "{}"),
-    Figure("finish", "finished by", "", "{}"),
+    Figure("finish", "finished", "", "{}"),
     Figure("target_forwards", "target forwards", "", "{}"),
     Figure("tau", "tau (tokens / target forward)", "", "{:.3f}"),
     Figure("accept_rate", "acceptance of judged drafts", "", "{:.1%}"),
     Figure("mean_acceptance_length", "mean acceptance length", "", "{:.2f}"),
 )
+
+
+#: What stopped a run (`Run.finish`), in words: "· length" read as a label cut off.
+FINISH_TEXT = {"length": "stopped at max tokens", "eos": "stopped at end of text",
+               "context": "stopped at the model's context", "cancelled": "cancelled"}
+
+
+def finish_text(finish: str) -> str:
+    """What stopped the run, in words ("stopped at max tokens"); an unknown reason as it is."""
+    return FINISH_TEXT.get(finish, finish)
 
 
 def _against(value: float | None, baseline: float | None) -> str | None:
@@ -93,6 +103,8 @@ def summary_rows(summary: Summary, judged: int | None = None) -> list[tuple[str,
         value = getattr(summary, fig.key)
         if fig.key == "accept_rate" and value is not None:
             rows.append((fig.label, acceptance_text(summary, judged, digits=1, named=False)))
+        elif fig.key == "finish":
+            rows.append((fig.label, finish_text(value)))
         elif value is not None:
             rows.append((fig.label, fig.shown(value)))
     rows += _timing_rows(summary)

@@ -32,7 +32,7 @@ from decoders.core.declarations import Figure, get_method
 from decoders.core.errors import DecodeError
 from decoders.records.run import RunResult
 from tui_decode.state.run_history import headline_speed
-from tui_decode.state.run_summary import acceptance_text, judged_drafts, pairing_text
+from tui_decode.state.run_summary import acceptance_text, finish_text, judged_drafts, pairing_text
 from tui_decode.widgets.acceptance_chart import AcceptanceChart
 from tui_decode.widgets.gamma_plot import GammaPlot, PlotData, Point
 from tui_decode.widgets.iteration_table import BARS
@@ -214,7 +214,7 @@ class StatsPane(VerticalScroll):
         grid = self._grid()
         if s.prompt_tokens is not None:
             grid.add_row("prompt", f"{s.prompt_tokens} tokens")
-        grid.add_row("tokens", f"{s.tokens} in {s.iterations} iterations · {s.finish}")
+        grid.add_row("tokens", f"{s.tokens} in {s.iterations} iterations, {finish_text(s.finish)}")
         if s.tau is not None:
             grid.add_row("tau", f"{s.tau:.2f} tokens / target forward")
             if s.accept_rate is not None:
