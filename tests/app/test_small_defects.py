@@ -42,3 +42,18 @@ async def test_the_finish_reason_reads_as_words_not_a_cut_off_label():
         assert "· eos" not in text
     assert dict(summary_rows(Summary(method="ar", finish="length")))["finished"] == "stopped at max tokens"
     assert RunResult.load(DATA / "run_spec.json").summary.finish == "eos"
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 60)])
+async def test_d_shows_the_detail_full_screen_at_every_size(size):
+    """At 200x60 (the wide layout's 45% detail) d filled half the terminal with hatching."""
+    app = opened("pld")
+    async with app.run_test(size=size) as pilot:
+        main = app.main_screen
+        await pilot.pause()
+        await pilot.press("d")
+        await pilot.pause()
+        assert main.maximized is main.detail
+        width, height = size
+        assert main.detail.region.height >= height - 2, (main.detail.region, size)  # all but the footer
+        assert not any("╱╱╱" in line for line in screen_lines(app))
