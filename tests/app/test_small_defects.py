@@ -57,3 +57,29 @@ async def test_d_shows_the_detail_full_screen_at_every_size(size):
         width, height = size
         assert main.detail.region.height >= height - 2, (main.detail.region, size)  # all but the footer
         assert not any("╱╱╱" in line for line in screen_lines(app))
+
+
+@pytest.mark.parametrize("width", [120, 160, 200])
+async def test_the_helps_formula_column_is_set_apart_from_the_meaning(width):
+    """From 110 columns the formula has a column of its own, one space after the meaning: a
+    meaning that filled its column ran into the formula ("measured once per context T(k) =
+    median ...")."""
+    from tui_decode.screens.help_screen import HelpRows, HelpScreen
+    from tui_decode.state import help_text
+
+    app = opened("spec")
+    async with app.run_test(size=(width, 50)) as pilot:
+        await pilot.pause()
+        await pilot.press("f1")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        figures = app.screen.query_one(".help-figures", HelpRows)
+        lines = [line.plain for line in figures.lines(figures.content_size.width)]
+        from rich.cells import cell_len
+
+        rule = {cell_len(line[:line.index(" │ ")]) if " │ " in line else None for line in lines}
+        assert len(rule) == 1 and None not in rule, lines  # one rule, in the same column on every line
+        assert rule.pop() > figures.first + 20
+        for figure in help_text.FIGURES:  # every formula in its column, right of the rule
+            start = figure.formula.split()[0]
+            assert any(line.split(" │ ", 1)[1].startswith(start) for line in lines), figure.formula
