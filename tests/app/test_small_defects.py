@@ -4,6 +4,7 @@ path. Saved runs are opened (no model) unless a run is needed."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -83,3 +84,26 @@ async def test_the_helps_formula_column_is_set_apart_from_the_meaning(width):
         for figure in help_text.FIGURES:  # every formula in its column, right of the rule
             start = figure.formula.split()[0]
             assert any(line.split(" │ ", 1)[1].startswith(start) for line in lines), figure.formula
+
+
+def test_the_lookup_detail_quotes_the_matched_ngram():
+    """"matched 1-gram  with in the output so far": the token (" with") unquoted read as a double
+    space and a stray word."""
+    from rich.style import Style
+
+    from tests.app.test_detail_views import drawn
+    from tui_decode.widgets.details import DetailContext, view_for
+    from tui_decode.widgets.iteration_detail import detail_of
+
+    result = RunResult.load(DATA / "run_pld.json")
+    context = DetailContext(method="pld", prompt=result.prompt, prompt_tokens=len(result.prompt_ids),
+                            output_tokens=list(result.method.tokens))
+    heads = []
+    for it in result.method.iters:
+        kind, detail = detail_of(it, "pld")
+        if detail is not None:
+            text = drawn(view_for(kind)(it, detail, context, lambda name: Style()))
+            heads.append(next(line for line in text.splitlines() if line.startswith("matched ")))
+    assert heads and all(re.match(r'matched \d+-gram "[^"]+" in ', head) for head in heads), heads
+    quick = next(head for head in heads if "quick" in head)
+    assert quick.startswith('matched 1-gram " quick" in the prompt;'), quick
