@@ -107,3 +107,26 @@ def test_the_lookup_detail_quotes_the_matched_ngram():
     assert heads and all(re.match(r'matched \d+-gram "[^"]+" in ', head) for head in heads), heads
     quick = next(head for head in heads if "quick" in head)
     assert quick.startswith('matched 1-gram " quick" in the prompt;'), quick
+
+
+@pytest.mark.parametrize("size, page, told", [((80, 24), "output", True), ((80, 24), "setup", False),
+                                              ((140, 45), "setup", False)])
+async def test_t_says_what_it_did_where_the_prompt_pane_is_out_of_sight(size, page, told):
+    """t on the 80x24 Output page toggled the chat template unseen (the prompt pane, which says
+    it, is on the Setup page)."""
+    app = opened("spec")
+    async with app.run_test(size=size, notifications=True) as pilot:
+        main = app.main_screen
+        await pilot.pause()
+        main.show_page(page)
+        main.params_pane.focus() if page == "setup" else main.stream.focus()
+        await pilot.pause()
+        before = main.settings.params.chat_template
+        await pilot.press("t")
+        await pilot.pause()
+        assert main.settings.params.chat_template is not before
+        said = [n.message for n in app._notifications]
+        assert bool(said) is told, said
+        if told:
+            assert said == [f"Chat template {'on' if not before else 'off'}: the prompt goes as "
+                            f"{'a user message' if not before else 'raw text'}."]

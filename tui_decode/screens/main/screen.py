@@ -265,7 +265,11 @@ class MainScreen(ResponsiveLayout, RunView, RunLifecycle, RunFiles, FamilySwitch
         self.params_pane.select_key(key)
 
     def action_toggle_chat_template(self) -> None:
-        self.apply_settings(self.settings.with_params(chat_template=not self.settings.params.chat_template))
+        on = not self.settings.params.chat_template
+        self.apply_settings(self.settings.with_params(chat_template=on))
+        if self.narrow and self.page != "setup":  # the prompt pane that says it is on another page
+            self.notify("Chat template on: the prompt goes as a user message." if on else
+                        "Chat template off: the prompt goes as raw text.", timeout=4)
 
     def action_edit_prompt(self) -> None:
         self.prompt_pane.editor.focus()
