@@ -169,8 +169,9 @@ class TuiDecodeApp(App[int]):
         yield from super().get_system_commands(screen)
         main = self.main_screen
         yield SystemCommand("Run", "Decode the prompt with the chosen method (ctrl+r)", main.action_run)
-        yield SystemCommand("Cancel run", "Stop the run at the next iteration; the partial run stays (escape)",
-                            main.action_cancel)
+        if main.can_cancel():  # offered only when a run goes (or waits for the model)
+            yield SystemCommand("Cancel run", "Stop the run at the next iteration; the partial run stays (escape)",
+                                main.action_cancel)
         yield SystemCommand("Save run", f"Save the run as JSON + SVG in {self.runs_folder} (ctrl+s)",
                             main.action_save)
         yield SystemCommand("Open a saved run", "Browse a run saved earlier, no model needed (ctrl+o)",

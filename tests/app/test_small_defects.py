@@ -130,3 +130,37 @@ async def test_t_says_what_it_did_where_the_prompt_pane_is_out_of_sight(size, pa
         if told:
             assert said == [f"Chat template {'on' if not before else 'off'}: the prompt goes as "
                             f"{'a user message' if not before else 'raw text'}."]
+
+
+async def test_the_palette_offers_cancel_only_when_something_can_be_cancelled(tiny_spec, tiny_family, tmp_path):
+    """The command palette offered "Cancel run" with nothing running."""
+    import threading
+
+    from tests.support.app import make_app, wait_for
+
+    release = threading.Event()
+
+    def slow_load(spec, progress):
+        release.wait(30)
+        return tiny_family
+
+    app = make_app(tiny_spec, slow_load, tmp_path)
+    async with app.run_test(size=(140, 45)) as pilot:
+        main = app.main_screen
+        await pilot.pause()
+
+        def titles() -> set[str]:
+            return {command.title for command in app.get_system_commands(app.screen)}
+
+        try:
+            assert "Cancel run" not in titles() and "Run" in titles()
+            await pilot.press("ctrl+r")  # waits for the model: escape (or the palette) cancels that
+            await pilot.pause()
+            assert main.run_after_load and "Cancel run" in titles()
+            await pilot.press("escape")
+            await pilot.pause()
+            assert not main.run_after_load and "Cancel run" not in titles()
+        finally:
+            release.set()
+        await wait_for(pilot, lambda: main.loaded is not None)
+        assert "Cancel run" not in titles()

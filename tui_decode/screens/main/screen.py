@@ -198,11 +198,16 @@ class MainScreen(ResponsiveLayout, RunView, RunLifecycle, RunFiles, FamilySwitch
     # -- keys ----------------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         on_main = not self.app.screen_stack or self.app.screen is self  # (the footer asks beneath a modal too)
-        if action == "cancel":  # nothing to cancel once every token is in (T(k) being measured)
-            return (self.running and not self.measuring or self.run_after_load) and on_main
+        if action == "cancel":
+            return self.can_cancel() and on_main
         if action in LETTER_ACTIONS and (isinstance(self.focused, TextArea) or not on_main):
             return False
         return True
+
+    def can_cancel(self) -> bool:
+        """Whether escape has something to cancel: a run decoding, or one waiting for the model
+        (nothing once every token is in and T(k) is measured)."""
+        return self.running and not self.measuring or self.run_after_load
 
     def action_sweep(self) -> None:
         start_sweep(self)
