@@ -94,4 +94,5 @@ async def test_from_120_columns_the_load_time_choice_is_one_toast_with_the_figur
         assert len(toasts) == 1 and toasts[0].title == "Chosen on this machine", toasts
         assert "Target dtype: float32, the faster here" in toasts[0].message
         assert "acceptance 45%" in toasts[0].message
+        assert "Draft: ptd head smollm2: predicted 1.13x" in toasts[0].message  # the head's name, not its path
         assert "measured here" not in main.status.message

@@ -164,3 +164,27 @@ async def test_the_palette_offers_cancel_only_when_something_can_be_cancelled(ti
             release.set()
         await wait_for(pilot, lambda: main.loaded is not None)
         assert "Cancel run" not in titles()
+
+
+HEAD_PATH = "/home/someone/.cache/tui-decode/heads/smollm2-135m"
+
+
+async def test_the_output_title_names_the_draft_not_its_file_path():
+    """A run drafted by a trained head was titled "Output · Speculative (greedy, γ=4) · ptd head
+    /home/someone/.cache/tui-decode/heads/smollm2-135m"."""
+    import msgspec.structs
+
+    from tui_decode.app import TuiDecodeApp
+    from tui_decode.state.run_summary import run_title
+
+    result = RunResult.load(DATA / "run_spec.json")
+    result = msgspec.structs.replace(result, family={**result.family, "helper": f"ptd head {HEAD_PATH}"})
+    assert run_title(result) == f"{result.method.label} · ptd head smollm2-135m"
+    app = TuiDecodeApp(None, opened=result, opened_name="run.json", runs_folder=Path("/nonexistent"),
+                       cursor_blink=False)
+    async with app.run_test(size=(200, 60)) as pilot:
+        main = app.main_screen
+        await pilot.pause()
+        title = str(main.stream.border_title)
+        assert "ptd head smollm2-135m" in title and "/home" not in title, title
+        assert "/home" not in "\n".join(screen_lines(app))

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from decoders.models.family import SELF_DRAFT_KINDS
+from tui_decode.state.run_summary import short_paths
 from tui_decode.state.settings import DraftOptions, Settings, default_draft_layer
 
 if TYPE_CHECKING:
@@ -82,7 +83,7 @@ class LoadedFamily:
 def helper_description(described: dict[str, Any]) -> str:
     """How a family's helper reads in the parameters pane."""
     helper = described.get("helper")
-    return str(helper) if helper else "none"
+    return short_paths(str(helper)) if helper else "none"  # a head's folder by its name, not its path
 
 
 #: The self-drafts a load-time choice may pick, as the app names them.

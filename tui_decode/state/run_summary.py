@@ -121,15 +121,29 @@ def summary_rows(summary: Summary, judged: int | None = None) -> list[tuple[str,
     return rows
 
 
+def short_paths(text: str) -> str:
+    """``text`` with each file path in it cut to its last part: a trained head's "ptd head
+    /home/someone/.cache/tui-decode/heads/smollm2" reads "ptd head smollm2" in a title. Hub ids
+    ("HuggingFaceTB/SmolLM2-135M") are not paths and stay."""
+    import ntpath
+    import re
+
+    def last(match: re.Match[str]) -> str:
+        word = match.group(0).rstrip("/\\")
+        return ntpath.basename(word) or match.group(0)  # (ntpath splits on / and \ both)
+
+    return re.sub(r"(?<!\S)(?:~|\.{1,2}|[A-Za-z]:)?[/\\]\S*", last, text)
+
+
 def run_title(result: RunResult) -> str:
     """The run's label and, for a method that drafts with a helper, what drafted:
-    "Speculative (greedy, γ=4) · int4 self-draft"."""
+    "Speculative (greedy, γ=4) · int4 self-draft" (a path in it cut to its last part)."""
     helper = (result.family or {}).get("helper")
     try:
         drafts = get_method(result.method.method).needs_helper
     except Exception:  # a saved run of a method this version does not have
         drafts = False
-    return f"{result.method.label} · {helper}" if drafts and helper else result.method.label
+    return f"{result.method.label} · {short_paths(str(helper))}" if drafts and helper else result.method.label
 
 
 def summary_table(result: RunResult) -> Table:

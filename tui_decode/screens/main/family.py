@@ -12,6 +12,7 @@ from decoders.core.errors import DecodeError
 from decoders.core.params import METHOD_NAMES
 from tui_decode.screens.pickers import family_picker
 from tui_decode.state.loaded_family import helper_description, load_choice_brief
+from tui_decode.state.run_summary import short_paths
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -105,7 +106,7 @@ class FamilySwitching:
             # the status line for its seconds; the status line itself says it, in a few words.
             ready += f" · {brief}"
         elif brief is not None:  # the default measured its dtype and drafts: which won, and why
-            choices = [f"{what}: {described[key]}" for what, key in (("Target dtype", "dtype_choice"),
+            choices = [f"{what}: {short_paths(described[key])}" for what, key in (("Target dtype", "dtype_choice"),
                                                                      ("Draft", "draft_choice")) if described.get(key)]
             self.notify("\n".join(choices) or brief, title="Chosen on this machine", timeout=8)
         self.status.set(ready, "idle")
