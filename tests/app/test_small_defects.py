@@ -188,3 +188,34 @@ async def test_the_output_title_names_the_draft_not_its_file_path():
         title = str(main.stream.border_title)
         assert "ptd head smollm2-135m" in title and "/home" not in title, title
         assert "/home" not in "\n".join(screen_lines(app))
+
+
+async def test_the_sweep_plot_scales_its_axis_to_the_points_with_break_even_marked():
+    """The axis ran from 0 to 1.1x: measured points of 0.86x-0.97x sat within a row or two of
+    break-even, indistinguishable. It spans the data (break-even included, marked)."""
+    from textual.app import App
+
+    from tui_decode.widgets.gamma_plot import GammaPlot, PlotData, Point
+
+    speeds = [0.86, 0.90, 0.93, 0.97]
+    data = PlotData([], None, 1, [Point(k, s, 0.02) for k, s in enumerate(speeds, 1)], "k")
+
+    class PlotApp(App[None]):
+        CSS = "GammaPlot { height: 16; width: 60; }"
+
+        def compose(self):
+            yield GammaPlot(id="plot")
+
+    app = PlotApp()
+    async with app.run_test(size=(70, 20)) as pilot:
+        plot = app.query_one(GammaPlot)
+        plot.plot(data)
+        await pilot.pause()
+        lines = [line.text for line in plot.render_lines(plot.region.reset_offset)]
+    marked = [(n, line.index("●")) for n, line in enumerate(lines) if "┤" in line and "●" in line]
+    assert len(marked) == 4, lines
+    by_column = sorted(marked, key=lambda rc: rc[1])  # left to right: k = 1 .. 4
+    first, last = by_column[0][0], by_column[-1][0]
+    assert first - last >= 4, "\n".join(lines)  # 0.86x well below 0.97x
+    even = next(n for n, line in enumerate(lines) if line.lstrip().startswith("1.00x┤"))
+    assert even < last and "┈" in lines[even]  # break-even marked, above every point
