@@ -24,7 +24,7 @@ from tui_decode.screens.keys import QUIT
 from tui_decode.screens.main import MainScreen
 from tui_decode.state.crash_report import report_crash
 from tui_decode.state.runs_folder import runs_dir
-from tui_decode.state.settings import DEFAULT_PROMPT, Settings
+from tui_decode.state.settings import DEFAULT_PROMPT, Settings, runnable_methods
 from tui_decode.state.token_text import shown_controls
 from tui_decode.workers.decode import (
     EngineFactory,
@@ -177,7 +177,8 @@ class TuiDecodeApp(App[int]):
         yield SystemCommand("Open a saved run", "Browse a run saved earlier, no model needed (ctrl+o)",
                             main.action_open_run)
         yield SystemCommand("Switch model family", "Load another main/helper pair (f)", main.action_pick_family)
-        for method in METHODS:
+        runnable = runnable_methods(main.params_pane.draft_options)  # none that drafts, where nothing can
+        for method in (m for m in METHODS if m in runnable):
             yield SystemCommand(f"Method: {METHOD_NAMES[method]}", f"Use {METHOD_NAMES[method].lower()} decoding",
                                 lambda method=method: main.set_method(method))
         yield SystemCommand("Toggle greedy / sampling", "Switch the decoding mode (g)", main.action_toggle_mode)

@@ -219,3 +219,43 @@ async def test_the_sweep_plot_scales_its_axis_to_the_points_with_break_even_mark
     assert first - last >= 4, "\n".join(lines)  # 0.86x well below 0.97x
     even = next(n for n, line in enumerate(lines) if line.lstrip().startswith("1.00x┤"))
     assert even < last and "┈" in lines[even]  # break-even marked, above every point
+
+
+def helperless(tiny_family):
+    """A loader whose family drafts with nothing, as a llama.cpp family without a GGUF helper:
+    no helper model, no early exit (llama.cpp runs the whole model), no torch-built self-draft."""
+    import dataclasses
+
+    family = dataclasses.replace(tiny_family, helper=None, helper_source=None, main_model=None, backend="llamacpp")
+    return lambda spec, progress: family
+
+
+async def test_a_family_that_cannot_draft_is_not_offered_speculative_decoding(tiny_spec, tiny_family, tmp_path):
+    """On the llama.cpp family Speculative was offered (the default method, m, the palette) with no
+    draft, and ctrl+r failed naming a command-line flag ("give --helper FILE.gguf")."""
+    from tests.support.app import make_app, wait_for
+
+    app = make_app(tiny_spec, helperless(tiny_family), tmp_path, method="spec")
+    async with app.run_test(size=(140, 45), notifications=True) as pilot:
+        main = app.main_screen
+        await wait_for(pilot, lambda: main.loaded is not None)
+        await pilot.pause()
+        assert main.settings.params.method == "pld"  # the default speculative run cannot run here
+        assert "ctrl+r runs Prompt lookup (speculative decoding needs a draft model" in main.status.message
+        seen = set()
+        for _ in range(6):
+            await pilot.press("m")
+            seen.add(main.settings.params.method)
+        assert seen == {"ar", "pld", "jacobi", "lookahead"}
+        titles = {command.title for command in app.get_system_commands(app.screen)}
+        assert "Method: Speculative" not in titles and "Method: Jacobi" in titles
+        main.set_method("spec")  # (a saved run's settings, say)
+        await pilot.press("ctrl+r")
+        await pilot.pause()
+        assert not main.running
+        said = [n.message for n in app._notifications if n.severity == "error"]
+        assert said and "has no draft model, so speculative decoding cannot run on it" in said[-1], said
+        assert "--" not in said[-1] and "m changes the method" in said[-1] and "(f)" in said[-1]
+        await pilot.press("s")
+        await pilot.pause()
+        assert app.screen is main and len([n for n in app._notifications if n.severity == "error"]) == 2

@@ -34,7 +34,7 @@ from decoders.core.errors import DecodeError
 from decoders.core.events import PhaseStarted
 from decoders.records.run import RunResult
 from tui_decode.state.run_summary import acceptance_text, judged_drafts
-from tui_decode.state.settings import input_error
+from tui_decode.state.settings import draft_error, input_error
 from tui_decode.widgets.gamma_plot import GammaPlot, PlotData, Point
 from tui_decode.widgets.stats_pane import headline_speed
 from tui_decode.workers.messages import failure_message
@@ -311,7 +311,7 @@ def start_sweep(main: MainScreen) -> None:
     if main.loaded is None:
         main.notify("No model is loaded yet; ctrl+r loads it and runs, then s sweeps.", severity="warning")
         return
-    error = input_error(prompt, settings)
+    error = input_error(prompt, settings) or draft_error(settings, main.loaded.draft_options(), main.loaded.label)
     if error is not None:
         main.report_error(error)
         return
@@ -359,7 +359,7 @@ def start_repeat(main: MainScreen) -> None:
         main.notify("No model is loaded yet; ctrl+r loads it and runs, then r repeats.", severity="warning")
         return
     settings, prompt = main.settings, main.prompt_pane.text
-    error = input_error(prompt, settings)
+    error = input_error(prompt, settings) or draft_error(settings, main.loaded.draft_options(), main.loaded.label)
     if error is not None:
         main.report_error(error)
         return

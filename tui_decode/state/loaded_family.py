@@ -3,7 +3,7 @@ helper model, an early-exit layer, or a quantized self-draft)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from decoders.models.family import SELF_DRAFT_KINDS
@@ -51,7 +51,8 @@ class LoadedFamily:
         kinds = tuple(kind for kind in kinds if kind != "fastest")  # a choice made at load, not a draft
         if getattr(family, "head_source", None) is None:  # a trained head only where one is at hand
             kinds = tuple(kind for kind in kinds if kind != "head")
-        return DraftOptions(layers=self.draft_layers, helper=helper, kinds=kinds)
+        options = DraftOptions(layers=self.draft_layers, helper=helper, kinds=kinds)
+        return replace(options, can_draft=bool(options.choices()) or self.engine.has_helper)
 
     def start_layer(self) -> int | None:
         """The draft layer the parameters pane starts from for this family."""

@@ -13,6 +13,7 @@ from decoders.core.params import METHOD_NAMES
 from tui_decode.screens.pickers import family_picker
 from tui_decode.state.loaded_family import helper_description, load_choice_brief
 from tui_decode.state.run_summary import short_paths
+from tui_decode.state.settings import draft_error, runnable_methods
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -98,8 +99,15 @@ class FamilySwitching:
         self.params_pane.draft_options = loaded.draft_options()
         self.params_pane.helper_label = helper_description(described)
         self.apply_settings(self.settings.replace(**loaded.start_draft()))
+        options = loaded.draft_options()
+        unable = self.settings.params.method if draft_error(self.settings, options, loaded.label) else None
+        if unable is not None:  # nothing drafts here (llama.cpp without a GGUF helper): a method that can run
+            runnable = runnable_methods(options)
+            self.apply_settings(self.settings.with_params(method="pld" if "pld" in runnable else runnable[0]))
         method = METHOD_NAMES[self.settings.params.method]
         ready = f"ready: {loaded.label} on {described.get('device')} · {described.get('dtype')}; ctrl+r runs {method}"
+        if unable is not None:
+            ready += f" ({METHOD_NAMES[unable].lower()} decoding needs a draft model, and this family has none)"
         brief = load_choice_brief(loaded.engine.family)
         if brief is not None and self.narrow:
             # One page at a time: a toast would cover the page (the Output page, its legend) and

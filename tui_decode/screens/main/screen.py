@@ -264,9 +264,9 @@ class MainScreen(ResponsiveLayout, RunView, RunLifecycle, RunFiles, FamilySwitch
         self._step_knob(key, direction)
 
     def _step_knob(self, key: str, direction: int) -> None:
-        draft_layers = self.loaded.draft_layers if self.loaded else 0
+        options = self.loaded.draft_options() if self.loaded else 0  # (the methods it can run, too)
         knob = next((k for k in knobs_for(self.settings.params.method) if k.key == key), None) or KNOB_BY_KEY[key]
-        self.apply_settings(knob.step(self.settings, direction, draft_layers))
+        self.apply_settings(knob.step(self.settings, direction, options))
         self.params_pane.select_key(key)
 
     def action_toggle_chat_template(self) -> None:
