@@ -25,7 +25,7 @@ from tui_decode.screens.main import MainScreen
 from tui_decode.screens.main.family import REMEASURE_COMMAND
 from tui_decode.state.crash_report import report_crash
 from tui_decode.state.runs_folder import runs_dir
-from tui_decode.state.settings import DEFAULT_PROMPT, Settings
+from tui_decode.state.settings import DEFAULT_PROMPT, Settings, runnable_methods
 from tui_decode.state.token_text import shown_controls
 from tui_decode.workers.decode import (
     EngineFactory,
@@ -65,6 +65,7 @@ class TuiDecodeApp(App[int]):
         *,
         opened: RunResult | None = None,
         opened_name: str = "",
+        opened_path: Path | None = None,
         load_family: FamilyLoader | None = None,
         engine_factory: EngineFactory | None = None,
         runs_folder: Path | None = None,
@@ -77,6 +78,7 @@ class TuiDecodeApp(App[int]):
         self.spec = spec
         self.opened = opened
         self.opened_name = opened_name
+        self.opened_path = opened_path  # the file it came from: the history lists it once, not again as saved
         self.load_family = load_family or default_family_loader
         self.engine_factory = engine_factory or default_engine_factory
         self.runs_folder = runs_folder or runs_dir()
@@ -111,7 +113,8 @@ class TuiDecodeApp(App[int]):
 
     def get_default_screen(self) -> MainScreen:
         self._main_screen = MainScreen(
-            self.spec, opened=self.opened, opened_name=self.opened_name, load_family=self.load_family,
+            self.spec, opened=self.opened, opened_name=self.opened_name, opened_path=self.opened_path,
+            load_family=self.load_family,
             engine_factory=self.engine_factory, runs_folder=self.runs_folder, prompt=self.initial_prompt,
             settings=self.initial_settings, cursor_blink=self.cursor_blink)
         return self._main_screen
@@ -167,8 +170,9 @@ class TuiDecodeApp(App[int]):
         yield from super().get_system_commands(screen)
         main = self.main_screen
         yield SystemCommand("Run", "Decode the prompt with the chosen method (ctrl+r)", main.action_run)
-        yield SystemCommand("Cancel run", "Stop the run at the next iteration; the partial run stays (escape)",
-                            main.action_cancel)
+        if main.can_cancel():  # offered only when a run goes (or waits for the model)
+            yield SystemCommand("Cancel run", "Stop the run at the next iteration; the partial run stays (escape)",
+                                main.action_cancel)
         yield SystemCommand("Save run", f"Save the run as JSON + SVG in {self.runs_folder} (ctrl+s)",
                             main.action_save)
         yield SystemCommand("Open a saved run", "Browse a run saved earlier, no model needed (ctrl+o)",
@@ -176,7 +180,8 @@ class TuiDecodeApp(App[int]):
         yield SystemCommand("Switch model family", "Load another main/helper pair (f)", main.action_pick_family)
         yield SystemCommand(REMEASURE_COMMAND, "Load the family again, timing its target dtype and drafts on this "
                             "machine afresh; the new choice is kept for later starts", main.action_remeasure)
-        for method in METHODS:
+        runnable = runnable_methods(main.params_pane.draft_options)  # none that drafts, where nothing can
+        for method in (m for m in METHODS if m in runnable):
             yield SystemCommand(f"Method: {METHOD_NAMES[method]}", f"Use {METHOD_NAMES[method].lower()} decoding",
                                 lambda method=method: main.set_method(method))
         yield SystemCommand("Toggle greedy / sampling", "Switch the decoding mode (g)", main.action_toggle_mode)
@@ -188,6 +193,8 @@ class TuiDecodeApp(App[int]):
                             main.action_sweep)
         yield SystemCommand("Show iteration detail", "Maximise the selected iteration's detail (d)",
                             main.action_toggle_detail)
+        yield SystemCommand("Statistics", "Focus the statistics pane; the arrows scroll its figures (i)",
+                            main.action_focus_stats)
         yield SystemCommand("Run history", "The session's runs; mark two and compare them (h)", main.action_history)
         yield SystemCommand("Compare with the baseline", "The run shown beside its autoregressive baseline (c)",
                             main.action_compare_baseline)
@@ -211,13 +218,15 @@ def run_app(
     settings: Settings | None = None,
     opened: RunResult | None = None,
     opened_name: str = "",
+    opened_path: Path | None = None,
     threads: int | None = None,
 ) -> int:
     """Open the app on ``spec`` (loaded in the background; None: the user picks one), showing
-    ``opened`` first if given (a saved run, named ``opened_name``), with torch on ``threads`` CPU
-    threads if given; the exit status. `tui_decode.cli.main.cmd_app` reads these from the flags."""
-    app = TuiDecodeApp(spec, opened=opened, opened_name=opened_name, settings=settings, prompt=prompt,
-                       load_family=threads_loader(threads) if threads else None)
+    ``opened`` first if given (a saved run, named ``opened_name``, read from ``opened_path``), with
+    torch on ``threads`` CPU threads if given; the exit status. `tui_decode.cli.main.cmd_app` reads
+    these from the flags."""
+    app = TuiDecodeApp(spec, opened=opened, opened_name=opened_name, opened_path=opened_path, settings=settings,
+                       prompt=prompt, load_family=threads_loader(threads) if threads else None)
     app.run()
     code = app.return_code or 0  # a crash inside the app exits 1, never 0
     if app.crash is not None:

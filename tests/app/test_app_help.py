@@ -36,9 +36,12 @@ def opened_app(method: str) -> TuiDecodeApp:
 
 
 def stats_labels(app: TuiDecodeApp) -> list[str]:
-    """The labels of the rows the statistics pane shows."""
-    content = app.main_screen.stats.figures.content
-    tables = [r for r in content.renderables if isinstance(r, Table)] if isinstance(content, Group) else [content]
+    """The labels of the rows the statistics pane shows (the headline's, then the figures')."""
+    tables = []
+    for widget in (app.main_screen.stats.headline, app.main_screen.stats.figures):
+        content = widget.content
+        tables += [r for r in content.renderables if isinstance(r, Table)] if isinstance(content, Group) else \
+            [content] if isinstance(content, Table) else []
     return [str(cell) for table in tables for cell in table.columns[0]._cells]
 
 

@@ -340,3 +340,73 @@ def headline_speed_of(result) -> str:
     from tui_decode.state.run_history import speedup_text
 
     return speedup_text(result)
+
+
+def with_prompt(result: RunResult, prompt_ids: list[int]) -> RunResult:
+    import msgspec.structs
+
+    return msgspec.structs.replace(result, prompt_ids=prompt_ids)
+
+
+def test_a_comparison_of_two_prompts_says_so_and_compares_no_tokens():
+    """Two runs of different prompts were compared silently: "the same first 0 tokens, then they
+    part at token 0"; their tokens continue different texts."""
+    from tui_decode.state.run_history import Comparison
+
+    result = RunResult.load(DATA / "run_spec.json")
+    history = RunHistory()
+    a = history.record(result)
+    b = history.record(with_prompt(result, [*result.prompt_ids, 7]))
+    other = Comparison(Stream(a, "method"), Stream(b, "baseline"))
+    assert not other.same_prompt
+    n = len(result.prompt_ids)
+    assert other.summary().startswith(f"different prompts ({n} and {n + 1} tokens): side by side, not compared"), \
+        other.summary()
+    assert "the same first" not in other.summary()
+    same = Comparison(Stream(a, "baseline"), Stream(a, "method"))
+    assert same.same_prompt and "different prompts" not in same.summary()
+
+
+async def test_the_compare_screen_marks_no_divergence_between_two_prompts(tmp_path):
+    from tui_decode.state.run_history import Comparison
+
+    result = RunResult.load(DATA / "run_spec.json")
+    history = RunHistory()
+    a = history.record(result)
+    b = history.record(with_prompt(result, [*result.prompt_ids, 7]))
+    app = TuiDecodeApp(None, opened=result, opened_name="run_spec.json", runs_folder=tmp_path, cursor_blink=False)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await pilot.pause()
+        await app.push_screen(CompareScreen(Comparison(Stream(a, "method"), Stream(b, "baseline"))))
+        await pilot.pause()
+        heading = "".join(strip.text for strip in app.screen.heading.render_lines(app.screen.heading.region))
+        assert "different prompts" in heading, heading
+        await pilot.press("j")
+        await pilot.pause()
+        assert any("different prompts" in n.message for n in app._notifications)
+
+
+async def test_a_run_opened_from_the_runs_folder_is_listed_once(tmp_path, monkeypatch):
+    """`tui-decode --open RUNS/…-spec.json` recorded the run under its bare file name, so h listed
+    it twice: once opened, once again as a saved file of the runs folder."""
+    from tui_decode import app as app_module
+    from tui_decode.cli.main import build_parser, cmd_app
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    path = runs / "20261201-193512-spec.json"
+    shutil.copy(DATA / "run_spec.json", path)
+    monkeypatch.setenv("TUI_DECODE_RUNS_DIR", str(runs))
+    made = {}
+    monkeypatch.setattr(app_module.TuiDecodeApp, "run", lambda self: made.setdefault("app", self) and 0)
+    monkeypatch.chdir(tmp_path)  # not the runs folder: the bare name names no file here
+    assert cmd_app(build_parser().parse_args(["--open", str(path)])) == 0
+    app = made["app"]
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("h")
+        await pilot.pause()
+        assert isinstance(app.screen, HistoryScreen)
+        runs_listed = [stream for stream in app.screen.streams if stream.role == "method"]
+        assert len(runs_listed) == 1, [row_cells(stream) for stream in runs_listed]
+        assert runs_listed[0].entry.source == "opened"

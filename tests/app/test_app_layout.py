@@ -14,6 +14,7 @@ from decoders.records.run import Emitted, RunResult
 from tests.support.app import wait_for
 from tui_decode.app import TuiDecodeApp
 from tui_decode.screens.main.layout import layout_for
+from tui_decode.widgets import stats_pane
 from tui_decode.widgets.details import DetailContext, view_for
 
 pytestmark = pytest.mark.anyio
@@ -339,9 +340,9 @@ async def test_a_speedup_too_long_for_the_statistics_pane_breaks_before_its_spre
         assert any("(0.32x; spread not measured)" in line for line in lines), "\n".join(lines)
 
 
-async def test_the_sentence_comes_first_in_the_statistics_pane_and_is_in_view_at_every_size(tiny_spec, loader, tmp_path):
-    """The explanation (what the run bought, in one sentence) is the statistics pane's first line
-    block, above the figures, the acceptance bars and the plot: in view without scrolling."""
+async def test_the_sentence_comes_after_the_headline_in_the_statistics_pane_and_is_in_view(tiny_spec, loader, tmp_path):
+    """The explanation (what the run bought, in one sentence) follows the headline, above the
+    figures, the acceptance bars and the plot: in view without scrolling."""
     from tests.support.app import make_app, run_and_wait, wait_for
 
     for size in ((200, 60), (120, 40)):
@@ -351,9 +352,9 @@ async def test_the_sentence_comes_first_in_the_statistics_pane_and_is_in_view_at
             result = await run_and_wait(pilot, app)
             pane = app.main_screen.stats
             children = list(pane.children)
-            assert children[0].id == "explanation"
+            assert [child.id for child in children[:2]] == ["headline", "explanation"]
             explanation = pane.query_one("#explanation")
-            assert explanation.region.y >= pane.region.y and explanation.region.bottom <= pane.region.bottom
+            assert pane.region.y <= explanation.region.y < pane.region.bottom
             words = result.summary.explanation.split()[:3]
             shown = " ".join(line.text for line in explanation.render_lines(explanation.region.reset_offset))
             assert " ".join(words) in " ".join(shown.split())
@@ -386,3 +387,64 @@ async def test_an_opened_runs_sentence_says_what_its_headline_says(figures, says
         figures_text = " ".join(" ".join(line.text for line in app.main_screen.stats.query_one("#figures")
                                          .render_lines(explanation.region.reset_offset)).split())
         assert "decode speedup" in figures_text, figures_text
+
+
+def pane_text(app, widget) -> str:
+    """What the screen shows inside ``widget``'s content region (its visible part), line by line."""
+    region = widget.content_region
+    lines = screen_lines(app)[region.y:region.bottom]
+    return "\n".join(line[region.x:region.right] for line in lines)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (160, 48), (200, 60)])
+async def test_the_headline_is_in_view_at_every_size_and_the_rest_scrolls_by_keyboard(size, tiny_spec, loader,
+                                                                                      tmp_path):
+    """At 120x40 and 160x48 the statistics pane cut off before the decode speedup, the decode
+    ms/token, the end-to-end speedup and "identical": the figures a run is judged by came after
+    the sentence, with no key to scroll to them. The headline now comes first, in view at every
+    size; i focuses the pane and the arrows scroll the rest."""
+    from tests.support.app import make_app, run_and_wait, wait_for
+
+    app = make_app(tiny_spec, loader, tmp_path, max_new_tokens=12)
+    async with app.run_test(size=size) as pilot:
+        main = app.main_screen
+        await wait_for(pilot, lambda: main.loaded is not None)
+        result = await run_and_wait(pilot, app)
+        s = result.summary
+        await pilot.press("i")  # the statistics pane (its page when narrow)
+        await pilot.pause()
+        pane = main.stats
+        assert app.focused is pane and shown(pane)
+        text = " ".join(pane_text(app, pane).split())
+        speed = stats_pane.speed_text(s.speedup_decode, s.speedup_spread)[0]
+        assert f"decode speedup {' '.join(speed.split())}" in text, text
+        assert f"decode {stats_pane._ms(s.decode_ms_per_token)} ms/token (AR " in text, text
+        assert "identical yes, to the baseline" in text, text
+        assert "↑↓ Scroll" in screen_lines(app)[-1]
+        if pane.max_scroll_y:  # the rest is reached by keyboard
+            await pilot.press("end")
+            await pilot.pause()
+            assert pane.scroll_y == pane.max_scroll_y > 0
+
+
+@pytest.mark.parametrize("page, pane", [("setup", "params_pane"), ("output", "stream"), ("stats", "stats")])
+async def test_a_resize_from_80_to_120_columns_with_the_tabs_focused_keeps_a_pane_focused(page, pane):
+    """The page tabs had the focus at 80 columns; at 120 they are hidden and kept it: arrows and
+    digits did nothing. The focus goes to the pane of the page that was shown."""
+    app = opened()
+    async with app.run_test(size=(80, 24)) as pilot:
+        main = app.main_screen
+        await pilot.pause()
+        main.show_page(page)
+        main.page_tabs.focus()
+        await pilot.pause()
+        assert app.focused is main.page_tabs
+        await pilot.resize_terminal(120, 40)
+        await pilot.pause()
+        await pilot.pause()
+        assert main.layout_name == "regular"
+        assert app.focused is getattr(main, pane) and shown(app.focused), app.focused
+        if pane == "params_pane":
+            before = main.params_pane.selected
+            await pilot.press("down")
+            assert main.params_pane.selected == before + 1

@@ -274,6 +274,7 @@ def cmd_app(args: argparse.Namespace) -> int:
     given = getattr(args, "prompt", None) is not None or getattr(args, "prompt_file", None)
     return run_app(family_spec(args), prompt=read_prompt(args) if given else DEFAULT_PROMPT, settings=settings,
                    opened=opened, opened_name=Path(args.open).name if opened else "",
+                   opened_path=Path(args.open) if opened else None,
                    threads=getattr(args, "threads", None))
 
 

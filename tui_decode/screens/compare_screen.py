@@ -62,7 +62,7 @@ class CompareScreen(Screen[None]):
 
     def on_mount(self) -> None:
         c = self.comparison
-        at = c.divergence
+        at = c.divergence if c.same_prompt else None  # different prompts: no divergence to mark
         self.left.show_aligned(stream_tokens(c.left.run), at)
         self.right.show_aligned(stream_tokens(c.right.run), at)
         self.left.relayout_with_partner()
@@ -125,6 +125,9 @@ class CompareScreen(Screen[None]):
     def action_jump_divergence(self) -> None:
         """Bring the line where the streams part into view, the cursor on its token."""
         at = self.comparison.divergence
+        if not self.comparison.same_prompt:
+            self.notify("The two runs are of different prompts: their tokens are not compared.")
+            return
         if at is None:
             self.notify("The two streams are identical: there is no divergence.")
             return

@@ -35,6 +35,9 @@ class HelpRows(Widget):
 
     DEFAULT_CSS = "HelpRows { height: auto; }"
     GAP = 1
+    #: Between the meaning and the formula: a rule, so that a meaning that fills its column does
+    #: not run into the formula ("once per context T(k) = median ..." read as one sentence).
+    FORMULA_GAP = Content.styled(" │ ", "$text-muted")
 
     def __init__(self, rows: Sequence[tuple[Content, ...]], first: int, first_narrow: int, third: int = 36,
                  classes: str = "") -> None:
@@ -57,7 +60,8 @@ class HelpRows(Widget):
     def _lay_out(self, width: int, wide: bool) -> list[Content]:
         first = self.first if wide else self.first_narrow
         third = self.third if wide and any(len(row) > 2 and row[2] for row in self.rows) else 0
-        second = max(width - first - self.GAP - (third + self.GAP if third else 0), 8)
+        formula_gap = self.FORMULA_GAP.cell_length
+        second = max(width - first - self.GAP - (third + formula_gap if third else 0), 8)
         gap = " " * self.GAP
         out: list[Content] = []
         for row in self.rows:
@@ -70,7 +74,7 @@ class HelpRows(Widget):
             for i in range(max(len(left), len(middle), len(right))):
                 cells = [_cell(left, i, first), gap, _cell(middle, i, second if third else 0)]
                 if third:
-                    cells += [gap, _cell(right, i, 0)]
+                    cells += [self.FORMULA_GAP, _cell(right, i, 0)]
                 out.append(Content.assemble(*cells))
         return out
 

@@ -26,6 +26,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
+from decoders.analysis.spread_text import value_with_spread
 from decoders.analysis.summary import Summary
 from decoders.analysis.verdict import headline
 from decoders.core.declarations import ParamSpec
@@ -33,7 +34,7 @@ from decoders.core.errors import DecodeError
 from decoders.core.events import PhaseStarted
 from decoders.records.run import RunResult
 from tui_decode.state.run_summary import acceptance_text, judged_drafts
-from tui_decode.state.settings import input_error
+from tui_decode.state.settings import draft_error, input_error
 from tui_decode.widgets.gamma_plot import GammaPlot, PlotData, Point
 from tui_decode.widgets.stats_pane import headline_speed
 from tui_decode.workers.draw_gate import DrawGate
@@ -260,8 +261,7 @@ class SweepScreen(ModalScreen[None]):
             if h.speedup is None:
                 words = "–"
             else:
-                noise = f" ± {h.spread:.2f}" if h.spread is not None else ""
-                words = f"{h.speedup:.2f}x{noise} {VERDICT_WORD[h.verdict]}"
+                words = f"{value_with_spread(h.speedup, h.spread, sign='±')} {VERDICT_WORD[h.verdict]}"
             same = "–" if s.identical is None else "yes" if s.identical else f"no @{s.first_divergence}"
             grid.add_row(str(m.value), words, f"{s.tau:.2f}" if s.tau is not None else "–",
                          acceptance_text(s, m.judged, named=False), same)
@@ -330,7 +330,7 @@ def start_sweep(main: MainScreen) -> None:
     if main.loaded is None:
         main.notify("No model is loaded yet; ctrl+r loads it and runs, then s sweeps.", severity="warning")
         return
-    error = input_error(prompt, settings)
+    error = input_error(prompt, settings) or draft_error(settings, main.loaded.draft_options(), main.loaded.label)
     if error is not None:
         main.report_error(error)
         return
@@ -381,7 +381,7 @@ def start_repeat(main: MainScreen) -> None:
         main.notify("No model is loaded yet; ctrl+r loads it and runs, then r repeats.", severity="warning")
         return
     settings, prompt = main.settings, main.prompt_pane.text
-    error = input_error(prompt, settings)
+    error = input_error(prompt, settings) or draft_error(settings, main.loaded.draft_options(), main.loaded.label)
     if error is not None:
         main.report_error(error)
         return

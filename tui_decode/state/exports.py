@@ -10,6 +10,7 @@ import io
 import math
 from collections.abc import Sequence
 
+from decoders.analysis.spread_text import value_with_spread
 from decoders.analysis.verdict import headline
 from decoders.records.summary import Summary
 from tui_decode.state.run_summary import acceptance_text, judged_drafts
@@ -70,8 +71,8 @@ def stream_figures(stream) -> list[tuple[str, str]]:
         return [("tokens", str(len(run.ids))), ("tau", "1.00"), ("decode ms/token", _f(decode, 1)),
                 ("first token ms", _f(ttft, 0)), ("decode speedup", "1.00x (the baseline)"),
                 ("acceptance", "–"), ("identical", "–")]
-    spread = f" ± {s.speedup_spread:.2f}" if s.speedup_spread is not None else ""
-    speed = "–" if s.speedup_decode is None else f"{_f(s.speedup_decode, 2)}x{spread}"
+    speed = "–" if s.speedup_decode is None else "n/a" if not math.isfinite(s.speedup_decode) else \
+        value_with_spread(s.speedup_decode, s.speedup_spread, sign="±")
     accept = "–" if s.accept_rate is None else acceptance_text(s, judged_drafts(run))
     same = "–" if s.identical is None else "yes" if s.identical else f"no, at token {s.first_divergence}"
     return [("tokens", str(len(run.ids))), ("tau", _f(s.tau, 2)), ("decode ms/token", _f(s.decode_ms_per_token, 1)),

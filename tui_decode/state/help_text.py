@@ -32,8 +32,8 @@ class Marking:
 # -- figures ---------------------------------------------------------------------------------------
 FIGURES: tuple[FigureHelp, ...] = (
     FigureHelp("tokens", ("tokens", "tokens emitted"),
-               "Tokens the method emitted; the finish says what stopped it (length: the token budget, eos: an "
-               "end-of-sequence token, context: the model's context, cancelled: escape).", "N = len(output)"),
+               "Tokens the method emitted, and what stopped it: max tokens (the token budget), end of text (an "
+               "end-of-sequence token), the model's context, or escape (cancelled).", "N = len(output)"),
     FigureHelp("iterations", ("iterations",),
                "Draft-and-verify steps (one plain step per token for autoregressive decoding); each costs one "
                "target forward.", "iterations = target forwards"),
@@ -176,6 +176,7 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("m · g · [ ]", "next method · greedy / sampling · shorter / longer draft"),
     ("t · e · f", "chat template · edit the prompt · switch model family"),
     ("d · enter", "the selected iteration's detail, full screen"),
+    ("i", "the statistics pane: the arrow and page keys scroll its figures (tab reaches it too)"),
     ("s", "sweep the draft length over up to 8 values and plot each measured speedup"),
     ("r", "repeat the current settings 5 times, each beside its own baseline, and pool the speedups"),
     ("n", "calibrate: this machine's run-to-run noise (autoregressive against itself, 6 runs), kept; "

@@ -3,10 +3,11 @@ helper model, an early-exit layer, or a quantized self-draft)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from decoders.models.family import SELF_DRAFT_KINDS
+from tui_decode.state.run_summary import short_paths
 from tui_decode.state.settings import DraftOptions, Settings, default_draft_layer
 
 if TYPE_CHECKING:
@@ -50,7 +51,8 @@ class LoadedFamily:
         kinds = tuple(kind for kind in kinds if kind != "fastest")  # a choice made at load, not a draft
         if getattr(family, "head_source", None) is None:  # a trained head only where one is at hand
             kinds = tuple(kind for kind in kinds if kind != "head")
-        return DraftOptions(layers=self.draft_layers, helper=helper, kinds=kinds)
+        options = DraftOptions(layers=self.draft_layers, helper=helper, kinds=kinds)
+        return replace(options, can_draft=bool(options.choices()) or self.engine.has_helper)
 
     def start_layer(self) -> int | None:
         """The draft layer the parameters pane starts from for this family."""
@@ -82,4 +84,29 @@ class LoadedFamily:
 def helper_description(described: dict[str, Any]) -> str:
     """How a family's helper reads in the parameters pane."""
     helper = described.get("helper")
-    return str(helper) if helper else "none"
+    return short_paths(str(helper)) if helper else "none"  # a head's folder by its name, not its path
+
+
+#: The self-drafts a load-time choice may pick, as the app names them.
+DRAFT_NAMES = {"head": "trained head", "int4": "int4 self-draft"}
+
+
+def load_choice_brief(family: Any) -> str | None:
+    """What the load measured and chose on this machine (`Family.dtype_choice`, `.draft_choice`),
+    in a few words for one line: "measured here: float32 weights, trained head drafts (predicted
+    1.13x at γ 1)"; None when nothing was chosen at load. The full sentences (each candidate's
+    figures) are the family's ``describe()``."""
+    parts = []
+    dtype = (getattr(family, "dtype_choice", None) or {}).get("chosen")
+    if dtype:
+        parts.append(f"{dtype} weights")
+    draft = getattr(family, "draft_choice", None) or {}
+    chosen = draft.get("chosen")
+    if chosen:
+        candidate = next((c for c in draft.get("candidates") or () if isinstance(c, dict) and c.get("kind") == chosen),
+                         {})
+        predicted, gamma = candidate.get("predicted"), candidate.get("gamma")
+        figures = (f" (predicted {predicted:.2f}x at γ {gamma})"
+                   if isinstance(predicted, (int, float)) and isinstance(gamma, int) else "")
+        parts.append(f"{DRAFT_NAMES.get(chosen, str(chosen))} drafts{figures}")
+    return "measured here: " + ", ".join(parts) if parts else None

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from decoders.analysis.spread_text import value_with_spread
 from decoders.analysis.summary import Summary, first_divergence
 from decoders.analysis.verdict import headline
 from decoders.core.declarations import get_method
@@ -113,8 +114,8 @@ def speedup_text(result: RunResult) -> str:
     h = headline(result.summary)
     if h.speedup is None:
         return "–"
-    spread = f" ±{h.spread:.2f}" if h.spread else ""
-    return f"{h.speedup:.2f}x{spread}" + ("" if h.decode else " e2e")
+    figure = value_with_spread(h.speedup, h.spread).replace(" +/- ", " ±")  # compact: a table cell
+    return figure + ("" if h.decode else " e2e")
 
 
 def identical_text(result: RunResult) -> str:
@@ -285,10 +286,16 @@ def export_rows(history: RunHistory) -> list[tuple[tuple[str, ...], Summary]]:
 
 @dataclass(frozen=True)
 class Comparison:
-    """Two streams, token by token: where they first part (None: identical)."""
+    """Two streams, token by token: where they first part (None: identical). Streams of two
+    different prompts (or one prompt with and without the chat template) are not compared: their
+    tokens continue different texts."""
 
     left: Stream
     right: Stream
+
+    @property
+    def same_prompt(self) -> bool:
+        return self.left.entry.result.prompt_ids == self.right.entry.result.prompt_ids
 
     @property
     def divergence(self) -> int | None:
@@ -297,8 +304,14 @@ class Comparison:
     def summary(self) -> str:
         at = self.divergence
         n_left, n_right = len(self.left.run.ids), len(self.right.run.ids)
+        if not self.same_prompt:
+            a, b = len(self.left.entry.result.prompt_ids), len(self.right.entry.result.prompt_ids)
+            return (f"different prompts ({a} and {b} tokens): side by side, not compared token by token "
+                    f"({n_left} against {n_right} tokens)")
         if at is None:
             return f"identical: the same {n_left} tokens"
         if at >= min(n_left, n_right):
             return f"the same first {at} tokens; then one stops ({n_left} against {n_right} tokens)"
+        if at == 0:
+            return f"they part at the first token ({n_left} against {n_right} tokens)"
         return f"the same first {at} tokens, then they part at token {at} ({n_left} against {n_right} tokens)"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
+from decoders.analysis.spread_text import spread_number, value_with_spread
 from decoders.analysis.summary import Summary
 from decoders.core.declarations import Figure, get_method
 from decoders.records.run import Run, RunResult
@@ -14,12 +15,22 @@ from decoders.records.run import Run, RunResult
 COMMON = (
     Figure("prompt_tokens", "prompt tokens", "", "{}"),
     Figure("tokens", "tokens emitted", "", "{}"),
-    Figure("finish", "finished by", "", "{}"),
+    Figure("finish", "finished", "", "{}"),
     Figure("target_forwards", "target forwards", "", "{}"),
     Figure("tau", "tau (tokens / target forward)", "", "{:.3f}"),
     Figure("accept_rate", "acceptance of judged drafts", "", "{:.1%}"),
     Figure("mean_acceptance_length", "mean acceptance length", "", "{:.2f}"),
 )
+
+
+#: What stopped a run (`Run.finish`), in words: "· length" read as a label cut off.
+FINISH_TEXT = {"length": "stopped at max tokens", "eos": "stopped at end of text",
+               "context": "stopped at the model's context", "cancelled": "cancelled"}
+
+
+def finish_text(finish: str) -> str:
+    """What stopped the run, in words ("stopped at max tokens"); an unknown reason as it is."""
+    return FINISH_TEXT.get(finish, finish)
 
 
 def _against(value: float | None, baseline: float | None) -> str | None:
@@ -50,14 +61,14 @@ def pairing_text(s: Summary) -> str | None:
 def _timing_rows(s: Summary) -> list[tuple[str, str]]:
     """The speedups with their spread, then the times they come from, each labelled with what it
     covers, so that the table reads as the sentence under it does (the decode speedup first)."""
-    spread = f" +/- {s.speedup_spread:.2f}" if s.speedup_spread is not None else ""
     wall = s.speedup_wall_spread
     raw = s.speedup_decode_raw
     rows = [
-        ("decode speedup vs autoregressive", None if s.speedup_decode is None else f"{s.speedup_decode:.2f}x{spread}"),
+        ("decode speedup vs autoregressive", None if s.speedup_decode is None else
+         value_with_spread(s.speedup_decode, s.speedup_spread)),
         ("decode speedup, raw (no drift)", None if raw is None else f"{raw:.2f}x"),
         ("end-to-end speedup (prefill included)", None if s.speedup_wall is None else
-         f"{s.speedup_wall:.2f}x" + ("" if wall is None else f" +/- {wall:.2f}")),
+         value_with_spread(s.speedup_wall, wall)),
         ("pairing", pairing_text(s)),
         ("time to first token, ms", _against(s.ttft_ms, s.baseline_ttft_ms)),
         ("decode ms / token", _against(s.decode_ms_per_token, s.baseline_decode_ms_per_token)),
@@ -92,6 +103,8 @@ def summary_rows(summary: Summary, judged: int | None = None) -> list[tuple[str,
         value = getattr(summary, fig.key)
         if fig.key == "accept_rate" and value is not None:
             rows.append((fig.label, acceptance_text(summary, judged, digits=1, named=False)))
+        elif fig.key == "finish":
+            rows.append((fig.label, finish_text(value)))
         elif value is not None:
             rows.append((fig.label, fig.shown(value)))
     rows += _timing_rows(summary)
@@ -108,15 +121,29 @@ def summary_rows(summary: Summary, judged: int | None = None) -> list[tuple[str,
     return rows
 
 
+def short_paths(text: str) -> str:
+    """``text`` with each file path in it cut to its last part: a trained head's "ptd head
+    /home/someone/.cache/tui-decode/heads/smollm2" reads "ptd head smollm2" in a title. Hub ids
+    ("HuggingFaceTB/SmolLM2-135M") are not paths and stay."""
+    import ntpath
+    import re
+
+    def last(match: re.Match[str]) -> str:
+        word = match.group(0).rstrip("/\\")
+        return ntpath.basename(word) or match.group(0)  # (ntpath splits on / and \ both)
+
+    return re.sub(r"(?<!\S)(?:~|\.{1,2}|[A-Za-z]:)?[/\\]\S*", last, text)
+
+
 def run_title(result: RunResult) -> str:
     """The run's label and, for a method that drafts with a helper, what drafted:
-    "Speculative (greedy, γ=4) · int4 self-draft"."""
+    "Speculative (greedy, γ=4) · int4 self-draft" (a path in it cut to its last part)."""
     helper = (result.family or {}).get("helper")
     try:
         drafts = get_method(result.method.method).needs_helper
     except Exception:  # a saved run of a method this version does not have
         drafts = False
-    return f"{result.method.label} · {helper}" if drafts and helper else result.method.label
+    return f"{result.method.label} · {short_paths(str(helper))}" if drafts and helper else result.method.label
 
 
 def summary_table(result: RunResult) -> Table:
@@ -142,7 +169,7 @@ def pooled_table(summaries: list[Summary]):
     for column in ("run", "decode speedup", "raw", "end to end", "machine"):
         table.add_column(column)
     for i, s in enumerate(summaries, 1):
-        spread = f" +/- {s.speedup_spread:.2f}" if s.speedup_spread is not None else ""
+        spread = f" +/- {spread_number(s.speedup_spread)}" if s.speedup_spread is not None else ""
         machine = (f"{s.machine_change:.2f}x" if s.machine_change is not None else
                    f"drift {s.drift:.2f}" if s.drift is not None else "")
         table.add_row(str(i), "" if s.speedup_decode is None else f"{s.speedup_decode:.3f}x{spread}",
@@ -150,7 +177,8 @@ def pooled_table(summaries: list[Summary]):
                       "" if s.speedup_wall is None else f"{s.speedup_wall:.3f}x", machine)
     pooled = pool(summaries)
     if pooled is not None:
-        table.add_row("pooled", f"{pooled.speedup:.3f}x +/- {pooled.spread:.3f}", "", "", "")
+        pooled_spread = f"{pooled.spread:.3f}" if pooled.spread >= 0.0005 else spread_number(pooled.spread)
+        table.add_row("pooled", f"{pooled.speedup:.3f}x +/- {pooled_spread}", "", "", "")
         table.caption = ratio_text(pooled.speedup, pooled.spread) + f" over {pooled.n} runs"
         table.caption_justify = "left"
     return table

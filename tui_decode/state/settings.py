@@ -56,6 +56,9 @@ class DraftOptions:
     layers: int = 0  # the main model's layer count when it may draft by early exit, else 0
     helper: str | None = None  # the family's own helper model, when it has one
     kinds: tuple[str, ...] = ()  # self-drafts it may build ("int4", "head": a trained head)
+    #: Whether anything can draft at all (False: a llama.cpp family without a GGUF helper, where a
+    #: method that drafts with a helper cannot run); True while no family is loaded (not known).
+    can_draft: bool = True
 
     def choices(self) -> list[tuple[str, Any]]:
         return ([("helper", None)] if self.helper else []) + [("layer", n) for n in range(1, self.layers)] + \
@@ -83,6 +86,26 @@ class DraftOptions:
         if kind == "kind":
             return settings.replace(self_draft=value)
         return settings.replace(draft_layer=value, self_draft=None)
+
+
+def runnable_methods(options: DraftOptions | None = None) -> list[str]:
+    """The methods the loaded family can run: all of them, but for those that draft with a helper
+    where nothing can draft (``options.can_draft`` False)."""
+    names = method_names()
+    if options is None or options.can_draft:
+        return names
+    return [name for name in names if not get_method(name).needs_helper]
+
+
+def draft_error(settings: Settings, options: DraftOptions, family: str) -> str | None:
+    """Why ``settings``' method cannot run on the loaded family (it drafts with a helper, and
+    nothing can draft there), in the app's terms; None when it can."""
+    method = settings.params.method_def
+    if options.can_draft or not method.needs_helper:
+        return None
+    others = ", ".join(METHOD_NAMES[name] for name in runnable_methods(options) if name != "ar")
+    return (f"{family} has no draft model, so {method.label.lower()} decoding cannot run on it; pick a method "
+            f"that drafts with nothing ({others}: m changes the method) or another family (f)")
 
 
 def input_error(prompt: str, settings: Settings) -> str | None:
@@ -142,8 +165,8 @@ class Knob:
         check to report, so that a person learns the rule rather than meeting a silent clamp.
         """
         value = self.value(settings)
-        if self.key == METHOD_KEY:
-            names = method_names()
+        if self.key == METHOD_KEY:  # the methods the family can run (with a known draft, all of them)
+            names = runnable_methods(draft_layers if isinstance(draft_layers, DraftOptions) else None)
             index = names.index(value) if value in names else -direction
             return settings.with_params(method=names[(index + direction) % len(names)])
         if self.key == DRAFT_LAYER_KEY:

@@ -21,7 +21,11 @@ from tui_decode.widgets.styles import component_style
 
 # Braille dot bits, indexed [row][column] within a cell.
 DOT_BITS = ((0x01, 0x08), (0x02, 0x10), (0x04, 0x20), (0x40, 0x80))
-LABEL_WIDTH = 5
+LABEL_WIDTH = 6  # "0.97x" and the axis
+#: The least span of the speed axis (a sweep of near-equal points is not magnified into noise),
+#: and the margin above and below the figures, as a share of their span.
+MIN_SPAN = 0.1
+MARGIN = 0.1
 
 
 class BrailleCanvas:
@@ -124,6 +128,19 @@ class PlotData:
         return f"{best}" + (f" ({', '.join(marks)})" if marks else "")
 
 
+def speed_range(data: PlotData) -> tuple[float, float]:
+    """The speed axis's (bottom, top): the curves, the measured points with their spread and
+    break-even (1.0x), with a margin; not from 0, which flattened 0.86x-0.97x onto break-even."""
+    values = [s for _, s in data.curve] + [s for _, s in (data.cost_aware or [])] + [1.0]
+    values += [p.speedup + side * (p.spread or 0.0) for p in data.points for side in (1, -1)]
+    low, high = min(values), max(values)
+    if high - low < MIN_SPAN:
+        middle = (high + low) / 2
+        low, high = middle - MIN_SPAN / 2, middle + MIN_SPAN / 2
+    margin = (high - low) * MARGIN
+    return max(low - margin, 0.0), high + margin
+
+
 LEGEND_WIDTH = 46  # the statistics pane's inner width at 80 columns
 LAYERS = ("curve", "cost-aware", "even", "measured", "axis")
 
@@ -174,13 +191,11 @@ class GammaPlot(Widget):
         canvas = BrailleCanvas(columns, rows)
         gammas = [g for g, _ in data.curve] + [p.value for p in data.points] + [data.gamma]
         g_min, g_max = min(gammas), max(gammas)
-        values = [s for _, s in data.curve] + [s for _, s in (data.cost_aware or [])] + [1.0]
-        values += [p.speedup + (p.spread or 0.0) for p in data.points]
-        top = max(values) * 1.1
+        bottom, top = speed_range(data)
 
         def to_dot(gamma: float, speed: float) -> tuple[int, int]:
             x = round((gamma - g_min) / max(g_max - g_min, 1) * (canvas.width - 1))
-            y = round((1 - min(max(speed, 0.0), top) / top) * (canvas.height - 1))
+            y = round((1 - (min(max(speed, bottom), top) - bottom) / (top - bottom)) * (canvas.height - 1))
             return x, y
 
         _, even_y = to_dot(g_min, 1.0)
@@ -198,14 +213,15 @@ class GammaPlot(Widget):
                 canvas.line(x, hi, x, lo, "measured")
             canvas.mark(x, y, "●", "measured")
 
+        places = 1 if top - bottom >= 1.0 else 2  # 0.86x and 0.97x apart on a narrow range
         for row in range(rows):
             label = ""
-            if row == 0:
-                label = f"{top:.1f}x"
-            elif row == even_y // 4:
-                label = "1.0x"
+            if row == even_y // 4:  # break-even: marked on every range
+                label = f"{1:.{places}f}x"
+            elif row == 0:
+                label = f"{top:.{places}f}x"
             elif row == rows - 1:
-                label = "0"
+                label = f"{bottom:.{places}f}x"
             out.append(label.rjust(LABEL_WIDTH - 1) + "┤", style=styles["axis"])
             fill = ("┈", "even") if row == even_y // 4 else None
             out.append_text(canvas.row_text(row, styles, fill))

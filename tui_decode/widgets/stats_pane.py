@@ -2,6 +2,11 @@
 sentence saying why it was faster or slower. While a run streams, the figures that can already
 be known are shown instead.
 
+The headline comes first, above the sentence: the decode speedup with its spread, both sides'
+milliseconds per token, and whether the output matched the baseline's, so that the figure a run
+is judged by is in view at every terminal size (the left column is short at 120x40). The rest
+scrolls: the pane takes the focus (tab, or i) and the arrow and page keys move it.
+
 Every speedup carries its spread (two standard errors from the timing noise measured in the same
 run, `decoders.analysis.timing`): inside it the pane says "no measurable difference" in the plain colour;
 green means faster beyond the spread, red slower beyond it."""
@@ -15,9 +20,11 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from decoders.analysis.spread_text import spread_places, value_with_spread
 from decoders.analysis.summary import Summary, sentence
 from decoders.analysis.theory import cost_aware_speedup
 from decoders.analysis.verdict import Verdict, headline, verdict
@@ -25,13 +32,16 @@ from decoders.core.declarations import Figure, get_method
 from decoders.core.errors import DecodeError
 from decoders.records.run import RunResult
 from tui_decode.state.run_history import headline_speed
-from tui_decode.state.run_summary import acceptance_text, judged_drafts, pairing_text
+from tui_decode.state.run_summary import acceptance_text, finish_text, judged_drafts, pairing_text
 from tui_decode.widgets.acceptance_chart import AcceptanceChart
 from tui_decode.widgets.gamma_plot import GammaPlot, PlotData, Point
 from tui_decode.widgets.iteration_table import BARS
 from tui_decode.widgets.styles import component_style
 
 SPARK_MAX = 28
+#: The headline's and the figures' label column: as wide as the longest label ("decode speedup"),
+#: so that the two grids line up.
+LABEL_WIDTH = len("decode speedup")
 
 
 def sparkline(values: list[int], width: int = SPARK_MAX) -> str:
@@ -67,16 +77,17 @@ def speed_text(speed: float, spread: float | None, v: Verdict | None = None) -> 
         spread = None
     if v is None:
         v = verdict(speed, spread)
-    noise = f" +/- {spread:.2f}" if spread is not None else ""
     if v == "withheld":
         return f"no verdict: the machine's speed changed ({speed:.2f}x corrected)", v
+    figure = value_with_spread(speed, spread)  # "+/- 0.004", never "+/- 0.00"
     if v == "even":
-        return f"no measurable difference ({speed:.2f}x{noise})", v
+        return f"no measurable difference ({figure})", v
     if v == "unknown":
-        noise = "; spread not measured"
+        return (f"{speed:.2f}x faster; spread not measured" if speed >= 1.0
+                else f"{1.0 / speed:.2f}x slower ({speed:.2f}x; spread not measured)"), v
     if speed >= 1.0:
-        return f"{speed:.2f}x{noise} faster" if v != "unknown" else f"{speed:.2f}x faster{noise}", v
-    return f"{1.0 / speed:.2f}x slower ({speed:.2f}x{noise})", v
+        return f"{figure} faster", v
+    return f"{1.0 / speed:.{spread_places(spread)}f}x slower ({figure})", v
 
 
 def speed_lines(words: str, room: int) -> str:
@@ -142,13 +153,18 @@ class StatsPane(VerticalScroll):
 
     BORDER_TITLE = "Statistics"
     COMPONENT_CLASSES = {"stats-pane--faster", "stats-pane--slower", "stats-pane--even", "stats-pane--spark"}
+    BINDINGS = [  # VerticalScroll's keys, named in the footer while the pane has the focus
+        Binding("down", "scroll_down", "Scroll", key_display="↑↓"),
+    ]
 
     def compose(self) -> ComposeResult:
+        self.headline = Static(id="headline")
         self.figures = Static(id="figures")
         self.explanation = Static(id="explanation")
         self.acceptance = AcceptanceChart(id="acceptance-chart")
         self.plot = GammaPlot(id="gamma-plot")
-        yield self.explanation  # first: the one sentence that says what the run bought stays in view
+        yield self.headline  # first: the figures the run is judged by stay in view at every size
+        yield self.explanation  # then the one sentence that says what the run bought
         yield self.figures
         yield self.acceptance
         yield self.plot
@@ -165,6 +181,7 @@ class StatsPane(VerticalScroll):
     def show_nothing(self, message: str = "Run a method (ctrl+r) to see its figures; p picks a Spec-Bench "
                                           "prompt to start from.") -> None:
         self._shown_summary = None
+        self._headline(None)
         self.figures.update(Text(message, style="dim"))
         self._plot(None)
         self.acceptance.show(None)
@@ -173,6 +190,7 @@ class StatsPane(VerticalScroll):
     def show_live(self, figures: dict[str, Any], phase: str) -> None:
         """Figures known mid-run: tokens, iterations, tokens per iteration, acceptance so far."""
         self._shown_summary = None
+        self._headline(None)
         grid = self._grid()
         grid.add_row("tokens", f"{figures['tokens']}")
         grid.add_row("iterations", f"{figures['iterations']}")
@@ -194,13 +212,14 @@ class StatsPane(VerticalScroll):
 
     def show_summary(self, s: Summary, per_iter: list[int] | None = None,
                      baseline_tokens: int | None = None, judged: int | None = None) -> None:
-        """The figures every method has, then the method's own (its `Figure`s, from
-        ``Summary.extras``), then whether it matched the baseline; ``judged`` (the drafts the
+        """The headline (`headline_rows`), the sentence, then the figures every method has, then
+        the method's own (its `Figure`s, from ``Summary.extras``); ``judged`` (the drafts the
         target judged) names the acceptance rate's counts."""
+        self._headline(self.headline_rows(s))
         grid = self._grid()
         if s.prompt_tokens is not None:
             grid.add_row("prompt", f"{s.prompt_tokens} tokens")
-        grid.add_row("tokens", f"{s.tokens} in {s.iterations} iterations · {s.finish}")
+        grid.add_row("tokens", f"{s.tokens} in {s.iterations} iterations, {finish_text(s.finish)}")
         if s.tau is not None:
             grid.add_row("tau", f"{s.tau:.2f} tokens / target forward")
             if s.accept_rate is not None:
@@ -208,27 +227,9 @@ class StatsPane(VerticalScroll):
         if s.ttft_ms is not None:
             base = f" (AR {_ms(s.baseline_ttft_ms)})" if s.baseline_ttft_ms is not None else ""
             grid.add_row("first token", f"{_ms(s.ttft_ms)} ms prefill{base}")
-        if s.decode_ms_per_token is not None:
-            base = f" (AR {_ms(s.baseline_decode_ms_per_token)})" if s.baseline_decode_ms_per_token is not None else ""
-            grid.add_row("decode", f"{_ms(s.decode_ms_per_token)} ms/token{base}")
-        else:
-            grid.add_row("ms / token",
-                         f"{s.method_ms_per_token or 0:.1f} (baseline {s.baseline_ms_per_token or 0:.1f})")
-        h = headline(s)  # the figure the run is judged by, its spread and verdict: the sentence's too
-        if s.speedup_decode is not None and h.verdict == "withheld":  # no verdict, in no colour
-            raw = f" · {s.speedup_decode_raw:.2f}x raw" if s.speedup_decode_raw is not None else ""
-            grid.add_row("decode speedup", f"{s.speedup_decode:.2f}x corrected{raw} · machine's speed changed")
-        elif s.speedup_decode is not None:
-            speed = self._speed(s.speedup_decode, h.spread, h.verdict)
-            if s.speedup_decode_raw is not None and abs(s.speedup_decode_raw - s.speedup_decode) >= 0.005:
-                speed.append(f" · raw {s.speedup_decode_raw:.2f}x", style="dim")
-            grid.add_row("decode speedup", speed)
-        if s.speedup_wall is not None:
-            if h.decode:  # the end-to-end figure beside the headline, judged by its own spread
-                wall_spread = s.speedup_wall_spread if s.speedup_wall_spread is not None else s.speedup_spread
-                grid.add_row("end to end", self._speed(s.speedup_wall, wall_spread))
-            else:  # too few tokens for a decode rate: the end-to-end figure is the headline
-                grid.add_row("speedup", self._speed(s.speedup_wall, h.spread, h.verdict))
+        if s.speedup_wall is not None and s.speedup_decode is not None:  # (else the headline's speedup)
+            wall_spread = s.speedup_wall_spread if s.speedup_wall_spread is not None else s.speedup_spread
+            grid.add_row("end to end", self._speed(s.speedup_wall, wall_spread))
         paired = pairing_text(s)
         if paired:
             grid.add_row("paired", paired)
@@ -240,12 +241,6 @@ class StatsPane(VerticalScroll):
             grid.add_row("compared", f"over {compared} tokens ({', '.join(ran)})")
         if s.verify_cost is not None:
             grid.add_row("verify cost", f"{s.verify_cost:.2f} one-token steps")
-        if s.identical is None:
-            grid.add_row("identical", "not compared (sampling)")
-        elif s.identical:
-            grid.add_row("identical", "yes, to the baseline")
-        else:
-            grid.add_row("identical", f"no: diverges at token {s.first_divergence}")
         curve = s.extras.get("curve")
         if per_iter and not curve:
             grid.add_row("per iteration", Text(sparkline(per_iter),
@@ -261,13 +256,47 @@ class StatsPane(VerticalScroll):
         self._plot(gamma_plot_data(s) if curve else None)  # None for a curve that is not one
         self.explanation.update(Text(sentence(s), style="italic"))  # from the figures above it
 
+    def headline_rows(self, s: Summary) -> Table:
+        """What the run is judged by: the decode speedup with its spread (end to end when the
+        decode rate was not measured), both sides' milliseconds per token, and whether the output
+        is the baseline's."""
+        grid = self._grid()
+        h = headline(s)  # the figure the run is judged by, its spread and verdict: the sentence's too
+        if s.speedup_decode is not None and h.verdict == "withheld":  # no verdict, in no colour
+            raw = f" · {s.speedup_decode_raw:.2f}x raw" if s.speedup_decode_raw is not None else ""
+            grid.add_row("decode speedup", f"{s.speedup_decode:.2f}x corrected{raw} · machine's speed changed")
+        elif s.speedup_decode is not None:
+            speed = self._speed(s.speedup_decode, h.spread, h.verdict)
+            if s.speedup_decode_raw is not None and abs(s.speedup_decode_raw - s.speedup_decode) >= 0.005:
+                speed.append(f" · raw {s.speedup_decode_raw:.2f}x", style="dim")
+            grid.add_row("decode speedup", speed)
+        elif s.speedup_wall is not None:  # too few tokens for a decode rate: end to end is the headline
+            grid.add_row("speedup", self._speed(s.speedup_wall, h.spread, h.verdict))
+        if s.decode_ms_per_token is not None:
+            base = f" (AR {_ms(s.baseline_decode_ms_per_token)})" if s.baseline_decode_ms_per_token is not None else ""
+            grid.add_row("decode", f"{_ms(s.decode_ms_per_token)} ms/token{base}")
+        else:
+            grid.add_row("ms / token",
+                         f"{s.method_ms_per_token or 0:.1f} (baseline {s.baseline_ms_per_token or 0:.1f})")
+        if s.identical is None:
+            grid.add_row("identical", "not compared (sampling)")
+        elif s.identical:
+            grid.add_row("identical", "yes, to the baseline")
+        else:
+            grid.add_row("identical", f"no: diverges at token {s.first_divergence}")
+        return grid
+
+    def _headline(self, grid: Table | None) -> None:
+        self.headline.update(grid if grid is not None else "")
+        self.headline.display = grid is not None
+
     def _speed(self, speed: float, spread: float | None, v: Verdict | None = None) -> Text:
         """A speedup in words, green only beyond its spread when faster, red only beyond it when
         slower, plain inside it (or with no spread measured); on two lines where one is too narrow.
         ``v``: the headline's verdict where this is the headline."""
         words, v = speed_text(speed, spread, v)
-        label_width = len("decode speedup") + 1  # the longest label of the grid, and its padding
-        words = speed_lines(words, self.content_region.width - label_width if self.size.width else len(words))
+        room = self.content_region.width - LABEL_WIDTH - 1 - 1  # the label column, its padding, the scrollbar
+        words = speed_lines(words, room if self.size.width else len(words))
         style = component_style(self, {"faster": "stats-pane--faster", "slower": "stats-pane--slower"}
                                 .get(v, "stats-pane--even"))
         return Text(words, style=style)
@@ -280,6 +309,6 @@ class StatsPane(VerticalScroll):
     @staticmethod
     def _grid() -> Table:
         grid = Table.grid(padding=(0, 1))
-        grid.add_column(style="bold", no_wrap=True)
+        grid.add_column(style="bold", no_wrap=True, min_width=LABEL_WIDTH)
         grid.add_column()
         return grid

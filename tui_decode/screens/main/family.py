@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from decoders.core.errors import DecodeError
 from decoders.core.params import METHOD_NAMES
 from tui_decode.screens.pickers import family_picker
-from tui_decode.state.loaded_family import helper_description
+from tui_decode.state.loaded_family import helper_description, load_choice_brief
+from tui_decode.state.run_summary import short_paths
+from tui_decode.state.settings import draft_error, runnable_methods
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -32,6 +34,7 @@ class FamilyHost(Protocol):
     spec: FamilySpec | None  # the family asked for
     loaded: LoadedFamily | None  # the family in use
     loading_family: bool
+    narrow: bool  # one page at a time (the layout's)
     load_step: tuple[str, float | None, float] | None
     running: bool
     run_after_load: bool  # ctrl+r came before the model: run once it has loaded
@@ -99,19 +102,34 @@ class FamilySwitching:
         self.params_pane.draft_options = loaded.draft_options()
         self.params_pane.helper_label = helper_description(described)
         self.apply_settings(self.settings.replace(**loaded.start_draft()))
+        options = loaded.draft_options()
+        unable = self.settings.params.method if draft_error(self.settings, options, loaded.label) else None
+        if unable is not None:  # nothing drafts here (llama.cpp without a GGUF helper): a method that can run
+            runnable = runnable_methods(options)
+            self.apply_settings(self.settings.with_params(method="pld" if "pld" in runnable else runnable[0]))
         method = METHOD_NAMES[self.settings.params.method]
-        self.status.set(f"ready: {loaded.label} on {described.get('device')} · {described.get('dtype')}; "
-                        f"ctrl+r runs {method} · {calibration_words(loaded.engine)}", "idle")
+        ready = f"ready: {loaded.label} on {described.get('device')} · {described.get('dtype')}; ctrl+r runs {method}"
+        if unable is not None:
+            ready += f" ({METHOD_NAMES[unable].lower()} decoding needs a draft model, and this family has none)"
+        ready += f" · {calibration_words(loaded.engine)}"
         note = getattr(loaded.engine.family, "choice_note", None)
         if self.spec is not None and self.spec.remeasure:  # measured again once, not at every later load
             self.spec = replace(self.spec, remeasure=False)
+        brief = load_choice_brief(loaded.engine.family)
         if note and getattr(loaded.engine.family, "choice_reused", False):  # old news: one short line
-            self.notify(f'Target dtype and draft {note} (ctrl+p: "{REMEASURE_COMMAND}")', timeout=6)
-        else:
-            if described.get("dtype_choice"):  # the default measured float32 against float16 weights
-                self.notify(f"Target dtype chosen on this machine: {described['dtype_choice']}", timeout=12)
-            if described.get("draft_choice"):  # the default measured its drafts: say which won, and why
-                self.notify(f"Draft chosen on this machine: {described['draft_choice']}", timeout=12)
+            if self.narrow:
+                ready += f" · dtype and draft {note}"
+            else:
+                self.notify(f'Target dtype and draft {note} (ctrl+p: "{REMEASURE_COMMAND}")', timeout=6)
+        elif brief is not None and self.narrow:
+            # One page at a time: a toast would cover the page (the Output page, its legend) and
+            # the status line for its seconds; the status line itself says it, in a few words.
+            ready += f" · {brief}"
+        elif brief is not None:  # the default measured its dtype and drafts: which won, and why
+            choices = [f"{what}: {short_paths(described[key])}" for what, key in (("Target dtype", "dtype_choice"),
+                                                                     ("Draft", "draft_choice")) if described.get(key)]
+            self.notify("\n".join(choices) or brief, title="Chosen on this machine", timeout=8)
+        self.status.set(ready, "idle")
         if self.run_after_load:
             self.run_after_load = False
             self.action_run()

@@ -13,7 +13,7 @@ keeps its state (scroll, cursor, content) across a resize.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
 from textual import events
 from textual.widget import Widget
@@ -33,6 +33,9 @@ PAGES = (
     ("stats", "Statistics", ("stats-pane",)),
 )
 PAGE_OF_PANE = {pane: page for page, _, panes in PAGES for pane in panes}
+#: The pane of each page that takes the focus when the tabs lose it to a wider layout.
+FOCUS_OF_PAGE = {"setup": "params-pane", "output": "token-stream", "detail": "iteration-detail",
+                 "stats": "stats-pane"}
 
 
 def layout_for(width: int) -> str:
@@ -71,7 +74,11 @@ class LayoutHost(Protocol):
     @property
     def focused(self) -> Widget | None: ...
     def set_class(self, add: bool, *class_names: str, update: bool = True) -> object: ...
+    def call_after_refresh(self, callback: Callable[..., Any], *args: Any, **kwargs: Any) -> bool: ...
+    def query_one(self, selector: str) -> Widget: ...
+    def set_focus(self, widget: Widget | None, scroll_visible: bool = True) -> None: ...
     def apply_layout(self, width: int) -> None: ...
+    def focus_page_pane(self) -> None: ...
     def show_page(self, page: str) -> None: ...
 
 
@@ -90,6 +97,14 @@ class ResponsiveLayout:
             self.footer.narrow = name == "narrow"
             if name == "narrow":
                 self.show_page(page_of(self.focused) or self.page)
+            else:  # the page tabs are hidden now: they must not keep the focus (nothing would answer keys)
+                self.call_after_refresh(self.focus_page_pane)
+
+    def focus_page_pane(self: LayoutHost) -> None:
+        """Focus the shown page's pane when the focus is on the hidden page tabs, or lost with them."""
+        if self.focused is None or self.focused is self.page_tabs:
+            # the screen's own focus: this screen may be under a modal (the history) as it resizes
+            self.set_focus(self.query_one(f"#{FOCUS_OF_PAGE.get(self.page, 'params-pane')}"))
 
     def show_page(self: LayoutHost, page: str) -> None:
         """Show ``page`` (narrow layout); the tabs follow."""

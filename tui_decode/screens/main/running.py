@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from decoders.analysis.verdict import headline
 from tui_decode.state.live_run import LiveRun
-from tui_decode.state.settings import input_error
+from tui_decode.state.settings import draft_error, input_error
 from tui_decode.widgets import DetailContext
 from tui_decode.widgets.stats_pane import speed_text as speed_words
 
@@ -88,6 +88,11 @@ class RunLifecycle:
         if error is not None:
             self.report_error(error)
             return
+        if self.loaded is not None:
+            error = draft_error(settings, self.loaded.draft_options(), self.loaded.label)
+            if error is not None:
+                self.report_error(error)
+                return
         if self.loaded is None:
             if self.spec is None:
                 self.report_error("no model family is loaded; press f to pick one")

@@ -60,7 +60,7 @@ if TYPE_CHECKING:
 #: Actions on one-letter keys: off while the prompt editor has focus, so typing stays typing.
 LETTER_ACTIONS = frozenset({"cycle_method", "toggle_mode", "draft_length", "toggle_chat_template",
                             "pick_family", "edit_prompt", "toggle_detail", "sweep", "history",
-                            "compare_baseline", "pick_prompt", "repeat", "calibrate"})
+                            "compare_baseline", "pick_prompt", "repeat", "calibrate", "focus_stats"})
 
 
 class MainScreen(ResponsiveLayout, RunView, RunLifecycle, RunFiles, FamilySwitching, FamilyLoadWorker, DraftBuildWorker,
@@ -89,6 +89,7 @@ class MainScreen(ResponsiveLayout, RunView, RunLifecycle, RunFiles, FamilySwitch
         Binding("p", "pick_prompt", "Prompts", show=False),  # named in the first screen and the help
         Binding("r", "repeat", "Repeat", show=False, tooltip="Run the current settings 5 times and pool"),
         Binding("d", "toggle_detail", "Detail", show=False),
+        Binding("i", "focus_stats", "Statistics", show=False),  # the arrows then scroll its figures
         Binding("h", "history", "History", tooltip="The session's runs; enter compares the last two"),
         Binding("c", "compare_baseline", "Compare", tooltip="The run shown beside its autoregressive baseline"),
         Binding("n", "calibrate", "Calibrate", show=False,
@@ -105,6 +106,7 @@ class MainScreen(ResponsiveLayout, RunView, RunLifecycle, RunFiles, FamilySwitch
         *,
         opened: RunResult | None,
         opened_name: str,
+        opened_path: Path | None = None,
         load_family: FamilyLoader,
         engine_factory: EngineFactory,
         runs_folder: Path,
@@ -116,6 +118,7 @@ class MainScreen(ResponsiveLayout, RunView, RunLifecycle, RunFiles, FamilySwitch
         self.spec = spec
         self.opened = opened
         self.opened_name = opened_name
+        self.opened_path = opened_path
         self.load_family = load_family
         self.engine_factory = engine_factory
         self.runs_folder = runs_folder
@@ -167,7 +170,8 @@ class MainScreen(ResponsiveLayout, RunView, RunLifecycle, RunFiles, FamilySwitch
         self.set_interval(0.5, self._tick)
         self.apply_settings(self.settings)
         if self.opened is not None:
-            self.history.record(self.opened, "opened", Path(self.opened_name) if self.opened_name else None)
+            path = self.opened_path or (Path(self.opened_name) if self.opened_name else None)
+            self.history.record(self.opened, "opened", path)
             self.show_result(self.opened, opened_name=self.opened_name)
             target = self.spec.name if self.spec is not None else "the model"
             self.status.set(f"opened {self.opened_name or 'a saved run'}: browsing without a model; "
@@ -196,11 +200,16 @@ class MainScreen(ResponsiveLayout, RunView, RunLifecycle, RunFiles, FamilySwitch
     # -- keys ----------------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         on_main = not self.app.screen_stack or self.app.screen is self  # (the footer asks beneath a modal too)
-        if action == "cancel":  # nothing to cancel once every token is in (T(k) being measured)
-            return (self.running and not self.measuring or self.run_after_load) and on_main
+        if action == "cancel":
+            return self.can_cancel() and on_main
         if action in LETTER_ACTIONS and (isinstance(self.focused, TextArea) or not on_main):
             return False
         return True
+
+    def can_cancel(self) -> bool:
+        """Whether escape has something to cancel: a run decoding, or one waiting for the model
+        (nothing once every token is in and T(k) is measured)."""
+        return self.running and not self.measuring or self.run_after_load
 
     def action_sweep(self) -> None:
         start_sweep(self)
@@ -260,16 +269,23 @@ class MainScreen(ResponsiveLayout, RunView, RunLifecycle, RunFiles, FamilySwitch
         self._step_knob(key, direction)
 
     def _step_knob(self, key: str, direction: int) -> None:
-        draft_layers = self.loaded.draft_layers if self.loaded else 0
+        options = self.loaded.draft_options() if self.loaded else 0  # (the methods it can run, too)
         knob = next((k for k in knobs_for(self.settings.params.method) if k.key == key), None) or KNOB_BY_KEY[key]
-        self.apply_settings(knob.step(self.settings, direction, draft_layers))
+        self.apply_settings(knob.step(self.settings, direction, options))
         self.params_pane.select_key(key)
 
     def action_toggle_chat_template(self) -> None:
-        self.apply_settings(self.settings.with_params(chat_template=not self.settings.params.chat_template))
+        on = not self.settings.params.chat_template
+        self.apply_settings(self.settings.with_params(chat_template=on))
+        if self.narrow and self.page != "setup":  # the prompt pane that says it is on another page
+            self.notify("Chat template on: the prompt goes as a user message." if on else
+                        "Chat template off: the prompt goes as raw text.", timeout=4)
 
     def action_edit_prompt(self) -> None:
         self.prompt_pane.editor.focus()
+
+    def action_focus_stats(self) -> None:
+        self.stats.focus()  # (its page, when narrow: see ResponsiveLayout.on_descendant_focus)
 
     def action_toggle_detail(self) -> None:
         if self.maximized is not None:

@@ -28,10 +28,11 @@ def lookup_view(it: Iteration, match: Any, context: DetailContext, style: StyleO
         where = "an earlier output token"
     else:
         where = f"output token {match.start - context.prompt_tokens}"
+    # The n-gram quoted, its spaces kept: "matched 1-gram  with in ..." read as a stray double space.
     head = Text("\nmatched ", style=style("heading"))
-    head.append(f"{match.n}-gram ")
-    head.append("".join(match.ngram), style=style("match"))
-    head.append(f" in {source}; the copy starts at {where}")
+    head.append(f"{match.n}-gram \"")
+    head.append(flat("".join(match.ngram)), style=style("match"))
+    head.append(f"\" in {source}; the copy starts at {where}")
     return [head, match_context(it, match, context, style), draft_table(it, style)]
 
 
