@@ -37,8 +37,8 @@ class HeldCurveEngine(Engine):
         self.release = threading.Event()
         self.held = threading.Event()  # the curve is being measured and waits
 
-    def stream(self, prompt, params, cancelled=lambda: False):
-        for event in super().stream(prompt, params, cancelled):
+    def stream(self, prompt, params, cancelled=lambda: False, idle=None):
+        for event in super().stream(prompt, params, cancelled, idle):
             yield event
             if isinstance(event, Iteration):
                 self.go.wait(30)

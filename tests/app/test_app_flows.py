@@ -271,8 +271,8 @@ def test_run_app_with_a_missing_run_file_is_one_line_exit_2(tmp_path, capsys):
 class OutOfMemoryEngine(Engine):
     """Fails the way a device does when a run does not fit, after the baseline phase began."""
 
-    def stream(self, prompt, params, cancelled=lambda: False):
-        for event in super().stream(prompt, params, cancelled):
+    def stream(self, prompt, params, cancelled=lambda: False, idle=None):
+        for event in super().stream(prompt, params, cancelled, idle):
             if isinstance(event, Iteration):
                 raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
             yield event
@@ -379,8 +379,8 @@ class SlowBaselineEngine(Engine):
     def __init__(self, family, clock=None):
         super().__init__(family, clock, pairing="sequential")
 
-    def stream(self, prompt, params, cancelled=lambda: False):
-        for event in super().stream(prompt, params, cancelled):
+    def stream(self, prompt, params, cancelled=lambda: False, idle=None):
+        for event in super().stream(prompt, params, cancelled, idle):
             if getattr(event, "phase", None) == "baseline" and not isinstance(event, PhaseStarted):
                 time.sleep(self.pause)
             yield event

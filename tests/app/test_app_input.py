@@ -168,8 +168,8 @@ class SlowPrefillEngine(Engine):
 
     wait = 0.8
 
-    def stream(self, prompt, params, cancelled=lambda: False):
-        for event in super().stream(prompt, params, cancelled):
+    def stream(self, prompt, params, cancelled=lambda: False, idle=None):
+        for event in super().stream(prompt, params, cancelled, idle):
             yield event
             if isinstance(event, PhaseStarted):
                 time.sleep(self.wait)
@@ -296,8 +296,8 @@ class BusyEngine(Engine):
     """A real engine that also keeps the interpreter busy for 20 ms per iteration (pure Python
     holds the GIL, the worst case for the UI thread; torch mostly releases it)."""
 
-    def stream(self, prompt, params, cancelled=lambda: False):
-        for event in super().stream(prompt, params, cancelled):
+    def stream(self, prompt, params, cancelled=lambda: False, idle=None):
+        for event in super().stream(prompt, params, cancelled, idle):
             if isinstance(event, Iteration):
                 end = time.perf_counter() + 0.02
                 while time.perf_counter() < end:

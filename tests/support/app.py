@@ -22,8 +22,8 @@ class PacedEngine(Engine):
 
     pause = 0.03
 
-    def stream(self, prompt, params, cancelled=lambda: False):
-        for event in super().stream(prompt, params, cancelled):
+    def stream(self, prompt, params, cancelled=lambda: False, idle=None):
+        for event in super().stream(prompt, params, cancelled, idle):
             if isinstance(event, Iteration):
                 time.sleep(self.pause)
             yield event
