@@ -366,9 +366,11 @@ class Engine:
         The first decode of a prompt pays what no later one pays: the allocator's first blocks
         of its prefill's shapes, a cache grown to its length, a cost curve a later run finds
         measured (an adaptive draft policy drafts by it). Paired, the baseline prefills first and
-        pays them alone: on the bundled model the first decode of a prompt read up to 2x slower
-        than its second. Call it before the first timed run of each prompt (the bench, the
-        sweep and `tui-decode run` do); a prompt already warm gains nothing from it."""
+        pays them alone. On the bundled model (one thread) the first decode of the longest prompt
+        so far took 1.46x its second's ms/token (its prefill 1.54x), where prompts no longer than
+        one already decoded showed no such gap (on a loaded machine, where one figure moved by
+        20% either way). Call it before the first timed run of each
+        prompt (the bench, the sweep and `tui-decode run` do); a warm prompt gains nothing."""
         params, ids = self.check(prompt, params)
         short = params.replace(max_new_tokens=max(1, min(tokens, params.max_new_tokens)), record=False)
         main: Any = self.family.main
