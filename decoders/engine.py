@@ -108,6 +108,7 @@ class Engine:
         self.calibration: Calibration | None = None
         self.calibration_note: str | None = None
         self._calibration_read = False
+        self.warmed: set[tuple] = set()  # what a consumer has warmed (`warm`) and need not warm again
 
     @property
     def has_helper(self) -> bool:

@@ -384,8 +384,9 @@ async def test_an_opened_runs_sentence_says_what_its_headline_says(figures, says
         assert sentence.startswith(says), sentence
         assert headline(result.summary).verdict == colour
         assert ("any gap is timing noise" in sentence) == (colour == "even"), sentence
-        figures_text = " ".join(" ".join(line.text for line in app.main_screen.stats.query_one("#figures")
-                                         .render_lines(explanation.region.reset_offset)).split())
+        headline_widget = app.main_screen.stats.query_one("#headline")
+        figures_text = " ".join(" ".join(line.text for line in headline_widget
+                                         .render_lines(headline_widget.region.reset_offset)).split())
         assert "decode speedup" in figures_text, figures_text
 
 

@@ -37,6 +37,7 @@ from tui_decode.state.run_summary import acceptance_text, judged_drafts
 from tui_decode.state.settings import draft_error, input_error
 from tui_decode.widgets.gamma_plot import GammaPlot, PlotData, Point
 from tui_decode.widgets.stats_pane import headline_speed
+from tui_decode.workers.decode import warm_once
 from tui_decode.workers.draw_gate import DrawGate
 from tui_decode.workers.messages import failure_message
 
@@ -188,6 +189,7 @@ class SweepScreen(ModalScreen[None]):
                     if worker.is_cancelled:
                         break
                     params = self.params_for(value)
+                    warm_once(engine, self.prompt, params)
                     result = None
                     for event in engine.stream(self.prompt, params, cancelled=lambda: worker.is_cancelled):
                         if isinstance(event, RunResult):

@@ -111,7 +111,8 @@ class FamilySwitching:
         ready = f"ready: {loaded.label} on {described.get('device')} · {described.get('dtype')}; ctrl+r runs {method}"
         if unable is not None:
             ready += f" ({METHOD_NAMES[unable].lower()} decoding needs a draft model, and this family has none)"
-        ready += f" · {calibration_words(loaded.engine)}"
+        if not self.narrow:  # (at 80 columns the status line holds one line: the help says it there)
+            ready += f" · {calibration_words(loaded.engine)}"
         note = getattr(loaded.engine.family, "choice_note", None)
         if self.spec is not None and self.spec.remeasure:  # measured again once, not at every later load
             self.spec = replace(self.spec, remeasure=False)
