@@ -259,3 +259,24 @@ async def test_a_family_that_cannot_draft_is_not_offered_speculative_decoding(ti
         await pilot.press("s")
         await pilot.pause()
         assert app.screen is main and len([n for n in app._notifications if n.severity == "error"]) == 2
+
+
+async def test_a_longer_status_message_takes_the_lines_it_needs():
+    """At 80x24 the ready line with the load-time choice (three lines) showed its first line or
+    two: the status line kept the height of the message before it."""
+    app = opened("spec")
+    async with app.run_test(size=(80, 24)) as pilot:
+        main = app.main_screen
+        await pilot.pause()
+        main.status.set("ready", "idle")
+        await pilot.pause()
+        message = ("ready: SmolLM2-135M-Instruct (Q4_1 GGUF, bundled) on cpu · float16 weights, float32 activations; "
+                   "ctrl+r runs Speculative · measured here: float16 weights, int4 self-draft drafts (predicted "
+                   "1.24x at γ 3)")
+        main.status.set(message, "idle")
+        await pilot.pause()
+        shown_text = " ".join(" ".join(screen_lines(app)[-4:-1]).split())
+        assert message in shown_text, screen_lines(app)[-5:]
+        main.status.set("done", "done")
+        await pilot.pause()
+        assert main.status.region.height == 1

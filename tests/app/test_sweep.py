@@ -98,6 +98,7 @@ async def test_the_sweep_holds_gamma_fixed_keeps_its_columns_at_80x24_and_saves(
         await pilot.press("s")
         sweep = app.screen
         await wait_for(pilot, lambda: not sweep.running, timeout=120)
+        await pilot.pause()  # the table's new height (its last row) is laid out a refresh after the point
         assert "draft policy fixed" in sweep.query_one("#sweep-box").border_title
         assert all(m.summary.label.startswith("Speculative") and "γ=" in m.summary.label for m in sweep.points)
         shown = "\n".join(line.text for line in sweep.query_one("#sweep-table").render_lines(

@@ -42,10 +42,23 @@ class StatusLine(Widget):
     state: reactive[str] = reactive("idle")
     fraction: reactive[float | None] = reactive(None)
 
+    _lines = 1  # the lines the message took when the layout last changed
+
     def set(self, message: str, state: str = "idle", fraction: float | None = None) -> None:
         self.message = shown_controls(message)  # a file's name may hold an ESC sequence
         self.state = state if state in STATES else "idle"
         self.fraction = fraction
+        lines = self._wrapped_lines()
+        if lines != self._lines:  # the height follows (a run's progress, every batch, keeps its line)
+            self._lines = lines
+            self.refresh(layout=True)
+
+    def _wrapped_lines(self) -> int:
+        """The lines the message takes at the line's width (beside the bar when there is one)."""
+        width = self.content_region.width - (BAR_CELLS + 6 if self.fraction is not None else 0)
+        if not self.is_mounted or width <= 0:
+            return self._lines
+        return len(Text(self.message).wrap(self.app.console, width))
 
     def render(self) -> RenderableType:
         grid = Table.grid(expand=True)
