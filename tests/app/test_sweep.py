@@ -163,6 +163,7 @@ async def test_n_calibrates_keeps_the_noise_and_the_next_run_is_widened_by_it(ti
 async def test_a_cancelled_calibration_keeps_the_one_before(tiny_spec, loader, tmp_path, calibration_file):
     from decoders.analysis.calibration import Calibration
     from decoders.models.machine import save_calibration
+    from tui_decode.screens.sweep import CalibrateScreen
 
     app = make_app(tiny_spec, loader, tmp_path, max_new_tokens=8)
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
@@ -173,8 +174,16 @@ async def test_a_cancelled_calibration_keeps_the_one_before(tiny_spec, loader, t
         save_calibration(before)
         engine.use_calibration(before)
         kept = calibration_file.read_bytes()
-        await pilot.press("n")
-        screen = app.screen
-        await pilot.press("escape")
+        lock = app.main_screen._decode_lock
+        lock.acquire()  # the calibration's worker waits here until escape has been handled: no race
+        try:
+            await pilot.press("n")
+            await wait_for(pilot, lambda: isinstance(app.screen, CalibrateScreen))
+            screen = app.screen
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: screen.cancelled)
+        finally:
+            lock.release()
         await wait_for(pilot, lambda: not screen.running, timeout=120)
+        assert screen.points == [] and "cancelled" in str(screen.query_one("#sweep-status").content)
         assert engine.calibration == before and calibration_file.read_bytes() == kept
