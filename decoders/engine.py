@@ -39,6 +39,7 @@ from decoders.core.events import PhaseStarted, Progress
 from decoders.core.params import DecodeParams
 from decoders.methods.autoregressive import METHOD as AUTOREGRESSIVE
 from decoders.methods.shared.common import DecodeContext
+from decoders.models.drafts import Draft, DraftCache, DraftTarget, EarlyExit, row_choice, source_of
 from decoders.records.run import Iteration, Run, RunResult
 
 if TYPE_CHECKING:
@@ -59,12 +60,8 @@ WARM_ROOM = 64
 
 
 def _early_exit_layer(family: Family) -> int | None:
-    """The early-exit layer the family's helper drafts with (None: a helper model of its own, a
-    quantized self-draft, or no helper)."""
-    if (family.helper is not None and getattr(family, "helper_model", None) is None
-            and not getattr(family, "self_draft", None) and _torch_backend(family)):
-        return getattr(family.helper, "n_layers", None)
-    return None
+    """The early-exit layer the family's helper drafts with (None: any other draft, or none)."""
+    return family.draft.layer if isinstance(family.draft, EarlyExit) and family.helper is not None else None
 
 
 def _torch_backend(family: Family) -> bool:
@@ -94,14 +91,12 @@ class Engine:
         self.helper = KVRunner(family.helper, clock) if family.helper is not None else None
         self._baselines: dict[tuple, Run] = {}  # by prompt and settings: the sequential pairing's only
         self._cost_curves: dict[int, list[float]] = {}  # T(k) by context bucket, measured once each
-        self._exits: dict[int, Backend] = {}  # early-exit helper backends by layer, built once each
-        # the early-exit layer the helper drafts with (None: a helper model of its own, or none)
-        self.draft_layer = _early_exit_layer(family)
-        # quantized self-drafts by kind, built once each; the family's own helper model to go back to
-        self._self_drafts: dict[str, Backend] = {}
-        self_draft = getattr(family, "self_draft", None)
-        if self_draft and family.helper is not None:
-            self._self_drafts[self_draft] = family.helper
+        # the drafts built from the main model (`decoders.models.drafts`), each built once, by the
+        # draft as the draft row names it; the family's own helper model to go back to
+        self._drafts = DraftCache()
+        loaded = row_choice(family.draft)
+        if loaded is not None and family.helper is not None:
+            self._drafts.keep(loaded, family.helper)
         self._own_helper = family if _own_helper_model(family) else None
         # the machine's run-to-run noise that widens every spread (`decoders.analysis.calibration`):
         # read on the first run (`find_calibration`); ``calibration_note`` says why there is none
@@ -123,30 +118,54 @@ class Engine:
         layers = int(getattr(self.family.main, "n_layers", 0) or 0)
         return layers if layers > 1 else 0
 
-    def set_draft_layer(self, layer: int) -> None:
-        """Draft with the main model's first ``layer`` layers (early exit, sharing its weights).
+    @property
+    def draft_layer(self) -> int | None:
+        """The early-exit layer the helper drafts with (None: any other draft, or none)."""
+        return _early_exit_layer(self.family)
 
-        The models and the measured baselines stay; each layer's backend is built once. Call it
-        between runs, never while a run uses the engine.
-        """
-        if not self.draft_layers:
-            raise DecodeError(f"{self.family.label} drafts with its own helper model; an early-exit layer "
-                              "applies only to a family without one")
-        if not 1 <= layer < self.draft_layers:
-            raise DecodeError(f"the draft layer must be in 1..{self.draft_layers - 1}, got {layer}")
-        if layer == self.draft_layer and self.helper is not None:
+    @property
+    def draft(self) -> Draft | None:
+        """What drafts now, as the draft row names it (None: the family's own helper model, or none)."""
+        return row_choice(self.family.draft)
+
+    def set_draft(self, draft: Draft | None) -> None:
+        """Draft with ``draft`` from now on (built first if need be: `build_draft`); None: the
+        family's own helper model again. The models and the measured baselines stay. Call it
+        between runs, never while a run uses the engine."""
+        if draft is None:
+            own = self._own_helper
+            if own is None or self.family.helper is own.helper:
+                return
+            assert own.helper is not None  # a family with a helper model has its backend
+            self._switch(own.draft, own.helper, own.helper_source)
             return
-        backend = self._exits.get(layer)
-        if backend is None:
-            backend = self._exits[layer] = self.family.main.early_exit(layer)
-        self.family = dataclasses.replace(self.family, helper=backend, helper_source=f"early exit @ layer {layer}",
-                                          self_draft=None)
+        if isinstance(draft, EarlyExit):
+            if not self.draft_layers:
+                raise DecodeError(f"{self.family.label} drafts with its own helper model; an early-exit layer "
+                                  "applies only to a family without one")
+            if not 1 <= draft.layer < self.draft_layers:
+                raise DecodeError(f"the draft layer must be in 1..{self.draft_layers - 1}, got {draft.layer}")
+        backend = self.build_draft(draft)
+        if self.family.helper is not backend:
+            self._switch(draft, backend, source_of(draft, backend))
+
+    def _switch(self, draft: Draft | None, backend: Backend, source: str | None) -> None:
+        self.family = dataclasses.replace(self.family, helper=backend, helper_source=source, draft=draft)
         self.helper = KVRunner(backend, self.clock)
-        self.draft_layer = layer
+
+    def has_draft(self, draft: Draft) -> bool:
+        """Whether ``draft`` is built (switching to it then costs nothing)."""
+        return draft in self._drafts
+
+    def build_draft(self, draft: Draft):
+        """``draft`` of the main model, built by its kind's builder (`decoders.models.drafts`) and
+        warmed up once; the main model and the baselines stay. DecodeError says why not (a shape
+        the kernel cannot take, too little memory, no head, a llama.cpp family)."""
+        return self._drafts.get(draft, DraftTarget.of(self.family))
 
     def draft_with(self, family: Family) -> None:
         """Draft with ``family``'s helper from now on: a family of the same main model whose helper
-        is another draft (the bench's int4 or early-exit rows). The measured baselines stay.
+        is another draft (the bench's rows). The measured baselines stay.
         Call it between runs, never while a run uses the engine."""
         if family.main is not self.family.main:
             raise ValueError("draft_with takes a family of the same main model")
@@ -154,49 +173,12 @@ class Engine:
             return
         self.family = family
         self.helper = KVRunner(family.helper, self.clock) if family.helper is not None else None
-        self.draft_layer = _early_exit_layer(family)
 
     @property
     def helper_model_source(self) -> str | None:
         """Where the family's own helper model came from, when it has one."""
         own = self._own_helper
         return (own.helper_source or "helper model") if own is not None else None
-
-    def has_self_draft(self, kind: str) -> bool:
-        """Whether the ``kind`` self-draft is built (switching to it then costs nothing)."""
-        return kind in self._self_drafts
-
-    def build_self_draft(self, kind: str):
-        """The ``kind`` self-draft of the main model (`decoders.models.backend_choice.quantized_draft`), built
-        and warmed up once; the main model and the baselines stay. DecodeError says why not
-        (unknown kind, a shape the kernel cannot take, too little memory)."""
-        backend = self._self_drafts.get(kind)
-        if backend is None:
-            from decoders.models.backend_choice import self_draft_for
-
-            backend = self._self_drafts[kind] = self_draft_for(self.family, kind)
-        return backend
-
-    def set_self_draft(self, kind: str) -> None:
-        """Draft with the ``kind`` self-draft (built first if need be). Between runs only."""
-        backend = self.build_self_draft(kind)
-        if self.family.helper is backend:
-            return
-        self.family = dataclasses.replace(self.family, helper=backend, self_draft=kind,
-                                          helper_source=getattr(backend, "source", None) or f"{kind} self-draft")
-        self.helper = KVRunner(backend, self.clock)
-        self.draft_layer = None
-
-    def use_helper_model(self) -> None:
-        """Draft with the family's own helper model again (after a self-draft). Between runs only."""
-        own = self._own_helper
-        if own is None or self.family.helper is own.helper:
-            return
-        assert own.helper is not None  # a family with a helper model has its backend
-        self.family = dataclasses.replace(self.family, helper=own.helper, helper_source=own.helper_source,
-                                          self_draft=None)
-        self.helper = KVRunner(own.helper, self.clock)
-        self.draft_layer = None
 
     @property
     def baselines_measured(self) -> int:

@@ -210,7 +210,9 @@ def transformers_ms_per_token(family: Family, tokens: int, prompts: list[str]) -
 def load_families(device: str, graph: str, draft_layer: int) -> dict:
     """The bundled model with an early-exit draft and with an int4 draft (auto dtype)."""
     out = {}
-    for name, changes in (("early-exit", {"self_draft_layer": draft_layer}), ("int4", {"self_draft": "int4"})):
+    from decoders.models.drafts import EarlyExit, Int4
+
+    for name, changes in (("early-exit", {"draft": EarlyExit(layer=draft_layer)}), ("int4", {"draft": Int4()})):
         try:
             out[name] = bundled(device, "auto", cuda_graph=graph, **changes)
         except Exception as err:  # e.g. no int4 kernel on this device

@@ -28,11 +28,12 @@ def main() -> None:
     torch.set_num_threads(1)
     from decoders.core.params import DecodeParams
     from decoders.engine import Engine
+    from decoders.models.drafts import Int4
     from decoders.models.families import BUILTIN_FAMILIES
     from decoders.models.family import load_family
 
     lo, hi = (int(x) for x in args.gammas.split(".."))
-    family = load_family(replace(BUILTIN_FAMILIES["smollm2-135m"], device="cpu", dtype="float32", self_draft="int4"))
+    family = load_family(replace(BUILTIN_FAMILIES["smollm2-135m"], device="cpu", dtype="float32", draft=Int4()))
     if args.head != "model":
         from decoders.backends.quantized import QuantizedLlamaBackend
 

@@ -41,6 +41,7 @@ def main() -> None:
 
     torch.set_num_threads(1)
     import decoders.backends.quantized as Q
+    from decoders.models.drafts import Int4
     from decoders.models.families import BUILTIN_FAMILIES
     from decoders.models.family import load_family
 
@@ -74,7 +75,7 @@ def main() -> None:
                 return super()._prenorm(x, weight)
             return F.rms_norm(x, weight.shape, weight, self.weights.eps), 1.0
 
-    family = load_family(replace(BUILTIN_FAMILIES["smollm2-135m"], device="cpu", dtype="float32", self_draft="int4"))
+    family = load_family(replace(BUILTIN_FAMILIES["smollm2-135m"], device="cpu", dtype="float32", draft=Int4()))
     target, model, tok = family.main, family.main_model, family.tokenizer
 
     def draft(layers, head):

@@ -35,6 +35,7 @@ class StepClock:
 
 def main(argv: list[str] | None = None) -> int:
     from decoders.engine import Engine
+    from decoders.models.drafts import EarlyExit
     from decoders.models.families import BUILTIN_FAMILIES, DEFAULT_FAMILY
     from decoders.models.family import load_family
     from tui_decode.state.settings import DEFAULT_PROMPT, START_PARAMS
@@ -46,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     spec = replace(BUILTIN_FAMILIES[DEFAULT_FAMILY], device="cpu", dtype="float32",
-                   self_draft_layer=SELF_DRAFT_LAYER)
+                   draft=EarlyExit(layer=SELF_DRAFT_LAYER))
     family = load_family(spec)
     for method in METHODS:
         # a fresh engine and clock per method: each record is independent of the order they run in

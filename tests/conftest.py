@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from decoders.models.drafts import Int4
 from tests.support.threads import torch_threads
 
 
@@ -94,7 +95,7 @@ def smollm2():
     from decoders.models.family import load_family
 
     # the int4 self-draft pinned: the default ("fastest") chooses by timing this machine
-    return load_family(replace(BUILTIN_FAMILIES["smollm2-135m"], device="cpu", dtype="float32", self_draft="int4"))
+    return load_family(replace(BUILTIN_FAMILIES["smollm2-135m"], device="cpu", dtype="float32", draft=Int4()))
 
 
 APP_TESTS = Path(__file__).parent / "app"

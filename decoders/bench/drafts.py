@@ -16,23 +16,33 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from decoders.bench.common import BASELINE
 from decoders.bench.reference import Reference
-from decoders.bench.variants import DRAFT_KINDS, Variant
+from decoders.bench.variants import Variant
 from decoders.core.declarations import all_methods, get_method
 from decoders.core.errors import DecodeError
 from decoders.core.params import DecodeParams
+from decoders.models.drafts import (
+    DraftCache,
+    DraftTarget,
+    EarlyExit,
+    kind_of,
+    row_choice,
+    source_of,
+    switchable_kinds,
+    unavailable,
+)
 from decoders.models.family import default_draft_layer
 
 if TYPE_CHECKING:
     from decoders.models.family import Family
 
 def own_draft(family: Family) -> str | None:
-    """What the family's own helper is: "helper" (a model of its own), "early-exit", "int4", or None."""
+    """The kind of the family's own helper (`decoders.models.drafts`): "helper" (a model of its
+    own), "early-exit", "int4", "head", ...; None without one."""
     if family.helper is None:
         return None
-    if getattr(family, "helper_model", None) is not None:
+    if family.helper_model is not None or family.draft is None:
         return "helper"
-    kind = getattr(family, "self_draft", None)
-    return kind if kind in ("int4", "head") else "early-exit"
+    return family.draft.kind
 
 
 @dataclass
@@ -73,6 +83,7 @@ class Drafts:
         self.family, self.reference = family, reference
         self.own = own_draft(family)
         self.early_exit_layer = early_exit_layer
+        self._cache = DraftCache()  # the drafts built, as the engine keeps them (`decoders.models.drafts`)
         self._families: dict[tuple[str, int | None], Family] = {}
         self._reasons: dict[tuple[str, int | None], str] = {}
 
@@ -84,26 +95,17 @@ class Drafts:
         """The early-exit layer of ``variant``: its own, the family's, the bench's, else two thirds up."""
         if variant.layer is not None:
             return variant.layer
-        if self.own == "early-exit" and self.family.helper is not None:
-            return int(self.family.helper.n_layers)
+        if isinstance(self.family.draft, EarlyExit) and self.family.helper is not None:
+            return self.family.draft.layer
         return self.early_exit_layer or default_draft_layer(self.n_layers)
 
     def reason(self, kind: str) -> str | None:
         """Why the family offers no ``kind`` self-draft, or None when it does (nothing is built)."""
         if kind == self.own:
             return None
-        if kind == "early-exit":
-            if self.own == "helper":
-                return f"{self.family.label} drafts with a helper model of its own; an early exit applies without one"
-            return None if self.n_layers > 1 else "the main model has a single layer, so it has no early exit"
-        if getattr(self.family, "main_model", None) is None:
-            return "the family does not expose its transformers model to quantize"
-        if kind == "head":
-            return None if getattr(self.family, "head_source", None) else \
-                "no trained head for this main model (give --head FOLDER, or train one with tui-decode train-head)"
-        from decoders.backends.quantized import unsupported_reason
-
-        return unsupported_reason(self.family.main_model, kind, device=self.family.main.device)
+        if kind == "early-exit" and self.own == "helper":
+            return f"{self.family.label} drafts with a helper model of its own; an early exit applies without one"
+        return unavailable(kind, DraftTarget.of(self.family))
 
     def family_for(self, variant: Variant) -> Family:
         """The family whose helper ``variant`` drafts with; DecodeError saying why it has none."""
@@ -127,26 +129,19 @@ class Drafts:
 
     def _build(self, kind: str, layer: int | None) -> Family:
         family = self.family
-        if kind == "early-exit":
-            if self.own == "early-exit" and family.helper is not None and layer == family.helper.n_layers:
-                return family
-            why = self.reason(kind)
-            if why is not None:
-                raise DecodeError(why)
-            assert layer is not None  # an early-exit draft is built at a layer (`layer`)
-            if not 1 <= layer < self.n_layers:
-                raise DecodeError(f"the early-exit layer must be in 1..{self.n_layers - 1} (the main model has "
-                                  f"{self.n_layers} layers), got {layer}")
-            backend = family.main.early_exit(layer)
-            return dataclasses.replace(family, helper=backend, helper_source=f"early exit @ layer {layer}",
-                                       helper_model=None, self_draft=None)
-        if self.own == kind:
+        draft = EarlyExit(layer=layer) if kind == "early-exit" and layer is not None else kind_of(kind).default()
+        if family.helper is not None and row_choice(family.draft) == draft:  # the family's own
             return family
-        from decoders.models.backend_choice import self_draft_for
-
-        backend = self_draft_for(family, kind)  # DecodeError naming what it cannot take
-        return dataclasses.replace(family, helper=backend, helper_model=None, self_draft=kind,
-                                   helper_source=getattr(backend, "source", None) or f"{kind} self-draft")
+        why = self.reason(kind)
+        if why is not None:
+            raise DecodeError(why)
+        if isinstance(draft, EarlyExit) and not 1 <= draft.layer < self.n_layers:
+            raise DecodeError(f"the early-exit layer must be in 1..{self.n_layers - 1} (the main model has "
+                              f"{self.n_layers} layers), got {draft.layer}")
+        # DecodeError naming what it cannot take
+        backend = self._cache.get(draft, DraftTarget.of(family))
+        return dataclasses.replace(family, helper=backend, helper_model=None, draft=draft,
+                                   helper_source=source_of(draft, backend))
 
     def reference_for(self, variant: Variant) -> Reference:
         """transformers configured for ``variant``'s draft: assistant_early_exit at its layer for an
@@ -175,13 +170,14 @@ def default_variants(family: Family, drafts: Drafts, notes: list[str]) -> tuple[
         if drafts.own is not None:
             rows.append(Variant(method.name))
         offered = []
-        for kind in DRAFT_KINDS:
+        target = DraftTarget.of(drafts.family)
+        for kind in switchable_kinds():
             why = drafts.reason(kind)
             if why is None:
                 offered.append(kind)
                 if kind != drafts.own:
                     rows.append(Variant(method.name, draft=kind))
-            elif kind != "head" and (drafts.own != "helper" or kind != "early-exit"):  # a head: only if trained
+            elif kind_of(kind).offers(target) and (drafts.own != "helper" or kind != "early-exit"):  # a head if trained
                 notes.append(f"{method.name}[{kind}] is not in the default rows: {why}")
         best = "int4" if "int4" in offered else drafts.own or next(iter(offered), None)
         if best is not None:

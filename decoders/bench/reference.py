@@ -27,6 +27,7 @@ from decoders.bench.common import BASELINE
 from decoders.core.declarations import Counterpart, get_method
 from decoders.core.errors import DecodeError
 from decoders.core.params import DecodeParams
+from decoders.models.drafts import EarlyExit
 
 if TYPE_CHECKING:
     from decoders.models.family import Family
@@ -322,7 +323,7 @@ def reference_for(family: Family) -> Reference:
         model = transformers_model(family.main)
     helper_model = getattr(family, "helper_model", None)
     early_exit = None
-    if family.helper is not None and helper_model is None and not getattr(family, "self_draft", None):
-        early_exit = int(family.helper.n_layers)
+    if family.helper is not None and helper_model is None and isinstance(family.draft, EarlyExit):
+        early_exit = int(family.draft.layer)
     pad = getattr(family.tokenizer, "pad_token_id", None)
     return HFReference(model, family.stop_ids, pad_id=pad, helper_model=helper_model, early_exit_layer=early_exit)

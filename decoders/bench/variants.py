@@ -27,12 +27,12 @@ from typing import Any
 from decoders.bench.common import BASELINE, split_backend
 from decoders.core.declarations import all_methods, get_method, method_names
 from decoders.core.errors import DecodeError
+from decoders.models.drafts import switchable_kinds
 
 #: At most this many variants in one run (each one is a run per prompt).
 MAX_VARIANTS = 16
 #: The deepest early-exit layer a variant may name before the model is known (the model bounds it too).
 MAX_EARLY_EXIT_LAYER = 1024
-DRAFT_KINDS = ("early-exit", "int4", "head")
 _ITEM = re.compile(r"\s*([A-Za-z_][\w-]*)\s*(?:=\s*|\s+)?(.*?)\s*$", re.S)
 _PIECE = re.compile(r"\s*([A-Za-z_][\w-]*)\s*(?:\[(.*)\])?\s*$", re.S)
 
@@ -44,7 +44,7 @@ class Variant:
 
     method: str
     overrides: tuple[tuple[str, Any], ...] = ()
-    draft: str | None = None  # None | "early-exit" | "int4" | "head" (a trained EAGLE / Medusa head)
+    draft: str | None = None  # None, or a kind of `decoders.models.drafts` that builds from the main model
     layer: int | None = None  # the early-exit layer; None: the family's (or the bench's default)
 
     @property
@@ -165,7 +165,7 @@ def parse_variant(piece: str) -> Variant:
         if not item or not m:
             raise DecodeError(f"bad variant {piece!r}: an empty or unreadable item {item!r}; {_hint()}")
         word, value = m.group(1), m.group(2)
-        if word in DRAFT_KINDS:
+        if word in switchable_kinds():
             if not method.needs_helper:
                 raise DecodeError(f"bad variant {piece!r}: {method.label.lower()} decoding drafts with no helper, "
                                   f"so it takes no {word} draft; {_hint()}")
@@ -193,7 +193,7 @@ def parse_variant(piece: str) -> Variant:
                 raise DecodeError(f"bad variant {piece!r}: {spec.name} is given twice; {_hint()}")
             overrides[spec.name] = _param_value(piece, spec, value)
         else:
-            known = ", ".join(list(specs) + (list(DRAFT_KINDS) if method.needs_helper else [])
+            known = ", ".join(list(specs) + (list(switchable_kinds()) if method.needs_helper else [])
                               + [f"{s.name} {s.letters}" for s in method.shapes]) or "none"
             raise DecodeError(f"bad variant {piece!r}: {method.label.lower()} decoding has no item {word!r}; "
                               f"its items are {known}")

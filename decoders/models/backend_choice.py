@@ -145,33 +145,6 @@ def trained_head(main_backend, main_model, folder: str | None, vocab: tuple[int,
     return head_draft(folder, main_backend, main_model, vocab)
 
 
-def self_draft_for(family, kind: str) -> Backend:
-    """The ``kind`` self-draft of ``family``'s main model, built and warmed up; DecodeError says why
-    not (unknown kind, a shape the kernel cannot take, too little memory, no head)."""
-    from decoders.models.family import SELF_DRAFT_KINDS
-
-    if kind not in SELF_DRAFT_KINDS:
-        raise DecodeError(f"Unknown self-draft kind {kind!r}; choose one of {', '.join(SELF_DRAFT_KINDS)}.")
-    if getattr(family, "backend", "torch") != "torch":
-        from decoders.models.family import FamilySpec
-        from decoders.models.llamacpp_family import check_backend
-
-        check_backend(FamilySpec(name="", main="bundled", self_draft=kind, backend=family.backend))
-    main_model = getattr(family, "main_model", None)
-    if kind == "fastest":
-        raise DecodeError("The fastest draft is chosen when the family loads; pick int4 or head here.")
-    if kind == "head":
-        backend = trained_head(family.main, main_model, getattr(family, "head_source", None),
-                               getattr(family, "head_vocab", None))
-    else:
-        if getattr(family, "device_map", None):
-            raise DecodeError(f"An {kind} self-draft needs the whole main model on one device, and a device "
-                              "map spreads this one; draft another way.")
-        backend = quantized_draft(family.main, main_model, kind)
-    warm_up(backend)
-    return backend
-
-
 def warm_up(backend: Backend) -> None:
     """One short forward right after loading, then an empty cache.
 
@@ -186,18 +159,18 @@ def warm_up(backend: Backend) -> None:
     backend.reset()
 
 
-def head_vocab_of(spec) -> tuple[int, str] | None:
-    """FR-Spec's (size, ranking source) the family asks for, or None; the bundled model ranks by the
-    repository's corpus of its answers unless told otherwise."""
-    if spec.head_vocab is None:
+def head_vocab_of(head, main: str) -> tuple[int, str] | None:
+    """FR-Spec's (size, ranking source) a trained head (`decoders.models.drafts.TrainedHead`) asks
+    for, or None; the bundled model ranks by the repository's corpus of its answers unless told otherwise."""
+    if head.vocab is None:
         return None
-    source = spec.head_vocab_from
+    source = head.vocab_from
     if source is None:
         from decoders.models.bundled import bundled_corpus
 
-        source = bundled_corpus() if spec.main == "bundled" else None
+        source = bundled_corpus() if main == "bundled" else None
         if source is None:
-            raise DecodeError(f"--head-vocab {spec.head_vocab} needs a ranking of this model's tokens; give "
+            raise DecodeError(f"--head-vocab {head.vocab} needs a ranking of this model's tokens; give "
                               "--head-vocab-from FILE (FR-Spec's freq_*.pt, or a JSON list of ids) or a train-head "
                               "corpus folder of this model.")
-    return spec.head_vocab, source
+    return head.vocab, source

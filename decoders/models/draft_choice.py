@@ -237,13 +237,14 @@ def choose(main_backend, candidates: dict[str, tuple[Any, str, list[float] | Non
 
 def build_draft(spec, main_backend, main_model, kind: str) -> tuple[Any, str]:
     """The ``kind`` ("int4" or "head") draft of ``spec``'s main model and its description (a kept
-    choice builds only this one); DecodeError says why it cannot be built."""
-    from decoders.models.backend_choice import head_folder, head_vocab_of, quantized_draft, trained_head
+    choice builds only this one), by the kind's declared builder; DecodeError says why it cannot be built."""
+    from decoders.models.drafts import DraftTarget, TrainedHead, head_of, kind_of, source_of
+    from decoders.models.drafts import build_draft as build
 
-    if kind == "int4":
-        return quantized_draft(main_backend, main_model, "int4"), "int4 self-draft"
-    head = trained_head(main_backend, main_model, head_folder(spec.head, spec.main), head_vocab_of(spec))
-    return head, head.source
+    head = head_of(spec.draft) or TrainedHead()
+    draft = head if kind == "head" else kind_of(kind).default()
+    backend = build(draft, DraftTarget(main_backend, main_model, spec.main, head=head))
+    return backend, source_of(draft, backend)
 
 
 def choose_for_family(spec, main_backend, main_model, tokenizer, report, stop_ids=frozenset(),

@@ -12,7 +12,7 @@ $TUI_DECODE_CONFIG_DIR) and holds one table per family::
 
     [families.smol-self]
     main = "bundled"
-    self_draft_layer = 20
+    draft = { kind = "early-exit", layer = 20 }   # what drafts (`decoders.models.drafts`): one table
 
     [families.smol-llamacpp]
     main = "bundled"
@@ -20,8 +20,12 @@ $TUI_DECODE_CONFIG_DIR) and holds one table per family::
 
     [families.smol-int4]
     main = "bundled"
-    self_draft = "int4"                  # an int4 copy of the main model drafts for it ("head": the
-                                         # trained head; "fastest": whichever is predicted faster here)
+    draft = { kind = "int4" }            # an int4 copy of the main model drafts for it ("head", with
+                                         # folder, vocab, vocab_from: a trained head; "fastest", with
+                                         # head: whichever is predicted faster here)
+
+The keys files wrote before ``draft`` (``helper``, ``self_draft_layer``, ``self_draft``, ``head``,
+``head_vocab``, ``head_vocab_from``) are still read, and turned into the same draft.
 """
 
 from __future__ import annotations
@@ -37,7 +41,8 @@ from decoders.core.errors import DecodeError
 from decoders.models.backend_choice import Device, Dtype
 from decoders.models.bundled import DEFAULT_FAMILY
 from decoders.models.bundled import LABEL as BUNDLED_LABEL
-from decoders.models.family import FamilySpec, SelfDraft
+from decoders.models.drafts import Fastest, HelperModel, decode_draft, legacy_draft, self_draft_kinds
+from decoders.models.family import FamilySpec
 from decoders.records.codec import field_path
 
 CONFIG_ENV = "TUI_DECODE_CONFIG_DIR"
@@ -53,20 +58,20 @@ BUILTIN_FAMILIES: dict[str, FamilySpec] = {
         # Early exit at layer 20 is accepted 4-26% at c 0.5-1.2 and runs at 0.22x (0.90x adaptive).
         # The target's dtype is measured with it (decoders/models/dtype_choice.py): float16 weights
         # stepped 0.81x float32's on AVX2 and 0.88x on AMX, with a flatter T(k), where fbgemm runs them.
-        FamilySpec(name=DEFAULT_FAMILY, main="bundled", label=BUNDLED_LABEL, self_draft="fastest", dtype="fastest"),
+        FamilySpec(name=DEFAULT_FAMILY, main="bundled", label=BUNDLED_LABEL, draft=Fastest(), dtype="fastest"),
         # the same file run by llama.cpp's own kernels as stored (needs llama-cpp-python)
         FamilySpec(name=f"{DEFAULT_FAMILY}-llamacpp", main="bundled", label=f"{BUNDLED_LABEL} on llama.cpp",
                    backend="llamacpp"),
         FamilySpec(
             name="smollm2-360m",
             main="HuggingFaceTB/SmolLM2-360M-Instruct",
-            helper="HuggingFaceTB/SmolLM2-135M-Instruct",
+            draft=HelperModel(source="HuggingFaceTB/SmolLM2-135M-Instruct"),
             label="SmolLM2-360M-Instruct + 135M helper",
         ),
         FamilySpec(
             name="qwen2.5-1.5b",
             main="Qwen/Qwen2.5-1.5B-Instruct",
-            helper="Qwen/Qwen2.5-0.5B-Instruct",
+            draft=HelperModel(source="Qwen/Qwen2.5-0.5B-Instruct"),
             label="Qwen2.5-1.5B-Instruct + 0.5B helper",
         ),
     )
@@ -78,9 +83,11 @@ class FamilyTable(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     its allowed values checked by msgspec (`user_families` turns the error into one line)."""
 
     main: str
+    draft: dict[str, Any] | None = None  # what drafts: {kind = "early-exit", layer = 20} (`decoders.models.drafts`)
+    # the keys before `draft`, read and turned into one (`legacy_draft`)
     helper: str | None = None
     self_draft_layer: int | None = None
-    self_draft: SelfDraft | None = None
+    self_draft: str | None = None
     head: str | None = None
     head_vocab: int | None = None  # FR-Spec: an EAGLE-1/2 head drafts over the N most frequent tokens
     head_vocab_from: str | None = None  # their ranking: a file of token ids or a train-head corpus folder
@@ -103,19 +110,24 @@ class FamilyTable(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             value = getattr(self, key)
             if value is not None and not value.strip():
                 raise ValueError(f"`{key}` is empty; give it a value or leave it out.")
-        if self.helper and self.self_draft_layer is not None:
-            raise ValueError("sets both `helper` and `self_draft_layer`; keep one.")
-        if self.head and (self.helper or self.self_draft_layer is not None
-                          or self.self_draft not in (None, "head", "fastest")):
-            raise ValueError("sets `head` and another draft; keep one.")
-        if self.self_draft is not None and (self.helper or self.self_draft_layer is not None):
-            raise ValueError(f"sets `self_draft` and `{'helper' if self.helper else 'self_draft_layer'}`; keep one.")
+        if self.self_draft is not None and self.self_draft not in self_draft_kinds():
+            raise ValueError(f"self_draft {self.self_draft!r} is not one of {', '.join(self_draft_kinds())}.")
+        old = [key for key in _OLD_DRAFT_KEYS if getattr(self, key) is not None]
+        if self.draft is not None:
+            if old:
+                raise ValueError(f"sets `draft` and `{old[0]}`; keep `draft` (it says all of the draft).")
+            decode_draft(self.draft)  # ValueError: what is wrong with it
+        else:
+            legacy_draft(**{key: getattr(self, key) for key in _OLD_DRAFT_KEYS})  # two drafts: ValueError
 
     def spec(self, name: str) -> FamilySpec:
         fields = msgspec.structs.asdict(self)
-        if self.head and self.self_draft is None:  # a head named is the draft
-            fields["self_draft"] = "head"
+        old = {key: fields.pop(key) for key in _OLD_DRAFT_KEYS}
+        fields["draft"] = decode_draft(self.draft) if self.draft is not None else legacy_draft(**old)
         return FamilySpec(name=name, **fields)
+
+
+_OLD_DRAFT_KEYS = ("helper", "self_draft_layer", "self_draft", "head", "head_vocab", "head_vocab_from")
 
 
 class ConfigFile(msgspec.Struct):

@@ -10,19 +10,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any
 
 from decoders.core.errors import DecodeError
 from decoders.core.events import LoadProgress
-from decoders.models.backend_choice import (
-    head_folder,
-    head_vocab_of,
-    make_backend,
-    quantized_draft,
-    resolve_device,
-    resolve_dtype,
-    trained_head,
-    warm_up,
+from decoders.models.backend_choice import make_backend, resolve_device, resolve_dtype, warm_up
+from decoders.models.drafts import (
+    Draft,
+    DraftTarget,
+    EarlyExit,
+    Fastest,
+    HelperModel,
+    TrainedHead,
+    build_draft,
+    encode_draft,
+    head_of,
+    kind_of,
+    resolve_head,
+    self_draft_kind,
+    source_of,
 )
 from decoders.models.sources import classify_source, default_label, load_source, scaled_progress
 from decoders.models.token_display import BYTE_TOKEN, byte_level_reader, visible_text
@@ -35,9 +41,6 @@ if TYPE_CHECKING:
 
 # End-of-turn markers of common chat formats: a chat reply ends at these even when the
 # generation config names only the base model's end-of-text token.
-#: Quantized self-drafts a family may ask for (built by `decoders.backends.quantized`).
-SelfDraft = Literal["int4", "head", "fastest"]
-SELF_DRAFT_KINDS: tuple[str, ...] = get_args(SelfDraft)
 END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>")
 
 
@@ -47,12 +50,7 @@ class FamilySpec:
 
     name: str
     main: str
-    helper: str | None = None
-    self_draft_layer: int | None = None
-    self_draft: str | None = None  # "int4": a weight-only low-bit copy of the main model drafts; "head": a trained head
-    head: str | None = None  # the trained head's folder ("bundled": the head shipped for the bundled model)
-    head_vocab: int | None = None  # FR-Spec: an EAGLE-1/2 head drafts over this many most frequent tokens
-    head_vocab_from: str | None = None  # their ranking: a file of ids or a train-head corpus (fr_spec.py)
+    draft: Draft | None = None  # what drafts (`decoders.models.drafts`); None: nothing
     device: str = "auto"
     dtype: str = "auto"
     label: str | None = None
@@ -62,6 +60,28 @@ class FamilySpec:
     cuda_graph: str = "auto"  # the fast backend's one-token step from a CUDA graph: auto (CUDA only), on, off
     backend: str = "torch"  # or "llamacpp": GGUF files run by llama.cpp as stored (`decoders.backends.llamacpp`)
     remeasure: bool = False  # measure the "fastest" dtype and draft again, whatever this machine kept
+
+    # Views of ``draft`` by the names the spec had before `Draft` (read-only).
+    @property
+    def helper(self) -> str | None:
+        """The helper model's source, when a helper model drafts."""
+        return self.draft.source if isinstance(self.draft, HelperModel) else None
+
+    @property
+    def self_draft_layer(self) -> int | None:
+        """The early-exit layer, when an early exit drafts."""
+        return self.draft.layer if isinstance(self.draft, EarlyExit) else None
+
+    @property
+    def self_draft(self) -> str | None:
+        """The kind of a draft built from the main model ("int4", "head", "fastest", ...)."""
+        return self_draft_kind(self.draft)
+
+    @property
+    def head(self) -> str | None:
+        """The trained head's folder the draft names ("bundled": the shipped head)."""
+        head = head_of(self.draft)
+        return head.folder if head is not None else None
 
 
 @dataclass(eq=False)
@@ -81,9 +101,8 @@ class Family:
     vocab_size: int
     main_model: Any = None  # the transformers module behind `main` (shares its weights)
     helper_model: Any = None  # the helper's transformers module; None for self-draft or no helper
-    self_draft: str | None = None  # "int4" when the helper is a quantized copy of the main model, "head"
-    head_source: str | None = None  # the folder of the trained head this family may draft with
-    head_vocab: tuple[int, str] | None = None  # FR-Spec's (size, ranking source) for that head
+    draft: Draft | None = None  # what the helper is (`decoders.models.drafts`); None: no helper
+    head: TrainedHead | None = None  # the trained head this family may draft with (its folder resolved)
     draft_choice: dict | None = None  # self_draft "fastest": what was measured and chosen (draft_choice.py)
     dtype_choice: dict | None = None  # dtype "fastest" on CPU: what was measured and chosen (dtype_choice.py)
     choice_note: str | None = None  # where those came from: kept on this machine, or measured (and why)
@@ -95,6 +114,11 @@ class Family:
     _display_table: list[str | None] = field(default_factory=list, init=False, repr=False)
     _token_bytes: Callable[[str], bytes | None] | None = field(default=None, init=False, repr=False)
     _special_ids: frozenset[int] = field(default=frozenset(), init=False, repr=False)
+
+    @property
+    def self_draft(self) -> str | None:
+        """The kind of the draft built from the main model that the helper is ("int4", "head"), else None."""
+        return self_draft_kind(self.draft)
 
     @property
     def has_chat_template(self) -> bool:
@@ -145,7 +169,8 @@ class Family:
             "helper": self.helper_source,
             "device": str(self.device),
             "dtype": dtype,
-        } | ({"device_map": self.device_map} if self.device_map else {}) \
+        } | ({"draft": encode_draft(self.draft)} if self.draft is not None and self.helper is not None else {}) \
+            | ({"device_map": self.device_map} if self.device_map else {}) \
             | ({"draft_choice": self.draft_choice["sentence"]} if self.draft_choice else {}) \
             | ({"dtype_choice": self.dtype_choice["sentence"]} if self.dtype_choice else {}) \
             | ({"choice_measured": self.choice_date} if self.choice_date else {}) \
@@ -192,11 +217,6 @@ def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bo
         from decoders.models.llamacpp_family import load_llamacpp_family
 
         return load_llamacpp_family(spec, report)
-    if spec.helper and spec.self_draft_layer is not None:
-        raise DecodeError(
-            f"Family {spec.name!r} names both a helper model and a self-draft layer; choose one of the two."
-        )
-    check_self_draft(spec)
     from decoders.models.layer_count import check_draft_layer
 
     check_draft_layer(spec)  # before the load, where the model's header or config.json gives its depth
@@ -243,38 +263,28 @@ def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bo
     helper_backend = None
     helper_model = None
     helper_source = None
-    self_draft = spec.self_draft
-    if spec.helper:
+    draft = spec.draft
+    head = head_of(draft) or TrainedHead()
+    head_at_hand = resolve_head(head, spec.main, missing_ok=True)  # later drafts may switch to it
+    if isinstance(draft, HelperModel):
         helper_model, helper_tokenizer, helper_source = load_source(
-            spec.helper, device, load_dtype, "helper", scaled_progress(report, main_share, 1.0), device_map
+            draft.source, device, load_dtype, "helper", scaled_progress(report, main_share, 1.0), device_map
         )
         _check_shared_vocabulary(spec, tokenizer, main_model, helper_tokenizer, helper_model)
         # a helper with a shorter context bounds the pair: checked up front, not midway
         positions = min(positions, context_length(helper_model, helper_tokenizer))
         helper_backend = make_backend(helper_model, fast=fast, max_positions=positions, cuda_graph=spec.cuda_graph,
                                       fp16_weights=fp16_weights)
-    elif spec.self_draft_layer is not None:
-        layer = spec.self_draft_layer
-        n_layers = int(main_backend.n_layers)
-        if not isinstance(layer, int) or not 1 <= layer < n_layers:
-            raise DecodeError(
-                f"Self-draft layer {layer} is out of range: the main model has {n_layers} layers, "
-                f"so choose a layer from 1 to {n_layers - 1}."
-            )
-        helper_backend = main_backend.early_exit(layer)
-        helper_source = f"early exit @ layer {layer}"
-    elif spec.self_draft == "fastest":  # kept, or measured: int4 or the trained head (and the dtype with it)
-        main_backend, helper_backend, helper_source, self_draft, chosen16 = choice.draft(main_backend)
+    elif isinstance(draft, Fastest):  # kept, or measured: int4 or the trained head (and the dtype with it)
+        main_backend, helper_backend, helper_source, kind, chosen16 = choice.draft(main_backend)
+        draft = head_at_hand if kind == "head" and head_at_hand is not None else kind_of(kind).default()
         fp16_weights = fp16_weights or chosen16
-    elif spec.self_draft == "head":
-        report("Loading the trained draft head", 0.9)
-        helper_backend = trained_head(main_backend, main_model, head_folder(spec.head, spec.main),
-                                      head_vocab_of(spec))
-        helper_source = helper_backend.source
-    elif spec.self_draft:
-        report(f"Quantizing the main model to {spec.self_draft} for the draft", 0.9)
-        helper_backend = quantized_draft(main_backend, main_model, spec.self_draft)
-        helper_source = f"{spec.self_draft} self-draft"
+    elif draft is not None:  # any other kind: built from the main model by its declared builder
+        if not isinstance(draft, EarlyExit):
+            report(kind_of(draft.kind).loading or f"Building the {draft.view()} from the main model", 0.9)
+        helper_backend = build_draft(draft, DraftTarget(main_backend, main_model, spec.main, device_map, spec.backend,
+                                                        head_at_hand))
+        helper_source = source_of(draft, helper_backend)
 
     if fp16_weights:
         import torch
@@ -300,9 +310,8 @@ def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bo
         vocab_size=vocab_size,
         main_model=main_model,
         helper_model=helper_model,
-        self_draft=self_draft,
-        head_source=head_folder(spec.head, spec.main, missing_ok=True),
-        head_vocab=head_vocab_of(spec),
+        draft=draft,
+        head=head_at_hand,
         draft_choice=choice.draft_record,
         dtype_choice=choice.dtype_record,
         device_map=_map_text(main_model, device_map),
@@ -356,21 +365,6 @@ def check_device_map(spec: FamilySpec, device):
         raise DecodeError("An early-exit self-draft cannot run on a model spread by a device map (accelerate's hooks "
                           "run the whole model); drop the device map or draft with a helper model.")
     return device_map
-
-
-def check_self_draft(spec: FamilySpec) -> None:
-    """A self-draft kind must be known and must be the family's only draft."""
-    kind = spec.self_draft
-    if kind is None:
-        return
-    if kind not in SELF_DRAFT_KINDS:
-        raise DecodeError(f"Unknown self-draft kind {kind!r}; choose one of {', '.join(SELF_DRAFT_KINDS)}.")
-    if spec.head and kind not in ("head", "fastest"):
-        raise DecodeError(f"Family {spec.name!r} names a head ({spec.head[:200]}) but drafts with {kind}; "
-                          "use self_draft = \"head\" or drop the head.")
-    if spec.helper or spec.self_draft_layer is not None:
-        other = "a helper model" if spec.helper else "a self-draft layer"
-        raise DecodeError(f"Family {spec.name!r} asks for an {kind} self-draft and {other}; choose one draft.")
 
 
 def stop_token_ids(model, tokenizer) -> frozenset[int]:

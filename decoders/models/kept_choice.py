@@ -136,9 +136,11 @@ def folder_identity(folder: str | os.PathLike | None) -> str:
 def model_identity(spec, main_model, head: str | None) -> str:
     """The main model's source and weights fingerprint, with the trained head's files and FR-Spec's
     vocabulary: another model under the same name, or the head retrained, is measured again."""
+    from decoders.models.drafts import head_of
     from decoders.training.feature_cache import fingerprint
 
-    vocab = f"|vocab {spec.head_vocab} {spec.head_vocab_from}" if spec.head_vocab is not None else ""
+    trained = head_of(spec.draft)
+    vocab = f"|vocab {trained.vocab} {trained.vocab_from}" if trained is not None and trained.vocab is not None else ""
     return f"{spec.main}|{fingerprint(main_model)}|head {folder_identity(head)}{vocab}"
 
 

@@ -31,14 +31,8 @@ def check_backend(spec) -> None:
                 raise DecodeError(f"--backend llamacpp runs GGUF files, and the {role} model {source[:200]} is a "
                                   f"{'model folder' if kind == 'folder' else 'hub id'}; give a .gguf file (or "
                                   "\"bundled\"), or use --backend torch.")
-    if spec.self_draft_layer is not None:
-        raise DecodeError("An early-exit draft needs the torch backend (llama.cpp runs the whole model); use --backend "
-                          "torch, or draft with a GGUF helper (--helper FILE.gguf).")
-    if spec.self_draft:
-        what = "A trained head reads the target's hidden states" if spec.self_draft == "head" else \
-            f"An {spec.self_draft} self-draft is packed from the torch model's weights"
-        raise DecodeError(f"{what}, which the llama.cpp backend does not expose; use --backend torch, or draft with "
-                          "a GGUF helper (--helper FILE.gguf).")
+    if spec.draft is not None and spec.helper is None:
+        raise DecodeError(no_torch_draft(spec.draft))
     if spec.device not in ("auto", "cpu"):
         raise DecodeError(f"The llama.cpp backend here runs on the CPU (this llama-cpp-python was built without GPU "
                           f"support), not on {spec.device}; use --device cpu, or --backend torch.")
@@ -52,6 +46,19 @@ def check_backend(spec) -> None:
     if spec.device_map is not None:
         raise DecodeError("A device map spreads a torch model; the llama.cpp backend cannot take one. Drop "
                           "--device-map, or use --backend torch.")
+
+
+def no_torch_draft(draft) -> str:
+    """Why llama.cpp cannot run ``draft`` (any draft built from the torch model), in one line."""
+    from decoders.models.drafts import EarlyExit, TrainedHead
+
+    if isinstance(draft, EarlyExit):
+        return ("An early-exit draft needs the torch backend (llama.cpp runs the whole model); use --backend torch, "
+                "or draft with a GGUF helper (--helper FILE.gguf).")
+    what = "A trained head reads the target's hidden states" if isinstance(draft, TrainedHead) else \
+        f"An {draft.kind} self-draft is packed from the torch model's weights"
+    return (f"{what}, which the llama.cpp backend does not expose; use --backend torch, or draft with a GGUF helper "
+            "(--helper FILE.gguf).")
 
 
 def gguf_location(source: str) -> Path:
@@ -141,6 +148,7 @@ def load_llamacpp_family(spec, report: LoadProgress):
         vocab_size=main.vocab_size,
         backend="llamacpp",
         stored_as=main_model.description,
+        draft=spec.draft if helper_path else None,
     )
 
 

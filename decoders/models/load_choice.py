@@ -47,6 +47,7 @@ class LoadChoice:
     def start(cls, spec, device, fast: bool, device_map, main_model, tokenizer, report: LoadProgress,
               stop_ids=frozenset()) -> LoadChoice:
         """What this load chooses, and the kept choice that covers it (read here: no model work)."""
+        from decoders.models.drafts import Fastest
         from decoders.models.dtype_choice import DtypeChoice, float16_reason
 
         choice = cls(spec, main_model, tokenizer, report, frozenset(stop_ids))
@@ -56,7 +57,7 @@ class LoadChoice:
                 choice.wants_dtype = True
             else:
                 choice.dtype_record = DtypeChoice("float32", left_out=why).record()
-        choice.wants_draft = spec.self_draft == "fastest"
+        choice.wants_draft = isinstance(spec.draft, Fastest)
         if not (choice.wants_dtype or choice.wants_draft):
             return choice
         from decoders.models.backend_choice import head_folder

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from decoders.models.drafts import Fastest
 from tests.support.app import make_app, wait_for
 from tui_decode.screens.main.family import REMEASURE_COMMAND
 
@@ -25,7 +26,7 @@ async def test_the_palette_loads_the_family_again_measuring_its_choice_afresh(ti
         asked.append(spec.remeasure)
         return tiny_family
 
-    app = make_app(replace(tiny_spec, self_draft="fastest", dtype="fastest"), load, tmp_path)
+    app = make_app(replace(tiny_spec, draft=Fastest(), dtype="fastest"), load, tmp_path)
     async with app.run_test(notifications=True) as pilot:
         await wait_for(pilot, lambda: app.main_screen.loaded is not None)
         _command(app).callback()

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from decoders.engine import Engine
+from decoders.models.drafts import HelperModel, Int4
 from decoders.models.family import FamilySpec, load_family
 from tests.support.app import PROMPT, SIZE, errors, run_and_wait, wait_for
 from tests.support.tiny import save_tiny_model, tiny_llama_config
@@ -44,7 +45,7 @@ def families(tmp_path_factory):
     helper = save_tiny_model(root / "helper", vocab=64, layers=2, seed=1)
     specs = {name: FamilySpec(name=name, main=str(folder), device="cpu", dtype="float32", label=f"tiny {name}")
              for name, folder in (("good", good), ("odd", odd))}
-    specs["pair"] = FamilySpec(name="pair", main=str(good), helper=str(helper), device="cpu", dtype="float32",
+    specs["pair"] = FamilySpec(name="pair", main=str(good), draft=HelperModel(source=str(helper)), device="cpu", dtype="float32",
                                label="tiny pair")
     return specs, {name: load_family(spec) for name, spec in specs.items()}
 
@@ -139,7 +140,7 @@ async def test_too_little_memory_for_int4_is_one_line_and_the_models_stay(famili
         [message] = errors(app)
         assert message.startswith("Not enough memory for an int4 self-draft of this model")
         assert "only 10 KB is free in main memory" in message and "--" not in message
-        assert screen.settings.self_draft is None and not screen.loaded.engine.has_self_draft("int4")
+        assert screen.settings.self_draft is None and not screen.loaded.engine.has_draft(Int4())
         assert calls == ["good"]
 
 

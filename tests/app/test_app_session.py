@@ -11,6 +11,7 @@ import pytest
 
 from decoders.core.declarations import TOKEN_LADDER
 from decoders.core.params import METHODS, DecodeParams
+from decoders.models.drafts import EarlyExit
 from decoders.records.run import RunResult
 from tui_decode.state.batching import Batcher
 from tui_decode.state.live_run import live_figures
@@ -60,12 +61,12 @@ def test_ngram_bounds_may_cross_so_the_engine_can_say_why_that_is_wrong():
 def test_draft_layer_starts_two_thirds_up_and_stays_inside_the_stack():
     assert default_draft_layer(30) == 20
     assert default_draft_layer(2) == 1
-    none_yet = Settings(draft_layer=None)
+    none_yet = Settings(draft=None)
     assert step("draft_layer", none_yet, 1, draft_layers=30).draft_layer == 20
-    assert step("draft_layer", Settings(draft_layer=29), 1, draft_layers=30).draft_layer == 29
-    assert step("draft_layer", Settings(draft_layer=1), -1, draft_layers=30).draft_layer == 1
+    assert step("draft_layer", Settings(draft=EarlyExit(layer=29)), 1, draft_layers=30).draft_layer == 29
+    assert step("draft_layer", Settings(draft=EarlyExit(layer=1)), -1, draft_layers=30).draft_layer == 1
     # a family with its own helper model has no layer to choose
-    assert step("draft_layer", Settings(draft_layer=None), 1, draft_layers=0).draft_layer is None
+    assert step("draft_layer", Settings(draft=None), 1, draft_layers=0).draft_layer is None
 
 
 def test_each_method_shows_its_own_rows():

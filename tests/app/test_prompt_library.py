@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from decoders.models.drafts import Int4
 from tests.support.app import make_app, run_and_wait, wait_for
 from tui_decode.screens.pickers import PromptPicker
 from tui_decode.state.prompt_library import library, shipped_prompts_file
@@ -67,7 +68,7 @@ def test_the_family_picker_marks_which_families_load_offline(tmp_path):
     from decoders.models.families import FamilySpec
     from tui_decode.screens.pickers import family_picker
 
-    picker = family_picker({"smollm2-135m": FamilySpec(name="smollm2-135m", main="bundled", self_draft="int4"),
+    picker = family_picker({"smollm2-135m": FamilySpec(name="smollm2-135m", main="bundled", draft=Int4()),
                             "far": FamilySpec(name="far", main="SomeOrg/not-downloaded")}, None, tmp_path / "f.toml")
     lines = {o.id: str(o.prompt) for o in picker.options}
     assert "✓ offline" in lines["smollm2-135m"] and "needs a download" not in lines["smollm2-135m"]

@@ -22,6 +22,7 @@ from decoders.core.declarations import get_method  # noqa: E402
 from decoders.core.params import DecodeParams  # noqa: E402
 from decoders.engine import Engine  # noqa: E402
 from decoders.methods.shared.common import DecodeContext  # noqa: E402
+from decoders.models.drafts import EarlyExit, HelperModel  # noqa: E402
 from tests.support.engine import PROMPT, tiny_family  # noqa: E402
 
 # One case per method (and per mode/shape of a method that packs its transfer differently).
@@ -358,7 +359,7 @@ def test_a_helper_with_a_shorter_context_bounds_the_family_up_front(tmp_path):
 
     main = save_tiny_model(tmp_path / "main", model=tiny_model(max_positions=128))
     helper = save_tiny_model(tmp_path / "helper", model=tiny_model(seed=1, max_positions=24))
-    family = load_family(FamilySpec(name="t", main=str(main), helper=str(helper), device="cpu"))
+    family = load_family(FamilySpec(name="t", main=str(main), draft=HelperModel(source=str(helper)), device="cpu"))
     assert family.context_length == 24
     engine = Engine(family)
     with pytest.raises(DecodeError, match="context of 24"):
@@ -445,13 +446,13 @@ def test_a_model_spread_over_cpu_and_disk_decodes_on_the_transformers_backend(ti
 
     messages = []
     plain = load_family(FamilySpec(name="t", main=str(tiny_folder), device="cpu"))
-    spread = load_family(FamilySpec(name="t", main=str(tiny_folder), helper=str(tiny_folder), device="cpu",
+    spread = load_family(FamilySpec(name="t", main=str(tiny_folder), draft=HelperModel(source=str(tiny_folder)), device="cpu",
                                     device_map=DISK_MAP), progress=lambda m, f: messages.append(m))
     assert isinstance(spread.main, HFBackend) and isinstance(spread.helper, HFBackend)
     with pytest.raises(DecodeError, match="An early-exit draft cannot run on a model spread by a device map"):
         spread.main.early_exit(1)
     with pytest.raises(DecodeError, match="An early-exit self-draft cannot run on a model spread by a device map"):
-        load_family(FamilySpec(name="t", main=str(tiny_folder), device="cpu", device_map=DISK_MAP, self_draft_layer=1))
+        load_family(FamilySpec(name="t", main=str(tiny_folder), device="cpu", device_map=DISK_MAP, draft=EarlyExit(layer=1)))
     reason = unsupported_reason(spread.main_model)
     assert reason == "a device map spreads the model over cpu, disk; the fast backend runs a model on one device only"
     assert any("transformers backend: the fast backend cannot (a device map spreads" in m for m in messages)

@@ -11,6 +11,7 @@ from decoders.backends.llama_fast import LlamaBackend
 from decoders.backends.runner import KVRunner
 from decoders.core.params import DecodeParams
 from decoders.engine import Engine
+from decoders.models.drafts import Int4
 from decoders.models.family import FamilySpec, load_family
 from tests.support.quantized import PROMPT, peaked_model
 from tests.support.tiny import save_tiny_model, tiny_model
@@ -107,7 +108,7 @@ def test_a_cache_of_another_layout_is_refused():
 @pytest.fixture(scope="module")
 def tiny_int4(tmp_path_factory):
     folder = save_tiny_model(tmp_path_factory.mktemp("draft-cache") / "main", model=peaked_model())
-    return load_family(FamilySpec(name="t", main=str(folder), self_draft="int4", device="cpu"))
+    return load_family(FamilySpec(name="t", main=str(folder), draft=Int4(), device="cpu"))
 
 
 @pytest.mark.parametrize("policy", ["fixed", "adaptive"])

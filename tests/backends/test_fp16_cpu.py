@@ -19,6 +19,7 @@ from decoders.core.errors import DecodeError  # noqa: E402
 from decoders.core.params import DecodeParams  # noqa: E402
 from decoders.engine import Engine  # noqa: E402
 from decoders.models.backend_choice import make_backend  # noqa: E402
+from decoders.models.drafts import EarlyExit, HelperModel, Int4  # noqa: E402
 from decoders.models.family import FamilySpec, load_family  # noqa: E402
 from tests.support.llama import KINDS, _ids, _model  # noqa: E402
 from tests.support.quantized import PROMPT, peaked_model  # noqa: E402
@@ -100,7 +101,7 @@ def tiny_folder(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def fp16_family(tiny_folder):
-    return load_family(FamilySpec(name="t", main=str(tiny_folder), self_draft_layer=2, device="cpu", dtype="float16"))
+    return load_family(FamilySpec(name="t", main=str(tiny_folder), draft=EarlyExit(layer=2), device="cpu", dtype="float16"))
 
 
 def test_float16_on_cpu_loads_a_float32_model_with_float16_weights(fp16_family, tiny_folder):
@@ -133,7 +134,7 @@ def test_every_method_emits_float16_autoregressive_output(fp16_family, params):
 
 
 def test_the_int4_self_draft_of_a_float16_target_shares_its_head_and_reads_its_cache(tiny_folder):
-    family = load_family(FamilySpec(name="t", main=str(tiny_folder), self_draft="int4", device="cpu", dtype="float16"))
+    family = load_family(FamilySpec(name="t", main=str(tiny_folder), draft=Int4(), device="cpu", dtype="float16"))
     draft = family.helper
     assert isinstance(draft, QuantizedLlamaBackend) and draft.draft_of is family.main
     assert draft._matmuls.head_matmul is family.main.shared_head and draft.own_bytes < draft.weight_bytes
@@ -151,7 +152,7 @@ def test_a_helper_model_gets_float16_weights_too(tiny_folder, tmp_path):
     from tests.support.tiny import perturbed_copy
 
     helper = save_tiny_model(tmp_path / "helper", model=perturbed_copy(peaked_model(layers=3), 0.05, seed=1))
-    family = load_family(FamilySpec(name="t", main=str(tiny_folder), helper=str(helper), device="cpu", dtype="float16"))
+    family = load_family(FamilySpec(name="t", main=str(tiny_folder), draft=HelperModel(source=str(helper)), device="cpu", dtype="float16"))
     assert isinstance(family.helper, Fp16LlamaBackend) and next(family.helper_model.parameters()).dtype == torch.float32
     result = Engine(family).run(PROMPT, DecodeParams(method="spec", gamma=4, max_new_tokens=40))
     assert result.method.ids == result.baseline.ids and result.summary.accepted > 0
@@ -244,7 +245,7 @@ def test_bundled_float16_weights_read_half_and_every_method_gives_float16_ar(smo
     assert fp16.weight_bytes * 2 == smollm2.main.weight_bytes
     draft = quantized_draft(fp16, smollm2.main_model, "int4")
     assert draft.draft_of is fp16 and draft._matmuls.head_matmul is fp16.shared_head
-    family = replace(smollm2, main=fp16, helper=draft, helper_source="int4 self-draft", self_draft="int4",
+    family = replace(smollm2, main=fp16, helper=draft, helper_source="int4 self-draft", draft=Int4(),
                      dtype=torch.float16)
     assert family.describe()["dtype"] == "float16 weights, float32 activations"
     engine = Engine(family)

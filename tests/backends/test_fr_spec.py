@@ -15,6 +15,7 @@ from decoders.core.errors import DecodeError
 from decoders.core.params import DecodeParams
 from decoders.engine import Engine
 from decoders.models.backend_choice import make_backend
+from decoders.models.drafts import TrainedHead
 from decoders.models.family import Family
 from tests.support.engine import PROMPT, VOCAB, peaked_model
 from tests.support.heads import write_head
@@ -59,7 +60,7 @@ def test_decoding_with_the_subset_head_keeps_the_targets_output(setting, extra):
     draft = head_draft(tmp / "h", main, model, (6, str(tmp / "rank.json")))
     family = Family(label="tiny", main=main, helper=draft, tokenizer=tiny_tokenizer(VOCAB), stop_ids=frozenset(),
                     device=torch.device("cpu"), dtype=torch.float32, main_source="tiny", helper_source=draft.source,
-                    context_length=128, vocab_size=VOCAB, main_model=model, self_draft="head")
+                    context_length=128, vocab_size=VOCAB, main_model=model, draft=TrainedHead())
     result = Engine(family, pairing="sequential").run(PROMPT, DecodeParams(method="spec", gamma=3, max_new_tokens=20,
                                                                             draft_policy="fixed", **extra))
     if extra["mode"] == "greedy":

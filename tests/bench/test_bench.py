@@ -21,6 +21,7 @@ from decoders.bench import (
     task_group,
 )
 from decoders.core.errors import DecodeError
+from decoders.models.drafts import HelperModel
 from tests.support.threads import torch_threads
 from tests.support.tiny import perturbed_copy, save_tiny_model, tiny_model
 from tui_decode.cli.main import main
@@ -211,7 +212,7 @@ def test_helper_model_runs_transformers_assisted_generation(tmp_path, prompts_fi
     main_model = tiny_model(seed=0)
     main_dir = save_tiny_model(tmp_path / "main", model=main_model)
     helper_dir = save_tiny_model(tmp_path / "helper", model=perturbed_copy(main_model, 0.05, seed=1))
-    family = load_family(FamilySpec(name="pair", main=str(main_dir), helper=str(helper_dir), device="cpu"))
+    family = load_family(FamilySpec(name="pair", main=str(main_dir), draft=HelperModel(source=str(helper_dir)), device="cpu"))
     messages = []
     report = run_bench(family, load_prompts(prompts_file), ["spec"], max_new_tokens=8, limit=1,
                        progress=messages.append, record_overhead_every=0, bandwidth_bytes=1 << 22).to_json()

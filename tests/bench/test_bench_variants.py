@@ -12,6 +12,7 @@ from decoders.bench.reference import reference_for
 from decoders.bench.report import render_markdown
 from decoders.bench.variants import MAX_VARIANTS
 from decoders.core.errors import DecodeError
+from decoders.models.drafts import EarlyExit
 from decoders.models.family import FamilySpec, load_family
 from tests.support.threads import torch_threads
 from tests.support.tiny import save_tiny_model
@@ -151,7 +152,7 @@ def test_default_rows_follow_what_the_family_offers(tiny_family, tmp_path):
     from tests.support.quantized import peaked_model
 
     folder = save_tiny_model(tmp_path / "odd", model=peaked_model(intermediate_size=40))
-    odd = load_family(FamilySpec(name="odd", main=str(folder), self_draft_layer=1, device="cpu"))
+    odd = load_family(FamilySpec(name="odd", main=str(folder), draft=EarlyExit(layer=1), device="cpu"))
     notes = []
     labels = [v.label for v in default_variants(odd, Drafts(odd, reference_for(odd)), notes)]
     assert labels[:2] == ["spec", "spec[tree 2x3]"]  # its own early exit, then its tree

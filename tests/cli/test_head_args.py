@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from decoders.models.drafts import TrainedHead, head_of
 from decoders.models.families import resolve_family
 from tui_decode.cli.main import build_parser
 from tui_decode.cli.main import main as cli_main
@@ -51,7 +52,7 @@ def test_fr_spec_sizes_are_bounded_and_need_each_other(tmp_path, capsys, monkeyp
     args = build_parser().parse_args(["run", "--head", str(tmp_path), "--head-vocab", "8192", "--head-vocab-from",
                                       str(tmp_path / "freq.pt"), "--prompt", "x"])
     spec = family_spec(args)
-    assert (spec.head_vocab, spec.head_vocab_from) == (8192, str(tmp_path / "freq.pt"))
+    assert spec.draft == TrainedHead(folder=str(tmp_path), vocab=8192, vocab_from=str(tmp_path / "freq.pt"))
     for argv, message in ((["--head-vocab", "0"], "--head-vocab must be 1..1048576"),
                           (["--head-vocab", "99999999999"], "--head-vocab must be 1..1048576"),
                           (["--head-vocab-from", "x.pt"], "--head-vocab-from ranks the tokens for --head-vocab N"),
@@ -67,7 +68,7 @@ def test_fr_spec_sizes_are_bounded_and_need_each_other(tmp_path, capsys, monkeyp
         resolve_family("f")
     (tmp_path / "families.toml").write_text('[families.f]\nmain = "bundled"\nhead = "x"\nhead_vocab = 64\n'
                                            'head_vocab_from = "r.json"\n')
-    assert (resolve_family("f").head_vocab, resolve_family("f").head_vocab_from) == (64, "r.json")
+    assert resolve_family("f").draft == TrainedHead(folder="x", vocab=64, vocab_from="r.json")
 
 
 def test_a_bad_ranking_is_one_line_before_the_model_loads(tmp_path, capsys, monkeypatch):
@@ -106,4 +107,4 @@ def test_head_vocab_with_a_draft_that_is_no_head_is_refused_not_ignored(tmp_path
         err = capsys.readouterr().err
         assert f"this run drafts with {draft}; add --self-draft head" in err and err.count("\n") == 1, err
     args = build_parser().parse_args(["run", "--head-vocab", "64", "--prompt", "x"])  # bundled: fastest may pick it
-    assert family_spec(args).head_vocab == 64
+    assert head_of(family_spec(args).draft).vocab == 64

@@ -12,6 +12,7 @@ from decoders.backends.hf import HFBackend
 from decoders.core.params import DecodeParams
 from decoders.engine import Engine
 from decoders.models.backend_choice import make_backend
+from decoders.models.drafts import TrainedHead
 from decoders.models.family import Family
 from tests.support.engine import PROMPT, VOCAB, peaked_model
 from tests.support.heads import write_head
@@ -25,7 +26,7 @@ def head_family(tmp_path, fmt: str, fast: bool) -> Family:
     return Family(label="tiny", main=main, helper=head_draft(tmp_path / fmt, main, model), tokenizer=tiny_tokenizer(VOCAB),
                   stop_ids=frozenset(), device=torch.device("cpu"), dtype=torch.float32, main_source="tiny",
                   helper_source=f"{fmt} head", context_length=128, vocab_size=VOCAB, main_model=model,
-                  self_draft="head")
+                  draft=TrainedHead())
 
 
 @pytest.mark.parametrize("fast", [False, True], ids=["hf-backend", "fast-backend"])

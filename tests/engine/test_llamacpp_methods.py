@@ -13,6 +13,7 @@ pytest.importorskip("llama_cpp")
 from decoders.core.errors import DecodeError  # noqa: E402
 from decoders.core.params import DecodeParams  # noqa: E402
 from decoders.engine import Engine  # noqa: E402
+from decoders.models.drafts import HelperModel, Int4
 from decoders.models.family import FamilySpec, load_family  # noqa: E402
 from tui_decode.cli.main import main as cli_main  # noqa: E402
 
@@ -24,7 +25,7 @@ def engine():
     from tests.support.threads import torch_threads
 
     with torch_threads(1):
-        family = load_family(FamilySpec(name="lc", main="bundled", helper="bundled", backend="llamacpp"))
+        family = load_family(FamilySpec(name="lc", main="bundled", draft=HelperModel(source="bundled"), backend="llamacpp"))
         yield Engine(family)
 
 
@@ -58,7 +59,7 @@ def test_the_llama_cpp_family_has_what_a_gguf_helper_needs(engine):
     assert family.context_length == 8192
     assert family.decode(family.encode_prompt("Hello", chat_template=False)) == "Hello"
     with pytest.raises(DecodeError, match="needs the torch backend|does not expose"):
-        engine.build_self_draft("int4")
+        engine.build_draft(Int4())
 
 
 @pytest.mark.model

@@ -8,13 +8,15 @@ import pytest
 
 from decoders.core.params import DecodeParams
 from decoders.engine import Engine
+from decoders.models.drafts import EarlyExit
 from tests.support.prompts import prompt
 
 
 @pytest.fixture(scope="module")
 def engine(smollm2):
     """The bundled model with a self-draft helper (early exit at layer 20, weights shared)."""
-    return Engine(replace(smollm2, helper=smollm2.main.early_exit(20), helper_source="early exit @ layer 20"))
+    return Engine(replace(smollm2, helper=smollm2.main.early_exit(20), helper_source="early exit @ layer 20",
+                          draft=EarlyExit(layer=20)))
 
 
 @pytest.mark.parametrize("params", [

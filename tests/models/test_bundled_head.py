@@ -13,6 +13,7 @@ from decoders.backends.heads.draft import HeadDraft
 from decoders.core.params import DecodeParams
 from decoders.engine import Engine
 from decoders.models.bundled import bundled_head_path
+from decoders.models.drafts import TrainedHead
 from tests.support.prompts import prompt
 
 MAX_SHIPPED_BYTES = 20 * 10**6
@@ -35,7 +36,7 @@ def test_the_shipped_head_fits_the_bundled_model_and_the_package_bound():
 @pytest.fixture(scope="module")
 def engine(smollm2):
     draft = head_draft(bundled_head_path(), smollm2.main, smollm2.main_model)
-    return Engine(replace(smollm2, helper=draft, helper_source=draft.source, self_draft="head"),
+    return Engine(replace(smollm2, helper=draft, helper_source=draft.source, draft=TrainedHead()),
                   pairing="sequential")
 
 

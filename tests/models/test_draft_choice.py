@@ -22,6 +22,7 @@ from decoders.models.draft_choice import (
     choose_for_family,
     measure_acceptance,
 )
+from decoders.models.drafts import Fastest, TrainedHead
 from decoders.models.family import FamilySpec
 from decoders.training.prompts import more_prompts, training_prompts
 from tests.support.engine import peaked_model
@@ -120,7 +121,7 @@ def test_the_family_choice_measures_a_head_without_a_training_report_and_leaves_
     model = peaked_model(layers=5)
     main = make_backend(model, fast=True)
     write_head(tmp_path / "h", "eagle3")
-    spec = FamilySpec(name="t", main="tiny", head=str(tmp_path / "h"), self_draft="fastest")
+    spec = FamilySpec(name="t", main="tiny", draft=Fastest(head=TrainedHead(folder=str(tmp_path / "h"))))
     tokenizer = tiny_tokenizer(64)
     backend, source, kind, choice = choose_for_family(spec, main, model, tokenizer, lambda *a: None)
     assert kind == "head" and source.startswith("eagle3 head") and backend.max_positions > 0
@@ -134,13 +135,13 @@ def test_the_family_choice_measures_a_head_without_a_training_report_and_leaves_
     assert again.candidates[0].accept == head.accept  # the report's 99% is not what judges it
     with pytest.raises(DecodeError, match=r"No draft to choose the fastest of for this model \(int4 self-draft: "
                                           r"Cannot build an int4 self-draft.*\); draft with --helper"):
-        choose_for_family(FamilySpec(name="t", main="tiny", self_draft="fastest"), main, model, tokenizer,
+        choose_for_family(FamilySpec(name="t", main="tiny", draft=Fastest()), main, model, tokenizer,
                           lambda *a: None)
 
 
 @pytest.mark.model
 def test_on_the_bundled_model_int4_and_the_shipped_head_are_both_measured(smollm2):
-    spec = FamilySpec(name="b", main="bundled", self_draft="fastest")
+    spec = FamilySpec(name="b", main="bundled", draft=Fastest())
     backend, source, kind, choice = choose_for_family(spec, smollm2.main, smollm2.main_model, smollm2.tokenizer,
                                                       lambda *a: None)
     by_kind = {c.kind: c for c in choice.candidates}

@@ -17,6 +17,7 @@ import torch
 from decoders.backends.hf import HFBackend
 from decoders.core.errors import DecodeError
 from decoders.models import bundled, gguf_cache
+from decoders.models.drafts import EarlyExit, HelperModel, legacy_draft
 from decoders.models.families import BUILTIN_FAMILIES, all_families, resolve_family, user_families
 from decoders.models.family import FamilySpec, load_family
 from decoders.models.sources import classify_source
@@ -86,6 +87,7 @@ def test_bundled_family_facts(smollm2):
         "label": "SmolLM2-135M-Instruct (Q4_1 GGUF, bundled)",
         "main": "bundled",
         "helper": "int4 self-draft",
+        "draft": {"kind": "int4"},
         "device": "cpu",
         "dtype": "float32",
     }
@@ -236,7 +238,7 @@ def tiny_folders(tmp_path_factory):
 
 
 def test_local_folder_with_helper_loads(tiny_folders):
-    family = load_family(FamilySpec(name="t", main=str(tiny_folders["main"]), helper=str(tiny_folders["helper"]),
+    family = load_family(FamilySpec(name="t", main=str(tiny_folders["main"]), draft=HelperModel(source=str(tiny_folders["helper"])),
                                     device="cpu"))
     assert family.vocab_size == 64 and family.helper is not None
     assert family.helper_source == str(tiny_folders["helper"])
@@ -249,7 +251,7 @@ def test_local_folder_with_helper_loads(tiny_folders):
 
 
 def test_helper_with_other_vocabulary_is_refused(tiny_folders):
-    spec = FamilySpec(name="t", main=str(tiny_folders["main"]), helper=str(tiny_folders["other_vocab"]))
+    spec = FamilySpec(name="t", main=str(tiny_folders["main"]), draft=HelperModel(source=str(tiny_folders["other_vocab"])))
     with pytest.raises(DecodeError) as err:
         load_family(spec)
     message = one_line(err)
@@ -260,19 +262,19 @@ def test_helper_with_other_vocabulary_is_refused(tiny_folders):
 @pytest.mark.parametrize("layer", [0, 3, 7, -1])
 def test_self_draft_layer_out_of_range_is_refused(tiny_folders, layer):
     with pytest.raises(DecodeError) as err:
-        load_family(FamilySpec(name="t", main=str(tiny_folders["main"]), self_draft_layer=layer))
+        load_family(FamilySpec(name="t", main=str(tiny_folders["main"]), draft=EarlyExit(layer=layer)))
     assert "choose a layer from 1 to 2" in one_line(err)
 
 
-def test_helper_and_self_draft_together_are_refused(tiny_folders):
-    spec = FamilySpec(name="t", main=str(tiny_folders["main"]), helper=str(tiny_folders["helper"]), self_draft_layer=1)
-    with pytest.raises(DecodeError) as err:
-        load_family(spec)
-    assert "choose one" in one_line(err)
+def test_helper_and_self_draft_together_are_refused_where_the_old_names_are_read():
+    """A spec holds one draft (`Draft`): two at once is no value it has. The old field names,
+    still read from files, say which two and to keep one."""
+    with pytest.raises(ValueError, match=r"^sets both `helper` and `self_draft_layer`; keep one\.$"):
+        legacy_draft(helper="x", self_draft_layer=1)
 
 
 def test_early_exit_shares_weights_with_the_main_model(tiny_folders):
-    family = load_family(FamilySpec(name="t", main=str(tiny_folders["main"]), self_draft_layer=2), fast=False)
+    family = load_family(FamilySpec(name="t", main=str(tiny_folders["main"]), draft=EarlyExit(layer=2)), fast=False)
     assert family.helper_source == "early exit @ layer 2"
     assert family.helper_model is None
     main_model, draft_model = family.main.model, family.helper.model
@@ -286,7 +288,7 @@ def test_early_exit_shares_weights_with_the_main_model(tiny_folders):
 
 
 def test_early_exit_with_the_default_backend(tiny_folders):
-    family = load_family(FamilySpec(name="t", main=str(tiny_folders["main"]), self_draft_layer=1))
+    family = load_family(FamilySpec(name="t", main=str(tiny_folders["main"]), draft=EarlyExit(layer=1)))
     logits = family.helper.forward(torch.tensor([4, 5, 6]), keep=1)
     assert logits.shape == (1, 64) and logits.dtype == torch.float32
     assert family.helper.n_layers == 1
@@ -352,7 +354,7 @@ def test_unreachable_hub_gives_one_line_with_alternatives(monkeypatch, tiny_fold
     assert "switch to the smollm2-135m family, which works offline (f in the app, --family on the command line)" \
         in message
     with pytest.raises(DecodeError) as err:
-        load_family(FamilySpec(name="t", main=str(tiny_folders["main"]), helper="SomeOrg/no-such-helper"))
+        load_family(FamilySpec(name="t", main=str(tiny_folders["main"]), draft=HelperModel(source="SomeOrg/no-such-helper")))
     assert "--helper PATH" in one_line(err)
 
 

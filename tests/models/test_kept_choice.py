@@ -16,6 +16,7 @@ import decoders.models.draft_choice as draft_choice
 import decoders.models.dtype_choice as dtype_choice
 import decoders.models.kept_choice as kept_choice
 from decoders.backends.fp16_cpu import fbgemm_reason
+from decoders.models.drafts import Fastest, TrainedHead
 from decoders.models.family import FamilySpec, load_family
 from tests.support.heads import write_head
 from tests.support.quantized import peaked_model
@@ -62,7 +63,7 @@ def spec(tmp_path):
     """A tiny model (int4-able) with a trained head: both drafts, and both target dtypes, to choose from."""
     path = save_tiny_model(tmp_path / "m", model=peaked_model(layers=5))
     write_head(tmp_path / "h", "eagle3")
-    return FamilySpec(name="t", main=str(path), head=str(tmp_path / "h"), self_draft="fastest", dtype="fastest",
+    return FamilySpec(name="t", main=str(path), draft=Fastest(head=TrainedHead(folder=str(tmp_path / "h"))), dtype="fastest",
                       device="cpu")
 
 
@@ -188,7 +189,7 @@ def test_a_cache_folder_that_cannot_be_written_costs_a_measurement_not_the_load(
     path = save_tiny_model(tmp_path / "m", model=peaked_model(layers=2))
     (tmp_path / "file").write_text("x")
     monkeypatch.setattr(kept_choice, "choices_root", lambda: tmp_path / "file" / "choices")
-    spec = FamilySpec(name="t", main=str(path), self_draft="fastest", device="cpu")
+    spec = FamilySpec(name="t", main=str(path), draft=Fastest(), device="cpu")
     family = load_family(spec)
     assert family.self_draft == "int4" and family.helper is not None
     assert family.choice_note.startswith(f"the choice could not be kept in {tmp_path / 'file' / 'choices'} (")
@@ -202,9 +203,9 @@ def test_a_family_loaded_without_its_draft_chooses_the_dtype_alone_and_a_later_d
     from dataclasses import replace
 
     path = save_tiny_model(tmp_path / "m", model=peaked_model(layers=2))
-    spec = FamilySpec(name="t", main=str(path), self_draft="fastest", dtype="fastest", device="cpu")
+    spec = FamilySpec(name="t", main=str(path), draft=Fastest(), dtype="fastest", device="cpu")
     spy = Spy(monkeypatch)
-    plain = load_family(replace(spec, self_draft=None))
+    plain = load_family(replace(spec, draft=None))
     assert plain.helper is None and spy.calls["choose"] == 0 and spy.calls["measure_acceptance"] == 0
     assert spy.built == []
     if fbgemm_reason() is None:
@@ -216,7 +217,7 @@ def test_a_family_loaded_without_its_draft_chooses_the_dtype_alone_and_a_later_d
     if fbgemm_reason() is None:
         assert "no draft chosen here yet" in drafting.choice_note
     spy.reset()
-    again = load_family(replace(spec, self_draft=None))
+    again = load_family(replace(spec, draft=None))
     assert spy.measured == 0 and spy.built == [] and again.dtype == drafting.dtype
 
 

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from decoders.core.errors import DecodeError
+from decoders.models.drafts import EarlyExit
 from decoders.models.family import FamilySpec
 from decoders.models.layer_count import check_draft_layer, config_layers, gguf_block_count, known_layers
 from tests.cli.conftest import error_line
@@ -103,12 +104,12 @@ def test_the_default_family_refuses_layer_40_before_loading(capsys, no_load):
 
 def test_a_layer_within_the_model_goes_on_to_the_load(tmp_path):
     folder = folder_with_config(tmp_path, {"num_hidden_layers": 5})
-    check_draft_layer(FamilySpec(name="f", main=str(folder), helper=None, self_draft_layer=4), "--self-draft-layer")
+    check_draft_layer(FamilySpec(name="f", main=str(folder), draft=EarlyExit(layer=4)), "--self-draft-layer")
 
 
 def test_a_depth_not_known_before_loading_leaves_the_check_to_the_load(tmp_path):
     folder = folder_with_config(tmp_path, {"model_type": "llama"})  # no num_hidden_layers
-    check_draft_layer(FamilySpec(name="f", main=str(folder), helper=None, self_draft_layer=400))
+    check_draft_layer(FamilySpec(name="f", main=str(folder), draft=EarlyExit(layer=400)))
     assert known_layers("some-org/not-in-the-cache") is None
 
 
@@ -119,5 +120,5 @@ def test_load_family_refuses_a_family_layer_before_loading(tmp_path, no_load):
     folder = folder_with_config(tmp_path, {"num_hidden_layers": 5})
     with pytest.raises(DecodeError, match=r"^Self-draft layer 7 is out of range: the main model has 5 layers, so "
                                           r"choose a layer from 1 to 4\.$"):
-        load_family(FamilySpec(name="f", main=str(folder), helper=None, self_draft_layer=7, device="cpu",
+        load_family(FamilySpec(name="f", main=str(folder), draft=EarlyExit(layer=7), device="cpu",
                                dtype="float32"))

@@ -39,18 +39,14 @@ def int4_reason(spec) -> str | None:
 
 
 def draft_text(spec) -> str:
-    """What drafts for ``spec`` when nothing else is asked for."""
-    if spec.helper:
-        return spec.helper
-    if spec.self_draft_layer:
-        return f"early exit @ layer {spec.self_draft_layer}"
-    if spec.self_draft == "head":
-        return f"trained head {spec.head or '(shipped)'}"
-    if spec.self_draft == "fastest":
-        return "int4 or the trained head, whichever is faster here (measured at load)"
-    if spec.self_draft:
-        return f"{spec.self_draft} self-draft"
-    return "-"
+    """What drafts for ``spec`` when nothing else is asked for: its draft's view (`decoders.models.drafts`)."""
+    from decoders.models.drafts import TrainedHead
+
+    if spec.draft is None:
+        return "-"
+    if isinstance(spec.draft, TrainedHead):
+        return f"trained head {spec.draft.folder or '(shipped)'}"
+    return spec.draft.view()
 
 
 def backend_text(spec) -> str:

@@ -129,12 +129,14 @@ def drafts_for(spec, args: argparse.Namespace):
 
     if get_method(args.method).needs_helper:
         return spec
-    if spec.self_draft == "fastest":
-        spec = replace(spec, self_draft=None)
+    from decoders.models.drafts import Fastest, HelperModel
+
+    if isinstance(spec.draft, Fastest):
+        spec = replace(spec, draft=None)
     asked = getattr(args, "self_draft", None) is not None or args.self_draft_layer is not None
-    if spec.device_map is None or asked:
+    if spec.device_map is None or asked or isinstance(spec.draft, HelperModel):
         return spec
-    return replace(spec, self_draft=None, self_draft_layer=None)
+    return replace(spec, draft=None)
 
 
 def decode_params(args: argparse.Namespace, method: str | None = None) -> DecodeParams:

@@ -5,12 +5,24 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import replace
+from typing import Any
+
+import msgspec
 
 from decoders.core.errors import DecodeError
+from decoders.models.drafts import (
+    MAX_HEAD_VOCAB,
+    MAX_LAYER,
+    Draft,
+    EarlyExit,
+    Fastest,
+    HelperModel,
+    TrainedHead,
+    head_of,
+)
 from decoders.models.families import DEFAULT_FAMILY
 
-MAX_LAYERS = 1024  # an early-exit layer, before the model says how many it has (the largest have ~128)
-MAX_HEAD_VOCAB = 1 << 20  # FR-Spec's subset; the model's own vocabulary bounds it again once it loads
+MAX_LAYERS = MAX_LAYER  # an early-exit layer, before the model says how many it has (the largest have ~128)
 
 def add_model_args(p: argparse.ArgumentParser, drafts: bool = True) -> None:
     """The model flags; without ``drafts`` (train-head, whose head is the draft and which trains on
@@ -105,33 +117,25 @@ def family_spec(args: argparse.Namespace):
             raise DecodeError(f"give either --self-draft {self_draft} or --head FOLDER, not both")
         self_draft = "head"
     if self_draft is not None:
-        from decoders.models.family import SELF_DRAFT_KINDS
+        from decoders.models.drafts import named_draft
 
-        if self_draft not in SELF_DRAFT_KINDS:
-            raise DecodeError(f"unknown --self-draft kind {self_draft!r}; choose one of {', '.join(SELF_DRAFT_KINDS)}")
+        named_draft(self_draft)  # a kind declared (`decoders.models.drafts`), or one line naming them
         if helper or layer is not None:
             other = "--helper SRC" if helper else "--self-draft-layer L"
             raise DecodeError(f"give either --self-draft {self_draft} or {other}, not both")
     if args.main:
-        spec = FamilySpec(name="custom", main=args.main, helper=None, self_draft_layer=None,
-                          device="auto", dtype="auto", label=None)
+        spec = FamilySpec(name="custom", main=args.main, device="auto", dtype="auto", label=None)
     else:
         spec = resolve_family(args.family or DEFAULT_FAMILY)
-    changes = {}
-    if helper:
-        changes.update(helper=helper, self_draft_layer=None, self_draft=None)
-    if layer is not None:
-        changes.update(self_draft_layer=layer, helper=None, self_draft=None)
-    if self_draft is not None:
-        changes.update(self_draft=self_draft, helper=None, self_draft_layer=None)
-    if head is not None:
-        changes["head"] = head
+    changes: dict[str, Any] = {}
+    draft = asked_draft(helper, layer, self_draft, head, spec.draft)
+    if draft is not spec.draft:
+        changes["draft"] = draft
     head_vocab, vocab_from = getattr(args, "head_vocab", None), getattr(args, "head_vocab_from", None)
     if head_vocab is not None:
         if not 1 <= head_vocab <= MAX_HEAD_VOCAB:
             raise DecodeError(f"--head-vocab must be 1..{MAX_HEAD_VOCAB} (tokens the head drafts over; FR-Spec uses "
                               f"8192-32768), got {head_vocab}")
-        changes["head_vocab"] = head_vocab
     if vocab_from is not None:
         if not vocab_from.strip():
             raise DecodeError("--head-vocab-from is empty; give a ranking file or a corpus folder, or leave it out")
@@ -140,13 +144,12 @@ def family_spec(args: argparse.Namespace):
         from decoders.backends.heads.fr_spec import locate
 
         locate(vocab_from)  # before the model loads; its ids are checked against the model after
-        changes["head_vocab_from"] = vocab_from
     backend = getattr(args, "backend", None)
     if backend:
         changes["backend"] = backend
         if backend == "llamacpp":  # the family's own int4 or head draft and its "fastest" dtype are torch's
-            if self_draft is None and layer is None and not helper:
-                changes.update(self_draft=None, head=None)
+            if self_draft is None and layer is None and not helper and not isinstance(draft, HelperModel):
+                changes["draft"] = None
             if not args.dtype:
                 changes["dtype"] = "auto"
     if args.device:
@@ -165,14 +168,40 @@ def family_spec(args: argparse.Namespace):
                               "self-draft 'fastest', as the bundled family has), and this one fixes both; leave "
                               "--remeasure out")
         spec = replace(spec, remeasure=True)
-    if head_vocab is not None and spec.self_draft not in ("head", "fastest"):  # it would go unused
-        draft = (f"the helper {spec.helper[:200]}" if spec.helper else
-                 f"the first {spec.self_draft_layer} layers" if spec.self_draft_layer is not None else
-                 f"the {spec.self_draft} self-draft" if spec.self_draft else "no draft")
-        raise DecodeError(f"--head-vocab sets how many tokens a trained head drafts over, and this run drafts with "
-                          f"{draft}; add --self-draft head (or --head FOLDER), or leave --head-vocab out")
+    if head_vocab is not None:
+        trained = head_of(spec.draft)
+        if trained is None:  # it would go unused
+            what = (f"the helper {spec.helper[:200]}" if spec.helper else
+                    f"the first {spec.self_draft_layer} layers" if spec.self_draft_layer is not None else
+                    f"the {spec.self_draft} self-draft" if spec.self_draft else "no draft")
+            raise DecodeError(f"--head-vocab sets how many tokens a trained head drafts over, and this run drafts "
+                              f"with {what}; add --self-draft head (or --head FOLDER), or leave --head-vocab out")
+        trained = msgspec.structs.replace(trained, vocab=head_vocab, vocab_from=vocab_from)
+        draft = trained if isinstance(spec.draft, TrainedHead) else Fastest(head=trained)
+        spec = replace(spec, draft=draft)
     if layer is not None:  # at once, not after a load of many seconds
         from decoders.models.layer_count import check_draft_layer
 
         check_draft_layer(spec, "--self-draft-layer")
     return spec
+
+
+def asked_draft(helper: str | None, layer: int | None, self_draft: str | None, head: str | None,
+                family: Draft | None) -> Draft | None:
+    """The draft the flags ask for (checked: one of them at most), else the family's own."""
+    from decoders.models.drafts import named_draft
+
+    if helper:
+        return HelperModel(source=helper)
+    if layer is not None:
+        return EarlyExit(layer=layer)
+    if self_draft is not None:
+        draft = named_draft(self_draft)
+        if type(family) is type(draft):  # the family's own, with what its file says of it (a head's vocabulary)
+            draft = family
+        if head is not None and isinstance(draft, TrainedHead):
+            return msgspec.structs.replace(draft, folder=head)
+        return draft
+    if head is not None:
+        return TrainedHead(folder=head)
+    return family

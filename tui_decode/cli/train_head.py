@@ -87,7 +87,7 @@ def cmd_train_head(args: argparse.Namespace) -> int:
     console = stdout_console()
     set_threads(args)
     spec = family_spec(args)
-    spec = replace(spec, self_draft=None, head=None, helper=None, self_draft_layer=None)  # the head is what we train
+    spec = replace(spec, draft=None)  # the head is what we train
     family = load_with_progress(spec, console)
     if args.grow:
         corpus = Corpus(args.corpus, model=family.main_source, vocab_size=family.vocab_size, append=True)
@@ -129,12 +129,13 @@ def measure(args, spec, settings, summary: dict, console) -> None:
     from pathlib import Path
 
     from decoders.engine import Engine
+    from decoders.models.drafts import TrainedHead
     from decoders.records.atomic import write_text
     from decoders.training.predict import on_this_machine, sentence
     from decoders.training.session import REPORT
     from tui_decode.cli.main import load_with_progress
 
-    family = load_with_progress(replace(spec, self_draft="head", head=settings.out), console)
+    family = load_with_progress(replace(spec, draft=TrainedHead(folder=settings.out)), console)
     figures = on_this_machine(Engine(family), summary["accept_per_depth"], settings.ttt, args.measure_tokens)
     console.print(sentence(figures))
     summary["this_machine"] = figures

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from decoders.models.family import SELF_DRAFT_KINDS
+from decoders.models.drafts import DRAFT_KINDS, DraftTarget, EarlyExit, kind_of, row_choice
 from tui_decode.state.run_summary import short_paths
 from tui_decode.state.settings import DraftOptions, Settings, default_draft_layer
 
@@ -20,9 +20,9 @@ class LoadedFamily:
 
     A family with its own helper model keeps it. A family without one (the bundled SmolLM2-135M)
     drafts with an early exit of its main model, at the layer the parameters pane chooses
-    (`Engine.set_draft_layer`: the exit shares the main model's weights, so changing the layer
+    (`Engine.set_draft`: an early exit shares the main model's weights, so changing the layer
     costs nothing, and the engine keeps its loaded models and measured baselines). Either may
-    instead draft with an int4 copy of the main model (`Engine.set_self_draft`), built once, in a
+    instead draft with an int4 copy of the main model or any other declared kind, built once, in a
     worker (`tui_decode.workers.draft`), when the draft row first lands on it.
     """
 
@@ -46,38 +46,39 @@ class LoadedFamily:
     def draft_options(self) -> DraftOptions:
         """What the draft row steps through: the helper model, the early-exit layers, int4."""
         family = self.engine.family
-        helper = getattr(self.engine, "helper_model_source", None)
-        kinds = SELF_DRAFT_KINDS if getattr(family, "main_model", None) is not None else ()
-        kinds = tuple(kind for kind in kinds if kind != "fastest")  # a choice made at load, not a draft
-        if getattr(family, "head_source", None) is None:  # a trained head only where one is at hand
-            kinds = tuple(kind for kind in kinds if kind != "head")
+        helper = self.engine.helper_model_source
+        target = DraftTarget.of(family)
+        kinds = () if family.main_model is None or family.backend != "torch" else tuple(
+            name for name, kind in DRAFT_KINDS.items() if name != "early-exit" and kind.offers(target))
         options = DraftOptions(layers=self.draft_layers, helper=helper, kinds=kinds)
         return replace(options, can_draft=bool(options.choices()) or self.engine.has_helper)
 
     def start_layer(self) -> int | None:
         """The draft layer the parameters pane starts from for this family."""
-        if not self.draft_layers or getattr(self.engine.family, "self_draft", None):
-            return None  # none, or a quantized self-draft that an early-exit layer would replace
+        loaded = row_choice(self.engine.family.draft)
+        if not self.draft_layers or (loaded is not None and not isinstance(loaded, EarlyExit)):
+            return None  # none, or a self-draft that an early-exit layer would replace
         configured = self.spec.self_draft_layer if self.spec is not None else None
         return configured or default_draft_layer(self.draft_layers)
 
     def start_draft(self) -> dict[str, Any]:
-        """The settings' draft fields for this family as loaded (the draft it was loaded with)."""
-        return {"draft_layer": self.start_layer(), "self_draft": getattr(self.engine.family, "self_draft", None)}
+        """The settings' draft for this family as loaded (the draft it was loaded with)."""
+        loaded = row_choice(self.engine.family.draft)
+        if loaded is not None and not isinstance(loaded, EarlyExit):
+            return {"draft": loaded}
+        layer = self.start_layer()
+        return {"draft": EarlyExit(layer=layer) if layer is not None else None}
 
     def engine_for(self, settings: Settings) -> Engine:
-        """The engine, its helper switched to the chosen draft: a self-draft (built here if the
-        worker has not built it yet), an early-exit layer, or the family's helper model.
+        """The engine, its helper switched to the chosen draft (`Engine.set_draft`: built here if
+        the worker has not built it yet; None: the family's helper model).
 
         Called from the decode worker only, never while another run uses the engine.
         """
-        layer = settings.draft_layer
-        if settings.self_draft:
-            self.engine.set_self_draft(settings.self_draft)
-        elif self.draft_layers and layer is not None:
-            self.engine.set_draft_layer(layer)  # nothing to do when it drafts at that layer already
-        elif hasattr(self.engine, "use_helper_model"):
-            self.engine.use_helper_model()
+        draft = settings.draft
+        if isinstance(draft, EarlyExit) and not self.draft_layers:
+            draft = None
+        self.engine.set_draft(draft)
         return self.engine
 
 
@@ -85,10 +86,6 @@ def helper_description(described: dict[str, Any]) -> str:
     """How a family's helper reads in the parameters pane."""
     helper = described.get("helper")
     return short_paths(str(helper)) if helper else "none"  # a head's folder by its name, not its path
-
-
-#: The self-drafts a load-time choice may pick, as the app names them.
-DRAFT_NAMES = {"head": "trained head", "int4": "int4 self-draft"}
 
 
 def load_choice_brief(family: Any) -> str | None:
@@ -108,5 +105,6 @@ def load_choice_brief(family: Any) -> str | None:
         predicted, gamma = candidate.get("predicted"), candidate.get("gamma")
         figures = (f" (predicted {predicted:.2f}x at γ {gamma})"
                    if isinstance(predicted, (int, float)) and isinstance(gamma, int) else "")
-        parts.append(f"{DRAFT_NAMES.get(chosen, str(chosen))} drafts{figures}")
+        name = kind_of(chosen).default().view() if chosen in DRAFT_KINDS else str(chosen)
+        parts.append(f"{name} drafts{figures}")
     return "measured here: " + ", ".join(parts) if parts else None

@@ -17,6 +17,7 @@ from typing import Any, Iterator
 
 from decoders.core.declarations import COMMON_PARAMS, ParamSpec, get_method, method_names
 from decoders.core.params import METHOD_NAMES, DecodeParams, all_param_specs
+from decoders.models.drafts import Draft, EarlyExit, kind_of
 from decoders.models.family import default_draft_layer  # noqa: F401 (re-exported: loaded_family, tests)
 
 DEFAULT_PROMPT = (
@@ -33,13 +34,22 @@ DRAFT_LAYER_KEY = "draft_layer"
 
 @dataclass(frozen=True)
 class Settings:
-    """What the next run uses: the decoding parameters and what drafts for speculative decoding:
-    a quantized self-draft (``self_draft``), else the early-exit layer (``draft_layer``) of a
-    family without a helper model, else the family's own helper model."""
+    """What the next run uses: the decoding parameters and what drafts for speculative decoding
+    (`decoders.models.drafts`): an early-exit layer, a draft built from the main model (int4, a
+    trained head, ...), or None: the family's own helper model."""
 
     params: DecodeParams = START_PARAMS
-    draft_layer: int | None = None
-    self_draft: str | None = None  # "int4": a quantized copy of the main model drafts (wins over the layer)
+    draft: Draft | None = None
+
+    @property
+    def draft_layer(self) -> int | None:
+        """The early-exit layer that drafts (None: another draft)."""
+        return self.draft.layer if isinstance(self.draft, EarlyExit) else None
+
+    @property
+    def self_draft(self) -> str | None:
+        """The kind of a draft built from the main model other than an early exit ("int4", "head")."""
+        return self.draft.kind if self.draft is not None and not isinstance(self.draft, EarlyExit) else None
 
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)
@@ -60,16 +70,15 @@ class DraftOptions:
     #: method that drafts with a helper cannot run); True while no family is loaded (not known).
     can_draft: bool = True
 
-    def choices(self) -> list[tuple[str, Any]]:
-        return ([("helper", None)] if self.helper else []) + [("layer", n) for n in range(1, self.layers)] + \
-            [("kind", kind) for kind in self.kinds]
+    def choices(self) -> list[Draft | None]:
+        """None (the family's helper model), the early-exit layers, then each kind with its defaults."""
+        return ([None] if self.helper else []) + [EarlyExit(layer=n) for n in range(1, self.layers)] + \
+            [kind_of(kind).default() for kind in self.kinds]
 
-    def current(self, settings: Settings) -> tuple[str, Any] | None:
-        if settings.self_draft:
-            return ("kind", settings.self_draft)
-        if settings.draft_layer is not None and self.layers:
-            return ("layer", settings.draft_layer)
-        return ("helper", None) if self.helper else None
+    def current(self, settings: Settings) -> Draft | None:
+        if isinstance(settings.draft, EarlyExit) and not self.layers:
+            return None
+        return settings.draft
 
     def step(self, settings: Settings, direction: int) -> Settings:
         """The next choice in ``direction`` (+1, -1), stopping at either end."""
@@ -77,15 +86,12 @@ class DraftOptions:
         if len(choices) < 2:
             return settings
         now = self.current(settings)
-        if now is None or now not in choices:  # nothing chosen yet: the default layer
+        if now not in choices or (now is None and not self.helper):  # nothing chosen yet: the default layer
             layer = default_draft_layer(self.layers) if self.layers >= 2 else None
-            index = choices.index(("layer", layer)) if layer else 0
+            index = choices.index(EarlyExit(layer=layer)) if layer else 0
         else:
             index = min(max(choices.index(now) + direction, 0), len(choices) - 1)
-        kind, value = choices[index]
-        if kind == "kind":
-            return settings.replace(self_draft=value)
-        return settings.replace(draft_layer=value, self_draft=None)
+        return settings.replace(draft=choices[index])
 
 
 def runnable_methods(options: DraftOptions | None = None) -> list[str]:
@@ -149,11 +155,7 @@ class Knob:
         if self.key == METHOD_KEY:
             return METHOD_NAMES.get(value, value)
         if self.key == DRAFT_LAYER_KEY:
-            if settings.self_draft == "head":
-                return "trained head"
-            if settings.self_draft:
-                return f"{settings.self_draft} self-draft"
-            return "none" if value is None else f"early exit @ layer {value}"
+            return settings.draft.view() if settings.draft is not None else "none"
         return self.spec.shown(value) if self.spec is not None else str(value)
 
     def step(self, settings: Settings, direction: int, draft_layers: int | DraftOptions = 0) -> Settings:

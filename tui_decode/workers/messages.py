@@ -15,6 +15,7 @@ from decoders.core.events import PhaseStarted, Progress
 from decoders.records.run import Iteration, RunResult
 
 if TYPE_CHECKING:
+    from decoders.models.drafts import Draft
     from decoders.models.family import FamilySpec
     from tui_decode.state.loaded_family import LoadedFamily
 
@@ -64,7 +65,7 @@ class DraftBuilt(WorkerMessage):
     """A quantized self-draft of the loaded main model is built and ready to draft."""
 
     loaded: LoadedFamily
-    kind: str
+    draft: Draft
     nbytes: int  # what it holds beside the main model
     seconds: float
 
@@ -74,7 +75,7 @@ class DraftFailed(WorkerMessage):
     """A quantized self-draft could not be built; the loaded models and their draft stay."""
 
     loaded: LoadedFamily
-    kind: str
+    draft: Draft
     error: str
 
 

@@ -25,6 +25,7 @@ from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import TextArea
 
+from decoders.models.drafts import EarlyExit
 from decoders.records.run import RunResult
 from tui_decode.screens.history_screen import compare_with_baseline, open_history
 from tui_decode.screens.keys import QUIT
@@ -247,7 +248,7 @@ class MainScreen(ResponsiveLayout, RunView, RunLifecycle, RunFiles, FamilySwitch
     @on(ValueEditor.Done)
     def value_typed(self, event: ValueEditor.Done) -> None:
         if event.value is not None:
-            self.apply_settings(self.settings.replace(draft_layer=event.value, self_draft=None)
+            self.apply_settings(self.settings.replace(draft=EarlyExit(layer=event.value))
                                  if event.key == "draft_layer"
                                  else self.settings.with_params(**{event.key: event.value}))
         self.params_pane.focus()
