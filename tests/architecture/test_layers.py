@@ -152,7 +152,7 @@ def test_importing_the_lower_layers_loads_no_torch_and_no_textual():
 
 def test_ruff_passes():
     out = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--output-format", "concise",
-                          "decoders", "tui_decode", "tests"], capture_output=True, text=True, cwd=ROOT)
+                          "decoders", "tui_decode", "tests", "scripts"], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stdout + out.stderr
 
 
