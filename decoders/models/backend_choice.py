@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     import torch
 
     from decoders.backends.hf import Backend
+    from decoders.models.family import Family
 
 Device = Literal["auto", "cpu", "cuda", "mps"]
 # "fastest": on CPU float32 or float16 weights, measured at load (`decoders.models.dtype_choice`)
@@ -145,26 +146,26 @@ def trained_head(main_backend, main_model, folder: str | None, vocab: tuple[int,
     return head_draft(folder, main_backend, main_model, vocab)
 
 
-def self_draft_for(family, kind: str) -> Backend:
+def self_draft_for(family: Family, kind: str) -> Backend:
     """The ``kind`` self-draft of ``family``'s main model, built and warmed up; DecodeError says why
     not (unknown kind, a shape the kernel cannot take, too little memory, no head)."""
     from decoders.models.family import SELF_DRAFT_KINDS
 
     if kind not in SELF_DRAFT_KINDS:
         raise DecodeError(f"Unknown self-draft kind {kind!r}; choose one of {', '.join(SELF_DRAFT_KINDS)}.")
-    if getattr(family, "backend", "torch") != "torch":
+    if family.backend != "torch":
         from decoders.models.family import FamilySpec
         from decoders.models.llamacpp_family import check_backend
 
         check_backend(FamilySpec(name="", main="bundled", self_draft=kind, backend=family.backend))
-    main_model = getattr(family, "main_model", None)
+    main_model = family.main_model
     if kind == "fastest":
         raise DecodeError("The fastest draft is chosen when the family loads; pick int4 or head here.")
     if kind == "head":
         backend = trained_head(family.main, main_model, getattr(family, "head_source", None),
                                getattr(family, "head_vocab", None))
     else:
-        if getattr(family, "device_map", None):
+        if family.device_map:
             raise DecodeError(f"An {kind} self-draft needs the whole main model on one device, and a device "
                               "map spreads this one; draft another way.")
         backend = quantized_draft(family.main, main_model, kind)

@@ -77,6 +77,7 @@ class AcceptanceChart(Static):
     """The per-position acceptance chart of the shown run (hidden when it drafted nothing)."""
 
     COMPONENT_CLASSES = {"acceptance-chart--bar", "acceptance-chart--conditional", "acceptance-chart--key"}
+    summary: Summary | None = None  # the shown run's (`show`)
 
     def show(self, summary: Summary | None) -> None:
         self.summary = summary
@@ -85,7 +86,7 @@ class AcceptanceChart(Static):
         self.update(text or "")
 
     def _text(self) -> RenderableType | None:
-        summary = getattr(self, "summary", None)
+        summary = self.summary
         if summary is None:
             return None
         styles = {name: component_style(self, f"acceptance-chart--{name}") for name in ("bar", "conditional", "key")}

@@ -156,6 +156,9 @@ class StatsPane(VerticalScroll):
     BINDINGS = [  # VerticalScroll's keys, named in the footer while the pane has the focus
         Binding("down", "scroll_down", "Scroll", key_display="↑↓"),
     ]
+    #: the shown summary's `show_summary` arguments, drawn again when the width changes (None: none shown)
+    _shown_summary: tuple[Any, ...] | None = None
+    _drawn_width: int | None = None  # the content width the summary was last drawn at
 
     def compose(self) -> ComposeResult:
         self.headline = Static(id="headline")
@@ -173,8 +176,8 @@ class StatsPane(VerticalScroll):
         self.show_nothing()
 
     def on_resize(self) -> None:
-        shown = getattr(self, "_shown_summary", None)
-        if shown is not None and self.content_region.width != getattr(self, "_drawn_width", None):
+        shown = self._shown_summary
+        if shown is not None and self.content_region.width != self._drawn_width:
             self._drawn_width = self.content_region.width
             self.show_summary(*shown)  # the speedups break where this width needs
 

@@ -51,6 +51,7 @@ class TokenStream(ScrollView, can_focus=True):
     """Tokens coloured by kind; a cursor moves token by token and selects the token's iteration."""
 
     BORDER_TITLE = "Output"
+    _run_label: str | None = None  # the shown run's label (`show_title`); None: titled by its owner
     BORDER_SUBTITLE = legend_markup()
     COMPONENT_CLASSES = {
         "token-stream--acc",
@@ -211,7 +212,7 @@ class TokenStream(ScrollView, can_focus=True):
         self._fit_title()
 
     def _fit_title(self) -> None:
-        label = getattr(self, "_run_label", None)
+        label = self._run_label
         if label is None:  # titled by its owner (the compare screen's sides)
             return
         if not label:

@@ -113,11 +113,11 @@ class FamilySwitching:
             ready += f" ({METHOD_NAMES[unable].lower()} decoding needs a draft model, and this family has none)"
         if not self.narrow:  # (at 80 columns the status line holds one line: the help says it there)
             ready += f" · {calibration_words(loaded.engine)}"
-        note = getattr(loaded.engine.family, "choice_note", None)
+        note = loaded.engine.family.choice_note
         if self.spec is not None and self.spec.remeasure:  # measured again once, not at every later load
             self.spec = replace(self.spec, remeasure=False)
         brief = load_choice_brief(loaded.engine.family)
-        if note and getattr(loaded.engine.family, "choice_reused", False):  # old news: one short line
+        if note and loaded.engine.family.choice_reused:  # old news: one short line
             if self.narrow:
                 ready += f" · dtype and draft {note}"
             else:
