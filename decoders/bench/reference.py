@@ -124,7 +124,7 @@ class ForwardCounter:
         self.full_layers = int(getattr(_base_model(model).config, "num_hidden_layers", 0) or 0)
         self.target = 0
         self.draft = 0
-        self._handle = None
+        self._handle: Any = None  # the hook's handle while counting (`__enter__`)
 
     def _count(self, module, args, kwargs):
         layers = getattr(_base_model(self.model).config, "num_hidden_layers", self.full_layers)

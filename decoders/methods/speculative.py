@@ -80,11 +80,15 @@ def speculative(ctx: DecodeContext) -> MethodGen:
 
     def pick_draft(row):
         q = probs(row, temp, greedy) if need_probs else None
-        return (row.argmax().view(1) if greedy else sample(q, gen).view(1)), q
+        if greedy:
+            return row.argmax().view(1), q
+        assert q is not None and gen is not None  # sampling: probabilities and a generator
+        return sample(q, gen).view(1), q
 
     def keep_going(row, token, q):
         conf = (q if q is not None else torch.softmax(row, -1))[token]
         confs.append(to_host([conf])[0])
+        assert policy is not None  # keep_going is the adaptive policy's
         return policy.keep_drafting(confs, limit)
 
     while not b.done:

@@ -157,7 +157,7 @@ def test_ruff_passes():
 
 
 def test_mypy_passes(mypy_result):
-    """mypy over decoders/ (config in pyproject.toml). It starts in the background when the suite
-    is collected (tests/architecture/conftest.py), so it costs the suite almost nothing."""
+    """mypy over decoders/ and tui_decode/ with check_untyped_defs (config in pyproject.toml). It
+    starts in the background when the suite is collected (tests/architecture/conftest.py), so it costs the suite almost nothing."""
     code, output = mypy_result()
     assert code == 0, output

@@ -108,7 +108,16 @@ def _backend_specs(args: argparse.Namespace, backends) -> dict:
 def cmd_bench(namespace: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from decoders.bench import load_prompts, parse_methods, parse_sweep, parse_variants, run_bench, run_sweep
+    from decoders.bench import (
+        BenchReport,
+        SweepReport,
+        load_prompts,
+        parse_methods,
+        parse_sweep,
+        parse_variants,
+        run_bench,
+        run_sweep,
+    )
     from decoders.bench.drafts import check_variants
     from decoders.bench.report import (
         agreement_table,
@@ -169,6 +178,7 @@ def cmd_bench(namespace: argparse.Namespace) -> int:
     def progress(message: str) -> None:
         print(f"bench: {message}", file=sys.stderr, flush=True)
 
+    report: BenchReport | SweepReport
     if backends is not None:
         from decoders.bench.multi import run_backends
 
@@ -189,7 +199,8 @@ def cmd_bench(namespace: argparse.Namespace) -> int:
         md, js = write_report(report, args.out)
     except DecodeError as exc:  # keep the measurements: print them, then say what was not written
         failed = exc
-    if sweep is not None:
+    if isinstance(report, SweepReport):
+        assert sweep is not None  # the report of a sweep
         print(f"Sweep of {sweep.heading()}: measured speedup against Theorem 3.8\n")
         print(sweep_table(report))
     else:

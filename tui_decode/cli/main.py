@@ -267,8 +267,8 @@ def cmd_app(namespace: argparse.Namespace) -> int:
     # the launch flags: the first run's parameters
     settings = Settings(params=decode_params(args.decode) if flags_given(args.decode) else START_PARAMS)
     return run_app(family_spec(namespace), prompt=read_prompt(args.prompt) if args.prompt.given else DEFAULT_PROMPT,
-                   settings=settings, opened=opened, opened_name=Path(args.open).name if opened else "",
-                   opened_path=Path(args.open) if opened else None, threads=args.threads)
+                   settings=settings, opened=opened, opened_name=Path(args.open).name if args.open and opened else "",
+                   opened_path=Path(args.open) if args.open and opened else None, threads=args.threads)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import replace
+from typing import Any
 
 from decoders.core.errors import DecodeError
 from decoders.models.families import DEFAULT_FAMILY
@@ -117,7 +118,7 @@ def family_spec(args: argparse.Namespace):
                           device="auto", dtype="auto", label=None)
     else:
         spec = resolve_family(args.family or DEFAULT_FAMILY)
-    changes = {}
+    changes: dict[str, Any] = {}
     if helper:
         changes.update(helper=helper, self_draft_layer=None, self_draft=None)
     if layer is not None:

@@ -62,7 +62,7 @@ def add_train_parser(sub) -> None:
 
 
 def cmd_train_head(namespace: argparse.Namespace) -> int:
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from decoders.core.errors import DecodeError
     from decoders.training.corpus import Corpus
@@ -99,7 +99,7 @@ def cmd_train_head(namespace: argparse.Namespace) -> int:
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TimeRemainingColumn(),
                   console=console) as bar:
-        tasks: dict[str, int] = {}
+        tasks: dict[str, TaskID] = {}
         tenths: dict[str, int] = {}  # the tenth of each phase last printed when stdout is no terminal
 
         def progress(phase: str, n: int, total: int, info: dict) -> None:

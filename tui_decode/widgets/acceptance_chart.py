@@ -8,7 +8,10 @@ legend's order, each after its glyph: "█ 40% ░ 50%". One Rich text, no widge
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from rich.console import RenderableType
+from rich.style import Style
 from rich.text import Text
 from textual.widgets import Static
 
@@ -37,7 +40,7 @@ def histogram_text(counts: list[int]) -> str:
     return "".join(BARS[min(round(c / top * (len(BARS) - 1)), len(BARS) - 1)] if c else " " for c in counts)
 
 
-def chart(summary: Summary, styles: dict[str, object] | None = None) -> Text | None:
+def chart(summary: Summary, styles: Mapping[str, str | Style] | None = None) -> Text | None:
     """The chart for ``summary``, or None when the run judged no drafts at any position."""
     conditional = summary.per_position_acceptance_conditional or []
     unconditional = summary.per_position_acceptance or []

@@ -143,8 +143,8 @@ class TokenStream(ScrollView, can_focus=True):
         if iteration is not None and iteration in self.iteration_of:
             current = self.cursor
             if current is None or self.iteration_of[current] != iteration:
-                self.cursor = self.iteration_of.index(iteration)
-            self._scroll_to_token(self.cursor)
+                self.cursor = current = self.iteration_of.index(iteration)
+            self._scroll_to_token(current)
         self.refresh()
 
     # -- layout ----------------------------------------------------------------------------------
