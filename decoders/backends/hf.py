@@ -67,7 +67,7 @@ def twin_of(backend: Backend) -> Backend | None:
     fake need not have it). Its outputs are the original's, forward for forward."""
     from decoders.backends.capabilities import Twinned
 
-    return backend.twin() if isinstance(backend, Twinned) else None
+    return backend.twin() if isinstance(backend, Twinned) and callable(backend.twin) else None  # (a twin of None: none)
 
 
 def count_weight_bytes(model) -> int:
