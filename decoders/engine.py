@@ -25,12 +25,13 @@ sweep and ``tui-decode run`` call it).
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Union
+from typing import TYPE_CHECKING, Callable, Iterator, Union
 
 from decoders.analysis.calibration import TOKENS as CALIBRATION_TOKENS
 from decoders.analysis.calibration import Calibration
 from decoders.analysis.summary import summarize
 from decoders.analysis.timing import CURVE_WIDTHS, context_bucket, curve_phase, probe_steps
+from decoders.backends.capabilities import ChunkedCache, HasChunkedCache, Tapped
 from decoders.backends.hf import twin_of
 from decoders.backends.runner import KVRunner
 from decoders.core.declarations import Method, all_methods
@@ -66,7 +67,7 @@ def _early_exit_layer(family: Family) -> int | None:
 
 def _torch_backend(family: Family) -> bool:
     """Whether torch runs the family (llama.cpp has no early exit and no torch modules to draft from)."""
-    return getattr(family, "backend", "torch") == "torch"
+    return family.backend == "torch"
 
 
 def _own_helper_model(family: Family) -> bool:
@@ -115,7 +116,7 @@ class Engine:
         model of its own), else 0."""
         if _own_helper_model(self.family) or not _torch_backend(self.family):
             return 0
-        layers = int(getattr(self.family.main, "n_layers", 0) or 0)
+        layers = int(self.family.main.n_layers or 0)
         return layers if layers > 1 else 0
 
     @property
@@ -225,8 +226,8 @@ class Engine:
         kinds of point, so that the first step after it (which runs cold) falls as often on
         either run (`tui_decode.workers.decode`)."""
         params, ids = self.check(prompt, params)
-        main: Any = self.family.main
-        if getattr(main, "tap", None) is not None:
+        main = self.family.main
+        if isinstance(main, Tapped) and main.tap is not None:
             main.tap = None  # a trained head's draft hands the target its tap again when it follows
         twin = self.twin_runner() if self.pairing == "interleaved" else None
         if twin is not None:
@@ -356,8 +357,8 @@ class Engine:
         prompt (the bench, the sweep and `tui-decode run` do); a warm prompt gains nothing."""
         params, ids = self.check(prompt, params)
         short = params.replace(max_new_tokens=max(1, min(tokens, params.max_new_tokens)), record=False)
-        main: Any = self.family.main
-        if getattr(main, "tap", None) is not None:
+        main = self.family.main
+        if isinstance(main, Tapped) and main.tap is not None:
             main.tap = None  # as `stream` does
         method, never = short.method_def, lambda: False
         twin = self.twin_runner() if self.pairing == "interleaved" else None
@@ -506,10 +507,10 @@ def _make_room(runner: KVRunner, positions: int) -> None:
     """Grow the runner's cache to hold ``positions`` now, untimed, where the backend keeps a static
     cache that grows in chunks (`decoders.backends.kv_cache.KVCache.reserve`); else nothing (a
     cache that grows by the token pays alike on both sides of a pair)."""
-    reserve = getattr(getattr(runner.backend, "cache", None), "reserve", None)
-    max_positions = getattr(getattr(runner.backend, "cache", None), "max_positions", None)
-    if callable(reserve) and isinstance(max_positions, int):
-        reserve(min(positions, max_positions))
+    backend = runner.backend
+    if isinstance(backend, HasChunkedCache) and isinstance(backend.cache, ChunkedCache) \
+            and isinstance(backend.cache.max_positions, int):
+        backend.cache.reserve(min(positions, backend.cache.max_positions))
 
 
 class _Follower:

@@ -107,7 +107,8 @@ def identity(families: dict, prompts, tokens: int) -> list[dict]:
         ar = {name: engines[name].run(text, DecodeParams(method="ar", max_new_tokens=tokens)).method.ids
               for name in families}
         a, b = ar["float32"], ar["float16"]
-        first = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None if len(a) == len(b) else min(len(a), len(b)))
+        first = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y),
+                     None if len(a) == len(b) else min(len(a), len(b)))
         record = {"category": row["category"], "tokens": len(b), "fp16_ar_equals_fp32_ar": first is None,
                   "first_divergence": first}
         for method in ("pld", "spec"):
@@ -149,7 +150,8 @@ def main() -> None:
     for name, family in families.items():
         main = family.main
         print(f"{name}: {type(main).__name__}, {family.describe()['dtype']}, weights read per forward "
-              f"{main.weight_bytes / 1e6:.1f} MB, draft {type(family.helper).__name__} {family.helper.weight_bytes / 1e6:.1f} MB")
+              f"{main.weight_bytes / 1e6:.1f} MB, draft {type(family.helper).__name__} "
+              f"{family.helper.weight_bytes / 1e6:.1f} MB")
     ids = context_ids(families["float32"], rows)
     ids = torch.cat([ids, ids[: max(WIDTHS)]])
     print(f"load average at start: {os.getloadavg()}", flush=True)

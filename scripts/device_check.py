@@ -27,8 +27,8 @@ from decoders.backends import host  # noqa: E402
 from decoders.backends.llama_fast import LlamaBackend  # noqa: E402
 from decoders.core.params import DecodeParams  # noqa: E402
 from decoders.engine import Engine  # noqa: E402
-from decoders.models.families import BUILTIN_FAMILIES  # noqa: E402
 from decoders.models.backend_choice import make_backend  # noqa: E402
+from decoders.models.families import BUILTIN_FAMILIES  # noqa: E402
 from decoders.models.family import Family, load_family  # noqa: E402
 from tests.support.tiny import perturbed_copy, tiny_llama_config, tiny_tokenizer  # noqa: E402
 
@@ -79,7 +79,8 @@ def engine_checks(device, dtype, step_mode: str) -> None:
     ids = torch.randint(0, 64, (24,), generator=torch.Generator().manual_seed(3)).to(device)
     with torch.inference_mode():
         ref = model(ids[None]).logits[0].float()
-    backend = make_backend(model, cuda_graph="off") if step_mode == "off" else LlamaBackend.from_hf(model, step_mode=step_mode)
+    backend = (make_backend(model, cuda_graph="off") if step_mode == "off"
+               else LlamaBackend.from_hf(model, step_mode=step_mode))
     got = [backend.forward(ids[:10], 10), backend.forward(ids[10:14], 4)]
     got += [backend.forward(ids[i:i + 1], 1) for i in range(14, 24)]
     err = (torch.cat(got) - ref).abs().max().item()

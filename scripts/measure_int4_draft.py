@@ -37,7 +37,8 @@ def main() -> None:
     if args.head != "model":
         from decoders.backends.quantized import QuantizedLlamaBackend
 
-        family = replace(family, helper=QuantizedLlamaBackend.from_target(family.main, family.main_model, head=args.head))
+        family = replace(family, helper=QuantizedLlamaBackend.from_target(family.main, family.main_model,
+                                                                          head=args.head))
     engine = Engine(family)  # interleaved: each run decodes its autoregressive baseline beside it
     rows = [json.loads(line) for line in open(args.file)]
     seen, prompts = set(), []
@@ -51,7 +52,7 @@ def main() -> None:
         for gamma in range(lo, hi + 1):
             r = engine.run(row["turns"][0], DecodeParams(method="spec", gamma=gamma, max_new_tokens=args.tokens))
             s = r.summary
-            rec = {"category": row["category"], "gamma": gamma, "tokens": s.tokens if hasattr(s, "tokens") else len(r.method.ids),
+            rec = {"category": row["category"], "gamma": gamma, "tokens": s.tokens,
                    "identical": s.identical, "accept_rate": s.accept_rate, "alpha_hat": s.extras.get("alpha_hat"),
                    "c_hat": s.extras.get("c_hat"), "verify_cost": s.verify_cost, "speedup_wall": s.speedup_wall,
                    "speedup_decode": s.speedup_decode, "predicted": s.extras.get("predicted_speedup"),
@@ -60,9 +61,10 @@ def main() -> None:
                    "load": os.getloadavg()[0]}
             results[gamma].append(rec)
             print(json.dumps(rec), flush=True)
-    print("\ngamma | acceptance | alpha_hat | c_hat | verify T | speedup (wall, geo-mean) | predicted | predicted (cost) | identical")
+    print("\ngamma | acceptance | alpha_hat | c_hat | verify T | speedup (wall, geo-mean) | predicted "
+          "| predicted (cost) | identical")
     for gamma, recs in results.items():
-        def mean(key):
+        def mean(key, recs=recs):
             vals = [r[key] for r in recs if r[key] is not None]
             return statistics.fmean(vals) if vals else float("nan")
         geo = statistics.geometric_mean([r["speedup_wall"] for r in recs if r["speedup_wall"]])

@@ -52,7 +52,8 @@ def main() -> None:
             q = (w / scale[:, None]).round_().clamp_(-127, 127).to(torch.int8)
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=r".*quantized tensor creation functions.*")
-                qw = torch._make_per_channel_quantized_tensor(q, scale.double(), torch.zeros(len(q), dtype=torch.long), 0)
+                zero = torch.zeros(len(q), dtype=torch.long)
+                qw = torch._make_per_channel_quantized_tensor(q, scale.double(), zero, 0)
             self.packed = torch.ops.quantized.linear_prepack(qw, None)
             self.nbytes = q.numel() + 12 * len(q)
 

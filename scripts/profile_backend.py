@@ -87,7 +87,8 @@ def prompt_ids(tokenizer) -> torch.Tensor:
 def hf_generate(model, prompt: torch.Tensor, new: int) -> list[int]:
     with torch.inference_mode():
         out = model.generate(
-            prompt[None], max_new_tokens=new, min_new_tokens=new, do_sample=False, attention_mask=torch.ones_like(prompt)[None]
+            prompt[None], max_new_tokens=new, min_new_tokens=new, do_sample=False,
+            attention_mask=torch.ones_like(prompt)[None],
         )
     return out[0, len(prompt) :].tolist()
 
@@ -108,7 +109,8 @@ def check_identity(model, fast, prompt: torch.Tensor, new: int) -> list[int]:
     ref = hf_generate(model, prompt, new)
     ours = our_generate(fast, prompt, new)
     same = next((i for i, (a, b) in enumerate(zip(ref, ours, strict=False)) if a != b), None)
-    print("greedy tokens identical to transformers generate()" if same is None else f"greedy tokens FIRST DIFFER at {same}")
+    print("greedy tokens identical to transformers generate()" if same is None
+          else f"greedy tokens FIRST DIFFER at {same}")
     with torch.inference_mode():
         full = model(torch.tensor([prompt.tolist() + ref])).logits[0].float()
     fast.reset()
@@ -148,7 +150,8 @@ def measure(args, fast, prompt, counts, samples, hf=None) -> None:
                 for n in HF_SIZES:
                     prefill(hf_backend, prompt)
                     add(count, f"hf{n}", forward_ms(hf_backend, prompt, n))
-                add(count, "hf_generate", timed(lambda: hf_generate(model, prompt, args.new)) / args.new * 1e3)
+                generate = timed(lambda model=model: hf_generate(model, prompt, args.new))
+                add(count, "hf_generate", generate / args.new * 1e3)
                 add(count, "fast_generate", timed(lambda: our_generate(fast, prompt, args.new)) / args.new * 1e3)
 
 
@@ -164,7 +167,8 @@ def print_report(med, counts, fast, nbytes: int, prompt_len: int, hf: bool) -> N
     print(f"\n== T(k): a k-token forward (k rows of logits) after {prompt_len} prompt tokens, over the one-token step")
     print("   k" + "".join(f"  {c} thr ms    T(k)" for c in counts))
     for k in WIDTHS:
-        print(f"{k:4d}" + "".join(f"  {med[(c, f'T{k}')]:9.2f} {med[(c, f'T{k}')] / med[(c, 'T1')]:7.2f}" for c in counts))
+        print(f"{k:4d}" + "".join(f"  {med[(c, f'T{k}')]:9.2f} {med[(c, f'T{k}')] / med[(c, 'T1')]:7.2f}"
+                                  for c in counts))
 
     for c in counts:
         print(f"\n== breakdown, threads {c} (ms per forward; * = the layout LlamaBackend uses at that M; "
@@ -174,10 +178,11 @@ def print_report(med, counts, fast, nbytes: int, prompt_len: int, hf: bool) -> N
         base = med[(c, "plain1:total")]
         for m in BREAKDOWN_ROWS:
             for layout in layouts(fast):
-                get = lambda part: med[(c, f"{layout}{m}:{part}")]  # noqa: E731
+                get = lambda part, c=c, layout=layout, m=m: med[(c, f"{layout}{m}:{part}")]  # noqa: E731
                 proj = sum(get(p) for p in ("qkv", "o", "gate_up", "down"))
                 mark = "*" if layout == chosen_layout(fast, m) else " "
-                print(f"{m:3d} {layout[:9]:9}{mark}" + f"{proj:8.2f}" + "".join(f"{get(p):8.2f}" for p in PARTS + ("total",))
+                print(f"{m:3d} {layout[:9]:9}{mark}" + f"{proj:8.2f}"
+                      + "".join(f"{get(p):8.2f}" for p in PARTS + ("total",))
                       + f"   {get('total') / base:5.2f}")
 
     if hf:
@@ -192,17 +197,20 @@ def print_report(med, counts, fast, nbytes: int, prompt_len: int, hf: bool) -> N
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--threads", default="1,2", help="comma-separated thread counts, measured side by side (default 1,2)")
-    parser.add_argument("--new", type=int, default=64, help="tokens of the greedy identity check (and --hf generate runs)")
+    parser.add_argument("--threads", default="1,2",
+                        help="comma-separated thread counts, measured side by side (default 1,2)")
+    parser.add_argument("--new", type=int, default=64,
+                        help="tokens of the greedy identity check (and --hf generate runs)")
     parser.add_argument("--plain", action="store_true", help="no oneDNN-packed weights for multi-token steps")
     parser.add_argument("--dtype", choices=("float32", "float16"), default="float32",
-                        help="float16: float16 weights through fbgemm (decoders.backends.fp16_cpu; its layout shows as plain, "
-                             "the floor reads its half-size weight bytes, transformers stays float32)")
+                        help="float16: float16 weights through fbgemm (decoders.backends.fp16_cpu; its layout shows "
+                             "as plain, the floor reads its half-size weight bytes, transformers stays float32)")
     parser.add_argument("--variants", default="", help=f"candidate layouts to break down beside the backend's, "
                         f"comma-separated: {', '.join(VARIANTS)} (each packs one more weight copy)")
     parser.add_argument("--hf", action="store_true", help="also time transformers' forward and generate()")
     parser.add_argument("--wait-idle", type=float, default=0.0, metavar="FRACTION",
-                        help="before each measurement wait until this share of the CPUs is idle (shared machines), e.g. 0.9")
+                        help="before each measurement wait until this share of the CPUs is idle (shared machines), "
+                             "e.g. 0.9")
     args = parser.parse_args()
     counts = parse_threads(args.threads)
     variants = [v for v in args.variants.split(",") if v]
@@ -225,7 +233,8 @@ def main() -> None:
         fast = Fp16LlamaBackend.from_hf(model)
     else:
         fast = LlamaBackend.from_hf(model, packed_multi_token=not args.plain)
-    print(f"{type(fast).__name__} built in {time.perf_counter() - t0:.2f} s, {fast.weight_bytes / 1e6:.0f} MB of weights per step")
+    print(f"{type(fast).__name__} built in {time.perf_counter() - t0:.2f} s, "
+          f"{fast.weight_bytes / 1e6:.0f} MB of weights per step")
     prompt = prompt_ids(tokenizer)
     print(f"prompt {len(prompt)} tokens; threads {counts}; {args.rounds} rounds")
     check_identity(model, fast, prompt, args.new)

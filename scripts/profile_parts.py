@@ -181,8 +181,10 @@ def timed_forward(backend, ids: torch.Tensor, mm, clock: dict[str, float]) -> to
 
 def layouts(backend) -> dict[str, object]:
     """The matmul objects a breakdown compares: plain addmm and (where available) oneDNN-packed."""
-    found = {"plain": backend._plain}  # float16 weights (`decoders.backends.fp16_cpu`): their one layout, no packed copy
-    packed = llama_weights.packed_matmuls(backend.weights) if isinstance(backend._plain, llama_weights.PlainMatmuls) else None
+    # float16 weights (`decoders.backends.fp16_cpu`): their one layout, no packed copy
+    found = {"plain": backend._plain}
+    plain = isinstance(backend._plain, llama_weights.PlainMatmuls)
+    packed = llama_weights.packed_matmuls(backend.weights) if plain else None
     if isinstance(packed, llama_weights.PackedMatmuls):
         found["packed"] = packed
     return {**found, **_EXTRA}

@@ -63,20 +63,11 @@ class Backend(Protocol):
 
 def twin_of(backend: Backend) -> Backend | None:
     """A second backend on ``backend``'s weights with a cache of its own, or None where the backend
-    cannot make one (``twin()`` is optional in the protocol: a test's fake need not have it). Its
-    outputs are the original's, forward for forward."""
-    make = getattr(backend, "twin", None)
-    return make() if callable(make) else None
+    cannot make one (``twin()`` is optional: `decoders.backends.capabilities.Twinned`; a test's
+    fake need not have it). Its outputs are the original's, forward for forward."""
+    from decoders.backends.capabilities import Twinned
 
-
-class CacheAdopter(Backend, Protocol):
-    """A backend that can take another's cached positions in place of computing them (a draft of
-    that backend: `decoders.backends.llama_fast.LlamaBackend`). `KVRunner.follow` finds out with
-    ``adopt_reason``, which the plain `Backend` need not have."""
-
-    def adopt_reason(self, source: Backend) -> str | None: ...
-
-    def adopt_cache(self, source: Backend, start: int, end: int) -> None: ...
+    return backend.twin() if isinstance(backend, Twinned) and callable(backend.twin) else None  # (a twin of None: none)
 
 
 def count_weight_bytes(model) -> int:

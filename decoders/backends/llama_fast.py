@@ -88,6 +88,7 @@ class LlamaBackend:
     """
 
     tap: FeatureTap | None = None  # the hidden states a draft head reads (decoders.backends.features)
+    step: StaticStep | None = None  # the one-token step at static shapes (None: off; a subclass may not set it)
 
     def __init__(
         self,
@@ -230,7 +231,7 @@ class LlamaBackend:
             cache.reserve(needed)
         with torch.inference_mode():
             logits = None
-            step = getattr(self, "step", None)
+            step = self.step
             if step is not None and n == 1 and positions is None and self.tap is None:
                 try:
                     logits = step(ids, start)

@@ -6,7 +6,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, cast
 
-from decoders.backends.hf import Backend, CacheAdopter
+from decoders.backends.capabilities import AdoptsCache, Tapped
+from decoders.backends.hf import Backend
 from decoders.backends.host import to_device
 
 if TYPE_CHECKING:
@@ -172,15 +173,16 @@ class KVRunner:
         or None."""
         reason = None
         if source is not None:
-            adopt_reason = getattr(self.backend, "adopt_reason", None)
-            reason = "its backend cannot take another's cache" if adopt_reason is None else adopt_reason(source.backend)
+            reason = (self.backend.adopt_reason(source.backend) if isinstance(self.backend, AdoptsCache)
+                      else "its backend cannot take another's cache")
         if self.source is not (None if reason else source):
             self.crop(0)  # what was copied from the old source is not this runner's to reuse
         self.source = None if reason else source
-        if source is not None and hasattr(source.backend, "tap"):
+        if source is not None and isinstance(source.backend, Tapped):
             # a trained head reads the target's hidden states: the target keeps them while this
             # draft follows it, and stops (no cost) for any other draft
-            source.backend.tap = getattr(self.backend, "tap", None) if self.source is not None else None
+            mine = self.backend.tap if isinstance(self.backend, Tapped) else None
+            source.backend.tap = mine if self.source is not None else None
         return reason
 
     def mark(self) -> tuple[int, int]:
@@ -228,7 +230,7 @@ class KVRunner:
         source = self.source
         assert source is not None  # run adopts only while following a source
         # follow sets a source only where the backend's adopt_reason accepted it
-        backend = cast(CacheAdopter, self.backend)
+        backend = cast(AdoptsCache, self.backend)
         end = common_prefix(source.held, seq, min(limit, len(source.held), source.backend.cached_length))
         start = min(self.adopted, common_prefix(self.held, source.held, min(end, len(self.held))))
         if end > start:

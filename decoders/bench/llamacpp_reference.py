@@ -179,8 +179,9 @@ class LlamaCppReference:
 
 def llamacpp_reference_for(family: Family) -> LlamaCppReference:
     """llama-cpp-python on the GGUF file the family's llama.cpp backend loaded (same stop tokens)."""
-    model = getattr(family.main, "model", None)
-    path = getattr(model, "path", None)
+    from decoders.backends.llamacpp import LlamaCppBackend
+
+    path = family.main.model.path if isinstance(family.main, LlamaCppBackend) else None
     if path is None:
         raise DecodeError("the llama.cpp family does not name its GGUF file, so the benchmark cannot run "
                           "llama-cpp-python's own loop beside the engine")

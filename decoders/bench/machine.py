@@ -84,8 +84,8 @@ def family_info(family: Family) -> dict[str, Any]:
     """The model family as the report describes it, with its backend and weight bytes."""
     info: dict[str, Any] = dict(family.describe())
     info["backend"] = type(family.main).__name__
-    info["weight_bytes"] = int(getattr(family.main, "weight_bytes", 0) or 0)
-    info["n_layers"] = getattr(family.main, "n_layers", None)
+    info["weight_bytes"] = int(family.main.weight_bytes or 0)
+    info["n_layers"] = family.main.n_layers
     return info
 
 

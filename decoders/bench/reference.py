@@ -125,7 +125,7 @@ class ForwardCounter:
         self.full_layers = int(getattr(_base_model(model).config, "num_hidden_layers", 0) or 0)
         self.target = 0
         self.draft = 0
-        self._handle = None
+        self._handle: Any = None  # the hook's handle while counting (`__enter__`)
 
     def _count(self, module, args, kwargs):
         layers = getattr(_base_model(self.model).config, "num_hidden_layers", self.full_layers)
@@ -314,11 +314,11 @@ def reference_for(family: Family) -> Reference:
     A helper with no transformers model of its own is an early-exit view of the main model, so
     transformers' counterpart is ``assistant_early_exit`` at the helper's depth.
     """
-    if getattr(family, "backend", "torch") == "llamacpp":
+    if family.backend == "llamacpp":
         from decoders.bench.llamacpp_reference import llamacpp_reference_for
 
         return llamacpp_reference_for(family)
-    model = getattr(family, "main_model", None)
+    model = family.main_model
     if model is None:
         model = transformers_model(family.main)
     helper_model = getattr(family, "helper_model", None)

@@ -8,6 +8,7 @@ per iteration (the gpt-fast pattern), so the hot loop never waits on a per-token
 from __future__ import annotations
 
 from decoders.analysis.theory import best_gamma, cost_aware_speedup, expected_tokens, predicted_speedup, speedup_curve
+from decoders.backends.capabilities import CappedDraft, TreeDrafter
 from decoders.core.declarations import BenchTarget, Counterpart, Figure, Method, ParamSpec, register
 from decoders.core.errors import DecodeError
 from decoders.methods.shared.common import (
@@ -54,7 +55,8 @@ def speculative(ctx: DecodeContext) -> MethodGen:
     if D is None:
         raise DecodeError(f"{ctx.family.label} {NO_HELPER}")
     greedy, temp, gamma = params.greedy, params.temperature, params.gamma
-    gamma = min(gamma, getattr(D.backend, "max_draft", gamma))  # Medusa: no head beyond its last
+    if isinstance(D.backend, CappedDraft):  # Medusa: no head beyond its last
+        gamma = min(gamma, D.backend.max_draft)
     # a self-draft reads the target's keys and values for every verified position (LayerSkip's
     # shared cache): no draft prefill, no catch-up forwards; a helper model keeps its own cache
     D.follow(T)
@@ -74,15 +76,19 @@ def speculative(ctx: DecodeContext) -> MethodGen:
         policy = SpecDraftPolicy(gamma, ctx.cost_curve, fixed)
     confs: list[float] = []
     limit = gamma
-    head_tree = VerifyCost(ctx.cost_curve) if tree and hasattr(D.backend, "tree_rows") else None
+    head_tree = VerifyCost(ctx.cost_curve) if tree and isinstance(D.backend, TreeDrafter) else None
 
     def pick_draft(row):
         q = probs(row, temp, greedy) if need_probs else None
-        return (row.argmax().view(1) if greedy else sample(q, gen).view(1)), q
+        if greedy:
+            return row.argmax().view(1), q
+        assert q is not None and gen is not None  # sampling: probabilities and a generator
+        return sample(q, gen).view(1), q
 
     def keep_going(row, token, q):
         conf = (q if q is not None else torch.softmax(row, -1))[token]
         confs.append(to_host([conf])[0])
+        assert policy is not None  # keep_going is the adaptive policy's
         return policy.keep_drafting(confs, limit)
 
     while not b.done:

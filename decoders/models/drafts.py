@@ -353,7 +353,7 @@ def _load_time_only(draft: Draft, target: DraftTarget) -> Backend:
 
 
 def _early_exit(draft: EarlyExit, target: DraftTarget) -> Backend:
-    layers = int(getattr(target.main, "n_layers", 0) or 0)
+    layers = int(target.main.n_layers or 0)
     if not 1 <= draft.layer < layers:
         raise DecodeError(f"Self-draft layer {draft.layer} is out of range: the main model has {layers} layers, "
                           f"so choose a layer from 1 to {layers - 1}.")
@@ -361,7 +361,7 @@ def _early_exit(draft: EarlyExit, target: DraftTarget) -> Backend:
 
 
 def _early_exit_unavailable(target: DraftTarget) -> str | None:
-    layers = int(getattr(target.main, "n_layers", 0) or 0)
+    layers = int(target.main.n_layers or 0)
     return None if layers > 1 else "the main model has a single layer, so it has no early exit"
 
 

@@ -8,16 +8,20 @@ else from the GGUF's own metadata (about 9 s on the bundled file, mostly transfo
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from decoders.core.errors import DecodeError
 from decoders.core.events import LoadProgress
 
+if TYPE_CHECKING:
+    from decoders.models.family import FamilySpec
+
 BACKENDS = ("torch", "llamacpp")
 
 
-def check_backend(spec) -> None:
+def check_backend(spec: FamilySpec) -> None:
     """What a llama.cpp family cannot be, in one line each, before anything loads."""
-    backend = getattr(spec, "backend", "torch")
+    backend = spec.backend
     if backend not in BACKENDS:
         raise DecodeError(f"Unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}.")
     if backend != "llamacpp":

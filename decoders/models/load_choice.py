@@ -64,7 +64,7 @@ class LoadChoice:
         from decoders.models.kept_choice import choice_key, read_kept
 
         choice.key = choice_key(spec, main_model, device, fast, head_folder(spec.head, spec.main, missing_ok=True))
-        if getattr(spec, "remeasure", False):
+        if spec.remeasure:
             choice.notes.append(REMEASURE_HINT)
             return choice
         kept, problem = read_kept(choice.key)

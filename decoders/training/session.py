@@ -15,9 +15,13 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from decoders.core.errors import DecodeError
 from decoders.records.atomic import write_bytes, write_text
+
+if TYPE_CHECKING:
+    from decoders.models.family import Family
 
 CHECKPOINT = "checkpoint.pt"
 REPORT = "training.json"
@@ -98,7 +102,7 @@ def load_checkpoint(out: Path, settings: TrainSettings) -> dict | None:
     return state
 
 
-def train_head(settings: TrainSettings, family, report: Callable[[str], None] = print,
+def train_head(settings: TrainSettings, family: Family, report: Callable[[str], None] = print,
                progress: Callable[[str, int, int, dict], None] | None = None) -> dict:
     """Train (or resume) and evaluate; write the head and ``training.json``; return the report."""
     import torch
@@ -150,7 +154,7 @@ def train_head(settings: TrainSettings, family, report: Callable[[str], None] = 
     from decoders.training.feature_cache import FeatureCache, cache_file
 
     t0 = time.monotonic()
-    cache = FeatureCache(cache_file(model, str(getattr(family, "main_source", settings.main)), tuple(aux),
+    cache = FeatureCache(cache_file(model, family.main_source, tuple(aux),
                                     settings.corpus),
                          report)
     cached = len(cache.entries)

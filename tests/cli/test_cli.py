@@ -134,10 +134,11 @@ def test_the_app_sets_torch_threads_before_it_loads_a_family():
 
     from tui_decode.cli.main import build_parser
     from tui_decode.cli.main import flags_given as _flags_given
+    from tui_decode.cli.views import DecodeFlags
     from tui_decode.workers.decode import threads_loader
 
     args = build_parser().parse_args(["--threads", "1"])
-    assert args.threads == 1 and not _flags_given(args)  # not a decoding flag: the app's own start applies
+    assert args.threads == 1 and not _flags_given(DecodeFlags.of(args))  # not a decoding flag: the app's own start applies
     before = torch.get_num_threads()
     seen = []
 
@@ -157,10 +158,11 @@ def test_the_app_sets_torch_threads_before_it_loads_a_family():
 def test_the_app_takes_decoding_flags_at_launch():
     from tui_decode.cli.main import build_parser, decode_params
     from tui_decode.cli.main import flags_given as _flags_given
+    from tui_decode.cli.views import DecodeFlags
 
     args = build_parser().parse_args(["--method", "pld", "--max-new-tokens", "32"])
-    assert _flags_given(args) and decode_params(args).max_new_tokens == 32
-    assert not _flags_given(build_parser().parse_args(["--family", "smollm2-135m"]))
+    assert _flags_given(DecodeFlags.of(args)) and decode_params(DecodeFlags.of(args)).max_new_tokens == 32
+    assert not _flags_given(DecodeFlags.of(build_parser().parse_args(["--family", "smollm2-135m"])))
 
 
 def test_run_repeats_pools_the_speedups_of_runs_each_beside_its_own_baseline(capsys, tmp_path):

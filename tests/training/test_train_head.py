@@ -28,6 +28,7 @@ class TinyFamily:
                 layer.self_attn.o_proj.weight.zero_()
                 layer.mlp.down_proj.weight.zero_()
         self.main_model = model
+        self.main_source = "bundled"  # what the feature cache is keyed by (`Family.main_source`)
 
 
 def grow_corpus(folder, model, samples=40, seed=0):

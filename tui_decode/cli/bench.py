@@ -12,6 +12,7 @@ import sys
 from decoders.core.declarations import all_methods, baseline_method, method_names
 from decoders.core.params import DecodeParams, method_param_specs
 from tui_decode.cli.main import MAX_THREADS
+from tui_decode.cli.views import BenchArgs
 
 DEFAULT_OUT = "bench-out"
 #: Upper bounds of the bench's own counts (the decoding parameters have theirs in their ParamSpecs):
@@ -72,7 +73,7 @@ def add_bench_parser(sub) -> None:
     add_model_args(p)
 
 
-def _check_counts(args: argparse.Namespace) -> None:
+def _check_counts(args: BenchArgs) -> None:
     from decoders.core.errors import DecodeError
 
     for name, flag in (("limit", "--limit"), ("repeats", "--repeats"), ("bandwidth_mb", "--bandwidth-mb"),
@@ -104,10 +105,19 @@ def _backend_specs(args: argparse.Namespace, backends) -> dict:
     return specs
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
+def cmd_bench(namespace: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from decoders.bench import load_prompts, parse_methods, parse_sweep, parse_variants, run_bench, run_sweep
+    from decoders.bench import (
+        BenchReport,
+        SweepReport,
+        load_prompts,
+        parse_methods,
+        parse_sweep,
+        parse_variants,
+        run_bench,
+        run_sweep,
+    )
     from decoders.bench.drafts import check_variants
     from decoders.bench.report import (
         agreement_table,
@@ -124,6 +134,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from decoders.records.atomic import check_folder_destination
     from tui_decode.cli.main import family_spec, load_with_progress
 
+    args = BenchArgs.of(namespace)
     prompts = load_prompts(args.prompts)
     if not args.out.strip():  # "" is the current folder: its report.md would be written over
         raise DecodeError("--out is empty; give the report folder (it is created if missing), or leave --out out "
@@ -137,16 +148,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
                           "drop one of the two")
     _check_counts(args)
     backends = None
-    if getattr(args, "backends", None) is not None:
+    if args.backends is not None:
         from decoders.bench.multi import parse_backends
 
         backends = parse_backends(args.backends)
-        if args.backend:
+        if args.model.backend:
             raise DecodeError("give either --backend NAME or --backends LIST, not both")
         if sweep is not None:
             raise DecodeError("--sweep and --backends do not go together: a sweep varies one parameter on one "
                               "backend; drop one of the two (--backend NAME picks the sweep's)")
-    chosen = {name: getattr(args, name) for name in method_param_specs()}
+    chosen = dict(args.params)
     baseline = baseline_method().name
     params = DecodeParams(method=baseline, max_new_tokens=args.max_new_tokens, record=False, **chosen).validated()
     check_variants(variants or (), params)  # each with the other parameters (e.g. ngram_min <= ngram_max)
@@ -158,15 +169,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         torch.set_num_threads(args.threads)
     if backends is not None:
-        specs = _backend_specs(args, backends)  # every backend's checked before any model loads
+        specs = _backend_specs(namespace, backends)  # every backend's checked before any model loads
         families = {backend: load_with_progress(spec, Console(stderr=True)) for backend, spec in specs.items()}
         family = families[backends[0]]
     else:
-        family = load_with_progress(family_spec(args), Console(stderr=True))
+        family = load_with_progress(family_spec(namespace), Console(stderr=True))
 
     def progress(message: str) -> None:
         print(f"bench: {message}", file=sys.stderr, flush=True)
 
+    report: BenchReport | SweepReport
     if backends is not None:
         from decoders.bench.multi import run_backends
 
@@ -187,7 +199,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         md, js = write_report(report, args.out)
     except DecodeError as exc:  # keep the measurements: print them, then say what was not written
         failed = exc
-    if sweep is not None:
+    if isinstance(report, SweepReport):
+        assert sweep is not None  # the report of a sweep
         print(f"Sweep of {sweep.heading()}: measured speedup against Theorem 3.8\n")
         print(sweep_table(report))
     else:

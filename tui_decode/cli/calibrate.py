@@ -15,6 +15,7 @@ from decoders.analysis.calibration import MAX_RUNS, MAX_TOKENS, RUNS, TOKENS
 from decoders.core.errors import DecodeError
 from tui_decode.cli.model_args import add_model_args
 from tui_decode.cli.numbers import bounded_int
+from tui_decode.cli.views import CalibrateArgs
 
 
 def add_calibrate_parser(sub) -> None:
@@ -33,7 +34,7 @@ def add_calibrate_parser(sub) -> None:
     add_model_args(p)
 
 
-def cmd_calibrate(args: argparse.Namespace) -> int:
+def cmd_calibrate(namespace: argparse.Namespace) -> int:
     from rich.console import Console
 
     from decoders.analysis.timing import ratio_text
@@ -43,10 +44,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from tui_decode.state.settings import DEFAULT_PROMPT
 
     err = Console(stderr=True)
-    check_threads(args)
-    prompt = read_prompt(args) if (args.prompt is not None or args.prompt_file is not None) else DEFAULT_PROMPT
-    set_threads(args)
-    family = load_with_progress(family_spec(args), err)
+    args = CalibrateArgs.of(namespace)
+    check_threads(args.threads)
+    given = args.prompt.prompt is not None or args.prompt.prompt_file is not None
+    prompt = read_prompt(args.prompt) if given else DEFAULT_PROMPT
+    set_threads(args.threads)
+    family = load_with_progress(family_spec(namespace), err)
     engine = Engine(family)
     engine.forget_calibration()  # the runs that measure the noise are not widened by an older one
     params = engine.calibration_params(args.max_new_tokens)

@@ -51,7 +51,7 @@ def draft_text(spec) -> str:
 
 def backend_text(spec) -> str:
     """What runs ``spec``'s models, and whether llama.cpp could (a GGUF main model)."""
-    if getattr(spec, "backend", "torch") == "llamacpp":
+    if spec.backend == "llamacpp":
         return "llama.cpp"
     main = str(spec.main)
     return "torch (or --backend llamacpp)" if main == BUNDLED or main.lower().endswith(".gguf") else "torch"
@@ -59,7 +59,7 @@ def backend_text(spec) -> str:
 
 def other_drafts(spec) -> str:
     """The other drafts ``spec`` may use, each with its flag."""
-    if getattr(spec, "backend", "torch") == "llamacpp":
+    if spec.backend == "llamacpp":
         return "a GGUF helper (--helper FILE.gguf); early exit, int4 and heads need --backend torch"
     options = []
     if not spec.self_draft_layer:

@@ -22,6 +22,7 @@ from tui_decode.cli.model_args import add_model_args, add_remeasure_arg, family_
 from tui_decode.cli.numbers import MAX_REPEATS, bounded_int
 from tui_decode.cli.parser import OneLineParser
 from tui_decode.cli.signals import Handlers, Terminated
+from tui_decode.cli.views import AppArgs, DecodeFlags, PromptFlags, RunArgs
 from tui_decode.state.crash_report import report_crash
 
 MAX_THREADS = 1024  # torch threads a user can ask for
@@ -61,18 +62,18 @@ def add_threads_arg(p: argparse.ArgumentParser) -> None:
                         "with other busy processes, 1 avoids threads spinning against each other")
 
 
-def check_threads(args: argparse.Namespace) -> None:
+def check_threads(threads: int | None) -> None:
     """Refuse a thread count out of range, before any model time is spent."""
-    if args.threads is not None and not 1 <= args.threads <= MAX_THREADS:
-        raise DecodeError(f"--threads must be 1..{MAX_THREADS}, got {args.threads}; give 1 on a busy machine, or leave "
+    if threads is not None and not 1 <= threads <= MAX_THREADS:
+        raise DecodeError(f"--threads must be 1..{MAX_THREADS}, got {threads}; give 1 on a busy machine, or leave "
                           "it out for torch's own choice")
 
 
-def set_threads(args: argparse.Namespace) -> None:
-    if args.threads is not None:
+def set_threads(threads: int | None) -> None:
+    if threads is not None:
         import torch
 
-        torch.set_num_threads(args.threads)
+        torch.set_num_threads(threads)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -139,15 +140,12 @@ def drafts_for(spec, args: argparse.Namespace):
     return replace(spec, draft=None)
 
 
-def decode_params(args: argparse.Namespace, method: str | None = None) -> DecodeParams:
+def decode_params(flags: DecodeFlags, method: str | None = None) -> DecodeParams:
     """The parameters the flags ask for, validated (bounds and cross-parameter rules)."""
-    from decoders.core.params import all_param_specs
-
-    values = {name: getattr(args, name) for name in all_param_specs() if hasattr(args, name)}
-    return DecodeParams(method=method or args.method, chat_template=not args.raw, **values).validated()
+    return DecodeParams(method=method or flags.method, chat_template=not flags.raw, **dict(flags.values)).validated()
 
 
-def read_prompt(args: argparse.Namespace) -> str:
+def read_prompt(args: PromptFlags) -> str:
     """The prompt text: from --prompt-file (read up to a bound, UTF-8) or --prompt (valid UTF-8)."""
     from decoders.records.inputs import MAX_PROMPT_BYTES, check_text, read_text
 
@@ -174,7 +172,7 @@ def load_with_progress(spec, console):
         return load_family(spec, progress=progress)
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def cmd_run(namespace: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.panel import Panel
     from rich.text import Text
@@ -184,18 +182,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     from tui_decode.state.run_summary import summary_table
     from tui_decode.state.token_text import shown_controls
 
+    args = RunArgs.of(namespace)
     err = Console(stderr=True)
-    check_threads(args)
-    params = decode_params(args, args.method)
-    prompt = read_prompt(args)
+    check_threads(args.threads)
+    params = decode_params(args.decode, args.decode.method)
+    prompt = read_prompt(args.prompt)
     if not prompt.strip():
         raise DecodeError("the prompt is empty; give some text with --prompt or --prompt-file")
     if args.json is not None and not args.json.strip():
         raise DecodeError("--json is empty; give the path of a file to write the run to (or - for stdout)")
     if args.json and args.json != "-":
         check_destination(args.json, "--json", "the run")  # before any model time is spent
-    spec = drafts_for(family_spec(args), args)  # its flags checked before torch loads
-    set_threads(args)
+    spec = drafts_for(family_spec(namespace), namespace)  # its flags checked before torch loads
+    set_threads(args.threads)
     family = load_with_progress(spec, err)
     if family.dtype_choice:
         err.print(f"dtype: {family.dtype_choice['sentence']}", markup=False, highlight=False)
@@ -251,33 +250,27 @@ def cmd_families(args: argparse.Namespace) -> int:
     return 0
 
 
-def flags_given(args: argparse.Namespace) -> bool:
+def flags_given(flags: DecodeFlags) -> bool:
     """Whether any decoding flag differs from its default (else the app's own start applies)."""
-    from decoders.core.params import all_param_specs
-
-    defaults = build_parser().parse_args([])
-    names = [*all_param_specs(), "method", "raw"]
-    return any(getattr(args, name, None) != getattr(defaults, name, None) for name in names)
+    return flags != DecodeFlags.of(build_parser().parse_args([]))
 
 
-def cmd_app(args: argparse.Namespace) -> int:
+def cmd_app(namespace: argparse.Namespace) -> int:
     """`tui-decode` without a subcommand: open the app (on a saved run with ``--open``)."""
     from decoders.records.run import RunResult
     from tui_decode.app import run_app  # Textual loads here, not for `run` or `bench`
     from tui_decode.state.settings import DEFAULT_PROMPT, START_PARAMS, Settings
 
-    check_threads(args)
-    if getattr(args, "open", None) is not None and not args.open.strip():
+    args = AppArgs.of(namespace)
+    check_threads(args.threads)
+    if args.open is not None and not args.open.strip():
         raise DecodeError("--open is empty; give the path of a RUN.json saved by tui-decode")
-    opened = RunResult.load(args.open) if getattr(args, "open", None) else None
-    settings = None
-    if getattr(args, "method", None) is not None:  # the launch flags: the first run's parameters
-        settings = Settings(params=decode_params(args) if flags_given(args) else START_PARAMS)
-    given = getattr(args, "prompt", None) is not None or getattr(args, "prompt_file", None)
-    return run_app(family_spec(args), prompt=read_prompt(args) if given else DEFAULT_PROMPT, settings=settings,
-                   opened=opened, opened_name=Path(args.open).name if opened else "",
-                   opened_path=Path(args.open) if opened else None,
-                   threads=getattr(args, "threads", None))
+    opened = RunResult.load(args.open) if args.open else None
+    # the launch flags: the first run's parameters
+    settings = Settings(params=decode_params(args.decode) if flags_given(args.decode) else START_PARAMS)
+    return run_app(family_spec(namespace), prompt=read_prompt(args.prompt) if args.prompt.given else DEFAULT_PROMPT,
+                   settings=settings, opened=opened, opened_name=Path(args.open).name if args.open and opened else "",
+                   opened_path=Path(args.open) if args.open and opened else None, threads=args.threads)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

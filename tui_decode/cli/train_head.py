@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from tui_decode.cli.numbers import bounded_int
+from tui_decode.cli.views import TrainHeadArgs
 
 
 def bounded_float(flag: str, low: float, high: float):
@@ -60,8 +61,8 @@ def add_train_parser(sub) -> None:
     add_model_args(p, drafts=False)  # the head it trains is the draft; it trains on torch's hidden states
 
 
-def cmd_train_head(args: argparse.Namespace) -> int:
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+def cmd_train_head(namespace: argparse.Namespace) -> int:
+    from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from decoders.core.errors import DecodeError
     from decoders.training.corpus import Corpus
@@ -70,7 +71,8 @@ def cmd_train_head(args: argparse.Namespace) -> int:
     from tui_decode.cli.main import check_threads, load_with_progress, set_threads, stdout_console
     from tui_decode.cli.model_args import family_spec
 
-    check_threads(args)
+    args = TrainHeadArgs.of(namespace)
+    check_threads(args.threads)
     for flag, value in (("--corpus", args.corpus), ("--out", args.out)):
         if value is not None and not value.strip():
             raise DecodeError(f"{flag} is empty; give the path of a folder (or leave --out out to only grow the "
@@ -80,13 +82,13 @@ def cmd_train_head(args: argparse.Namespace) -> int:
                           "missing).")
     settings = None
     if args.out:
-        settings = TrainSettings(corpus=args.corpus, out=args.out, main=args.main or "bundled",
+        settings = TrainSettings(corpus=args.corpus, out=args.out, main=args.model.main or "bundled",
                                  draft_vocab=args.draft_vocab, ttt=args.ttt, epochs=args.epochs, lr=args.lr,
                                  max_tokens=args.max_tokens, curve_points=args.curve_points)
         check_settings(settings)  # an unwritable or full --out fails before the model loads
     console = stdout_console()
-    set_threads(args)
-    spec = family_spec(args)
+    set_threads(args.threads)
+    spec = family_spec(namespace)
     spec = replace(spec, draft=None)  # the head is what we train
     family = load_with_progress(spec, console)
     if args.grow:
@@ -97,7 +99,7 @@ def cmd_train_head(args: argparse.Namespace) -> int:
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TimeRemainingColumn(),
                   console=console) as bar:
-        tasks: dict[str, int] = {}
+        tasks: dict[str, TaskID] = {}
         tenths: dict[str, int] = {}  # the tenth of each phase last printed when stdout is no terminal
 
         def progress(phase: str, n: int, total: int, info: dict) -> None:
@@ -122,7 +124,7 @@ def cmd_train_head(args: argparse.Namespace) -> int:
     return 0
 
 
-def measure(args, spec, settings, summary: dict, console) -> None:
+def measure(args: TrainHeadArgs, spec, settings, summary: dict, console) -> None:
     """The new head on this machine: a short speculative run, its figures beside Theorem 3.8's
     prediction, printed and added to training.json."""
     import json

@@ -9,7 +9,7 @@ loaded machine, and keys waited that long.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Sequence, cast
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -72,7 +72,7 @@ class HelpRows(Widget):
             if not third and formula:
                 middle += formula.wrap(second)
             for i in range(max(len(left), len(middle), len(right))):
-                cells = [_cell(left, i, first), gap, _cell(middle, i, second if third else 0)]
+                cells: list[str | Content] = [_cell(left, i, first), gap, _cell(middle, i, second if third else 0)]
                 if third:
                     cells += [self.FORMULA_GAP, _cell(right, i, 0)]
                 out.append(Content.assemble(*cells))
@@ -138,5 +138,5 @@ class HelpScreen(ModalScreen[None]):
         """Everything the help says, as plain text (tests, and copying)."""
         parts: list[str] = []
         for widget in self.query("#help-body > *"):
-            parts.extend(widget.plain_cells() if isinstance(widget, HelpRows) else [str(widget.visual)])
+            parts.extend(widget.plain_cells() if isinstance(widget, HelpRows) else [str(cast(Label, widget).visual)])
         return "\n".join(parts)

@@ -54,7 +54,7 @@ class HistoryScreen(ModalScreen[None]):
         with Vertical(classes="dialog history"):
             yield Label("Runs · space marks two, enter compares them, b compares a run with its baseline, "
                         "x exports the table", classes="dialog-title")
-            self.table = DataTable(id="history-table", cursor_type="row", zebra_stripes=True)
+            self.table: DataTable[str | Text] = DataTable(id="history-table", cursor_type="row", zebra_stripes=True)
             yield self.table
             if self.note:
                 yield Label(self.note, classes="dialog-note")

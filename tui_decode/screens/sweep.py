@@ -55,7 +55,9 @@ VERDICT_WORD = {"faster": "faster", "slower": "slower", "even": "even", "unknown
 def sweep_values(spec: ParamSpec, current: int, limit: int = MAX_VALUES) -> list[int]:
     """Up to ``limit`` consecutive values around ``current`` inside the parameter's range (the
     app's range where it has one), ``current`` first: its run gives the predicted curve."""
-    low, high = (int(x) for x in (spec.ui_range or (spec.low, spec.high)))
+    lo, hi = spec.ui_range or (spec.low, spec.high)
+    assert lo is not None and hi is not None  # a swept parameter has a range (`sweepable`)
+    low, high = int(lo), int(hi)
     current = min(max(int(current), low), high)
     start = max(low, min(current - (limit // 2 - 1), high - limit + 1))
     values = list(range(start, min(high, start + limit - 1) + 1))
@@ -126,7 +128,9 @@ class SweepScreen(ModalScreen[None]):
         super().__init__()
         self.host, self.loaded, self.prompt, self.settings = host, loaded, prompt, settings
         self.key, self.values, self.axis = key, values, name
-        self.lock: threading.Lock = host._decode_lock  # one run at a time on the engine
+        # one run at a time on the engine (this shadows Widget.lock, an RLock Textual takes around
+        # mounts and layout; see the report of issue 37)
+        self.lock: threading.Lock = host._decode_lock  # type: ignore[assignment]
         self.points: list[Measured] = []
         self.running = True
         self.cancelled = False

@@ -17,7 +17,7 @@ class Batcher:
     made as events arrive, so an event waits at most one model step before it is shown.
     """
 
-    def __init__(self, deliver: Callable[[list], None], interval: float = BATCH_INTERVAL,
+    def __init__(self, deliver: Callable[[list], object], interval: float = BATCH_INTERVAL,
                  clock: Callable[[], float] = time.monotonic):
         self.deliver = deliver
         self.interval = interval

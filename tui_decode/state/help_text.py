@@ -221,7 +221,7 @@ def method_figures() -> list[FigureHelp]:
     """The figures methods declare that `FIGURES` does not define, from their own help line."""
     from decoders.core.declarations import all_methods
 
-    out = []
+    out: list[FigureHelp] = []
     for method in all_methods():
         for figure in method.figures:
             if figure.key not in _BY_KEY and all(f.key != figure.key for f in out):

@@ -122,7 +122,7 @@ class LiveRun:
                 self.progress_tokens, self.progress_total = event.tokens, event.total
             elif isinstance(event, Iteration):
                 first = not self.iterations and not new and event.t_end_ms is not None
-                self._prefilled(event.t_end_ms / 1000 if first else None)
+                self._prefilled(event.t_end_ms / 1000 if first and event.t_end_ms is not None else None)
                 new.append(event)
                 self.stats.observe(event)
                 self.accepted += emitted_drafts(event)

@@ -12,7 +12,7 @@ from tui_decode.state.settings import DraftOptions, Settings, default_draft_laye
 
 if TYPE_CHECKING:
     from decoders.engine import Engine
-    from decoders.models.family import FamilySpec
+    from decoders.models.family import Family, FamilySpec
 
 @dataclass
 class LoadedFamily:
@@ -88,13 +88,13 @@ def helper_description(described: dict[str, Any]) -> str:
     return short_paths(str(helper)) if helper else "none"  # a head's folder by its name, not its path
 
 
-def load_choice_brief(family: Any) -> str | None:
+def load_choice_brief(family: Family) -> str | None:
     """What the load measured and chose on this machine (`Family.dtype_choice`, `.draft_choice`),
     in a few words for one line: "measured here: float32 weights, trained head drafts (predicted
     1.13x at γ 1)"; None when nothing was chosen at load. The full sentences (each candidate's
     figures) are the family's ``describe()``."""
     parts = []
-    dtype = (getattr(family, "dtype_choice", None) or {}).get("chosen")
+    dtype = (family.dtype_choice or {}).get("chosen")
     if dtype:
         parts.append(f"{dtype} weights")
     draft = getattr(family, "draft_choice", None) or {}

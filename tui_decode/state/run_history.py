@@ -269,7 +269,7 @@ def export_rows(history: RunHistory) -> list[tuple[tuple[str, ...], Summary]]:
     """The history as a table to take elsewhere: one row a run, in the history's order (the
     session's newest first, then the saved files'), each run's figures against its own baseline
     (the baselines' rows would read 1.00x by definition). Nothing is clipped but the prompt."""
-    rows = []
+    rows: list[tuple[tuple[str, ...], Summary]] = []
     for stream in history.streams():
         if stream.role != "method":
             continue

@@ -49,10 +49,10 @@ def pairing_text(s: Summary) -> str | None:
     and rescaled by the drift a probe after the run measured."""
     if s.pairing == "interleaved":
         change = s.machine_change
-        moved = change is not None and abs(change - 1.0) >= MACHINE_MOVED
-        return "interleaved with its baseline" + (f" · machine {change:.2f}x slower by the end" if moved and change > 1
-                                                  else f" · machine {1 / change:.2f}x faster by the end" if moved
-                                                  else "")
+        if change is None or not abs(change - 1.0) >= MACHINE_MOVED:  # (a NaN has not moved)
+            return "interleaved with its baseline"
+        return "interleaved with its baseline" + (f" · machine {change:.2f}x slower by the end" if change > 1
+                                                  else f" · machine {1 / change:.2f}x faster by the end")
     if s.drift is not None:
         return f"baseline decoded earlier · drift {s.drift:.2f}x (probe after the run)"
     return None

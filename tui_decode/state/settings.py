@@ -11,7 +11,7 @@ early-exit layer. No Textual here, so the rules are tested without a terminal.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -94,7 +94,7 @@ class DraftOptions:
         return settings.replace(draft=choices[index])
 
 
-def runnable_methods(options: DraftOptions | None = None) -> list[str]:
+def runnable_methods(options: DraftOptions | None = None) -> Sequence[str]:
     """The methods the loaded family can run: all of them, but for those that draft with a helper
     where nothing can draft (``options.can_draft`` False)."""
     names = method_names()
@@ -173,6 +173,7 @@ class Knob:
             return settings.with_params(method=names[(index + direction) % len(names)])
         if self.key == DRAFT_LAYER_KEY:
             return draft_options(draft_layers).step(settings, direction)
+        assert self.spec is not None  # every knob but the method's and the draft layer's has its parameter's spec
         return settings.with_params(**{self.key: self.spec.step_value(value, direction)})
 
 

@@ -8,7 +8,10 @@ legend's order, each after its glyph: "█ 40% ░ 50%". One Rich text, no widge
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from rich.console import RenderableType
+from rich.style import Style
 from rich.text import Text
 from textual.widgets import Static
 
@@ -37,7 +40,7 @@ def histogram_text(counts: list[int]) -> str:
     return "".join(BARS[min(round(c / top * (len(BARS) - 1)), len(BARS) - 1)] if c else " " for c in counts)
 
 
-def chart(summary: Summary, styles: dict[str, object] | None = None) -> Text | None:
+def chart(summary: Summary, styles: Mapping[str, str | Style] | None = None) -> Text | None:
     """The chart for ``summary``, or None when the run judged no drafts at any position."""
     conditional = summary.per_position_acceptance_conditional or []
     unconditional = summary.per_position_acceptance or []
@@ -77,6 +80,7 @@ class AcceptanceChart(Static):
     """The per-position acceptance chart of the shown run (hidden when it drafted nothing)."""
 
     COMPONENT_CLASSES = {"acceptance-chart--bar", "acceptance-chart--conditional", "acceptance-chart--key"}
+    summary: Summary | None = None  # the shown run's (`show`)
 
     def show(self, summary: Summary | None) -> None:
         self.summary = summary
@@ -85,7 +89,7 @@ class AcceptanceChart(Static):
         self.update(text or "")
 
     def _text(self) -> RenderableType | None:
-        summary = getattr(self, "summary", None)
+        summary = self.summary
         if summary is None:
             return None
         styles = {name: component_style(self, f"acceptance-chart--{name}") for name in ("bar", "conditional", "key")}

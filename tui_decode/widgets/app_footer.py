@@ -31,6 +31,7 @@ class AppFooter(Footer):
     """`Footer` that leaves out the keys a terminal this wide has no room for (`HIDDEN_BELOW`)."""
 
     narrow: reactive[bool] = reactive(False, recompose=True)
+    _composed_for: int | None = None  # the terminal width the keys were last composed for
 
     def compose(self):
         hidden = NARROW_HIDDEN if self.narrow else hidden_at(self.app.size.width)
@@ -41,6 +42,6 @@ class AppFooter(Footer):
 
     def on_resize(self) -> None:
         width = self.app.size.width
-        if getattr(self, "_composed_for", None) != width:
+        if self._composed_for != width:
             self._composed_for = width
             self.call_after_refresh(self.recompose)

@@ -150,17 +150,18 @@ def legend(data: PlotData, styles: dict[str, Style]) -> Text:
     out = Text()
     first = []
     if data.curve:
-        first.append(Text.assemble(("━ Thm 3.8", styles.get("curve")),
+        first.append(Text.assemble(("━ Thm 3.8", styles.get("curve", "")),
                                    f" best {data.name}{data.best_text(data.curve, data.best_curve)}"))
     if data.cost_aware:
-        first.append(Text.assemble(("╍ cost-aware", styles.get("cost-aware")),
+        first.append(Text.assemble(("╍ cost-aware", styles.get("cost-aware", "")),
                                    f" best {data.name}{data.best_text(data.cost_aware, data.best_cost_aware)}"))
     if first:  # side by side where they fit the plot's pane, else one a line
         together = sum(len(t.plain) for t in first) + 2 * (len(first) - 1) <= LEGEND_WIDTH
         out.append_text(Text("  " if together else "\n").join(first))
         out.append("\n")
-    out.append_text(Text.assemble(("┈ break-even 1.0x", styles.get("even")), "  ",
-                                  ("● measured", styles.get("measured")), " ", ("│ spread", styles.get("measured"))))
+    out.append_text(Text.assemble(("┈ break-even 1.0x", styles.get("even", "")), "  ",
+                                  ("● measured", styles.get("measured", "")), " ",
+                                  ("│ spread", styles.get("measured", ""))))
     return out
 
 

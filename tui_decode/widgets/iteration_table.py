@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding
@@ -142,13 +144,13 @@ class IterationTable(DataTable):
         others = sum(self.widths.values()) + 2 * CELL_PADDING * len(COLUMNS)
         return min(max(DRAFT_CELL_WIDTH, room - others), DRAFT_CELL_MAX)
 
-    def _widen(self, iterations: list[Iteration]) -> None:
+    def _widen(self, iterations: Sequence[Iteration]) -> None:
         for it in iterations:
             for key, width in cell_widths(it).items():
                 if width > self.widths[key]:
                     self.widths[key] = width
 
-    def _fit(self, iterations: list[Iteration] = ()) -> bool:
+    def _fit(self, iterations: Sequence[Iteration] = ()) -> bool:
         """Widen the other columns for ``iterations`` (those in the window); re-draw the window's
         rows when the drafted tokens' width changes (a resize, the first longer draft). True when
         it re-drew."""
@@ -244,7 +246,7 @@ class IterationTable(DataTable):
             values = [getattr(row, attr) for row in rows]
             if all(v is None for v in values):
                 return Text("")
-            cells = Text.assemble(*[(bar(v), styles.get(row.status)) for v, row in zip(values, rows, strict=False)])
+            cells = Text.assemble(*[(bar(v), styles.get(row.status, "")) for v, row in zip(values, rows, strict=False)])
             return cells.append("…", style="dim") if len(it.draft) > BARS_SHOWN else cells
 
         return [

@@ -14,7 +14,7 @@ green means faster beyond the spread, red slower beyond it."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypeGuard
 
 from rich.console import Group
 from rich.table import Table
@@ -66,7 +66,7 @@ def _ms(x: float) -> str:
     return f"{x:.0f}" if x >= 100 else f"{x:.1f}" if x >= 1 else f"{x:.2f}"
 
 
-def speed_text(speed: float, spread: float | None, v: Verdict | None = None) -> tuple[str, str]:
+def speed_text(speed: float, spread: float | None, v: Verdict | None = None) -> tuple[str, Verdict]:
     """(words, verdict) for a speedup: "1.35x +/- 0.04 faster", "3.09x slower (0.32x +/- 0.02)",
     "no measurable difference (0.97x +/- 0.05)" inside the spread; never "0.32x slower". ``v``:
     the verdict as the headline gives it (`decoders.analysis.verdict.headline`), else the
@@ -105,7 +105,7 @@ def speed_lines(words: str, room: int) -> str:
     return words
 
 
-def _number(value: Any) -> bool:
+def _number(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -156,6 +156,9 @@ class StatsPane(VerticalScroll):
     BINDINGS = [  # VerticalScroll's keys, named in the footer while the pane has the focus
         Binding("down", "scroll_down", "Scroll", key_display="↑↓"),
     ]
+    #: the shown summary's `show_summary` arguments, drawn again when the width changes (None: none shown)
+    _shown_summary: tuple[Any, ...] | None = None
+    _drawn_width: int | None = None  # the content width the summary was last drawn at
 
     def compose(self) -> ComposeResult:
         self.headline = Static(id="headline")
@@ -173,8 +176,8 @@ class StatsPane(VerticalScroll):
         self.show_nothing()
 
     def on_resize(self) -> None:
-        shown = getattr(self, "_shown_summary", None)
-        if shown is not None and self.content_region.width != getattr(self, "_drawn_width", None):
+        shown = self._shown_summary
+        if shown is not None and self.content_region.width != self._drawn_width:
             self._drawn_width = self.content_region.width
             self.show_summary(*shown)  # the speedups break where this width needs
 
@@ -294,11 +297,11 @@ class StatsPane(VerticalScroll):
         """A speedup in words, green only beyond its spread when faster, red only beyond it when
         slower, plain inside it (or with no spread measured); on two lines where one is too narrow.
         ``v``: the headline's verdict where this is the headline."""
-        words, v = speed_text(speed, spread, v)
+        words, shown = speed_text(speed, spread, v)
         room = self.content_region.width - LABEL_WIDTH - 1 - 1  # the label column, its padding, the scrollbar
         words = speed_lines(words, room if self.size.width else len(words))
         style = component_style(self, {"faster": "stats-pane--faster", "slower": "stats-pane--slower"}
-                                .get(v, "stats-pane--even"))
+                                .get(shown, "stats-pane--even"))
         return Text(words, style=style)
 
     def _plot(self, data: PlotData | None) -> None:

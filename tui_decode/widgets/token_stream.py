@@ -51,6 +51,7 @@ class TokenStream(ScrollView, can_focus=True):
     """Tokens coloured by kind; a cursor moves token by token and selects the token's iteration."""
 
     BORDER_TITLE = "Output"
+    _run_label: str | None = None  # the shown run's label (`show_title`); None: titled by its owner
     BORDER_SUBTITLE = legend_markup()
     COMPONENT_CLASSES = {
         "token-stream--acc",
@@ -142,8 +143,8 @@ class TokenStream(ScrollView, can_focus=True):
         if iteration is not None and iteration in self.iteration_of:
             current = self.cursor
             if current is None or self.iteration_of[current] != iteration:
-                self.cursor = self.iteration_of.index(iteration)
-            self._scroll_to_token(self.cursor)
+                self.cursor = current = self.iteration_of.index(iteration)
+            self._scroll_to_token(current)
         self.refresh()
 
     # -- layout ----------------------------------------------------------------------------------
@@ -211,7 +212,7 @@ class TokenStream(ScrollView, can_focus=True):
         self._fit_title()
 
     def _fit_title(self) -> None:
-        label = getattr(self, "_run_label", None)
+        label = self._run_label
         if label is None:  # titled by its owner (the compare screen's sides)
             return
         if not label:

@@ -131,8 +131,11 @@ class FamilyLoadWorker:
         """Load in a daemon thread and wait for it here, so that quitting never waits for a load."""
         progress = Batcher(lambda items: self.post_message(FamilyProgress(*items[-1])))
 
+        def report(text: str, fraction: float | None = None) -> None:
+            progress.add((text, fraction))
+
         def load() -> LoadedFamily:
-            family = self.load_family(spec, lambda text, fraction=None: progress.add((text, fraction)))
+            family = self.load_family(spec, report)
             torch = sys.modules.get("torch")
             threads = torch.get_num_threads() if torch is not None else None
             engine = self.engine_factory(family)

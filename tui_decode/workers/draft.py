@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from textual import work
 
+from decoders.backends.capabilities import OwnBytes
 from decoders.core.params import METHOD_NAMES
 from decoders.models.drafts import Draft, EarlyExit
 from decoders.models.memory import format_bytes
@@ -79,7 +80,7 @@ class DraftBuildWorker:
             start = time.perf_counter()
             with self._decode_lock:
                 backend = loaded.engine.build_draft(draft)
-            nbytes = int(getattr(backend, "own_bytes", 0) or getattr(backend, "weight_bytes", 0) or 0)
+            nbytes = int((backend.own_bytes if isinstance(backend, OwnBytes) else 0) or backend.weight_bytes or 0)
             return nbytes, time.perf_counter() - start
 
         outcome = in_daemon_thread(build, "tui-decode-draft", lambda thread: setattr(self, "draft_thread", thread))

@@ -34,7 +34,8 @@ class FamilyHost(Protocol):
     spec: FamilySpec | None  # the family asked for
     loaded: LoadedFamily | None  # the family in use
     loading_family: bool
-    narrow: bool  # one page at a time (the layout's)
+    @property
+    def narrow(self) -> bool: ...  # one page at a time (the layout's)
     load_step: tuple[str, float | None, float] | None
     running: bool
     run_after_load: bool  # ctrl+r came before the model: run once it has loaded
@@ -62,6 +63,8 @@ REMEASURE_COMMAND = "Measure dtype and draft again"
 
 class FamilySwitching:
     """f picks a family; the load's progress, success and failure shown."""
+
+    loaded: LoadedFamily | None  # the host's (`FamilyHost`): declared so that assigning it here does not narrow it
 
     load_step: tuple[str, float | None, float] | None = None  # the last progress: text, fraction, when
 
@@ -113,11 +116,11 @@ class FamilySwitching:
             ready += f" ({METHOD_NAMES[unable].lower()} decoding needs a draft model, and this family has none)"
         if not self.narrow:  # (at 80 columns the status line holds one line: the help says it there)
             ready += f" · {calibration_words(loaded.engine)}"
-        note = getattr(loaded.engine.family, "choice_note", None)
+        note = loaded.engine.family.choice_note
         if self.spec is not None and self.spec.remeasure:  # measured again once, not at every later load
             self.spec = replace(self.spec, remeasure=False)
         brief = load_choice_brief(loaded.engine.family)
-        if note and getattr(loaded.engine.family, "choice_reused", False):  # old news: one short line
+        if note and loaded.engine.family.choice_reused:  # old news: one short line
             if self.narrow:
                 ready += f" · dtype and draft {note}"
             else:
@@ -127,8 +130,9 @@ class FamilySwitching:
             # the status line for its seconds; the status line itself says it, in a few words.
             ready += f" · {brief}"
         elif brief is not None:  # the default measured its dtype and drafts: which won, and why
-            choices = [f"{what}: {short_paths(described[key])}" for what, key in (("Target dtype", "dtype_choice"),
-                                                                     ("Draft", "draft_choice")) if described.get(key)]
+            choices = [f"{what}: {short_paths(described[key] or '')}"
+                       for what, key in (("Target dtype", "dtype_choice"), ("Draft", "draft_choice"))
+                       if described.get(key)]
             self.notify("\n".join(choices) or brief, title="Chosen on this machine", timeout=8)
         self.status.set(ready, "idle")
         if self.run_after_load:

@@ -41,7 +41,8 @@ class RunHost(Protocol):
     run_after_load: bool  # ctrl+r came before the model: run once it has loaded
     run_after_measure: bool  # ctrl+r came while T(k) was measured: run once the result is in
     loading_family: bool
-    narrow: bool
+    @property
+    def narrow(self) -> bool: ...  # one page at a time (the layout's)
     spec: FamilySpec | None
     loaded: LoadedFamily | None
     result: RunResult | None
@@ -72,6 +73,8 @@ class RunHost(Protocol):
 
 class RunLifecycle:
     """ctrl+r runs, escape cancels; the worker's messages drawn."""
+
+    live: LiveRun | None  # the host's (`RunHost`): declared so that assigning it here does not narrow it
 
     run_after_measure: bool = False
 

@@ -56,6 +56,8 @@ class RunFilesHost(Protocol):
 class RunFiles:
     """ctrl+s saves the run shown; ctrl+o picks a saved run and shows it."""
 
+    result: RunResult | None  # the host's (`RunFilesHost`): declared so that assigning it here does not narrow it
+
     def action_save(self: RunFilesHost) -> None:
         save_shown_run(self)  # the screenshot of the very run the JSON holds
 

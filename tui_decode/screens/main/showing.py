@@ -48,6 +48,8 @@ class RunViewHost(Protocol):
 class RunView:
     """Fills the panes from a run; the selected iteration's detail follows the table."""
 
+    result: RunResult | None  # the host's (`RunViewHost`): declared so that assigning it here does not narrow it
+
     def show_result(self: RunViewHost, result: RunResult, opened_name: str = "", streamed: bool = False) -> None:
         """Fill every pane from ``result`` (a finished, cancelled or opened run)."""
         self.result = result

@@ -38,7 +38,7 @@ class DetailContext:
 class DetailView(Protocol):
     """Draws one kind of iteration detail, below the frame's summary line."""
 
-    def __call__(self, it: Iteration, detail: Any, context: DetailContext, style: StyleOf) -> list[RenderableType]:
+    def __call__(self, it: Iteration, detail: Any, context: DetailContext, style: StyleOf, /) -> list[RenderableType]:
         ...
 
 
