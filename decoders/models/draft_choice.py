@@ -36,10 +36,11 @@ PASSAGE = ("A small workshop at the edge of town repairs old radios. Every morni
            "work is patient: cleaning contacts, replacing dried capacitors, and checking each stage with a meter "
            "before the power goes on. Customers often stay to watch, and many leave with a better idea of how the "
            "sound in their kitchen is made.")
-CURVE_WIDTHS = 8  # T(1..8): chains up to γ = 7
-CURVE_REPEATS = 3  # medians of 3: a first forward of a new width can take 10x
+#: The longest chain the choice weighs; its cost curve is T(1..MAX_GAMMA + 1), shorter than the one
+#: measured after a run (`decoders.analysis.timing.CURVE_WIDTHS`): the choice is made while a model loads.
+MAX_GAMMA = 7
+CHOICE_REPEATS = 3  # medians of 3: a first forward of a new width can take 10x
 STEP_REPEATS = 5
-MAX_GAMMA = CURVE_WIDTHS - 1
 #: The acceptance measurement: greedy speculative decoding of `choice_prompts`, each for
 #: `ACCEPT_TOKENS` new tokens with chains of `ACCEPT_GAMMA` drafts (the app's default γ): about
 #: 30-50 target steps per candidate, 1-2 s for the bundled model on one core.
@@ -224,7 +225,7 @@ def choose(main_backend, candidates: dict[str, tuple[Any, str, list[float] | Non
     target.reset()
     target.run(seq)
     step_ms = one_token_ms(target, seq, seq[-1])
-    curve = measure_cost_curve(target, seq, widths=CURVE_WIDTHS, repeats=CURVE_REPEATS)
+    curve = measure_cost_curve(target, seq, widths=MAX_GAMMA + 1, repeats=CHOICE_REPEATS)
     target.reset()
     for candidate in judged:
         candidate.c = round((candidate.c or 0.0) / step_ms, 3)

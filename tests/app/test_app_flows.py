@@ -238,7 +238,7 @@ async def test_every_action_is_in_the_command_palette(tmp_path):
     for title in ("Run", "Save run", "Open a saved run", "Switch model family", "Statistics",
                   "Method: Speculative", "Toggle greedy / sampling", "Longer draft", "Toggle chat template"):
         assert title in titles
-    assert "Cancel run" not in titles  # nothing runs: nothing to cancel (see test_small_defects)
+    assert "Cancel run" not in titles  # nothing runs: nothing to cancel (see test_app_labels_and_offers)
 
 
 def test_run_app_opens_a_saved_run(tmp_path, monkeypatch):

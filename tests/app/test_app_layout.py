@@ -40,6 +40,23 @@ def shown(widget) -> bool:
     return widget.display and widget.region.area > 0
 
 
+def footer_laid_out(app) -> bool:
+    """The footer shows the keys of what has focus now, each placed, on the screen's last line. On a
+    cold start they arrive in stages (the screen's keys, then the focused pane's, a refresh each)."""
+    from textual.widgets._footer import FooterKey
+
+    from tui_decode.widgets.app_footer import NARROW_HIDDEN, hidden_at
+
+    footer = app.main_screen.footer
+    hidden = NARROW_HIDDEN if footer.narrow else hidden_at(app.size.width)
+    wanted = {binding.action for _, binding, _, _ in app.screen.active_bindings.values()
+              if binding.show and binding.action not in hidden}
+    keys = list(footer.query(FooterKey))
+    return (app.focused is not None and footer._bindings_ready and not footer._recompose_required
+            and {key.action for key in keys} >= wanted and all(key.region.area > 0 for key in keys)
+            and bool(screen_lines(app)[-1].strip()))
+
+
 def test_layout_thresholds():
     assert [layout_for(w) for w in (80, 119, 120, 179, 180, 250)] == [
         "narrow", "narrow", "regular", "regular", "wide", "wide"]
@@ -151,12 +168,8 @@ async def test_resizing_switches_the_layout_and_keeps_the_panes():
 async def test_footer_labels_never_run_into_the_next_key(width):
     app = opened()
     async with app.run_test(size=(width, 40)) as pilot:
-        await pilot.pause()
-        for _ in range(100):  # the footer's keys arrive a refresh after the first (a cold, loaded start)
-            footer = screen_lines(app)[-1]
-            if footer.strip():
-                break
-            await pilot.pause(0.05)
+        await wait_for(pilot, lambda: footer_laid_out(app))  # its keys arrive refreshes after the first
+        footer = screen_lines(app)[-1]
         assert "←→ Change ⏎ Type ^q Quit" in footer, footer
         assert "Change^" not in footer and "lengtht" not in footer
         assert len(footer.rstrip()) <= width and footer.rstrip().endswith("^p palette"), footer  # nothing cut

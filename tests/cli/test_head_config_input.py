@@ -1,5 +1,5 @@
-"""Issue 26's fifth sweep (heads with odd config fields and tensors): each case one line naming the
-field and how to fix it, never a crash report."""
+"""Heads with odd config fields and tensors: each case one line naming the field and how to fix
+it, never a crash report."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Small defects of issue 36, each seen by a new user: words that read as cut off, a command
-offered when it can do nothing, a key whose effect is out of sight, a title that carries a file
-path. Saved runs are opened (no model) unless a run is needed."""
+"""What the app's words and commands offer, as a new user reads them: words that never read as
+cut off, a command offered only when it can do something, a key whose effect is said where it is
+out of sight, a title without a file path. Saved runs are opened (no model) unless a run is needed."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Issue 26's third sweep (train-head, the corpus, the bench's prompts and --out, the llama.cpp
-backend, heads): each case one line and exit code 2, before any model loads where it can be, and
-nothing written where the user did not ask."""
+"""Odd input to train-head, the corpus, the bench's prompts and --out, the llama.cpp backend and
+heads: each case one line and exit code 2, before any model loads where it can be, and nothing
+written where the user did not ask."""
 
 from __future__ import annotations
 
