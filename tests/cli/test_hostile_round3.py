@@ -1,4 +1,4 @@
-"""Issue 26's second sweep on the command line: each case one line and the exit code the README
+"""Issue 26's second sweep on the command line: each case one line and the exit code the docs
 promises (2 bad input, 130 ctrl+c, 143 SIGTERM), and nothing that was there before lost."""
 
 from __future__ import annotations
