@@ -46,7 +46,9 @@ def cell(text: object) -> str:
 
 
 def code(text: object) -> str:
-    shown = cell(text)
+    """Text as code in a table cell. A pipe cannot be escaped inside a code span the same way for GitHub and
+    for mkdocs, so a type's ``A | B`` reads ``A or B``."""
+    shown = " ".join(str(text).split()).replace(" | ", " or ").replace("|", " or ")
     return f"`{shown}`" if shown else ""
 
 
