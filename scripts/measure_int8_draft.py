@@ -7,8 +7,8 @@ along the target's own greedy continuation of a few Spec-Bench prompts (the draf
 token at a time, and fbgemm quantizes each call's activations as a whole, so a many-token
 forward would not measure the same thing).
 
-The int8 and fp16 matmuls live here, not in `decoders`: they did not pay (README, "The int4
-self-draft"). int8: weights symmetric per output channel, ``torch.ops.quantized.linear_prepack``
+The int8 and fp16 matmuls live here, not in `decoders`: they did not pay (docs/results/
+2026-12-01-int8-fbgemm-drafts.md). int8: weights symmetric per output channel, ``torch.ops.quantized.linear_prepack``
 on a qint8 tensor made by ``torch._make_per_channel_quantized_tensor`` (torch warns that
 quantized dtypes are deprecated; the warning is silenced around that one call), then
 ``torch.ops.quantized.linear_dynamic(x, packed, reduce_range=True)`` (7-bit activations per

@@ -4,8 +4,8 @@ float16 through fbgemm's kernels.
 A one-token step on CPU streams every weight from memory once, so it costs about the weight
 bytes over the memory bandwidth; fbgemm's ``linear_dynamic_fp16`` reads float16 weights (half
 the bytes) and computes in float32, and its small-batch GEMM keeps a verify of a few tokens
-close to a one-token step. Measured on 2 AVX2 cores, one thread, SmolLM2-135M: see the README
-section "Float16 weights on CPU" and scripts/compare_dtypes.py.
+close to a one-token step. Measured on 2 AVX2 cores, one thread, SmolLM2-135M: see
+docs/results/2026-12-01-float16-weights.md and scripts/compare_dtypes.py.
 
 * The matrices are exactly the ones the float32 `decoders.backends.llama_fast.LlamaBackend` uses (fused
   q/k/v and gate/up, q/k rows in RoPE pairs, RMSNorm weights folded in, the LM head with the

@@ -57,7 +57,7 @@ PerPromptToken = msgspec.Meta(max_length=MAX_PROMPT)
 
 #: Bytes of memory the app holds per byte of the saved run it shows, at the peak of opening the
 #: densest run the records allow (one-token iterations, 131072 of them a side) and comparing it
-#: with its baseline; measured, then rounded up (README, "Saved runs").
+#: with its baseline; measured, then rounded up (docs/results/2026-12-02-large-saved-runs.md).
 MEMORY_PER_BYTE = 16
 #: The most a saved run may be however much memory is free: the longest budget of the widest
 #: method is far smaller, and reading it takes seconds on a small machine.

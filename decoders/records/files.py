@@ -30,20 +30,20 @@ _SCHEMA1_KEYS = (("top", "topk"), ("pld", "lookup"), ("jacobi", "jacobi"))
 
 
 class Runs(msgspec.Struct, Generic[D]):
-    baseline: Run[D]
-    method: Run[D]
+    baseline: Run[D]  # autoregressive decoding of the same prompt, timed with the method
+    method: Run[D]  # the method's run
 
 
 class RunFile(msgspec.Struct, Generic[D], kw_only=True):
     """A saved run as it is on disk."""
 
-    schema: int = 1
-    summary: Summary
-    params: dict[str, Any] = msgspec.field(default_factory=dict)
-    prompt: Prompt = ""
-    prompt_ids: Annotated[list[TokenId], PerPromptToken] = msgspec.field(default_factory=list)
-    family: dict[str, Any] = msgspec.field(default_factory=dict)
-    runs: Runs[D]
+    schema: int = 1  # the file's format
+    summary: Summary  # the figures, the method's own beside the common ones
+    params: dict[str, Any] = msgspec.field(default_factory=dict)  # the decoding parameters (DecodeParams)
+    prompt: Prompt = ""  # the prompt as typed
+    prompt_ids: Annotated[list[TokenId], PerPromptToken] = msgspec.field(default_factory=list)  # the prompt's token ids
+    family: dict[str, Any] = msgspec.field(default_factory=dict)  # the models, draft, device and dtype that ran it
+    runs: Runs[D]  # the baseline's run and the method's
 
 
 class _Schema(msgspec.Struct):

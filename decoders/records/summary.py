@@ -21,25 +21,25 @@ class Summary(msgspec.Struct, kw_only=True):
     Saved flat: the method's figures beside the common ones, None figures left out (but for
     `ALWAYS_SAVED`); read by `from_json`, each figure's type checked by msgspec."""
 
-    method: Label = "?"
-    label: Label = ""
-    finish: Label = "length"
+    method: Label = "?"  # the method's name (ar, spec, pld, jacobi, lookahead)
+    label: Label = ""  # the method's label as the panes show it
+    finish: Label = "length"  # what stopped the method: length, eos, context or cancelled
     tokens: Count = 0
-    target_forwards: Count = 0
-    baseline_forwards: Count = 0
+    target_forwards: Count = 0  # the target's forwards in the method's run
+    baseline_forwards: Count = 0  # the target's forwards in the baseline's run
     iterations: Count = 0
     tau: Positive | None = None
     speedup_wall: Ratio | None = None  # end to end, over the tokens both runs produced (see compared_tokens)
-    baseline_ms: Ms = 0.0
-    method_ms: Ms = 0.0
-    baseline_ms_per_token: Ms = 0.0
+    baseline_ms: Ms = 0.0  # the baseline's wall time, prefill included
+    method_ms: Ms = 0.0  # the method's wall time, prefill included
+    baseline_ms_per_token: Ms = 0.0  # the baseline's wall time per token, prefill included
     method_ms_per_token: Ms = 0.0
-    target_fwd_ms: Ms = 0.0
-    prompt_tokens: Count | None = None
+    target_fwd_ms: Ms = 0.0  # the baseline's mean one-token target forward
+    prompt_tokens: Count | None = None  # the prompt's tokens (with the chat template when it is on)
     ttft_ms: Ms | None = None  # time to the first token: the prefill and the first iteration
     decode_ms_per_token: Ms | None = None  # after the first iteration
-    baseline_ttft_ms: Ms | None = None
-    baseline_decode_ms_per_token: Ms | None = None
+    baseline_ttft_ms: Ms | None = None  # the baseline's time to its first token
+    baseline_decode_ms_per_token: Ms | None = None  # the baseline's decode ms/token, after its first token
     speedup_decode: Ratio | None = None  # decode tokens/s over the baseline's, rescaled by the drift
     speedup_spread: Positive | None = None  # two standard errors of the decode speedup, as a ratio
     speedup_wall_spread: Positive | None = None  # two standard errors of the end-to-end one (the prefill's noise in it)
@@ -51,10 +51,10 @@ class Summary(msgspec.Struct, kw_only=True):
     machine_change: Ratio | None = None  # interleaved: the machine's step time at the run's end over its start
     drift: Ratio | None = None  # one-token step now over the baseline's then (probe after the run)
     drift_own_steps: Count | None = None  # of the drift's pairs, the run's own one-token steps (0: the probe alone)
-    probe_ms: list[Ms] | None = None
+    probe_ms: list[Ms] | None = None  # sequential pairing: the one-token steps of the probe after the run
     verify_cost_curve: list[Positive] | None = None  # T(k), k = 1..16: a k-token forward in one-token forwards
-    drafted: Count | None = None
-    accepted: Count | None = None
+    drafted: Count | None = None  # drafted tokens, all iterations
+    accepted: Count | None = None  # drafted tokens the target accepted
     accept_rate: Prob | None = None  # accepted / judged drafts
     draft_use: Prob | None = None  # accepted / drafted (vLLM's draft acceptance rate)
     mean_acceptance_length: Positive | None = None
@@ -67,8 +67,9 @@ class Summary(msgspec.Struct, kw_only=True):
     implied_speedup: Ratio | None = None
     own_step_ms: Ms | None = None  # the run's own one-token decode steps, mean (None: under three)
     identical: bool | None = None
-    first_divergence: Count | None = None
+    first_divergence: Count | None = None  # where the method's output parts from the baseline's (None: identical)
     divergence: dict[str, Any] | None = None  # at, margin (top-2 logits), top2, baseline, method tokens
+    # the sentence under the figures, as derived when the run was made
     explanation: Annotated[str, msgspec.Meta(max_length=1 << 16, pattern=NO_CONTROL)] = ""
     extras: dict[str, Any] = msgspec.field(default_factory=dict)
 

@@ -224,7 +224,7 @@ async def test_a_run_started_on_a_narrow_terminal_shows_the_output_page(tiny_spe
 
 @pytest.mark.parametrize("method", ["spec", "pld", "jacobi", "ar"])
 async def test_the_iterations_table_fits_at_120_columns_every_column_shown(method):
-    """The README says 120 columns fit: every column of the iterations table is in view, verify
+    """The docs (guide/app.md) say 120 columns fit: every column of the iterations table is in view, verify
     time included, with a run's own drafts and with a live run's long ones (five SmolLM-sized
     tokens, a hundred and more iterations, slow steps)."""
     from decoders.records.run import DraftRow, Emitted, Iteration
@@ -283,14 +283,14 @@ async def test_acceptance_is_named_with_its_counts_wherever_it_is_shown():
 FOOTER_KEYS = {"ctrl+q": "^q", "ctrl+r": "^r", "ctrl+s": "^s", "ctrl+o": "^o", "F1": "f1", "[": "[]", "]": "[]"}
 
 
-def readme_footer() -> dict[int, list[str]]:
-    """The README's footer sentence: the keys it shows from each width on (0: at any width)."""
+def docs_footer() -> dict[int, list[str]]:
+    """The keys page's footer sentence (docs/guide/keys.md): the keys it shows from each width on (0: at any width)."""
     import re
 
-    text = " ".join((Path(__file__).parents[2] / "README.md").read_text().split())
+    text = " ".join((Path(__file__).parents[2] / "docs" / "guide" / "keys.md").read_text().split())
     sentence = re.search(r"The footer shows the focused pane's keys, then as many of these as the terminal's "
                          r"width holds: (.*?)\. ", text)
-    assert sentence, "the README's footer sentence"
+    assert sentence, "the keys page's footer sentence (docs/guide/keys.md)"
     tiers: dict[int, list[str]] = {}
     for part in sentence.group(1).split(";"):
         part = re.sub(r"\(and `escape` while a run goes\)", "", part)
@@ -300,8 +300,8 @@ def readme_footer() -> dict[int, list[str]]:
 
 
 @pytest.mark.parametrize("width", [80, 120, 140, 160])
-async def test_the_footer_shows_the_keys_the_readme_says_at_each_width(width):
-    tiers = readme_footer()
+async def test_the_footer_shows_the_keys_the_docs_say_at_each_width(width):
+    tiers = docs_footer()
     assert sorted(tiers) == [0, 120, 140, 160], tiers
     app = opened()
     async with app.run_test(size=(width, 40)) as pilot:

@@ -1,6 +1,6 @@
 """Odd files and signals on the command line (a device map that is no JSON file, an empty saved
 run, dangling model links, a config folder that is a file, terminal escapes in a saved run, a
-second ctrl+c, exclusive writes): each case one line and the exit code the README promises
+second ctrl+c, exclusive writes): each case one line and the exit code the docs promise
 (2 bad input, 130 ctrl+c, 143 SIGTERM), and nothing that was there before lost."""
 
 from __future__ import annotations

@@ -79,7 +79,7 @@ def test_bundled_family_facts(smollm2):
     assert 2 in smollm2.stop_ids  # <|im_end|>
     assert smollm2.tokenizer.convert_ids_to_tokens(2) == "<|im_end|>"
     assert smollm2.main.n_layers == 30
-    # the int4 self-draft is the bundled family's helper: it pays best (README, "Adaptive draft length")
+    # the int4 self-draft is the bundled family's helper: it pays best (docs/results/2026-12-01-adaptive-draft-length.md)
     assert smollm2.self_draft == "int4" and smollm2.helper_source == "int4 self-draft"
     assert smollm2.helper.n_layers == 30 and smollm2.helper.weight_bytes < smollm2.main.weight_bytes / 2
     assert smollm2.has_chat_template
