@@ -271,3 +271,22 @@ def test_a_verifier_that_accepts_the_one_hot_draft_blindly_is_caught(monkeypatch
     monkeypatch.setattr(suffix_module, "verify_sampling", always_accept)
     counts, _ = position_counts()
     assert worst_pvalue(counts) < 1e-8
+
+
+# --- the datastore -----------------------------------------------------------------------------------
+def test_a_datastore_is_built_from_text_documents_and_a_bad_jsonl_line_is_named(tmp_path):
+    from decoders.training.datastore import build, documents
+
+    family = tiny_family(fast=False)
+    text = tmp_path / "c.txt"
+    text.write_text("w10 w11 w12\n\nw20 w21\nw22\n\n\n")
+    docs = documents(text, family)
+    assert len(docs) == 2 and docs[0] == list(family.tokenizer("w10 w11 w12", add_special_tokens=False)["input_ids"])
+    memory = SuffixMemory(depth=6)
+    report = build(memory, docs, tmp_path / "m.json")
+    assert (report.documents, report.responses, report.tokens) == (2, 2, sum(map(len, docs)))
+    assert report.nodes == memory.nodes > 1 and report.file_bytes == (tmp_path / "m.json").stat().st_size
+    bad = tmp_path / "c.jsonl"
+    bad.write_text('{"text": "w10"}\n{"title": "w11"}\n')
+    with pytest.raises(DecodeError, match="line 2 of the corpus .* has none of the text fields text, response"):
+        documents(bad, family)
