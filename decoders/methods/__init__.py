@@ -6,9 +6,9 @@ No module here imports torch at import time, so listing the methods and their pa
 A new method is one module here, added to this list; nothing else names it.
 """
 
-from decoders.methods import autoregressive, jacobi, lookahead, prompt_lookup, speculative
+from decoders.methods import autoregressive, jacobi, lookahead, prompt_lookup, speculative, suffix
 
 #: The registered methods' modules, in the order they are listed.
-BUILTIN = (autoregressive, speculative, prompt_lookup, jacobi, lookahead)
+BUILTIN = (autoregressive, speculative, prompt_lookup, suffix, jacobi, lookahead)
 
 __all__ = ["BUILTIN"]

@@ -146,7 +146,7 @@ def test_default_rows_follow_what_the_family_offers(tiny_family, tmp_path):
     drafts = Drafts(tiny_family, reference_for(tiny_family))
     labels = [v.label for v in default_variants(tiny_family, drafts, notes)]
     assert labels == ["spec[early-exit]", "spec[int4]", "spec[int4, tree 2x3]", "pld", "pld[branches 3]",
-                      "jacobi", "lookahead"]
+                      "jacobi", "lookahead", "suffix"]
     assert notes == []
 
     from tests.support.quantized import peaked_model

@@ -100,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--pairing", choices=["interleaved", "sequential"], default="interleaved",
                      help="how the baseline is timed: stepped in alternation with the run (default), or decoded "
                           "once before it and rescaled by a probe after it")
+    run.add_argument("--suffix-memory", metavar="PATH",
+                     help="suffix decoding: keep the memory of earlier responses in PATH (per model and tokenizer), "
+                          "read at the start and rewritten after each response; see `tui-decode datastore build`")
     add_threads_arg(run)
     add_model_args(run)
     add_remeasure_arg(run)
@@ -116,6 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
     from tui_decode.cli.calibrate import add_calibrate_parser
 
     add_calibrate_parser(sub)
+    from tui_decode.cli.datastore import add_datastore_parser
+
+    add_datastore_parser(sub)
     return parser
 
 
@@ -193,9 +199,19 @@ def cmd_run(namespace: argparse.Namespace) -> int:
         raise DecodeError("--json is empty; give the path of a file to write the run to (or - for stdout)")
     if args.json and args.json != "-":
         check_destination(args.json, "--json", "the run")  # before any model time is spent
+    if args.suffix_memory is not None and not args.suffix_memory.strip():
+        raise DecodeError("--suffix-memory is empty; give the path of a memory file (it is made when missing)")
+    if args.suffix_memory and not Path(args.suffix_memory).exists():
+        check_destination(args.suffix_memory, "--suffix-memory", "the suffix memory")
     spec = drafts_for(family_spec(namespace), namespace)  # its flags checked before torch loads
     set_threads(args.threads)
     family = load_with_progress(spec, err)
+    if args.suffix_memory:
+        from decoders.methods.shared.suffix_memory import open_memory_file
+
+        memory = open_memory_file(family, args.suffix_memory, params.suffix_depth)
+        err.print(f"suffix memory: {len(memory)} responses, {memory.tokens} tokens from {args.suffix_memory}",
+                  markup=False, highlight=False)
     if family.dtype_choice:
         err.print(f"dtype: {family.dtype_choice['sentence']}", markup=False, highlight=False)
     if family.draft_choice and family.helper is not None:
@@ -333,4 +349,8 @@ def _dispatch(argv: Sequence[str] | None) -> int:
         from tui_decode.cli.calibrate import cmd_calibrate
 
         return cmd_calibrate(args)
+    if args.command == "datastore":
+        from tui_decode.cli.datastore import cmd_datastore
+
+        return cmd_datastore(args)
     return cmd_app(args)

@@ -102,11 +102,13 @@ class RunArgs:
     threads: int | None
     model: ModelFlags
     decode: DecodeFlags
+    suffix_memory: str | None = None
 
     @classmethod
     def of(cls, args: argparse.Namespace) -> RunArgs:
         return cls(prompt=PromptFlags.of(args), json=args.json, repeats=args.repeats, pairing=args.pairing,
-                   threads=args.threads, model=ModelFlags.of(args), decode=DecodeFlags.of(args))
+                   threads=args.threads, model=ModelFlags.of(args), decode=DecodeFlags.of(args),
+                   suffix_memory=args.suffix_memory)
 
 
 @dataclass(frozen=True)

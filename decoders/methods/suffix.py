@@ -1,0 +1,241 @@
+"""Suffix decoding (SuffixDecoding, Oliaro et al. 2025; vLLM's ``suffix`` method from Snowflake's
+Arctic Inference): drafts from suffix trees, no helper model.
+
+Two trees: one over this request (its prompt and its output so far, extended by each emitted
+token), and the memory, one over the session's earlier responses (`decoders.methods.shared.suffix_memory`).
+The sequence's tail is matched in each (every suffix up to depth - 1 tokens that occurred, kept up
+incrementally: O(depth) per token), and from each matched node the most frequent continuation is
+followed while the product of branch frequencies (a child's count over its node's continuations)
+stays above a minimum probability, for at most factor x the match length tokens. The draft with
+the best score (its expected accepted length) is verified in one forward.
+
+With the adaptive policy the draft is then cut to the length whose expected accepted tokens pay
+for the verify forward's width, T(k) measured at this context (none when nothing pays). Greedy
+output equals autoregressive decoding; sampling is exact: the draft is one-hot, each token accepted
+with the target's probability of it, a rejection resampled from the rest (`verify_sampling`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from decoders.core.declarations import Figure, Method, ParamSpec, register
+from decoders.methods.shared.common import DecodeContext, HostValues, MethodGen, RunBuilder, ms, r
+from decoders.methods.shared.draft_policy import DRAFT_POLICY, EXPLORE_EVERY, VerifyCost
+from decoders.methods.shared.suffix_tree import Draft, SuffixTree, best_path
+from decoders.methods.shared.verify import accept_prefix, verify_sampling
+from decoders.records.bounds import Count, PerStep, Prob, TokenText
+from decoders.records.run import Detail, register_detail
+
+SUFFIX_DEPTH = ParamSpec("suffix_depth", "depth", "suffix: longest substring the suffix trees index "
+                         "(a match plus its draft fit in it)", 24, low=2, high=64, symbol="depth")
+SUFFIX_FACTOR = ParamSpec("suffix_factor", "factor", "suffix: draft at most factor x the matched suffix's "
+                          "length", 1.0, kind="float", low=0.1, high=8.0, step=0.5, metavar="F", symbol="factor")
+SUFFIX_MIN_PROB = ParamSpec("suffix_min_prob", "min prob", "suffix: stop the draft where the product of "
+                            "branch frequencies falls below this", 0.1, kind="float", low=0.0, high=1.0, step=0.05,
+                            metavar="P", symbol="p_min")
+SUFFIX_MAX = ParamSpec("suffix_max", "k max", "suffix: at most K tokens drafted per iteration", 16,
+                       low=1, high=64, metavar="K", symbol="k")
+SUFFIX_SOURCE = ParamSpec("suffix_source", "draft from",
+                          "suffix: draft from this request and the memory of earlier responses (both), or from "
+                          "this request only (request)", "both", kind="choice", choices=("both", "request"))
+
+SOURCES = ("request", "memory")
+CONF_BINS = (0.2, 0.4, 0.6, 0.8, 0.95)  # branch-frequency bins the acceptance is learned in
+PRIOR_WEIGHT = 2.0  # pseudo-observations behind each bin's prior (the branch frequency itself)
+
+
+@register_detail
+class SuffixMatch(Detail, tag="suffix"):
+    """Where suffix decoding found its draft: the tree, the matched tail, the candidates' evidence."""
+
+    source: TokenText  # "request" (this prompt and output) or "memory" (an earlier response)
+    n: Count  # length of the matched suffix
+    suffix: Annotated[list[TokenText], PerStep]  # the matched tokens
+    counts: Annotated[list[Count], PerStep]  # each drafted token's count in the tree (before the cut)
+    probs: Annotated[list[Prob], PerStep]  # each drafted token's branch frequency
+    score: float  # expected accepted tokens of the whole candidate path
+    found: Count  # tokens the tree offered before the cost cut
+    memory: Count = 0  # responses in the memory when this run started
+
+
+class SuffixPolicy:
+    """Cuts a draft to the length whose expected tokens per unit of verify cost is best.
+
+    A drafted token's acceptance is its branch frequency calibrated on this run's verdicts, per
+    frequency bin (shrunk toward the frequency itself); the cost of a forward over k positions is
+    T(k) measured at this context, else the run's own slope. Sampling must give the same tokens for
+    a seed whatever the timings, so there the costs are never measured (``learn_costs`` False)."""
+
+    def __init__(self, cost_curve: list[float] | None, learn_costs: bool):
+        self.verify = VerifyCost(cost_curve if learn_costs else None)
+        self.learn_costs = learn_costs
+        self._bins = [[0.0, 0.0] for _ in range(len(CONF_BINS) + 1)]
+        self._undrafted = 0
+
+    def acceptance(self, prob: float) -> float:
+        acc, rej = self._bins[_bin(prob)]
+        return (acc + PRIOR_WEIGHT * prob) / (acc + rej + PRIOR_WEIGHT)
+
+    def choose(self, probs: list[float]) -> int:
+        best_k, best_rate = 0, 1.0 / self.verify.cost(1)
+        survive, tokens = 1.0, 1.0
+        for k, p in enumerate(probs, start=1):
+            survive *= self.acceptance(p)
+            tokens += survive
+            rate = tokens / self.verify.cost(k + 1)
+            if rate > best_rate:
+                best_k, best_rate = k, rate
+        if best_k == 0 and probs:
+            self._undrafted += 1
+            if self._undrafted >= EXPLORE_EVERY:  # estimates that stop drafting are measured again
+                self._undrafted = 0
+                return min(2, len(probs))
+        else:
+            self._undrafted = 0
+        return best_k
+
+    def observe(self, probs: list[float], accepted: int, positions: int, seconds: float) -> None:
+        for i, p in enumerate(probs[: accepted + 1]):
+            self._bins[_bin(p)][0 if i < accepted else 1] += 1
+        if self.learn_costs:
+            self.verify.observe(positions, seconds)
+
+
+def _bin(prob: float) -> int:
+    return sum(prob >= edge for edge in CONF_BINS)
+
+
+def suffix_decode(ctx: DecodeContext) -> MethodGen:
+    import torch
+
+    from decoders.backends.sampling import make_generator, probs, sample
+    from decoders.methods.shared.suffix_memory import memory_for, prompt_key, timed_add
+
+    params, T = ctx.params, ctx.main
+    b = RunBuilder(ctx, "suffix")
+    depth, factor, min_prob = params.suffix_depth, params.suffix_factor, params.suffix_min_prob
+    greedy, temp = params.greedy, params.temperature
+    disp = ctx.family.display
+    key = prompt_key(ctx.prompt_ids)
+    local = SuffixTree(depth)
+    local_active = local.extend(local.start(), b.seq)
+    memory = memory_for(ctx.family, depth) if params.suffix_source == "both" else None
+    if memory is not None:
+        memory.forget(key)  # never draft from an earlier response to this very prompt (an oracle)
+        global_active = memory.tree.matches(b.seq)
+    held = len(memory) if memory is not None else 0
+    policy = SuffixPolicy(ctx.cost_curve, learn_costs=greedy) if params.draft_policy == "adaptive" else None
+    gen = None if greedy else make_generator(params.seed, ctx.family.device)
+    vocab = None
+    while not b.done:
+        t0 = ctx.clock()
+        budget = min(params.suffix_max, b.remaining - 1)
+        found: Draft | None = None
+        if budget > 0:
+            found = best_path(local_active, budget, factor, min_prob, depth)
+            if found is not None:
+                found.source = "request"
+            if memory is not None:
+                other = best_path(global_active, budget, factor, min_prob, depth)
+                if other is not None and (found is None or other.score > found.score):
+                    other.source = "memory"
+                    found = other
+        drafts = found.tokens if found else []
+        if policy is not None and drafts:
+            drafts = drafts[: policy.choose(found.probs)] if found else []
+        t_draft = ctx.clock() - t0
+        g = len(drafts)
+        logits = T.run(b.seq + drafts, keep=g + 1)
+        draft_t = torch.tensor(drafts, dtype=torch.long, device=logits.device)
+        p = None if greedy else probs(logits, temp, greedy=False)
+        if greedy:
+            verdict = accept_prefix(logits.argmax(-1), draft_t)
+            parts = [verdict.n_accepted.view(1), verdict.next_token.view(1)]
+        elif g:
+            assert p is not None and gen is not None
+            if vocab is None:
+                vocab = p.shape[-1]
+            q = torch.zeros(g, vocab, dtype=p.dtype, device=p.device).scatter_(1, draft_t.view(-1, 1), 1.0)
+            verdict = verify_sampling(p, q, draft_t, gen)  # one-hot q: accepted with probability p(x)
+            parts = [verdict.n_accepted.view(1), verdict.next_token.view(1)]
+        else:
+            assert p is not None and gen is not None
+            parts = [torch.zeros(1, dtype=torch.long), sample(p[0], gen).view(1)]
+        if params.record and g:
+            pd = p if p is not None else torch.softmax(logits[:g], -1)
+            parts.append(pd[:g].gather(1, draft_t.view(-1, 1)).view(-1))
+        got = HostValues.transfer(parts)
+        n, nxt = got.ints(1)[0], got.ints(1)[0]
+        p_d = got.take(g) if params.record and g else None
+        if policy is not None and found is not None and g and T.log[-1].positions == g + 1:
+            policy.observe(found.probs[:g], n, g + 1, T.log[-1].seconds)
+        elif policy is not None and not g and T.log[-1].positions == 1:
+            policy.observe([], 0, 1, T.log[-1].seconds)
+        fields: dict[str, object] = {"t_draft_ms": ms(t_draft), "t_verify_ms": ms(T.log[-1].seconds)}
+        if found is not None:
+            tail = b.seq[len(b.seq) - found.match_len:]
+            fields["detail"] = SuffixMatch(source=found.source, n=found.match_len, suffix=[disp(t) for t in tail],
+                                           counts=list(found.counts or []), probs=[r(x) for x in found.probs],
+                                           score=round(found.score, 4), found=len(found.tokens), memory=held)
+        if policy is not None and found is not None and g < len(found.tokens):
+            fields["draft_stop"] = ("no draft: at this run's acceptance and verify cost a plain step is cheaper"
+                                    if not g else "cut: a longer draft would not pay for its verify cost")
+        it = b.commit_verified(drafts, n, nxt, b.draft_rows(drafts, n, p=p_d), **fields)
+        t1 = ctx.clock()
+        new = b.seq[len(b.seq) - len(it.emit):]
+        for t in new:
+            local_active = local.append(local_active, t)
+            if memory is not None:
+                global_active = memory.tree.follow(global_active, t)
+        it.t_draft_ms = round(it.t_draft_ms + ms(ctx.clock() - t1), 3)  # the trees' update is the draft's cost
+        yield from b.yielding(it)
+    if memory is not None and b.finish != "cancelled" and b.out:
+        timed_add(memory, key, b.out)  # the finished response joins the memory for the next prompts
+    return b.finish_run({"main": T})
+
+
+def _extras(run, stats, params, summary) -> dict:
+    """Match length, the share of accepted drafted tokens per source, the memory's size, and the
+    drafting's cost (lookups and tree updates) over the verify forwards'."""
+    found = [it for it in run.iters if isinstance(it.detail, SuffixMatch)]
+    accepted = {s: sum(it.n_accepted for it in found if it.detail.source == s) for s in SOURCES}
+    total = sum(accepted.values())
+    draft_ms = sum(it.t_draft_ms for it in run.iters)
+    verify_ms = sum(it.t_verify_ms for it in run.iters)
+    return {"draft_hits": stats.drafts,
+            "match_len": round(sum(it.detail.n for it in found) / len(found), 2) if found else None,
+            "from_memory": round(accepted["memory"] / total, 3) if total else None,
+            "memory_responses": max((it.detail.memory for it in found), default=0),
+            "draft_share": round(draft_ms / verify_ms, 4) if verify_ms else None}
+
+
+def _describe(p) -> str:
+    source = "" if p.suffix_source == "both" else ", this request only"
+    return (f"Suffix (depth {p.suffix_depth}, factor {p.suffix_factor:g}, p≥{p.suffix_min_prob:g}, "
+            f"k≤{p.suffix_max}, {p.draft_policy}{source})")
+
+
+METHOD = register(Method(
+    order=120,  # after the methods that predate it: their places in every list stay
+    name="suffix",
+    label="Suffix decoding",
+    run=suffix_decode,
+    params=(SUFFIX_MAX, SUFFIX_DEPTH, SUFFIX_FACTOR, SUFFIX_MIN_PROB, SUFFIX_SOURCE, DRAFT_POLICY),
+    detail="suffix",
+    figures=(Figure("draft_hits", "draft hits", "iterations where a suffix matched and a draft was verified", "{}"),
+             Figure("match_len", "match length", "mean length of the matched suffix, over iterations that drafted"),
+             Figure("from_memory", "from memory", "share of accepted drafted tokens that came from earlier responses",
+                    "{:.0%}"),
+             Figure("memory_responses", "memory",
+                    "responses in the memory when this run started (this prompt's own left out)", "{}"),
+             Figure("draft_share", "draft cost", "drafting and tree updates over the verify forwards' time",
+                    "{:.1%}")),
+    draft_length="suffix_max",
+    sweep_fixed=lambda name: {"draft_policy": "fixed"} if name == "suffix_max" else {},
+    describe=_describe,
+    extras=_extras,
+    noun="suffix decoding",
+    aliases={"k": "suffix_max", "depth": "suffix_depth", "factor": "suffix_factor"},
+    summary="drafts from suffix trees over this request and earlier responses; no helper model",
+))

@@ -1,0 +1,56 @@
+"""`tui-decode datastore build`: fill a suffix-decoding memory (`--suffix-memory PATH`) from a corpus:
+a train-head corpus folder (the model's own answers), a JSONL file or a text file. Reports the
+memory's size, its token count and the build time."""
+
+from __future__ import annotations
+
+import argparse
+
+from decoders.core.errors import DecodeError
+from tui_decode.cli.model_args import add_model_args
+from tui_decode.cli.numbers import bounded_int
+
+MAX_DEPTH = 64
+
+
+def add_datastore_parser(sub) -> None:
+    p = sub.add_parser("datastore", help="build a suffix-decoding memory from a corpus (for run --suffix-memory)")
+    actions = p.add_subparsers(dest="datastore_command", required=True)
+    build = actions.add_parser("build", help="fill a memory file from a corpus: a train-head corpus folder, "
+                                             "a JSONL file ({\"text\": ...} per line) or a text file")
+    build.add_argument("--corpus", required=True, metavar="PATH", help="the corpus (folder, .jsonl or text file)")
+    build.add_argument("--out", required=True, metavar="PATH",
+                       help="the memory file; an existing memory of this model is added to")
+    build.add_argument("--depth", type=bounded_int("--depth", 2, MAX_DEPTH), default=24, metavar="N",
+                       help=f"longest substring indexed (2..{MAX_DEPTH}, default 24: --suffix-depth's default)")
+    add_model_args(build, drafts=False)
+
+
+def cmd_datastore(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from decoders.methods.shared.suffix_memory import open_memory_file
+    from decoders.training.datastore import build, documents
+    from tui_decode.cli.main import load_with_progress, stdout_console
+    from tui_decode.cli.model_args import family_spec
+
+    if not args.corpus.strip() or not args.out.strip():
+        raise DecodeError("--corpus and --out need paths; give the corpus and the memory file to write")
+    if not Path(args.corpus).exists():
+        raise DecodeError(f"the corpus {args.corpus} does not exist; give a corpus folder, .jsonl or text file")
+    err = Console(stderr=True)
+    family = load_with_progress(family_spec(args), err)
+    memory = open_memory_file(family, args.out, args.depth)  # refuses a damaged or foreign file, untouched
+    with err.status("reading the corpus ..."):
+        docs = documents(args.corpus, family)
+    with err.status(f"building the memory from {len(docs)} documents ..."):
+        report = build(memory, docs, args.out)
+    out = stdout_console()
+    out.print(f"memory {args.out}: {report.responses} responses, {memory.tokens} tokens, {report.nodes} tree nodes "
+              f"(depth {args.depth}), {report.file_bytes / 1e6:.1f} MB on disk; added {report.documents} documents "
+              f"({report.tokens} tokens) in {report.seconds:.2f} s"
+              + (f"; {report.evicted} oldest evicted to stay within the bounds" if report.evicted else ""),
+              markup=False, highlight=False, soft_wrap=True)
+    return 0
