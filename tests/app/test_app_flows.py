@@ -423,7 +423,7 @@ async def test_a_registered_method_reaches_the_app_with_no_edit(tiny_spec, loade
     register(Method(name="lookback", label="Lookback", run=lookback, params=(SPAN,), greedy_only=True,
                     detail="echo", draft_length="span", order=200))
     try:
-        app = make_app(tiny_spec, loader, tmp_path, method="lookahead", max_new_tokens=12)
+        app = make_app(tiny_spec, loader, tmp_path, method="suffix", max_new_tokens=12)
         async with app.run_test(size=SIZE, notifications=True) as pilot:
             await wait_for(pilot, lambda: app.main_screen.loaded is not None)
             await pilot.press("m")

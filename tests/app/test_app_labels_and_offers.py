@@ -246,7 +246,7 @@ async def test_a_family_that_cannot_draft_is_not_offered_speculative_decoding(ti
         for _ in range(6):
             await pilot.press("m")
             seen.add(main.settings.params.method)
-        assert seen == {"ar", "pld", "jacobi", "lookahead"}
+        assert seen == {"ar", "pld", "jacobi", "lookahead", "suffix"}
         titles = {command.title for command in app.get_system_commands(app.screen)}
         assert "Method: Speculative" not in titles and "Method: Jacobi" in titles
         main.set_method("spec")  # (a saved run's settings, say)
