@@ -30,7 +30,7 @@ if [ "$DEVICE" = cuda ] && ! "$PY" -c "import sys, torch; sys.exit(0 if torch.cu
 fi
 start=$SECONDS
 echo "== device-path tests (pytest)"
-timeout 180 "$PY" -m pytest tests/test_device_paths.py -q -x -p no:cacheprovider
+timeout 180 "$PY" -m pytest tests/backends/test_device_paths.py -q -x -p no:cacheprovider
 echo "== engine checks, identity runs, bench on $DEVICE"
 # the 8-minute budget holds on a CUDA machine; a dry run on a small CPU may take longer
 limit=$((470 - (SECONDS - start))); [ ${#DRY[@]} -gt 0 ] && limit=1500
