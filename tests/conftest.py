@@ -78,13 +78,17 @@ def _kept_choices_per_test(_choices_folder, request, monkeypatch):
 @pytest.fixture(scope="session", autouse=True)
 def _stay_in_process():
     """`run_app` leaves with os._exit after the app (a fast quit); called in-process by the tests
-    (`main(["--open", ...])`), that would end pytest itself, silently, mid-run. A child process of
-    a test (the ctrl+q timing test) keeps the real behaviour."""
+    (`main(["--open", ...])`), that would end pytest itself, silently, mid-run; and the app refuses
+    to start without a terminal (`tui_decode.cli.terminal`), which pytest's streams are not. A child
+    process of a test (the ctrl+q timing test, the no-terminal test) keeps the real behaviour."""
     import tui_decode.app
+    import tui_decode.cli.terminal
 
     tui_decode.app.LEAVE_AT_ONCE = False
+    tui_decode.cli.terminal.NEEDS_TERMINAL = False  # pytest's captured streams are no terminals
     yield
     tui_decode.app.LEAVE_AT_ONCE = True
+    tui_decode.cli.terminal.NEEDS_TERMINAL = True
 
 
 @pytest.fixture(scope="session")

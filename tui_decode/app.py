@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.driver import Driver
 from textual.screen import Screen
 from textual.widgets import TextArea
 
@@ -88,8 +89,6 @@ class TuiDecodeApp(App[int]):
         self._main_screen: MainScreen | None = None
         #: The unexpected exception that ended the app, if one did (``run_app`` reports it).
         self.crash: BaseException | None = None
-        #: Whether a SIGTERM ended the app (exit 143).
-        self.terminated = False
         #: Whether the app started in a terminal (mounted): `run_app` then leaves without the
         #: interpreter's teardown.
         self.started = False
@@ -107,9 +106,17 @@ class TuiDecodeApp(App[int]):
         self.bell()
         self._close_messages_no_wait()
 
-    def _on_sigterm(self) -> None:
-        self.terminated = True
-        self.exit(return_code=143)
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's terminal driver, with key bursts read as pastes (`tui_decode.driver`): on POSIX,
+        unless TEXTUAL_DRIVER names another."""
+        from textual import constants
+
+        driver = super().get_driver_class()
+        if constants.DRIVER is None and sys.platform != "win32":
+            from tui_decode.driver import BurstDriver
+
+            return BurstDriver
+        return driver
 
     def get_default_screen(self) -> MainScreen:
         self._main_screen = MainScreen(
@@ -121,15 +128,10 @@ class TuiDecodeApp(App[int]):
 
     async def on_mount(self) -> None:
         self.started = True
-        # SIGTERM (kill, timeout, a closing terminal): leave through the app's own exit, so the
-        # terminal is restored, rather than an exception raised inside the event loop.
-        try:
-            import asyncio
-            import signal
+        if not self.is_headless:  # a terminal of its own (a pilot's app leaves the test's signals alone)
+            from tui_decode.state.leaving import leave_on_signals
 
-            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self._on_sigterm)
-        except (NotImplementedError, RuntimeError, ValueError):  # Windows; not the main thread
-            pass
+            leave_on_signals(self._leave_now)
         # The main screen composes and mounts in its own task; the app is ready (keys, pilots)
         # only once it has, so that no early key meets a half-built screen. An exception before
         # then (a saved run the panes cannot show) must end the app with its crash report, not
@@ -201,9 +203,42 @@ class TuiDecodeApp(App[int]):
         yield SystemCommand("Help", "What every figure, colour and key means (F1, ?)", self.action_help)
 
     # -- leaving ---------------------------------------------------------------------------------
+    def _leave_now(self, code: int, line: str) -> None:
+        """SIGTERM or SIGHUP (`tui_decode.state.leaving`): the terminal as it was, ``line`` on
+        stderr, and the process ends with ``code``, whatever the app's queue still holds."""
+        import threading
+
+        driver = self._driver
+        if driver is not None:  # in a thread of its own: a terminal that reads nothing must not hold the exit
+            restore = threading.Thread(target=_restore_terminal, args=(driver,), daemon=True)
+            restore.start()
+            restore.join(0.5)
+        try:
+            print(line, file=sys.__stderr__, flush=True)
+        except (OSError, ValueError, AttributeError):  # the terminal hung up
+            pass
+        os._exit(code)
+
     def loader_busy(self) -> bool:
         main = self._main_screen
         return main is not None and (main.loader_busy() or main.decode_busy())
+
+
+def _restore_terminal(driver: Any) -> None:
+    """As the app's own exit does, from a thread (Textual 8.2.8's driver, pinned): mouse reports
+    off and the input thread stopped first (`disable_input` does both only in the main thread),
+    then the terminal's modes and screen back, every write flushed (`close` waits for them)."""
+    try:
+        disable_mouse = getattr(driver, "_disable_mouse_support", None)
+        if disable_mouse is not None:
+            disable_mouse()
+        exit_event = getattr(driver, "exit_event", None)
+        if exit_event is not None:
+            exit_event.set()
+        driver.stop_application_mode()
+        driver.close()
+    except Exception:  # noqa: BLE001 - leaving anyway: a terminal that hung up fails every write
+        pass
 
 
 #: `run_app` ends the process itself once the app has run (see there). The test suite, which calls
@@ -231,8 +266,6 @@ def run_app(
     code = app.return_code or 0  # a crash inside the app exits 1, never 0
     if app.crash is not None:
         code = report_crash(app.crash, None)  # one line naming the crash report; exit 1
-    elif app.terminated:
-        print("tui-decode: terminated", file=sys.stderr)
     if LEAVE_AT_ONCE and (app.started or app.loader_busy()):
         # Leave at once. A model load, or a run winding down after ctrl+q, cannot be interrupted
         # (it holds no files open for writing that matter: the GGUF conversion writes to a

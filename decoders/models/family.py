@@ -211,12 +211,46 @@ def default_draft_layer(n_layers: int) -> int:
 
 
 def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bool = True) -> Family:
-    """Load the models of ``spec``. Every user-fixable problem raises a one-line DecodeError."""
+    """Load the models of ``spec``. Every user-fixable problem raises a one-line DecodeError; an
+    allocation that fails anywhere in the load or its timing (`memory.is_allocation_failure`) is
+    one too, naming the memory the family needs and the way out."""
     report = rising(progress or (lambda message, fraction: None))
     if spec.backend != "torch":
         from decoders.models.llamacpp_family import load_llamacpp_family
 
         return load_llamacpp_family(spec, report)
+    loaded: dict[str, Any] = {}  # the main model once it is in memory: its size for the message
+    try:
+        return _load_torch_family(spec, report, fast, loaded)
+    except DecodeError:
+        raise
+    except Exception as err:
+        from decoders.models.memory import is_allocation_failure
+
+        if not is_allocation_failure(err):
+            raise
+        raise _out_of_memory(spec, loaded.get("main_model")) from err
+
+
+def _out_of_memory(spec: FamilySpec, main_model: Any) -> DecodeError:
+    """The one line for an allocation that failed while ``spec`` loaded: the float32 weights (and
+    the float16 copy packed beside them to time it, where the dtype is chosen), and the way out."""
+    from decoders.models.memory import out_of_memory
+
+    label = spec.label or default_label(spec.main)
+    needed = None
+    if main_model is not None:
+        weights = sum(p.numel() for p in main_model.parameters())
+        needed = weights * 4 + (weights * 2 if spec.dtype in ("fastest", "float16") else 0)
+    if spec.dtype in ("fastest", "float16", "auto"):
+        fix = ("give --dtype float32 (one copy of the weights: no float16 copy packed and timed beside it), "
+               "or a smaller model")
+    else:
+        fix = "choose a smaller model, or free memory (raise the limit: ulimit -v) and try again"
+    return out_of_memory(f"load {label}", needed, fix)
+
+
+def _load_torch_family(spec: FamilySpec, report: LoadProgress, fast: bool, loaded: dict[str, Any]) -> Family:
     from decoders.models.layer_count import check_draft_layer
 
     check_draft_layer(spec)  # before the load, where the model's header or config.json gives its depth
@@ -238,6 +272,7 @@ def load_family(spec: FamilySpec, progress: LoadProgress | None = None, fast: bo
     main_model, tokenizer, main_source = load_source(
         spec.main, device, load_dtype, "main", scaled_progress(report, 0.0, 0.8 * main_share), device_map
     )
+    loaded["main_model"] = main_model
     positions = context_length(main_model, tokenizer)
     stop_ids = stop_token_ids(main_model, tokenizer)
     from decoders.models.load_choice import LoadChoice

@@ -91,11 +91,13 @@ class LoadChoice:
         from decoders.models.backend_choice import warm_up
 
         self.report("Packing float16 weights to time them against float32 on this machine", 0.85)
+        fp16 = self._float16_candidate(make_fp16)
+        if fp16 is None:  # it cannot be built here now: float32, said, and nothing kept for the dtype
+            return main_backend, False
+        warm_up(main_backend)
         # float16 weights first: each draft's acceptance is measured on the first target (usually the
         # cheaper one) and reused for the second
-        mains = {"float16": make_fp16(), "float32": main_backend}
-        for backend in mains.values():
-            warm_up(backend)
+        mains = {"float16": fp16, "float32": main_backend}
         if self.wants_draft:
             self._mains = mains
             return main_backend, False
@@ -105,6 +107,43 @@ class LoadChoice:
         self.dtype_record = record.record()
         self._keep(dtype=chosen, dtype_choice=self.dtype_record)
         return main_backend, chosen == "float16"
+
+    def _float16_candidate(self, make_fp16: Callable[[], Any]) -> Any | None:
+        """The float16-weight target, built and warmed up; None (and a note) when there is no room
+        for it: refused before the packing when the free memory (or the room under ``ulimit -v``)
+        is below its size, or when an allocation fails while it is packed or warmed up (an
+        allocation refused inside the packing kernels could also end the process)."""
+        import gc
+
+        from decoders.models.backend_choice import warm_up
+        from decoders.models.memory import available_memory, format_bytes, is_allocation_failure
+
+        weights = sum(p.numel() for p in self.main_model.parameters())
+        needed = weights * 2 + weights // 4  # the float16 copy, and room for packing it
+        free = available_memory()
+        if free is not None and needed > free:
+            return self._skip_float16(f"packing them needs about {format_bytes(needed)} and only "
+                                      f"{format_bytes(free)} is free")
+        try:
+            backend = make_fp16()
+            warm_up(backend)
+        except Exception as err:
+            if not is_allocation_failure(err):
+                raise
+            backend = None
+            gc.collect()
+            return self._skip_float16(f"packing them ran out of memory (they need about {format_bytes(needed)})")
+        return backend
+
+    def _skip_float16(self, why: str) -> None:
+        """float32 without timing float16 weights: recorded and said, and not kept (a later start
+        with more memory times them)."""
+        from decoders.models.dtype_choice import DtypeChoice
+
+        self.wants_dtype = False
+        self.dtype_record = DtypeChoice("float32", left_out=why).record()
+        self.notes.append(f"float16 weights were not timed: {why}; float32 it is")
+        return None
 
     def draft(self, main_backend) -> tuple[Any, Any, str, str, bool]:
         """``(target, draft backend, its description, its kind, float16 weights)``: the kept draft

@@ -84,6 +84,17 @@ def test_saved_runs_join_the_history_unless_already_there_and_bad_files_are_name
     assert len(history.entries) == 2
 
 
+def test_a_saved_run_deleted_since_the_history_last_looked_is_listed_no_more(tmp_path):
+    """Issue 40: the history kept listing a file deleted after it had been read."""
+    shutil.copy(DATA / "run_spec.json", tmp_path / "a.json")
+    shutil.copy(DATA / "run_pld.json", tmp_path / "b.json")
+    history = RunHistory()
+    history.load_saved(tmp_path)
+    (tmp_path / "a.json").unlink()
+    history.load_saved(tmp_path)
+    assert [(e.source, e.path.name) for e in history.entries] == [("saved", "b.json")]
+
+
 def test_the_history_reads_saved_runs_newest_first_up_to_a_byte_budget(tmp_path):
     import os
 

@@ -214,6 +214,69 @@ async def test_ctrl_s_with_room_for_the_json_but_not_the_svg_says_the_json_was_s
     assert len(list((tmp_path / "runs").glob("*.json"))) == 1
 
 
+async def test_ctrl_s_again_after_a_failed_screenshot_writes_the_screenshot_not_a_second_run(
+        tiny_spec, loader, tmp_path, monkeypatch):
+    """Issue 40: the message said to press ctrl+s again, which wrote a second JSON of the same run,
+    and the history listed the run twice."""
+    import errno
+
+    from decoders.records import atomic
+
+    write_bytes, full = atomic.write_bytes, [True]
+
+    def full_for_svg(path, data, what="", mode=None, **kwargs):
+        if str(path).endswith(".svg") and full[0]:
+            raise atomic.write_error(path, OSError(errno.ENOSPC, "No space left on device"), what)
+        return write_bytes(path, data, what, mode, **kwargs)
+
+    monkeypatch.setattr(atomic, "write_bytes", full_for_svg)
+    app = make_app(tiny_spec, loader, tmp_path, method="ar", max_new_tokens=6)
+    runs = tmp_path / "runs"
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+        await run_and_wait(pilot, app)
+        await pilot.press("escape", "ctrl+s")
+        await wait_for(pilot, lambda: errors(app))
+        assert errors(app)[-1].endswith("free some disk space and press ctrl+s again for the screenshot")
+        [saved] = runs.glob("*.json")
+        before = saved.read_bytes()
+        full[0] = False  # room again
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: saved.with_suffix(".svg").is_file())
+        await pilot.press("ctrl+s")  # and once more: still the one run
+        await pilot.pause()
+        assert list(runs.glob("*.json")) == [saved] and saved.read_bytes() == before
+        assert sorted(p.name for p in runs.iterdir()) == [saved.name, saved.with_suffix(".svg").name]
+        app.main_screen.history.load_saved(runs)
+        assert len(app.main_screen.history.entries) == 1  # listed once
+
+
+async def test_a_file_size_limit_is_said_as_such_not_as_a_full_disk(tiny_spec, loader, tmp_path, monkeypatch):
+    """Issue 40: EFBIG (RLIMIT_FSIZE, `ulimit -f`) said "free some disk space"."""
+    import errno
+
+    from decoders.records import atomic
+
+    write_bytes = atomic.write_bytes
+
+    def too_large_for_svg(path, data, what="", mode=None, **kwargs):
+        if str(path).endswith(".svg"):
+            raise atomic.write_error(path, OSError(errno.EFBIG, "File too large"), what)
+        return write_bytes(path, data, what, mode, **kwargs)
+
+    monkeypatch.setattr(atomic, "write_bytes", too_large_for_svg)
+    app = make_app(tiny_spec, loader, tmp_path, method="ar", max_new_tokens=6)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+        await run_and_wait(pilot, app)
+        await pilot.press("escape", "ctrl+s")
+        await wait_for(pilot, lambda: errors(app))
+        message = errors(app)[-1]
+    assert "File too large; the file-size limit of this process (ulimit -f) is smaller than the file: raise it " \
+           "(ulimit -f unlimited) and press ctrl+s again for the screenshot" in message, message
+    assert "disk space" not in message
+
+
 @pytest.mark.parametrize("curve", [[[1]], "up", [[1, "x"]], [[0, 1.0], [2, 1.1]], [[1, 1.2], None]])
 async def test_a_saved_curve_that_is_not_one_opens_without_a_plot(tiny_spec, loader, tmp_path, curve):
     """Issue 26: ``summary.curve = [[1]]`` raised in the plot while the first screen mounted,

@@ -198,3 +198,21 @@ def test_an_exclusive_write_never_replaces_a_file_that_is_there(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["taken.json"]  # no temporary file left
     fresh = atomic.write_text(tmp_path / "new.json", "new", "the run", exclusive=True)
     assert fresh.read_text() == "new" and len(list(tmp_path.iterdir())) == 2
+
+
+@pytest.mark.parametrize("failure", [MemoryError(), RuntimeError("DefaultCPUAllocator: not enough memory: you tried "
+                                                                  "to allocate 4096 bytes.")])
+def test_an_allocation_that_fails_anywhere_is_one_line_and_exit_2_not_a_crash_report(capsys, isolated, monkeypatch,
+                                                                                      failure):
+    """Issue 40: out of memory while timing gave "internal error ... please report it" and a crash report."""
+    import tui_decode.cli.main as cli
+
+    def no_room(args):
+        raise failure
+
+    monkeypatch.setattr(cli, "cmd_families", no_room)
+    err = error_line(capsys, ["families"])
+    text = str(failure) or "MemoryError"
+    assert err == (f"tui-decode: error: not enough memory ({text}); give --dtype float32 (one copy of the weights), "
+                   "a smaller model, fewer --max-new-tokens or a shorter prompt\n")
+    assert not list((isolated / "cache").glob("crash-*.txt"))

@@ -113,3 +113,80 @@ def test_the_bundled_default_measures_both_targets_and_decodes_with_the_winner()
     assert family.draft_choice is not None and family.self_draft in ("int4", "head")
     result = Engine(family).run("Count to five.", DecodeParams(method="spec", gamma=3, max_new_tokens=12))
     assert result.summary.identical is True
+
+
+# -- no memory for float16 weights (issue 40) -------------------------------------------------------
+ALLOCATOR = ("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: not enough memory: you tried to "
+             "allocate 1048576 bytes.")
+
+
+@needs_fbgemm
+@pytest.mark.parametrize("failure", [MemoryError(), RuntimeError(ALLOCATOR)])
+def test_float16_weights_that_cannot_be_packed_are_skipped_with_a_note(tmp_path, monkeypatch, failure):
+    """`ulimit -v 3000000; tui-decode run --method ar ...` ended in "internal error" (or a
+    segmentation fault) while the float16 candidate was packed; it is float32 now, and said."""
+    import decoders.backends.fp16_cpu as fp16_cpu
+
+    def no_room(model, max_positions=None):
+        raise failure
+
+    monkeypatch.setattr(fp16_cpu, "backend_for", no_room)
+    path = save_tiny_model(tmp_path / "m")
+    weights = sum(p.numel() for p in load_family(FamilySpec(name="t", main=str(path), device="cpu",
+                                                            dtype="float32")).main_model.parameters())
+    family = load_family(FamilySpec(name="t", main=str(path), device="cpu", dtype="fastest"))
+    assert family.dtype == torch.float32 and not isinstance(family.main, Fp16LlamaBackend)
+    from decoders.models.memory import format_bytes
+
+    why = f"packing them ran out of memory (they need about {format_bytes(weights * 2 + weights // 4)})"
+    assert family.describe()["dtype_choice"] == f"float32 (float16 weights cannot run here: {why})"
+    assert family.choice_note == f"float16 weights were not timed: {why}; float32 it is"
+    monkeypatch.undo()  # room again: nothing was kept, so the next start times both
+    family = load_family(FamilySpec(name="t", main=str(path), device="cpu", dtype="fastest"))
+    assert sorted(o["dtype"] for o in family.dtype_choice["options"]) == ["float16", "float32"]
+
+
+@needs_fbgemm
+def test_float16_weights_with_no_room_for_them_are_not_even_packed(tmp_path, monkeypatch):
+    """An allocation refused inside the packing kernels can end the process (exit 139): with too
+    little free (or too little room under ``ulimit -v``) the packing is not tried."""
+    import decoders.backends.fp16_cpu as fp16_cpu
+    import decoders.models.memory as memory
+
+    packed = []
+    monkeypatch.setattr(fp16_cpu, "backend_for", lambda *a, **k: packed.append(1))
+    monkeypatch.setattr(memory, "available_memory", lambda device=None: 1000)
+    family = load_family(FamilySpec(name="t", main=str(save_tiny_model(tmp_path / "m")), device="cpu",
+                                    dtype="fastest"))
+    assert packed == [] and family.dtype == torch.float32
+    assert family.choice_note == "float16 weights were not timed: packing them needs about 51 KB and only 1.0 KB is " \
+                                 "free; float32 it is"
+
+
+@needs_fbgemm
+def test_an_allocation_failing_while_the_targets_are_timed_is_one_line_naming_the_memory(tmp_path, monkeypatch):
+    def no_room(backend, seq):
+        raise RuntimeError(ALLOCATOR)
+
+    monkeypatch.setattr(dtype_choice, "step_ms", no_room)
+    path = save_tiny_model(tmp_path / "m")
+    from decoders.core.errors import DecodeError
+    from decoders.models.memory import format_bytes
+
+    with pytest.raises(DecodeError) as caught:
+        load_family(FamilySpec(name="t", main=str(path), device="cpu", dtype="fastest", label="tiny"))
+    weights = sum(p.numel() for p in load_family(FamilySpec(name="t", main=str(path), device="cpu",
+                                                            dtype="float32")).main_model.parameters())
+    assert str(caught.value) == (
+        f"Not enough memory to load tiny: it needs about {format_bytes(weights * 6)}; give --dtype "
+        "float32 (one copy of the weights: no float16 copy packed and timed beside it), or a smaller model.")
+
+
+def test_allocation_failures_are_told_from_other_errors():
+    from decoders.models.memory import is_allocation_failure
+
+    for failure in (MemoryError(), RuntimeError(ALLOCATOR), RuntimeError("CUDA out of memory. Tried to allocate 2 GiB"),
+                    OSError(12, "Cannot allocate memory"), RuntimeError("std::bad_alloc")):
+        assert is_allocation_failure(failure), failure
+    for other in (RuntimeError("shape mismatch"), ValueError("not enough memory"), OSError(2, "No such file")):
+        assert not is_allocation_failure(other), other

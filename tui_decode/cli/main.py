@@ -275,10 +275,12 @@ def cmd_app(namespace: argparse.Namespace) -> int:
     """`tui-decode` without a subcommand: open the app (on a saved run with ``--open``)."""
     from decoders.records.run import RunResult
     from tui_decode.app import run_app  # Textual loads here, not for `run` or `bench`
+    from tui_decode.cli.terminal import check_terminal
     from tui_decode.state.settings import DEFAULT_PROMPT, START_PARAMS, Settings
 
     args = AppArgs.of(namespace)
     check_threads(args.threads)
+    check_terminal()  # before Textual loads: without one the app spun reading end-of-file
     if args.open is not None and not args.open.strip():
         raise DecodeError("--open is empty; give the path of a RUN.json saved by tui-decode")
     opened = RunResult.load(args.open) if args.open else None
@@ -317,9 +319,21 @@ def _guarded(argv: Sequence[str] | None, handlers: Handlers) -> int:
         _silence_stdout()
         return 141  # as a shell reports a process ended by SIGPIPE
     except Exception as exc:
+        from decoders.models.memory import is_allocation_failure
+
+        if is_allocation_failure(exc):  # a run, a bench, a training that did not fit: no bug to report
+            print(f"tui-decode: error: {out_of_memory_line(exc)}", file=sys.stderr)
+            return 2
         return report_crash(exc, argv)
     finally:
         handlers.restore()
+
+
+def out_of_memory_line(exc: BaseException) -> str:
+    """One line for an allocation that failed outside the model load (which says more itself)."""
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+    return (f"not enough memory ({text}); give --dtype float32 (one copy of the weights), a smaller model, "
+            "fewer --max-new-tokens or a shorter prompt")
 
 
 def _silence_stdout() -> None:

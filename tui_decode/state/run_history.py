@@ -42,6 +42,7 @@ class HistoryEntry:
     result: RunResult
     source: str  # run | opened | saved
     path: Path | None = None  # the file it was saved to or opened from
+    saved_to: Path | None = None  # the JSON ctrl+s wrote it to (a second ctrl+s writes no second one)
 
 
 @dataclass(frozen=True)
@@ -198,12 +199,20 @@ class RunHistory:
 
     def mark_saved(self, result: RunResult, path: Path) -> None:
         """``result`` was saved to ``path`` (so the folder's listing does not show it twice)."""
-        self.record(result, "run", path)
+        self.record(result, "run", path).saved_to = path
+
+    def saved_file(self, result: RunResult) -> Path | None:
+        """The JSON ctrl+s saved ``result`` to this session, while it is still there (else None)."""
+        for entry in self.entries:
+            if entry.result is result and entry.saved_to is not None:
+                return entry.saved_to if entry.saved_to.is_file() else None
+        return None
 
     def load_saved(self, folder: Path, limit: int = SAVED_LISTED, budget: int = SAVED_BYTES) -> list[str]:
         """Add the newest saved runs of ``folder`` not yet in the history (``limit`` files, and
         no more new files than ``budget`` bytes); returns one line per file that could not be read
-        (the history lists the others)."""
+        (the history lists the others). A file listed before and deleted since is listed no more."""
+        self.entries = [e for e in self.entries if e.source != "saved" or e.path is None or e.path.is_file()]
         known = {entry.path.resolve() for entry in self.entries if entry.path is not None}
         problems = []
         chosen: list[tuple[Path, tuple[str, float]]] = []

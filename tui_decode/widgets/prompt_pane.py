@@ -17,7 +17,9 @@ from textual.containers import Vertical
 from textual.strip import Strip
 from textual.timer import Timer
 from textual.widgets import Static, TextArea
+from textual.widgets.text_area import EditResult, Location
 
+from decoders.records.bounds import MAX_PROMPT
 from tui_decode.state.token_text import shown_controls
 from tui_decode.widgets.styles import component_style
 
@@ -30,9 +32,39 @@ TokenCounter = Callable[[str, bool], int]
 
 class PromptEditor(TextArea):
     """The prompt text. Typing here never triggers the app's one-letter keys; escape or tab
-    leaves it (e comes back)."""
+    leaves it (e comes back). It holds at most `MAX_PROMPT` characters, as a prompt file may: a
+    paste or a burst of keys that would pass it is cut there, and said once."""
 
     BINDINGS = [Binding("escape", "leave", "Leave prompt")]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._cut = False  # the last insert was cut at the bound (and said so): the next is cut quietly
+
+    def _replace_via_keyboard(self, insert: str, start: Location, end: Location) -> EditResult | None:
+        """Textual's (8.2.8, pinned) every typed and pasted insert, cut at the prompt's bound."""
+        if insert:
+            top, bottom = sorted((start, end))
+            room = MAX_PROMPT - (self._length() - len(self.get_text_range(top, bottom)))
+            if len(insert) > room:
+                kept = max(room, 0)
+                if not self._cut:
+                    self.app.notify(f"The prompt holds at most {MAX_PROMPT:,} characters: {len(insert):,} "
+                                    f"pasted or typed, {kept:,} of them kept.", title="Prompt cut",
+                                    severity="warning")
+                self._cut = True
+                insert = insert[:kept]
+                if not insert and top == bottom:
+                    return None
+            else:
+                self._cut = False
+        return super()._replace_via_keyboard(insert, start, end)
+
+    def _length(self) -> int:
+        """Characters in the prompt (its lines and the line breaks between them)."""
+        document = self.document
+        lines = document.line_count
+        return sum(len(document[row]) for row in range(lines)) + (lines - 1) * len(document.newline)
 
     def action_leave(self) -> None:
         self.screen.focus_next()

@@ -9,6 +9,7 @@ the screenshot they show the saved run's own for one frame, then the user's come
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
@@ -158,21 +159,25 @@ def save_shown_run(screen: RunFilesHost) -> None:
 
 
 def _write(screen: RunFilesHost, result: RunResult, svg: str) -> None:
+    """The run's JSON (once per run: after a screenshot that failed, ctrl+s again writes the
+    screenshot beside the JSON already saved, not a second copy of the run) and its screenshot."""
     folder = screen.runs_folder
-    try:
-        stem = run_file_stem(result, folder)
-        saved = write_new(folder, stem, ".json", lambda path: result.save(path, exclusive=True))
-    except (OSError, DecodeError) as error:
-        screen.report_error(f"cannot save in {folder}: {_reason(error)}; set TUI_DECODE_RUNS_DIR "
-                            "to a writable folder")
-        return
+    saved = screen.history.saved_file(result)
+    if saved is None or saved.parent != folder:
+        try:
+            stem = run_file_stem(result, folder)
+            saved = write_new(folder, stem, ".json", lambda path: result.save(path, exclusive=True))
+        except (OSError, DecodeError) as error:
+            fix = _fix(error, "set TUI_DECODE_RUNS_DIR to a writable folder")
+            screen.report_error(f"cannot save in {folder}: {_reason(error)}; {fix}")
+            return
+        screen.history.mark_saved(result, saved)
     stem = saved.stem
-    screen.history.mark_saved(result, saved)
     try:  # the screenshot's text as UTF-8, a character no file can hold as U+FFFD
         atomic.write_bytes(folder / f"{stem}.svg", svg.encode("utf-8", "replace"), "screenshot")
     except (OSError, DecodeError) as error:
         screen.report_error(f"saved {stem}.json in {folder}, but not its screenshot {stem}.svg: {_reason(error)}; "
-                            "free some disk space and press ctrl+s again for both")
+                            f"{_fix(error, 'free some disk space')} and press ctrl+s again for the screenshot")
         screen.status.set(f"saved {stem}.json in {folder} (no screenshot)", "done")
         return
     screen.status.set(f"saved {stem}.json and {stem}.svg in {folder}", "done")
@@ -183,3 +188,11 @@ def _reason(error: Exception) -> str:
     if isinstance(error, OSError) and error.strerror:
         return error.strerror
     return str(error)
+
+
+def _fix(error: Exception, otherwise: str) -> str:
+    """What to do about ``error``: ``otherwise``, unless it is a limit no free space or other folder lifts."""
+    if isinstance(error, OSError) and error.errno == errno.EFBIG:
+        return ("the file-size limit of this process (ulimit -f) is smaller than the file: raise it "
+                "(ulimit -f unlimited)")
+    return otherwise
