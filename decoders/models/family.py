@@ -241,7 +241,9 @@ def _out_of_memory(spec: FamilySpec, main_model: Any) -> DecodeError:
     needed = None
     if main_model is not None:
         weights = sum(p.numel() for p in main_model.parameters())
-        needed = weights * 4 + (weights * 2 if spec.dtype in ("fastest", "float16") else 0)
+        from decoders.models.load_choice import PACKING_BYTES
+
+        needed = weights * 4 + (weights * PACKING_BYTES if spec.dtype in ("fastest", "float16") else 0)
     if spec.dtype in ("fastest", "float16", "auto"):
         fix = ("give --dtype float32 (one copy of the weights: no float16 copy packed and timed beside it), "
                "or a smaller model")

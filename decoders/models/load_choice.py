@@ -23,6 +23,13 @@ from decoders.core.events import LoadProgress
 from decoders.models.kept_choice import REMEASURE_HINT, ChoiceKey, KeptChoice
 
 
+#: Bytes a weight of the float32 model takes while its float16 copy is packed (the fused float32
+#: copies, the float16 conversion, fbgemm's packed matrices): on the bundled SmolLM2-135M the
+#: peak address space rose by 1.15 GB, 8.6 bytes a weight (2026-12-04). Too few, and fbgemm's
+#: packing met a refused allocation with a segmentation fault (`ulimit -v 3000000`, issue 40).
+PACKING_BYTES = 9
+
+
 @dataclass
 class LoadChoice:
     """One load's choice: read from the kept record at the start, measured where it is missing."""
@@ -119,7 +126,7 @@ class LoadChoice:
         from decoders.models.memory import available_memory, format_bytes, is_allocation_failure
 
         weights = sum(p.numel() for p in self.main_model.parameters())
-        needed = weights * 2 + weights // 4  # the float16 copy, and room for packing it
+        needed = weights * PACKING_BYTES
         free = available_memory()
         if free is not None and needed > free:
             return self._skip_float16(f"packing them needs about {format_bytes(needed)} and only "

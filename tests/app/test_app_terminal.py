@@ -137,10 +137,13 @@ class Terminal:
             assert self.proc.poll() is None and time.monotonic() < deadline, self.screen[-2000:]
             self.read(0.1)
 
-    def write(self, data: bytes) -> None:
-        """``data`` typed into the terminal, reading what the app draws meanwhile (a full pty would block)."""
+    def write(self, data: bytes, seconds: float = 120) -> None:
+        """``data`` typed into the terminal, reading what the app draws meanwhile (a full pty would
+        block); the app must have read it all within ``seconds``."""
         view = memoryview(data)
+        deadline = time.monotonic() + seconds
         while view:
+            assert time.monotonic() < deadline, f"the app read {len(data) - len(view)} of {len(data)} bytes in {seconds} s"
             _, writable, _ = select.select([self.master], [self.master], [], 0.1)
             if writable:
                 view = view[os.write(self.master, view[:4096]):]

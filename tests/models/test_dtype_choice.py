@@ -136,9 +136,10 @@ def test_float16_weights_that_cannot_be_packed_are_skipped_with_a_note(tmp_path,
                                                             dtype="float32")).main_model.parameters())
     family = load_family(FamilySpec(name="t", main=str(path), device="cpu", dtype="fastest"))
     assert family.dtype == torch.float32 and not isinstance(family.main, Fp16LlamaBackend)
+    from decoders.models.load_choice import PACKING_BYTES
     from decoders.models.memory import format_bytes
 
-    why = f"packing them ran out of memory (they need about {format_bytes(weights * 2 + weights // 4)})"
+    why = f"packing them ran out of memory (they need about {format_bytes(weights * PACKING_BYTES)})"
     assert family.describe()["dtype_choice"] == f"float32 (float16 weights cannot run here: {why})"
     assert family.choice_note == f"float16 weights were not timed: {why}; float32 it is"
     monkeypatch.undo()  # room again: nothing was kept, so the next start times both
@@ -159,7 +160,7 @@ def test_float16_weights_with_no_room_for_them_are_not_even_packed(tmp_path, mon
     family = load_family(FamilySpec(name="t", main=str(save_tiny_model(tmp_path / "m")), device="cpu",
                                     dtype="fastest"))
     assert packed == [] and family.dtype == torch.float32
-    assert family.choice_note == "float16 weights were not timed: packing them needs about 51 KB and only 1.0 KB is " \
+    assert family.choice_note == "float16 weights were not timed: packing them needs about 204 KB and only 1.0 KB is " \
                                  "free; float32 it is"
 
 
@@ -171,6 +172,7 @@ def test_an_allocation_failing_while_the_targets_are_timed_is_one_line_naming_th
     monkeypatch.setattr(dtype_choice, "step_ms", no_room)
     path = save_tiny_model(tmp_path / "m")
     from decoders.core.errors import DecodeError
+    from decoders.models.load_choice import PACKING_BYTES
     from decoders.models.memory import format_bytes
 
     with pytest.raises(DecodeError) as caught:
@@ -178,7 +180,7 @@ def test_an_allocation_failing_while_the_targets_are_timed_is_one_line_naming_th
     weights = sum(p.numel() for p in load_family(FamilySpec(name="t", main=str(path), device="cpu",
                                                             dtype="float32")).main_model.parameters())
     assert str(caught.value) == (
-        f"Not enough memory to load tiny: it needs about {format_bytes(weights * 6)}; give --dtype "
+        f"Not enough memory to load tiny: it needs about {format_bytes(weights * (4 + PACKING_BYTES))}; give --dtype "
         "float32 (one copy of the weights: no float16 copy packed and timed beside it), or a smaller model.")
 
 
