@@ -22,7 +22,6 @@ from decoders.core.errors import DecodeError
 from decoders.core.events import LoadProgress
 from decoders.models.kept_choice import REMEASURE_HINT, ChoiceKey, KeptChoice
 
-
 #: Bytes a weight of the float32 model takes while its float16 copy is packed (the fused float32
 #: copies, the float16 conversion, fbgemm's packed matrices): on the bundled SmolLM2-135M the
 #: peak address space rose by 1.15 GB, 8.6 bytes a weight (2026-12-04). Too few, and fbgemm's
