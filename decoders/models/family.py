@@ -281,6 +281,13 @@ def _load_torch_family(spec: FamilySpec, report: LoadProgress, fast: bool, loade
 
     # "fastest" dtype and draft: a choice kept on this machine says which to build; else measured below
     choice = LoadChoice.start(spec, device, fast, device_map, main_model, tokenizer, report, stop_ids)
+    if fp16_weights:  # --dtype float16 on CPU: asked for, so no room for it is an error, not a segfault
+        from decoders.models.load_choice import float16_room
+
+        short = float16_room(main_model)
+        if short is not None:
+            raise DecodeError(f"Not enough memory for float16 weights: {short}; give --dtype float32, or a smaller "
+                              "model.")
     fp16_weights = fp16_weights or choice.float16
     report("Preparing the main model's fast backend (weights fused and packed)", 0.8 * main_share)
     main_backend = make_backend(main_model, fast=fast, max_positions=positions, cuda_graph=spec.cuda_graph,

@@ -29,6 +29,19 @@ from decoders.models.kept_choice import REMEASURE_HINT, ChoiceKey, KeptChoice
 PACKING_BYTES = 9
 
 
+def float16_room(main_model) -> str | None:
+    """Why float16 weights of ``main_model`` cannot be packed now (too little free memory, or room
+    under ``ulimit -v``: the packing kernels meet a refused allocation with a segmentation fault),
+    or None when they can (or the free memory is not known)."""
+    from decoders.models.memory import available_memory, format_bytes
+
+    needed = sum(p.numel() for p in main_model.parameters()) * PACKING_BYTES
+    free = available_memory()
+    if free is not None and needed > free:
+        return f"packing them needs about {format_bytes(needed)} and only {format_bytes(free)} is free"
+    return None
+
+
 @dataclass
 class LoadChoice:
     """One load's choice: read from the kept record at the start, measured where it is missing."""
@@ -81,6 +94,13 @@ class LoadChoice:
             choice.notes.append("no draft chosen here yet (the starts so far drafted with nothing)")
             kept = None
         choice.kept = kept
+        if choice.float16:
+            short = float16_room(main_model)
+            if short is not None:  # kept on a day with more memory: float32 this time, the choice kept
+                choice.wants_dtype = False
+                choice.dtype_record = DtypeChoice("float32", left_out=short).record()
+                choice.notes.append(f"the float16 weights kept as the faster cannot be packed now: {short}; "
+                                    "float32 this time")
         return choice
 
     @property
@@ -122,14 +142,12 @@ class LoadChoice:
         import gc
 
         from decoders.models.backend_choice import warm_up
-        from decoders.models.memory import available_memory, format_bytes, is_allocation_failure
+        from decoders.models.memory import format_bytes, is_allocation_failure
 
-        weights = sum(p.numel() for p in self.main_model.parameters())
-        needed = weights * PACKING_BYTES
-        free = available_memory()
-        if free is not None and needed > free:
-            return self._skip_float16(f"packing them needs about {format_bytes(needed)} and only "
-                                      f"{format_bytes(free)} is free")
+        short = float16_room(self.main_model)
+        if short is not None:
+            return self._skip_float16(short)
+        needed = sum(p.numel() for p in self.main_model.parameters()) * PACKING_BYTES
         try:
             backend = make_fp16()
             warm_up(backend)

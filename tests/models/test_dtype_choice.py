@@ -192,3 +192,23 @@ def test_allocation_failures_are_told_from_other_errors():
         assert is_allocation_failure(failure), failure
     for other in (RuntimeError("shape mismatch"), ValueError("not enough memory"), OSError(2, "No such file")):
         assert not is_allocation_failure(other), other
+
+
+@needs_fbgemm
+def test_float16_weights_kept_as_the_faster_are_not_packed_without_room_for_them(tmp_path, monkeypatch):
+    """The choice kept on a day with more memory: float32 this time (no segmentation fault), and said."""
+    import decoders.models.memory as memory
+
+    path = save_tiny_model(tmp_path / "m")
+    monkeypatch.setattr(dtype_choice, "step_ms",
+                        lambda backend, seq: 1.0 if isinstance(backend, Fp16LlamaBackend) else 2.0)
+    assert load_family(FamilySpec(name="t", main=str(path), device="cpu", dtype="fastest")).dtype == torch.float16
+    monkeypatch.setattr(memory, "available_memory", lambda device=None: 1000)
+    family = load_family(FamilySpec(name="t", main=str(path), device="cpu", dtype="fastest"))
+    assert family.dtype == torch.float32 and not isinstance(family.main, Fp16LlamaBackend)
+    assert family.choice_note.startswith("the float16 weights kept as the faster cannot be packed now: packing them "
+                                         "needs about 204 KB and only 1.0 KB is free; float32 this time; as measured")
+    with pytest.raises(Exception) as caught:  # asked for by name: one line, no segmentation fault
+        load_family(FamilySpec(name="t", main=str(path), device="cpu", dtype="float16"))
+    assert str(caught.value) == ("Not enough memory for float16 weights: packing them needs about 204 KB and only "
+                                 "1.0 KB is free; give --dtype float32, or a smaller model.")
