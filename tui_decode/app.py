@@ -229,12 +229,11 @@ def _restore_terminal(driver: Any) -> None:
     off and the input thread stopped first (`disable_input` does both only in the main thread),
     then the terminal's modes and screen back, every write flushed (`close` waits for them)."""
     try:
-        disable_mouse = getattr(driver, "_disable_mouse_support", None)
-        if disable_mouse is not None:
-            disable_mouse()
-        exit_event = getattr(driver, "exit_event", None)
-        if exit_event is not None:
-            exit_event.set()
+        from textual.drivers.linux_driver import LinuxDriver
+
+        if isinstance(driver, LinuxDriver):
+            driver._disable_mouse_support()
+            driver.exit_event.set()
         driver.stop_application_mode()
         driver.close()
     except Exception:  # noqa: BLE001 - leaving anyway: a terminal that hung up fails every write
