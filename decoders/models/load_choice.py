@@ -146,7 +146,8 @@ class LoadChoice:
 
         short = float16_room(self.main_model)
         if short is not None:
-            return self._skip_float16(short)
+            self._skip_float16(short)
+            return None
         needed = sum(p.numel() for p in self.main_model.parameters()) * PACKING_BYTES
         try:
             backend = make_fp16()
@@ -156,7 +157,8 @@ class LoadChoice:
                 raise
             backend = None
             gc.collect()
-            return self._skip_float16(f"packing them ran out of memory (they need about {format_bytes(needed)})")
+            self._skip_float16(f"packing them ran out of memory (they need about {format_bytes(needed)})")
+            return None
         return backend
 
     def _skip_float16(self, why: str) -> None:
@@ -167,7 +169,6 @@ class LoadChoice:
         self.wants_dtype = False
         self.dtype_record = DtypeChoice("float32", left_out=why).record()
         self.notes.append(f"float16 weights were not timed: {why}; float32 it is")
-        return None
 
     def draft(self, main_backend) -> tuple[Any, Any, str, str, bool]:
         """``(target, draft backend, its description, its kind, float16 weights)``: the kept draft
