@@ -49,7 +49,8 @@ if TYPE_CHECKING:
     from decoders.models.family import Family
 
 Event = Union[PhaseStarted, Progress, Iteration, RunResult]
-#: Called where neither run's clock runs, with the run that steps next ("method", "baseline").
+#: Called where neither run's clock runs, with the run that steps next ("method", "baseline"), or
+#: "end" once the pairing's last timed step is done.
 Idle = Callable[[str], None]
 
 PAIRINGS = ("interleaved", "sequential")
@@ -221,7 +222,8 @@ class Engine:
         ``cancelled()`` turned true during the method run; nothing when during the baseline).
 
         ``idle(next_run)``, when given, is called in the interleaved pairing wherever neither
-        run's clock runs, naming the run that steps next ("method" or "baseline"): a consumer's
+        run's clock runs, naming the run that steps next ("method" or "baseline", and "end" after
+        the pairing's last timed step): a consumer's
         slow work (a UI drawing what it was handed) belongs there, and spread evenly over both
         kinds of point, so that the first step after it (which runs cold) falls as often on
         either run (`tui_decode.workers.decode`)."""
@@ -424,6 +426,8 @@ class Engine:
         if base.run is None:
             level[0] = True
             base.step()
+        if idle is not None:
+            idle("end")
         baseline = base.run
         assert baseline is not None  # the generator returns once its cancel test turns true
         if baseline.finish == "cancelled" and not cancelled():

@@ -7,6 +7,7 @@ only inside these threads, so the first frame paints before any model loads.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
@@ -168,11 +169,15 @@ class QuietPoints:
     read autoregressive decoding 1.05x faster than itself; flushed where the batch happened to be
     due (the method's points span three steps to the baseline's one), 0.96x."""
 
-    def __init__(self, batch: Batcher):
+    def __init__(self, batch: Batcher, release: Callable[[], object] = lambda: None):
         self.batch = batch
+        self.release = release  # lets the UI's loop run again (the draw gate holds it after each hand-over)
         self.counts = {"method": 0, "baseline": 0}
 
     def __call__(self, next_run: str) -> None:
+        if next_run == "end":  # nothing more is timed in this pairing: let the UI run
+            self.release()
+            return
         if not self.batch.due():
             return
         other = "baseline" if next_run == "method" else "method"
@@ -236,13 +241,17 @@ class DecodeWorker:
         # every message waits until it is drawn: the engine is suspended between two timed steps
         gate = DrawGate(self, cancelled)  # type: ignore[arg-type]  # the host is the screen
         batch = Batcher(lambda events: gate.post(RunBatch(events)))
-        quiet = QuietPoints(batch)
+        # between two hand-overs the UI's loop is held: its timers and a draw's leftovers stay off
+        # the timed steps (TUI_DECODE_HOLD=0 lets it run, to measure what that costs)
+        gate.holding = os.environ.get("TUI_DECODE_HOLD", "1") != "0"
+        quiet = QuietPoints(batch, gate.release)
         try:
             with self._decode_lock:
                 engine = loaded.engine_for(settings)
                 warm_once(engine, prompt, settings.params)  # as run, the bench and the sweep do
                 for event in engine.stream(prompt, settings.params, cancelled=cancelled, idle=quiet):
                     if isinstance(event, RunResult):
+                        gate.holding = False
                         batch.flush()
                         self.post_message(RunFinished(event))
                         return
@@ -256,11 +265,16 @@ class DecodeWorker:
                 batch.flush()
             self.post_message(RunStopped())
         except DecodeError as error:
+            gate.holding = False
             batch.flush()
             self.post_message(RunFailed(str(error)))
         except Exception as error:  # noqa: BLE001 - out of memory and bugs alike: report, keep running
+            gate.holding = False
             batch.flush()
             self.post_message(RunFailed(failure_message(error)))
+        finally:
+            gate.holding = False
+            gate.release()
 
     def cancel_decode(self: DecodeHost) -> None:
         """Stop the run at the engine's next iteration; the partial run still comes back."""
