@@ -36,7 +36,7 @@ def test_a_draft_that_does_not_pay_here_opens_on_prompt_lookup(predicted, method
     picked = start_method(START_PARAMS, START_PARAMS, choice(predicted))
     assert (picked[0] if picked else None) == method
     if picked:
-        assert f"predicted {predicted:.2f}x" in picked[1] and "m picks speculative decoding" in picked[1]
+        assert picked[1] == f"the chosen model draft, trained head, is predicted {predicted:.2f}x here; m: speculative"
 
 
 def test_a_method_or_parameter_someone_chose_is_kept():
@@ -55,5 +55,5 @@ async def test_the_ready_line_names_the_first_run_s_method_and_why(tiny_spec, ti
         await wait_for(pilot, lambda: main.loaded is not None and "ready" in main.status.message)
         assert main.settings.params.method == ("pld" if runs == "Prompt lookup" else "spec")
         assert f"ctrl+r runs {runs}" in main.status.message
-        said = "the best model draft here (trained head) is predicted 1.05x" in main.status.message
+        said = "the chosen model draft, trained head, is predicted 1.05x here" in main.status.message
         assert said == (runs == "Prompt lookup")

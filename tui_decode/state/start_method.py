@@ -49,6 +49,5 @@ def start_method(params: DecodeParams, start: DecodeParams, draft_choice: dict[s
     source, speedup = predicted
     if speedup >= START_PAYS:
         return None
-    why = (f"the best model draft here ({source}) is predicted {speedup:.2f}x; on a CPU a draft that costs "
-           f"nothing pays first, m picks speculative decoding")
+    why = f"the chosen model draft, {source.split(' (')[0]}, is predicted {speedup:.2f}x here; m: speculative"
     return FREE_DRAFT_METHOD, why
