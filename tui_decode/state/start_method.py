@@ -37,7 +37,8 @@ def predicted_draft(draft_choice: dict[str, Any] | None) -> tuple[str, float] | 
     return None
 
 
-def start_method(params: DecodeParams, start: DecodeParams, draft_choice: dict[str, Any] | None) -> tuple[str, str] | None:
+def start_method(params: DecodeParams, start: DecodeParams,
+                 draft_choice: dict[str, Any] | None) -> tuple[str, str] | None:
     """(method, why) when the first run should not be the default method ``start.method``: the
     parameters are still the start ones (nobody chose a method), the default drafts with a model,
     and the family's chosen draft is predicted to pay less than `START_PAYS` here. None otherwise."""
