@@ -573,8 +573,12 @@ def render_sweep_markdown(report: SweepReport) -> str:
 
 
 def write_report(report: Report, out_dir: str | Path) -> tuple[Path, Path]:
-    """Write report.md and report.json into ``out_dir`` (created if needed)."""
+    """Write report.json, then report.md ending with that report.json's SHA-256 (`report_pair`),
+    into ``out_dir`` (created if needed). Each file is written atomically: a failure (a full disk)
+    leaves the earlier report as it was, and a bench stopped between the two is told from a pair."""
+    from decoders.bench.report_pair import pair_line
     from decoders.records import atomic
+    from decoders.records.folder import kill_point
 
     out = Path(out_dir)
     try:
@@ -583,7 +587,8 @@ def write_report(report: Report, out_dir: str | Path) -> tuple[Path, Path]:
         raise DecodeError(f"cannot write the report into {out}: {exc.strerror or exc}; "
                           "give a writable folder to --out") from None
     md, js = out / "report.md", out / "report.json"
-    # Each file is written atomically: a failure (a full disk) leaves the earlier report as it was.
-    atomic.write_text(md, render_markdown(report), what="the report")
-    atomic.write_text(js, json_text(report.to_json(), ensure_ascii=False, indent=1), what="the report")
+    data = json_text(report.to_json(), ensure_ascii=False, indent=1).encode("utf-8")
+    atomic.write_bytes(js, data, what="the report")
+    kill_point("report:md")  # a test stops here: the new report.json beside the last report.md
+    atomic.write_text(md, render_markdown(report) + pair_line(data), what="the report")
     return md, js

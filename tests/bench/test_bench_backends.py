@@ -206,11 +206,12 @@ def test_the_printed_tables_label_every_row_with_its_backend(run):
 @pytest.mark.model  # the bundled model, on both backends
 def test_the_saved_report_reads_back_and_renders_the_same(run):
     from decoders.bench.report import load_report, render_markdown
+    from decoders.bench.report_pair import pair_line
 
     saved = run["dir"] / "report.json"
     report = load_report(saved)
     assert report.to_json() == json.loads(saved.read_text())
-    assert render_markdown(report) == (run["dir"] / "report.md").read_text()
+    assert render_markdown(report) + pair_line(saved.read_bytes()) == (run["dir"] / "report.md").read_text()
 
 
 def test_labels_and_backends_parse():

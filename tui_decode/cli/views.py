@@ -126,6 +126,7 @@ class BenchArgs:
     bandwidth_mb: int
     record_overhead_every: int
     backends: str | None
+    wait: bool
     threads: int | None
     params: tuple[tuple[str, Any], ...]  # every registered method's parameter flag, by name
     model: ModelFlags
@@ -137,7 +138,7 @@ class BenchArgs:
         return cls(prompts=args.prompts, methods=args.methods, variants=args.variants,
                    max_new_tokens=args.max_new_tokens, limit=args.limit, repeats=args.repeats, out=args.out,
                    sweep=args.sweep, bandwidth_mb=args.bandwidth_mb, record_overhead_every=args.record_overhead_every,
-                   backends=args.backends, threads=args.threads,
+                   backends=args.backends, wait=args.wait, threads=args.threads,
                    params=tuple(_present(args, list(method_param_specs())).items()), model=ModelFlags.of(args))
 
 
@@ -156,6 +157,8 @@ class TrainHeadArgs:
     curve_points: int
     measure_tokens: int
     lr: float
+    fresh: bool
+    wait: bool
     threads: int | None
     model: ModelFlags
 
@@ -164,7 +167,7 @@ class TrainHeadArgs:
         return cls(corpus=args.corpus, out=args.out, grow=args.grow, grow_batch=args.grow_batch, epochs=args.epochs,
                    draft_vocab=args.draft_vocab, ttt=args.ttt, max_tokens=args.max_tokens,
                    curve_points=args.curve_points, measure_tokens=args.measure_tokens, lr=args.lr,
-                   threads=args.threads, model=ModelFlags.of(args))
+                   fresh=args.fresh, wait=args.wait, threads=args.threads, model=ModelFlags.of(args))
 
 
 @dataclass(frozen=True)
