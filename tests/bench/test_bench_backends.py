@@ -18,7 +18,7 @@ import pytest
 
 pytest.importorskip("llama_cpp")
 
-from decoders.bench import multi  # noqa: E402
+from decoders.bench import lanes  # noqa: E402
 from decoders.bench.common import on_backend, split_backend  # noqa: E402
 from decoders.bench.multi import parse_backends  # noqa: E402
 from decoders.core.errors import DecodeError  # noqa: E402
@@ -41,7 +41,7 @@ def run(tmp_path_factory):
     prompts.write_text("".join(json.dumps(p) + "\n" for p in PROMPTS))
     out_dir = folder / "out"
     stdout, stderr = io.StringIO(), io.StringIO()
-    curve = multi.verify_cost_curve
+    curve = lanes.verify_cost_curve
 
     def no_curve(engine, seq, cancelled=lambda: False):
         """No T(k) in the engine's summaries (measured again in every fresh engine, seconds each)."""
@@ -51,9 +51,9 @@ def run(tmp_path_factory):
     with redirect_stdout(stdout), redirect_stderr(stderr), torch_threads(1), pytest.MonkeyPatch.context() as mp:
         # time, not bookkeeping: one pass of the report's curve (its 16 widths on each backend are
         # checked), none in the engines' summaries, and no warm-up
-        mp.setattr(multi, "verify_cost_curve", lambda family, ids: curve(family, ids, repeats=1))
+        mp.setattr(lanes, "verify_cost_curve", lambda family, ids: curve(family, ids, repeats=1))
         mp.setattr(Engine, "cost_curve", no_curve)
-        mp.setattr(multi, "_warm_up", lambda *args: None)
+        mp.setattr(lanes, "warm_up_rows", lambda *args: None)
         code = main(["bench", "--backends", "torch,llamacpp", "--main", "bundled", "--prompts", str(prompts),
                      "--methods", "ar,pld", "--max-new-tokens", "6", "--bandwidth-mb", "16",
                      "--draft-policy", "fixed",  # no calibration of the adaptive policy in every fresh engine

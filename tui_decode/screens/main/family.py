@@ -163,8 +163,10 @@ class FamilySwitching:
         if self.running or self.loading_family:
             self.notify("Wait for the current run or load to end (escape cancels a run).", severity="warning")
             return
+        from decoders.models.drafts import Fastest
+
         spec = self.spec
-        if spec is None or "fastest" not in (spec.dtype, spec.self_draft):
+        if spec is None or (spec.dtype != "fastest" and not isinstance(spec.draft, Fastest)):
             self.notify("This family fixes its dtype and draft: there is nothing to measure again.",
                         severity="warning")
             return
