@@ -11,6 +11,7 @@ from typing import Any, Sequence
 
 from decoders.analysis.summary import first_divergence
 from decoders.bench.aggregate import MethodStats
+from decoders.bench.batch import BatchReport
 from decoders.bench.common import BASELINE, known, on_backend, split_backend
 from decoders.bench.files import Report, report_from_json
 from decoders.bench.files import load_report as load_report  # read here beside write_report
@@ -498,6 +499,10 @@ def render_markdown(report: Report | dict[str, Any]) -> str:
         report = report_from_json(report)
     if isinstance(report, SweepReport):
         return render_sweep_markdown(report)
+    if isinstance(report, BatchReport):
+        from decoders.bench.batch import render_markdown as render_batch
+
+        return render_batch(report)
     parts = ["# tui-decode bench", "", *settings_lines(report), "", HOW_TO_READ, ""]
     if ref_prefix(report) == "lcpp":
         parts += ["On the llama.cpp backend the other side is llama-cpp-python's own loop (`Llama.generate`, greedy) "

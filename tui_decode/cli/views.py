@@ -129,6 +129,7 @@ class BenchArgs:
     threads: int | None
     params: tuple[tuple[str, Any], ...]  # every registered method's parameter flag, by name
     model: ModelFlags
+    batch: str | None = None
 
     @classmethod
     def of(cls, args: argparse.Namespace) -> BenchArgs:
@@ -138,7 +139,8 @@ class BenchArgs:
                    max_new_tokens=args.max_new_tokens, limit=args.limit, repeats=args.repeats, out=args.out,
                    sweep=args.sweep, bandwidth_mb=args.bandwidth_mb, record_overhead_every=args.record_overhead_every,
                    backends=args.backends, threads=args.threads,
-                   params=tuple(_present(args, list(method_param_specs())).items()), model=ModelFlags.of(args))
+                   params=tuple(_present(args, list(method_param_specs())).items()), model=ModelFlags.of(args),
+                   batch=getattr(args, "batch", None))
 
 
 @dataclass(frozen=True)
