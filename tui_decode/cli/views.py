@@ -103,12 +103,16 @@ class RunArgs:
     model: ModelFlags
     decode: DecodeFlags
     suffix_memory: str | None = None
+    # the synthetic draft's flags (`tui_decode.cli.synthetic`); once they ask for it, the method's
+    # parameters, held in ``decode`` too
+    synthetic_acceptance: tuple[float, ...] | None = None
+    synthetic_cost: float | None = None
 
     @classmethod
     def of(cls, args: argparse.Namespace) -> RunArgs:
         return cls(prompt=PromptFlags.of(args), json=args.json, repeats=args.repeats, pairing=args.pairing,
                    threads=args.threads, model=ModelFlags.of(args), decode=DecodeFlags.of(args),
-                   suffix_memory=args.suffix_memory)
+                   suffix_memory=args.suffix_memory, **_present(args, ["synthetic_acceptance", "synthetic_cost"]))
 
 
 @dataclass(frozen=True)
