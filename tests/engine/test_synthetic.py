@@ -93,6 +93,7 @@ def test_the_theorem_is_set_beside_it(engine, on):
     # 1 + 0.9 + 0.9*0.8 + 0.9*0.8*0.8 tokens for 3 * 0.1 + 1 steps
     assert extras["predicted_speedup"] == pytest.approx(3.196 / 1.3, abs=1e-3)
     assert extras["predicted_speedup_cost_aware"] == pytest.approx(3.196 / (0.3 + extras["verify_cost"]), abs=2e-3)
+    assert extras["predicted_speedup_in_run"] == pytest.approx(3.196 / (0.3 + extras["verify_cost_in_run"]), abs=2e-3)
 
 
 def test_a_reference_the_run_parts_from_is_decoded_again(engine, on, monkeypatch):
