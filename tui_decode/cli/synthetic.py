@@ -30,7 +30,7 @@ def synthetic_method(args: argparse.Namespace) -> str | None:
 
     rates = getattr(args, RATES.name, None)
     cost = getattr(args, COST.name, None)
-    if rates is None and getattr(args, "method", None) != NAME:
+    if rates is None and args.method != NAME:
         if cost is not None:
             raise DecodeError("--synthetic-cost needs --synthetic-acceptance RATES (e.g. 0.8 or 0.9,0.8,0.7)")
         return None

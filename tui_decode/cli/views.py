@@ -144,7 +144,7 @@ class BenchArgs:
                    sweep=args.sweep, bandwidth_mb=args.bandwidth_mb, record_overhead_every=args.record_overhead_every,
                    backends=args.backends, threads=args.threads,
                    params=tuple(_present(args, list(method_param_specs())).items()), model=ModelFlags.of(args),
-                   batch=getattr(args, "batch", None))
+                   batch=args.batch)
 
 
 @dataclass(frozen=True)
