@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+from decoders.bench.batch import BatchReport
 from decoders.bench.cells import (
     DASH,
     count_text,
@@ -169,6 +170,10 @@ def render_markdown(report: Report | dict[str, Any]) -> str:
         report = report_from_json(report)
     if isinstance(report, SweepReport):
         return render_sweep_markdown(report)
+    if isinstance(report, BatchReport):
+        from decoders.bench.batch import render_markdown as render_batch
+
+        return render_batch(report)
     parts = ["# tui-decode bench", "", *settings_lines(report), "", HOW_TO_READ, ""]
     if ref_prefix(report) == "lcpp":
         parts += ["On the llama.cpp backend the other side is llama-cpp-python's own loop (`Llama.generate`, greedy) "

@@ -75,6 +75,11 @@ def add_bench_parser(sub) -> None:
                         "on each, labelled by backend (\"ar [llama.cpp]\"), each beside its own reference: "
                         "transformers' generate() on torch, llama-cpp-python's own loop on llama.cpp; with each "
                         "backend's bandwidth floor and T(k), and the backends' AR outputs compared token by token")
+    p.add_argument("--batch", default=None, metavar="LIST",
+                   help="instead of the suite, decode B prompts together for each batch size B in LIST (e.g. 1,2,4; "
+                        "each 1..64): ar and prompt lookup (--methods ar,pld) beside autoregressive decoding at the "
+                        "same batch size, interleaved over max(2, --repeats) rounds, with the verify-cost surface "
+                        "T(B, k); see tui_decode/cli/batch.py")
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help="torch CPU threads for both sides (default: torch's own choice); on a machine shared "
                         "with other busy processes, 1 avoids threads spinning against each other")
@@ -172,6 +177,10 @@ def _cmd_bench(namespace: argparse.Namespace, take_out: Callable[[], None]) -> i
 
     args = BenchArgs.of(namespace)
     prompts = load_prompts(args.prompts)
+    if args.batch is not None:
+        from tui_decode.cli.batch import cmd_batch_bench
+
+        return cmd_batch_bench(namespace, args, prompts)
     if not args.out.strip():  # "" is the current folder: its report.md would be written over
         raise DecodeError("--out is empty; give the report folder (it is created if missing), or leave --out out "
                           f"for {DEFAULT_OUT}/")

@@ -107,6 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_args(run)
     add_remeasure_arg(run)
     add_decode_args(run)
+    from tui_decode.cli.synthetic import add_synthetic_args
+
+    add_synthetic_args(run)
 
     sub.add_parser("families", help="list the model families (built-in and from the config file)")
 
@@ -185,9 +188,11 @@ def cmd_run(namespace: argparse.Namespace) -> int:
 
     from decoders.engine import Engine
     from decoders.records.atomic import check_destination
+    from tui_decode.cli.synthetic import synthetic_method
     from tui_decode.state.run_summary import summary_table
     from tui_decode.state.token_text import shown_controls
 
+    synthetic_method(namespace)  # registers the synthetic draft where its flags ask for it
     args = RunArgs.of(namespace)
     err = Console(stderr=True)
     check_threads(args.threads)

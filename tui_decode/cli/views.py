@@ -103,12 +103,16 @@ class RunArgs:
     model: ModelFlags
     decode: DecodeFlags
     suffix_memory: str | None = None
+    # the synthetic draft's flags (`tui_decode.cli.synthetic`); once they ask for it, the method's
+    # parameters, held in ``decode`` too
+    synthetic_acceptance: tuple[float, ...] | None = None
+    synthetic_cost: float | None = None
 
     @classmethod
     def of(cls, args: argparse.Namespace) -> RunArgs:
         return cls(prompt=PromptFlags.of(args), json=args.json, repeats=args.repeats, pairing=args.pairing,
                    threads=args.threads, model=ModelFlags.of(args), decode=DecodeFlags.of(args),
-                   suffix_memory=args.suffix_memory)
+                   suffix_memory=args.suffix_memory, **_present(args, ["synthetic_acceptance", "synthetic_cost"]))
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,7 @@ class BenchArgs:
     threads: int | None
     params: tuple[tuple[str, Any], ...]  # every registered method's parameter flag, by name
     model: ModelFlags
+    batch: str | None = None
 
     @classmethod
     def of(cls, args: argparse.Namespace) -> BenchArgs:
@@ -139,7 +144,8 @@ class BenchArgs:
                    max_new_tokens=args.max_new_tokens, limit=args.limit, repeats=args.repeats, out=args.out,
                    sweep=args.sweep, bandwidth_mb=args.bandwidth_mb, record_overhead_every=args.record_overhead_every,
                    backends=args.backends, wait=args.wait, threads=args.threads,
-                   params=tuple(_present(args, list(method_param_specs())).items()), model=ModelFlags.of(args))
+                   params=tuple(_present(args, list(method_param_specs())).items()), model=ModelFlags.of(args),
+                   batch=args.batch)
 
 
 @dataclass(frozen=True)
