@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from decoders.methods.shared.suffix_memory import reset_memories
+from decoders.methods.shared.suffix_memory import read_memory_file, reset_memories
 from tests.cli.conftest import error_line
 from tui_decode.cli.main import main
 
@@ -42,15 +42,15 @@ def test_datastore_build_fills_a_memory_that_run_then_reads(capsys, tmp_path, sm
     assert main(["datastore", "build", "--corpus", str(corpus), "--out", str(out), *MODEL]) == 0
     printed = capsys.readouterr().out
     assert f"memory {out}: 2 responses," in " ".join(printed.split()) and "added 2 documents" in printed
-    kept = json.loads(out.read_text())
-    assert kept["format"] == "tui-decode suffix memory" and len(kept["responses"]) == 2
+    kept = read_memory_file(out)
+    assert kept.format == "tui-decode suffix memory" and len(kept.responses) == 2
 
     reset_memories()
     code = main(["run", "--method", "suffix", "--prompt", "Name the days of the week.", "--max-new-tokens", "8",
                  "--suffix-memory", str(out), *MODEL])
     _, err = capsys.readouterr()
     assert code == 0 and "suffix memory: 2 responses" in err
-    assert len(json.loads(out.read_text())["responses"]) == 3  # the run's response joined
+    assert len(read_memory_file(out).responses) == 3  # the run's response joined
 
 
 @pytest.mark.parametrize("content,message", [

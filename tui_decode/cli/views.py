@@ -84,11 +84,14 @@ class AppArgs:
     threads: int | None
     model: ModelFlags
     decode: DecodeFlags
+    suffix_memory: str | None = None
+    suffix_memory_mb: int | None = None
 
     @classmethod
     def of(cls, args: argparse.Namespace) -> AppArgs:
         return cls(open=args.open, prompt=PromptFlags.of(args), threads=args.threads, model=ModelFlags.of(args),
-                   decode=DecodeFlags.of(args))
+                   decode=DecodeFlags.of(args), suffix_memory=args.suffix_memory,
+                   suffix_memory_mb=args.suffix_memory_mb)
 
 
 @dataclass(frozen=True)
@@ -103,12 +106,13 @@ class RunArgs:
     model: ModelFlags
     decode: DecodeFlags
     suffix_memory: str | None = None
+    suffix_memory_mb: int | None = None
 
     @classmethod
     def of(cls, args: argparse.Namespace) -> RunArgs:
         return cls(prompt=PromptFlags.of(args), json=args.json, repeats=args.repeats, pairing=args.pairing,
                    threads=args.threads, model=ModelFlags.of(args), decode=DecodeFlags.of(args),
-                   suffix_memory=args.suffix_memory)
+                   suffix_memory=args.suffix_memory, suffix_memory_mb=args.suffix_memory_mb)
 
 
 @dataclass(frozen=True)
