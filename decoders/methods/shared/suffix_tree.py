@@ -30,11 +30,12 @@ STRIDE = 1 << 24  # the child dict's key: parent * STRIDE + token (token ids bel
 MAX_TOKEN = STRIDE - 1
 #: The arrays a tree is made of, in the order `to_parts` gives them.
 FIELDS = ("token", "parent", "count", "cont", "best", "first", "next", "prev")
-#: Measured bytes a node costs in memory: the eight 4-byte array entries, the child dict's entry
-#: (its slot, its key and its value as Python integers). Measured with tracemalloc on 2.0 million
-#: nodes of the bundled model's answers (`tests/engine/test_suffix.py` holds the measurement's
-#: method; the memory's node cap is its byte cap over this).
-BYTES_PER_NODE = 150
+#: Measured bytes a node costs in memory: the eight 4-byte array entries and the child dict's entry
+#: (its slot, its key and its value as Python integers). tracemalloc over the tree of the bundled
+#: model's 1,016 answers (138,828 tokens, depth 24: 2,003,230 nodes, 14.4 a token): 140 bytes a
+#: node, where the tree of Python objects and a dict per node before it took 269
+#: (`scripts/measure_suffix_memory.py`). The memory's node bound is its size bound over this.
+BYTES_PER_NODE = 140
 
 
 @dataclass
@@ -240,67 +241,86 @@ class SuffixTree:
     @classmethod
     def from_parts(cls, depth: int, nodes: int, parts: Sequence[bytes], free: Sequence[int]) -> SuffixTree:
         """The tree `to_parts` gave, its child dict filled again. ValueError when the parts do not
-        make a tree of ``nodes`` nodes (a damaged file: the caller rebuilds from the responses);
-        the checks are whole-array ones (lengths, ranges, the free rows), cheap next to a rebuild."""
-        tree = cls(depth)
+        make a tree of ``nodes`` nodes (a damaged or forged file). The checks are whole-array ones
+        (numpy, imported here: gguf and transformers bring it): lengths and ranges, the free rows,
+        no two nodes under one parent with one token, and every children list linked both ways
+        from its head, so that no walk over children can loop (`_check_links`); counts are not
+        checked beyond their sign (a wrong count makes a worse draft, and every draft is verified)."""
+        import numpy as np
+
         if len(parts) != len(FIELDS):
             raise ValueError(f"{len(parts)} arrays, not {len(FIELDS)}")
-        arrays = []
-        for f, raw in zip(FIELDS, parts, strict=True):
-            a = array("i")
-            if len(raw) % a.itemsize:
-                raise ValueError(f"the {f} array is cut")
-            a.frombytes(raw)
-            arrays.append(a)
-        rows = len(arrays[0])
-        if not rows or any(len(a) != rows for a in arrays):
-            raise ValueError("the arrays' lengths differ")
-        token, parent, count, cont, best, first, nxt, prev = arrays
-        free_set = set(free)
-        if len(free_set) != len(free) or rows - len(free) != nodes or any(not 0 < i < rows for i in free_set):
+        if any(len(raw) % 4 for raw in parts) or len({len(raw) for raw in parts}) != 1 or not parts[0]:
+            raise ValueError("the arrays are cut or their lengths differ")
+        a = {f: np.frombuffer(raw, dtype="<i4") for f, raw in zip(FIELDS, parts, strict=True)}
+        rows = len(a["token"])
+        token, parent = a["token"], a["parent"]
+        free_rows = np.asarray(list(free), dtype=np.int64)
+        if len(free_rows) and (free_rows.min() < 1 or free_rows.max() >= rows):
             raise ValueError("the free rows do not add up")
-        if min(count) < 0 or min(cont) < 0 or max(token) > MAX_TOKEN:
-            raise ValueError("a count or a token is out of range")
-        for a in (parent, best, first, nxt, prev):
-            if min(a) < NONE or max(a) >= rows:
-                raise ValueError("a link points outside the tree")
-        for i in free_set:
-            if token[i] != NONE:
-                raise ValueError("a free row holds a token")
-        if token[ROOT] != NONE or min(token) < NONE:
+        live = token != NONE
+        live[ROOT] = True
+        if ((np.bincount(free_rows, minlength=1) > 1).any() or rows - len(free_rows) != nodes
+                or live[free_rows].any() or int(live.sum()) != nodes):
+            raise ValueError("the free rows do not add up")
+        if token[ROOT] != NONE or token.min() < NONE or token.max() > MAX_TOKEN:
             raise ValueError("a token is out of range")
-        kids = {p * STRIDE + t: i for i, (p, t) in enumerate(zip(parent, token, strict=True)) if t != NONE}
+        if a["count"].min() < 0 or a["cont"].min() < 0:
+            raise ValueError("a count is negative")
+        for f in ("parent", "best", "first", "next", "prev"):
+            if a[f].min() < NONE or a[f].max() >= rows:
+                raise ValueError("a link points outside the tree")
+        _check_links(live, parent, a["first"], a["next"], a["prev"], a["best"])
+        ids = np.flatnonzero(live)[1:]  # every live node but the root
+        keys = parent[ids].astype(np.int64) * STRIDE + token[ids]
+        kids = dict(zip(keys.tolist(), ids.tolist(), strict=True))
         if len(kids) != nodes - 1:
             raise ValueError("two nodes share a parent and a token")
-        _check_links(token, parent, first, nxt, prev, best, nodes)
-        (tree.token, tree.parent, tree.count, tree.cont, tree.best, tree.first, tree.next, tree.prev) = arrays
-        tree.kids, tree.free, tree.nodes = kids, list(free), nodes
+        tree = cls(depth)
+        for f in FIELDS:
+            kept = array("i")
+            kept.frombytes(a[f].astype("=i4").tobytes())
+            setattr(tree, f, kept)
+        tree.kids, tree.free, tree.nodes = kids, free_rows.tolist(), nodes
         return tree
 
 
-def _check_links(token: array, parent: array, first: array, nxt: array, prev: array, best: array,
-                 nodes: int) -> None:
-    """Every live node's children list holds exactly the nodes whose parent it is, linked both
-    ways, and its most frequent child is one of them: what the walks over children rely on (a
-    forged list could loop). One pass over the nodes."""
-    seen = 0
-    for p in range(len(token)):
-        if p != ROOT and token[p] == NONE:
-            continue
-        c, before, steps = first[p], NONE, 0
-        while c != NONE:
-            if token[c] == NONE or c == ROOT or parent[c] != p or prev[c] != before:
-                raise ValueError("a children list is broken")
-            steps += 1
-            if steps > nodes:
-                raise ValueError("a children list loops")
-            before, c = c, nxt[c]
-        seen += steps
-        b = best[p]
-        if (b == NONE) != (steps == 0) or (b != NONE and parent[b] != p):
-            raise ValueError("a most frequent child is not a child")
-    if seen != nodes - 1:
-        raise ValueError("a node hangs in no children list")
+def _check_links(live, parent, first, nxt, prev, best) -> None:
+    """Every live node but the root hangs under a live parent, in its parent's children list: the
+    list starts at the parent's ``first`` (which nothing precedes) and runs by ``next``, each link
+    matched by ``prev`` the other way. ``next`` is then one-to-one and a head has no predecessor,
+    so a walk from a head ends (no loop); and the most frequent child is a child. Whole-array
+    checks (numpy arrays in, ValueError out)."""
+    import numpy as np
+
+    dead = ~live
+    nodes = np.flatnonzero(live)
+    kids = nodes[1:]
+    if (parent[kids] < 0).any() or dead[parent[kids]].any():
+        raise ValueError("a node hangs under no node")
+    for links in (first, nxt, prev, best):  # a free row's own links are left over: never read
+        held = links[nodes]
+        if dead[held[held >= 0]].any():
+            raise ValueError("a link leads to a free row")
+    if parent[ROOT] != NONE or nxt[ROOT] != NONE or prev[ROOT] != NONE:
+        raise ValueError("the root has a parent or siblings")
+    has_next = kids[nxt[kids] != NONE]
+    if (parent[nxt[has_next]] != parent[has_next]).any() or (prev[nxt[has_next]] != has_next).any():
+        raise ValueError("a children list is broken")
+    has_prev = kids[prev[kids] != NONE]
+    if (nxt[prev[has_prev]] != has_prev).any():
+        raise ValueError("a children list is broken")
+    heads = kids[prev[kids] == NONE]  # each must be its parent's first, and a parent has one
+    if (first[parent[heads]] != heads).any() or (np.bincount(parent[heads], minlength=1) > 1).any():
+        raise ValueError("a children list has no head or two")
+    with_kids = nodes[first[nodes] != NONE]
+    if (parent[first[with_kids]] != with_kids).any() or (prev[first[with_kids]] != NONE).any():
+        raise ValueError("a children list is broken")
+    if len(with_kids) != len(heads):
+        raise ValueError("a children list has no head or two")
+    b = nodes[best[nodes] != NONE]
+    if (parent[best[b]] != b).any() or len(b) != len(with_kids):
+        raise ValueError("a most frequent child is not a child")
 
 
 def best_path(tree: SuffixTree, active: list[int], max_tokens: int, factor: float, min_prob: float,
