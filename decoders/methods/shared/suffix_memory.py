@@ -329,11 +329,15 @@ def memory_for(family: Family, depth: int | None = None) -> SuffixMemory:
         return memory
     memory = SuffixMemory(depth or DEFAULT_DEPTH)
     try:  # the entry goes when its model does
-        ref = weakref.ref(owner, lambda _, key=id(owner): _MEMORIES.pop(key, None))
+        ref = weakref.ref(owner, _forgetter(id(owner)))
     except TypeError:  # an owner that cannot be referred to weakly: kept for the process's life
         ref = (lambda o: lambda: o)(owner)
     _MEMORIES[id(owner)] = (ref, memory)
     return memory
+
+
+def _forgetter(key: int) -> Callable[[Any], None]:
+    return lambda _: _MEMORIES.pop(key, None) and None
 
 
 def remember(family: Family, prompt_ids: Sequence[int], tokens: Sequence[int]) -> SuffixMemory:
