@@ -17,7 +17,7 @@ with the target's probability of it, a rejection resampled from the rest (`verif
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Generator
 
 from decoders.core.declarations import Figure, Method, ParamSpec, register
 from decoders.methods.shared.common import DecodeContext, HostValues, MethodGen, RunBuilder, ms, r
@@ -25,7 +25,7 @@ from decoders.methods.shared.draft_policy import DRAFT_POLICY, EXPLORE_EVERY, Ve
 from decoders.methods.shared.suffix_tree import Draft, SuffixTree, TreeDraft, best_path, best_tree
 from decoders.methods.shared.verify import accept_prefix, verify_sampling
 from decoders.records.bounds import Count, PerStep, Prob, TokenText
-from decoders.records.run import Detail, register_detail
+from decoders.records.run import Detail, Iteration, register_detail
 
 if TYPE_CHECKING:
     from decoders.methods.shared.suffix_memory import SuffixMemory
@@ -245,7 +245,7 @@ def suffix_decode(ctx: DecodeContext) -> MethodGen:
 
 def _tree_loop(ctx: DecodeContext, b: RunBuilder, local: SuffixTree, local_active: list[int],
                memory: SuffixMemory | None, global_active: list[int], held: int, policy: SuffixPolicy | None,
-               gen) -> MethodGen:
+               gen) -> Generator[Iteration, None, None]:
     """Tree mode: the likeliest continuations of the best match (`best_tree`) verified in one
     forward. Greedy: the longest path the target's argmax follows (`verify_tree`). Sampling: a
     token drawn from the target after the prefix and after each accepted node, followed down

@@ -328,6 +328,7 @@ def memory_for(family: Family, depth: int | None = None) -> SuffixMemory:
             memory.with_depth(depth)
         return memory
     memory = SuffixMemory(depth or DEFAULT_DEPTH)
+    ref: Callable[[], Any]
     try:  # the entry goes when its model does
         ref = weakref.ref(owner, _forgetter(id(owner)))
     except TypeError:  # an owner that cannot be referred to weakly: kept for the process's life

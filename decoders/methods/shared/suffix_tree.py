@@ -193,11 +193,12 @@ class SuffixTree:
 
     def walk(self, tokens: Sequence[int]) -> int | None:
         """The node of ``tokens`` (None when that substring never occurred)."""
-        node: int | None = ROOT
+        node = ROOT
         for t in tokens:
-            node = self.kids.get(node * STRIDE + t)
-            if node is None:
+            child = self.kids.get(node * STRIDE + t)
+            if child is None:
                 return None
+            node = child
         return node
 
     def follow(self, active: list[int], token: int) -> list[int]:
