@@ -14,8 +14,8 @@ session`). A request never drafts from an earlier response to the same prompt (`
 Reported per request: steps, tokens, tau (tokens per step: the ceiling on the speedup), the drafted
 and accepted tokens, the acceptance by draft position, and a predicted speedup that charges each
 verify forward over k positions ``1 + slope x (k - 1)`` one-token steps (``slope``: T(k)'s slope
-over T(1), measured on the machine by a run's cost curve; about 0.05 for the bundled model on one
-AVX2 core at 8 positions). Pure Python: no torch, no model, no tokenizer.
+over T(1): read it off a run's cost curve on the machine; the default 0.05 is a guess, not a
+measurement). Pure Python: no torch, no model, no tokenizer.
 """
 
 from __future__ import annotations

@@ -50,8 +50,8 @@ def add_replay_parser(sub) -> None:
     p.add_argument("--max-draft", type=bounded_int("--max-draft", 1, 64), default=16, metavar="K",
                    help="at most K tokens drafted per step (1..64)")
     p.add_argument("--slope", type=bounded_float("--slope", 0.0, 2.0), default=0.05, metavar="S",
-                   help="a verify forward over k positions costs 1 + S x (k - 1) one-token steps (0..2; T(k)'s "
-                        "slope over T(1), from a run's cost curve)")
+                   help="a verify forward over k positions costs 1 + S x (k - 1) one-token steps (0..2, default "
+                        "0.05, a guess: read T(k)'s slope over T(1) off a run's cost curve on your machine)")
     p.add_argument("--request-only", action="store_true", help="suffix: draft from this request only, no memory")
     p.add_argument("--per-request", action="store_true", help="print a line per request")
 
