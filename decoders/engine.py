@@ -261,6 +261,10 @@ class Engine:
         if summary.first_divergence is not None:
             summary.divergence = self._divergence(ids, baseline.ids, run.ids, summary.first_divergence)
             summary.explanation += " " + summary.divergence_text()
+        if run.finish != "cancelled" and run.ids:  # off both clocks: the session's memory (suffix decoding)
+            from decoders.methods.shared.suffix_memory import remember
+
+            remember(self.family, ids, run.ids)
         return RunResult(method=run, baseline=baseline, summary=summary, params=params.to_json(), prompt=prompt,
                          prompt_ids=ids, family={**self.family.describe(), "threads": torch.get_num_threads()})
 

@@ -84,11 +84,14 @@ class AppArgs:
     threads: int | None
     model: ModelFlags
     decode: DecodeFlags
+    suffix_memory: str | None = None
+    suffix_memory_mb: int | None = None
 
     @classmethod
     def of(cls, args: argparse.Namespace) -> AppArgs:
         return cls(open=args.open, prompt=PromptFlags.of(args), threads=args.threads, model=ModelFlags.of(args),
-                   decode=DecodeFlags.of(args))
+                   decode=DecodeFlags.of(args), suffix_memory=args.suffix_memory,
+                   suffix_memory_mb=args.suffix_memory_mb)
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,7 @@ class RunArgs:
     model: ModelFlags
     decode: DecodeFlags
     suffix_memory: str | None = None
+    suffix_memory_mb: int | None = None
     # the synthetic draft's flags (`tui_decode.cli.synthetic`); once they ask for it, the method's
     # parameters, held in ``decode`` too
     synthetic_acceptance: tuple[float, ...] | None = None
@@ -112,7 +116,8 @@ class RunArgs:
     def of(cls, args: argparse.Namespace) -> RunArgs:
         return cls(prompt=PromptFlags.of(args), json=args.json, repeats=args.repeats, pairing=args.pairing,
                    threads=args.threads, model=ModelFlags.of(args), decode=DecodeFlags.of(args),
-                   suffix_memory=args.suffix_memory, **_present(args, ["synthetic_acceptance", "synthetic_cost"]))
+                   suffix_memory=args.suffix_memory, suffix_memory_mb=args.suffix_memory_mb,
+                   **_present(args, ["synthetic_acceptance", "synthetic_cost"]))
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,27 @@ def threads_loader(threads: int, load: FamilyLoader = default_family_loader) -> 
     return loader
 
 
+def memory_loader(path: str, mb: int | None, depth: int, load: FamilyLoader = default_family_loader) -> FamilyLoader:
+    """``load``, then the suffix memory of the first model it loads kept in ``path``
+    (``tui-decode --suffix-memory PATH``): read when the file exists, rewritten after each
+    response. Every finished run of the session joins it (`decoders.engine`), across the app's
+    runs; a file refused (another model's, damaged) fails that load in one line, the file intact.
+    A model loaded later in the session has its own memory, not kept on disk."""
+    opened = [False]
+
+    def loader(spec: FamilySpec, progress) -> Family:
+        family = load(spec, progress)
+        if not opened[0]:
+            from decoders.methods.shared.suffix_memory import open_memory_file
+
+            progress(f"reading the suffix memory {path} ...", None)
+            open_memory_file(family, path, depth, mb)
+            opened[0] = True
+        return family
+
+    return loader
+
+
 def default_engine_factory(family: Family) -> Engine:
     from decoders.engine import Engine
 
