@@ -49,7 +49,8 @@ if TYPE_CHECKING:
     from decoders.models.family import Family
 
 Event = Union[PhaseStarted, Progress, Iteration, RunResult]
-#: Called where neither run's clock runs, with the run that steps next ("method", "baseline").
+#: Called where neither run's clock runs, with the run that steps next ("method", "baseline"), or
+#: "end" once the pairing's last timed step is done.
 Idle = Callable[[str], None]
 
 PAIRINGS = ("interleaved", "sequential")
@@ -221,7 +222,8 @@ class Engine:
         ``cancelled()`` turned true during the method run; nothing when during the baseline).
 
         ``idle(next_run)``, when given, is called in the interleaved pairing wherever neither
-        run's clock runs, naming the run that steps next ("method" or "baseline"): a consumer's
+        run's clock runs, naming the run that steps next ("method" or "baseline", and "end" after
+        the pairing's last timed step): a consumer's
         slow work (a UI drawing what it was handed) belongs there, and spread evenly over both
         kinds of point, so that the first step after it (which runs cold) falls as often on
         either run (`tui_decode.workers.decode`)."""
@@ -247,7 +249,7 @@ class Engine:
         yield PhaseStarted("method", params.method, params.max_new_tokens, prompt_tokens=len(ids))
         run = yield from self._drive(method, ids, params, cancelled, "method")
         probe = self._probe(ids + run.ids)
-        curve = yield from self.cost_curve(ids + run.ids, cancelled)
+        curve = yield from self._run_curve(params, ids + run.ids, cancelled)
         summary = summarize(run, baseline, params, prompt_tokens=len(ids), probe_ms=probe, cost_curve=curve,
                             pairing="sequential", calibration=self.find_calibration())
         yield self._result(prompt, ids, params, run, baseline, summary)
@@ -259,6 +261,10 @@ class Engine:
         if summary.first_divergence is not None:
             summary.divergence = self._divergence(ids, baseline.ids, run.ids, summary.first_divergence)
             summary.explanation += " " + summary.divergence_text()
+        if run.finish != "cancelled" and run.ids:  # off both clocks: the session's memory (suffix decoding)
+            from decoders.methods.shared.suffix_memory import remember
+
+            remember(self.family, ids, run.ids)
         return RunResult(method=run, baseline=baseline, summary=summary, params=params.to_json(), prompt=prompt,
                          prompt_ids=ids, family={**self.family.describe(), "threads": torch.get_num_threads()})
 
@@ -372,13 +378,13 @@ class Engine:
         for runner in (self.main, twin, self.helper if method.needs_helper else None):
             if runner is not None:
                 _make_room(runner, room)
-        _exhaust(self.cost_curve(ids + run.ids))
+        _exhaust(self._run_curve(params, ids + run.ids))
 
     def _stream_interleaved(self, prompt: str, ids: list[int], params: DecodeParams, cancelled, twin: KVRunner,
                             idle: Idle | None = None):
         yield PhaseStarted("method", params.method, params.max_new_tokens, prompt_tokens=len(ids), paired=True)
         run, baseline = yield from self._drive_paired(params.method_def, ids, params, cancelled, twin, idle)
-        curve = yield from self.cost_curve(ids + run.ids, cancelled)
+        curve = yield from self._run_curve(params, ids + run.ids, cancelled)
         summary = summarize(run, baseline, params, prompt_tokens=len(ids), cost_curve=curve, pairing="interleaved",
                             calibration=self.find_calibration())
         yield self._result(prompt, ids, params, run, baseline, summary)
@@ -424,6 +430,8 @@ class Engine:
         if base.run is None:
             level[0] = True
             base.step()
+        if idle is not None:
+            idle("end")
         baseline = base.run
         assert baseline is not None  # the generator returns once its cancel test turns true
         if baseline.finish == "cancelled" and not cancelled():
@@ -453,6 +461,13 @@ class Engine:
         return {"at": at, "margin": round(values[0] - values[1], 6), "top2": [disp(t) for t in tokens],
                 "baseline": disp(base[at]) if at < len(base) else None,
                 "method": disp(out[at]) if at < len(out) else None}
+
+    def _run_curve(self, params: DecodeParams, seq: list[int], cancelled: Callable[[], bool] = lambda: False):
+        """`cost_curve` for a run of ``params``: none for the baseline method, which verifies
+        nothing (its T(k) took 3.3 s of a 13 s `run --method ar --max-new-tokens 2`)."""
+        if params.method_def.baseline:
+            return None
+        return (yield from self.cost_curve(seq, cancelled))
 
     def cost_curve(self, seq: list[int], cancelled: Callable[[], bool] = lambda: False):
         """The verify-cost curve T(k) at the context of ``seq`` (held in the main cache after a

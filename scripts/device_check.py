@@ -136,8 +136,8 @@ def bundled(device: str, dtype: str, **changes) -> Family:
     return load_family(spec)
 
 
-def identity_runs(family: Family, tokens: int, prompts: list[str]) -> None:
-    engine = Engine(family)
+def identity_runs(engine: Engine, tokens: int, prompts: list[str]) -> None:
+    family = engine.family
     name = f"identity {family.describe()['dtype']} ({family.helper_source})"
     for method in ("spec", "pld", "jacobi", "lookahead"):
         for prompt in prompts:
@@ -173,19 +173,19 @@ def hf_generate_ms(family: Family, prompt: str, tokens: int) -> tuple[float, int
     return 1000 * (time.perf_counter() - t0), out.shape[1] - ids.shape[1]
 
 
-def bench(families: dict, graph: str, tokens: int, prompts: list[str], hf: float) -> None:
-    """Ours (AR, spec with each self-draft, PLD, Jacobi) in ms/token against transformers."""
+def bench(engines: dict[str, Engine], graph: str, tokens: int, prompts: list[str], hf: float) -> None:
+    """Ours (AR, spec with each self-draft, PLD, Jacobi) in ms/token against transformers, each on
+    the engine of its draft's family (one per family: T(k) and the draft policy measured once)."""
     configs = [("ar", "early-exit", DecodeParams(method="ar")),
                ("spec early-exit", "early-exit", DecodeParams(method="spec", gamma=4)),
                ("spec int4", "int4", DecodeParams(method="spec", gamma=4)),
                ("pld", "early-exit", DecodeParams(method="pld")),
                ("jacobi", "early-exit", DecodeParams(method="jacobi"))]
     for label, draft, params in configs:
-        family = families.get(draft)
-        if family is None:
+        engine = engines.get(draft)
+        if engine is None:
             row("bench", f"{label} graph={graph}", None, f"skipped: no {draft} family")
             continue
-        engine = Engine(family)
         per_token, identical = [], True
         for prompt in prompts:
             result = engine.run(prompt, params.replace(max_new_tokens=tokens))
@@ -209,16 +209,29 @@ def transformers_ms_per_token(family: Family, tokens: int, prompts: list[str]) -
 
 
 def load_families(device: str, graph: str, draft_layer: int) -> dict:
-    """The bundled model with an early-exit draft and with an int4 draft (auto dtype)."""
+    """The bundled model (auto dtype) loaded once, with an early-exit draft and with an int4 draft
+    built from the same main model (as the app switches drafts)."""
     out = {}
     from decoders.models.drafts import EarlyExit, Int4
 
-    for name, changes in (("early-exit", {"draft": EarlyExit(layer=draft_layer)}), ("int4", {"draft": Int4()})):
-        try:
-            out[name] = bundled(device, "auto", cuda_graph=graph, **changes)
-        except Exception as err:  # e.g. no int4 kernel on this device
-            row("load", f"bundled, {name} draft, graph={graph}", None, f"skipped: {str(err).splitlines()[0][:80]}")
+    try:
+        out["early-exit"] = bundled(device, "auto", cuda_graph=graph, draft=EarlyExit(layer=draft_layer))
+    except Exception as err:
+        row("load", f"bundled, early-exit draft, graph={graph}", None, f"skipped: {str(err).splitlines()[0][:80]}")
+        return out
+    try:
+        out["int4"] = with_draft(out["early-exit"], Int4())
+    except Exception as err:  # e.g. no int4 kernel on this device
+        row("load", f"bundled, int4 draft, graph={graph}", None, f"skipped: {str(err).splitlines()[0][:80]}")
     return out
+
+
+def with_draft(family: Family, draft) -> Family:
+    """``family`` drafting with ``draft`` instead, built from its main model as a load builds it."""
+    from decoders.models.drafts import DraftTarget, build_draft, source_of
+
+    helper = build_draft(draft, DraftTarget.of(family), warm=True)
+    return replace(family, helper=helper, draft=draft, helper_source=source_of(draft, helper))
 
 
 def print_table() -> None:
@@ -237,6 +250,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     skip = set(filter(None, args.skip.split(",")))
+    ROWS.clear()
+    FAILED.clear()
     t0 = time.perf_counter()
     dtypes = [torch.float32, torch.bfloat16]
     step_modes = ["off", "graph"] if device.type == "cuda" else ["off", "eager"]
@@ -249,14 +264,16 @@ def main(argv=None) -> int:
     hf = None
     for graph in graphs:
         families = load_families(args.device, graph, draft_layer=8)
+        engines = {name: Engine(family) for name, family in families.items()}
         if "identity" not in skip and graph == graphs[0]:
-            for family in families.values():
-                identity_runs(family, 16 if args.dry else 48, IDENTITY_PROMPTS[:1] if args.dry else IDENTITY_PROMPTS)
+            for engine in engines.values():
+                identity_runs(engine, 8 if args.dry else 48, IDENTITY_PROMPTS[:1] if args.dry else IDENTITY_PROMPTS)
         if "bench" not in skip and families:
             if hf is None:
                 hf = transformers_ms_per_token(next(iter(families.values())), tokens, prompts)
-            bench(families, graph, tokens, prompts, hf)
+            bench(engines, graph, tokens, prompts, hf)
         families.clear()
+        engines.clear()
     print_table()
     print(f"\n{len(ROWS)} checks, {len(FAILED)} failed, {time.perf_counter() - t0:.0f} s on {device}"
           + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""))

@@ -33,6 +33,7 @@ from tui_decode.workers.decode import (
     FamilyLoader,
     default_engine_factory,
     default_family_loader,
+    memory_loader,
     threads_loader,
 )
 
@@ -254,13 +255,19 @@ def run_app(
     opened_name: str = "",
     opened_path: Path | None = None,
     threads: int | None = None,
+    suffix_memory: str | None = None,
+    suffix_memory_mb: int | None = None,
 ) -> int:
     """Open the app on ``spec`` (loaded in the background; None: the user picks one), showing
     ``opened`` first if given (a saved run, named ``opened_name``, read from ``opened_path``), with
     torch on ``threads`` CPU threads if given; the exit status. `tui_decode.cli.main.cmd_app` reads
     these from the flags."""
+    load = threads_loader(threads) if threads else default_family_loader
+    if suffix_memory:  # kept on disk for the first model loaded; the session's runs join it
+        start = settings.params if settings is not None else Settings().params
+        load = memory_loader(suffix_memory, suffix_memory_mb, start.suffix_depth, load)
     app = TuiDecodeApp(spec, opened=opened, opened_name=opened_name, opened_path=opened_path, settings=settings,
-                       prompt=prompt, load_family=threads_loader(threads) if threads else None)
+                       prompt=prompt, load_family=load if threads or suffix_memory else None)
     app.run()
     code = app.return_code or 0  # a crash inside the app exits 1, never 0
     if app.crash is not None:

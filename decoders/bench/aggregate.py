@@ -15,7 +15,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from decoders.bench.common import BASELINE, known, mean, ratio, rounded
-from decoders.bench.measure import Drafting, OursEntry, Sample, TheirsEntry, Theorem
+from decoders.bench.entries import Drafting, OursEntry, Sample, TheirsEntry, Theorem
 from decoders.bench.prompts import group_rank
 from decoders.records.codec import Record
 

@@ -7,12 +7,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from decoders.bench.batch import BatchReport
 from decoders.bench.suite import REPORT_SCHEMA, BenchReport
 from decoders.bench.sweep import SweepReport
 from decoders.core.errors import DecodeError
 from decoders.records.codec import convert
 
-Report = BenchReport | SweepReport
+Report = BenchReport | SweepReport | BatchReport
 
 
 def report_from_json(data: Any, source: str = "") -> Report:
@@ -23,10 +24,11 @@ def report_from_json(data: Any, source: str = "") -> Report:
     if not isinstance(data, dict) or data.get("schema") != REPORT_SCHEMA:
         raise DecodeError(f"{where}not a bench report of schema {REPORT_SCHEMA}; give the report.json "
                           "that `tui-decode bench` wrote")
-    kinds: dict[str, type[BenchReport] | type[SweepReport]] = {"bench": BenchReport, "sweep": SweepReport}
+    kinds: dict[str, type[BenchReport] | type[SweepReport] | type[BatchReport]] = {
+        "bench": BenchReport, "sweep": SweepReport, "batch": BatchReport}
     if data.get("kind") not in kinds:
         raise DecodeError(f"{source + ': ' if source else ''}unknown report kind {data.get('kind')!r}; "
-                          "a bench report is of kind bench or sweep")
+                          "a bench report is of kind bench, sweep or batch")
     try:
         return convert(data, kinds[data["kind"]], root="the report")
     except DecodeError as exc:

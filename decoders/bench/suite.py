@@ -9,115 +9,35 @@
 * the memory-bandwidth floor (weight bytes / read bandwidth measured in the same run) says how
   far one decode step is from what the hardware allows.
 
-Also what the suite and the sweep share: parameter checks, prompt preparation and warm-up choice
-(both reports record every decoding parameter as ``settings["decode_params"]``).
+The report's records (`BenchReport`, and a run on several backends' `BackendSide` and
+`Agreement`) are declared here; the run itself is one lane of `decoders.bench.lanes`, the shape a
+run on several backends (`decoders.bench.multi`) takes too.
 """
 
 from __future__ import annotations
 
-import time
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from decoders.bench.aggregate import Figures, MethodStats, aggregate
-from decoders.bench.common import BASELINE
-from decoders.bench.drafts import Drafts, Row, default_variants, resolve_rows
-from decoders.bench.machine import (
-    Floor,
-    bandwidth_floor,
-    busy_note,
-    family_info,
-    load_average,
-    machine_info,
-    measure_read_bandwidth,
-    verify_cost_curve,
-)
-from decoders.bench.measure import AGAIN, PromptMeasurer, Sample, bench_engine, pairing_note, pairing_of
-from decoders.bench.prompts import BenchPrompt, PromptRecord, select_prompts
-from decoders.bench.reference import Reference, reference_for
-from decoders.bench.targets import Target, evaluate_targets
+from decoders.bench.aggregate import Figures, MethodStats
+from decoders.bench.entries import Sample
+from decoders.bench.inputs import ProgressFn, created, prompt_records
+from decoders.bench.lanes import lane_settings, run_lanes
+from decoders.bench.machine import Floor, machine_info
+from decoders.bench.prompts import BenchPrompt, PromptRecord
+from decoders.bench.reference import Reference
+from decoders.bench.targets import Target
 from decoders.bench.variants import Variant
-from decoders.core.declarations import get_method, method_names
-from decoders.core.errors import DecodeError
 from decoders.core.params import DecodeParams
 from decoders.records.codec import Record
 
 if TYPE_CHECKING:
-    from decoders.engine import Engine
     from decoders.models.family import Family
 
 REPORT_SCHEMA = 1
 
-ProgressFn = Callable[[str], None]
-Prepared = list[tuple[BenchPrompt, list[int]]]
-
-
-def parse_methods(text: str | Iterable[str] | None) -> tuple[str, ...]:
-    """"ar,spec,pld" -> (BASELINE, "spec", "pld") in the registry's order; autoregressive always comes
-    first (it is the baseline). None: every registered method."""
-    known = method_names()
-    if text is None:
-        text = known
-    names = [m.strip() for m in (text.split(",") if isinstance(text, str) else text) if m.strip()]
-    if not names:
-        raise DecodeError(f"no methods given; pass --methods as a comma-separated list of {', '.join(known)}")
-    unknown = [m for m in names if m not in known]
-    if unknown:
-        raise DecodeError(f"unknown method {unknown[0]!r} in --methods; choose from {', '.join(known)}")
-    return tuple([BASELINE] + [m for m in known if m in names and m != BASELINE])
-
-
-# -- shared by the suite and the sweep ---------------------------------------------------------
-
-def base_params(params: DecodeParams | None, max_new_tokens: int, repeats: int) -> DecodeParams:
-    """The greedy, unrecorded parameters every run starts from; checks ``repeats`` too."""
-    if not isinstance(repeats, int) or repeats < 1:
-        raise DecodeError(f"repeats must be an integer >= 1, got {repeats!r}; set --repeats to 1 or more")
-    base = (params or DecodeParams()).replace(max_new_tokens=max_new_tokens, mode="greedy", record=False)
-    return base.replace(method=BASELINE).validated()
-
-
-def prepare(family: Family, prompts: Sequence[BenchPrompt], limit: int | None, base: DecodeParams,
-            notes: list[str]) -> Prepared:
-    """Selected prompts with their token ids; prompts that do not fit the context are skipped."""
-    from decoders.engine import Engine
-
-    if limit is not None and limit < 1:
-        raise DecodeError(f"limit must be an integer >= 1, got {limit}; set --limit to 1 or more")
-    probe = Engine(family, pairing="sequential")
-    runnable = []
-    for prompt in select_prompts(prompts, limit):
-        try:
-            runnable.append((prompt, probe.prompt_ids(prompt.text, base)))
-        except DecodeError as exc:
-            notes.append(f"{prompt.name} ({prompt.category}) skipped: {exc}")
-    if not runnable:
-        raise DecodeError("none of the prompts fits the model's context with this token budget; "
-                          "lower --max-new-tokens or use shorter prompts")
-    return runnable
-
-
-def shortest(runnable: Prepared) -> tuple[BenchPrompt, list[int]]:
-    """The prompt to warm up on: the shortest one, so that warming up costs little."""
-    return min(runnable, key=lambda item: len(item[1]))
-
-
-def head(number: int, total: int, prompt: BenchPrompt) -> str:
-    """The progress prefix of one prompt run: "[3/12] q81 writing"."""
-    return f"[{number}/{total}] {prompt.name} {prompt.category}"
-
-
-def prompt_records(runnable: Prepared) -> list[PromptRecord]:
-    return [prompt.record(len(ids)) for prompt, ids in runnable]
-
-
-def created() -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S")
-
-
-# -- the suite ---------------------------------------------------------------------------------
 
 class BackendSide(Record, kw_only=True):
     """One backend of a run on several (`decoders.bench.multi`): what ran, its floor and T(k), its rows."""
@@ -190,63 +110,6 @@ class BenchReport(Record, kw_only=True):
         return Figures(self.overall, self.groups, self.group_prompts)
 
 
-def _warm_up(engine: Engine, reference: Reference, prompt: BenchPrompt, ids: list[int], base: DecodeParams,
-             rows: Sequence[Row]) -> None:
-    """One short untimed pass of every decoder (Spec-Bench warms up too): first calls pay for
-    allocator growth and lazy initialisation that no later run pays. Each prompt is warmed up
-    again before it is timed (`PromptMeasurer.warm_up`); this pass also warms every row's own
-    shapes (its verify widths, its draft's first use)."""
-    short = base.replace(max_new_tokens=min(8, base.max_new_tokens))
-    engine.run(prompt.text, short)
-    calls = {reference.counterpart(BASELINE, short)}
-    reference.run(BASELINE, ids, short)
-    for row in rows:
-        engine.draft_with(row.family)
-        params = row.params.replace(max_new_tokens=short.max_new_tokens)
-        engine.run(prompt.text, params)
-        if row.counterpart is not None and row.counterpart not in calls:
-            calls.add(row.counterpart)
-            row.reference.run(row.method, ids, params)
-
-
-def _rows(family: Family, methods, variants, base: DecodeParams, reference: Reference,
-          early_exit_layer: int | None, notes: list[str]) -> list[Row]:
-    """The rows to measure: the methods named (each as the flags set it) then the variants named;
-    neither named: the default rows (`drafts.default_variants`)."""
-    drafts = Drafts(family, reference, early_exit_layer)
-    if methods is None and variants is None:
-        chosen = list(default_variants(family, drafts, notes))
-    else:
-        chosen = [Variant(m) for m in (parse_methods(methods) if methods else ()) if m != BASELINE]
-        chosen += [v for v in variants or () if v.method != BASELINE and v not in chosen]
-    rows = resolve_rows(drafts, chosen, base, notes)
-    for row in rows:
-        if row.counterpart is None:
-            what = (f"{row.label} has no {reference.name} counterpart" if not row.variant.plain else
-                    f"{get_method(row.method).label} has no {reference.name} counterpart")
-            notes.append(what + "; only our figures are shown")
-        elif row.closest_only:
-            notes.append(f"{row.label}: {reference.name} verifies one linear draft, so its counterpart is the "
-                         f"closest one, `{row.counterpart}`")
-    return rows
-
-
-def _settings(base: DecodeParams, rows: Sequence[Row], limit, repeats: int, reference: Reference,
-              record_overhead_every: int, pairing: str = "sequential") -> dict[str, Any]:
-    return {
-        "reference": reference.name,
-        "methods": [BASELINE] + [row.label for row in rows], "max_new_tokens": base.max_new_tokens, "limit": limit,
-        "repeats": repeats, "chat_template": base.chat_template, "mode": "greedy",
-        "decode_params": base.to_json(), "early_exit_layer": reference.early_exit_layer,
-        "record_overhead_every": record_overhead_every,
-        "variants": [row.to_json() for row in rows],
-        "transformers_counterparts": {BASELINE: reference.counterpart(BASELINE, base),
-                                      **{row.label: row.counterpart for row in rows}},
-        # how each row of ours was paired with autoregressive decoding (`decoders.engine.PAIRINGS`)
-        "pairing": {label: pairing for label in [BASELINE, AGAIN] + [row.label for row in rows]},
-    }
-
-
 def run_bench(family: Family, prompts: Sequence[BenchPrompt], methods: Sequence[str] | str | None = None,
               max_new_tokens: int = 64, limit: int | None = None, repeats: int = 1,
               progress: ProgressFn | None = None, *, params: DecodeParams | None = None,
@@ -266,65 +129,17 @@ def run_bench(family: Family, prompts: Sequence[BenchPrompt], methods: Sequence[
     ``warm_up``: one untimed pass of every row at the start, and each prompt warmed up before it
     is timed (off: quicker, and first decodes slower than later ones; for tests).
     """
-    started = time.perf_counter()
-    say = progress or (lambda message: None)
-    base = base_params(params, max_new_tokens, repeats)
-    notes: list[str] = []
-    from decoders.backends.fp16_cpu import Fp16LlamaBackend
-
-    if isinstance(family.main, Fp16LlamaBackend):
-        notes.append("float16 weights on CPU: transformers runs the float32 model, so \"matches tf\" also counts "
-                     "outputs that part at near-ties; \"identical to AR\" is the float16 check")
-    reference = reference or reference_for(family)
-    if not isinstance(record_overhead_every, int) or record_overhead_every < 0:
-        raise DecodeError(f"record_overhead_every must be an integer >= 0, got {record_overhead_every!r}")
-    rows = _rows(family, methods, variants, base, reference, early_exit_layer, notes)
-    runnable = prepare(family, prompts, limit, base, notes)
-    record_labels = [row.label for row in rows] if record_overhead_every else []
-
-    load_at_start = load_average()
-    notes += filter(None, [busy_note(load_at_start)])
-    say("measuring memory read bandwidth")
-    bandwidth = [measure_read_bandwidth(bandwidth_bytes)]
-    engine = bench_engine(family)
-    notes += filter(None, [pairing_note(engine)])
-    if warm_up:
-        prompt, ids = shortest(runnable)
-        say(f"warm-up on {prompt.name}")
-        _warm_up(engine, reference, prompt, ids, base, rows)
-
-    samples = []
-    total = len(runnable) * repeats
-    twins = 0
-    for repeat in range(repeats):
-        for index, (prompt, ids) in enumerate(runnable):
-            number = repeat * len(runnable) + index + 1
-            where = head(number, total, prompt) + (f" (repeat {repeat + 1}/{repeats})" if repeats > 1 else "")
-
-            def tick(what: str, where: str = where) -> None:
-                say(f"{where}: {what}")
-
-            measurer = PromptMeasurer(family, rows, base, record_labels, tick, reference, engine, warm=warm_up)
-            with_twins = bool(record_labels) and (number - 1) % record_overhead_every == 0
-            samples.append(measurer.measure(prompt, ids, repeat, flip=twins % 2 == 1, record_twins=with_twins))
-            twins += with_twins
-    say("measuring the verify-cost curve T(k), k = 1..16")
-    curve = verify_cost_curve(family, sorted((ids for _, ids in runnable), key=len)[len(runnable) // 2])
-    bandwidth.append(measure_read_bandwidth(bandwidth_bytes))
-    best = max(bandwidth, key=lambda b: b["gb_per_s"])
-
-    labels = [BASELINE, AGAIN] + [row.label for row in rows]
-    figures = aggregate(samples, labels)
-    info = family_info(family)
-    ar = figures.overall[BASELINE]
-    floor = bandwidth_floor(best, info["weight_bytes"], ar.ours.ms_per_token, ar.ours.decode_step_ms,
-                            ar.theirs.ms_per_token if ar.theirs else None)
+    run = run_lanes({family.backend: family}, prompts, methods, max_new_tokens, limit, repeats, progress,
+                    params=params, references={family.backend: reference} if reference is not None else None,
+                    record_overhead_every=record_overhead_every, bandwidth_bytes=bandwidth_bytes, warm_up=warm_up,
+                    variants=variants, early_exit_layer=early_exit_layer)
+    (lane,), (figures,) = run.lanes, run.figures
     return BenchReport(
-        family=info, machine={**machine_info(), "load_average_at_start": load_at_start, "verify_cost_curve": curve},
-        settings=_settings(base, rows, limit, repeats, reference, record_overhead_every, pairing_of(engine)),
-        prompts=prompt_records(runnable), bandwidth={"runs": bandwidth, "best_gb_per_s": best["gb_per_s"]},
-        floor=floor, overall=figures.overall, groups=figures.groups, group_prompts=figures.group_prompts,
-        samples=samples, notes=notes,
-        targets=evaluate_targets(figures, {BASELINE: BASELINE, **{row.label: row.method for row in rows}}, samples,
-                                 floor.floor_ms, reference.ar_goal),
-        elapsed_s=round(time.perf_counter() - started, 1))
+        family=figures.info,
+        machine={**machine_info(), "load_average_at_start": run.load_at_start,
+                 "verify_cost_curve": run.curves[lane.backend]},
+        settings=lane_settings(run.base, lane.rows, limit, repeats, lane.reference, record_overhead_every,
+                               lane.pairing),
+        prompts=prompt_records(lane.runnable), bandwidth=run.bandwidth_record(), floor=figures.floor,
+        overall=figures.figures.overall, groups=figures.figures.groups, group_prompts=figures.figures.group_prompts,
+        samples=lane.samples, notes=run.notes, targets=figures.targets, elapsed_s=run.elapsed_s())

@@ -10,19 +10,12 @@ import msgspec
 from decoders.analysis.theory import cost_aware_speedup, predicted_speedup
 from decoders.bench.aggregate import SideStats
 from decoders.bench.common import known, mean, off_by, rounded
+from decoders.bench.entries import OursEntry
+from decoders.bench.inputs import ProgressFn, base_params, created, head, prepare, prompt_records, shortest
 from decoders.bench.machine import family_info, machine_info
-from decoders.bench.measure import OursEntry, bench_engine, pairing_note, pairing_of
+from decoders.bench.measure import bench_engine, pairing_note, pairing_of
 from decoders.bench.prompts import BenchPrompt, PromptRecord
-from decoders.bench.suite import (
-    REPORT_SCHEMA,
-    ProgressFn,
-    base_params,
-    created,
-    head,
-    prepare,
-    prompt_records,
-    shortest,
-)
+from decoders.bench.suite import REPORT_SCHEMA
 from decoders.core.declarations import all_methods, get_method
 from decoders.core.errors import DecodeError
 from decoders.core.params import DecodeParams

@@ -9,7 +9,8 @@ from msgspec.structs import replace
 
 from decoders.bench.aggregate import Figures, MethodStats, speedup_spread
 from decoders.bench.common import BASELINE, known
-from decoders.bench.measure import AGAIN, Sample
+from decoders.bench.entries import Sample
+from decoders.bench.measure import AGAIN
 from decoders.bench.prompts import group_label
 from decoders.bench.reference import AR_RATIO_TARGET, ArGoal, HFReference
 from decoders.bench.variants import variant_of

@@ -25,7 +25,9 @@ if TYPE_CHECKING:
 
     MethodGen = Generator[Iteration, None, Run]
 
-KINDS = ("int", "float", "choice", "bool")
+KINDS = ("int", "float", "choice", "bool", "rates")
+#: The most numbers a "rates" parameter takes (one per draft position).
+MAX_RATES = 64
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,7 @@ class ParamSpec:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"ParamSpec {self.name}: kind must be one of {KINDS}, got {self.kind!r}")
-        if self.kind in ("int", "float") and (self.low is None or self.high is None):
+        if self.kind in ("int", "float", "rates") and (self.low is None or self.high is None):
             raise ValueError(f"ParamSpec {self.name}: a number needs both bounds")
         if self.kind == "choice" and self.default not in self.choices:
             raise ValueError(f"ParamSpec {self.name}: default {self.default!r} is not one of {self.choices}")
@@ -91,6 +93,8 @@ class ParamSpec:
             if not isinstance(value, bool):
                 raise DecodeError(f"{self.name} must be true or false, got {value!r}")
             return value
+        if self.kind == "rates":
+            return self._validate_rates(value, where)
         number_ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value == value  # not NaN
         noun = "an integer" if self.kind == "int" else "a number"
         if not number_ok or (self.kind == "int" and not float(value).is_integer()):
@@ -105,6 +109,33 @@ class ParamSpec:
                               f"{where} to {high} or less")
         return int(value) if self.kind == "int" else float(value)
 
+    def _validate_rates(self, value: Any, where: str) -> tuple[float, ...]:
+        """A "rates" value: one to `MAX_RATES` numbers, each in low..high (a tuple or a list)."""
+        assert self.low is not None and self.high is not None  # rates have both bounds (__post_init__)
+        low, high = self._fmt_float(self.low), self._fmt_float(self.high)
+        shape = f"1 to {MAX_RATES} numbers in {low}..{high}, comma-separated"
+        if not isinstance(value, (tuple, list)) or not 1 <= len(value) <= MAX_RATES:
+            raise DecodeError(f"{self.name} must be {shape}, got {value!r}; {where} to e.g. 0.9,0.8,0.7")
+        for x in value:
+            if not isinstance(x, (int, float)) or isinstance(x, bool) or x != x or not self.low <= x <= self.high:
+                shown = f"{x:.12g}" if isinstance(x, float) else repr(x)
+                raise DecodeError(f"{self.name} must be {shape}, got {shown}; {where} to rates in {low}..{high}")
+        return tuple(float(x) for x in value)
+
+    @staticmethod
+    def _fmt_float(x: float | None) -> str:
+        assert x is not None  # rates have both bounds
+        return f"{x:g}"
+
+    def parse_rates(self, text: str) -> tuple[float, ...]:
+        """``"0.9,0.8,0.7"`` as a tuple of floats (argparse's type for a "rates" flag); a word that
+        is not a number: argparse's one-line error."""
+        try:
+            return tuple(float(part) for part in text.split(","))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{self.flag} takes comma-separated numbers such as 0.9,0.8,0.7, "
+                                             f"got {text!r}") from None
+
     def add_argument(self, group: argparse._ActionsContainer) -> None:
         """The command-line flag: type, default, choices and help, from this declaration."""
         kwargs: dict[str, Any] = {"dest": self.name, "default": self.default}
@@ -112,10 +143,13 @@ class ParamSpec:
             kwargs.update(action=argparse.BooleanOptionalAction)
         elif self.kind == "choice":
             kwargs.update(choices=self.choices)
+        elif self.kind == "rates":
+            kwargs.update(type=self.parse_rates, metavar=self.metavar or "A[,A...]")
         else:
             kwargs.update(type=int if self.kind == "int" else float, metavar=self.metavar or self.name.upper())
         bounds = f" ({self._bounds()})" if self.kind in ("int", "float") else ""
-        kwargs["help"] = f"{self.help}{bounds}; default {self.default}"
+        default = self.shown(self.default) if self.kind == "rates" else self.default
+        kwargs["help"] = f"{self.help}{bounds}; default {default}"
         group.add_argument(self.flag, **kwargs)
 
     def step_value(self, value: Any, direction: int) -> Any:
@@ -125,6 +159,8 @@ class ParamSpec:
             return self.choices[(i + direction) % len(self.choices)]
         if self.kind == "bool":
             return not value
+        if self.kind == "rates":  # no steps: typed whole
+            return value
         if self.ladder:
             if direction > 0:
                 nxt = next((v for v in self.ladder if v > value), self.ladder[-1])
@@ -140,6 +176,8 @@ class ParamSpec:
         return float(moved) if self.kind == "float" else int(moved)
 
     def shown(self, value: Any) -> str:
+        if self.kind == "rates" and isinstance(value, (tuple, list)):
+            return ",".join(f"{x:g}" for x in value)
         if self.kind == "float":
             return f"{value:g}"
         return str(value)

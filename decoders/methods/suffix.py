@@ -17,15 +17,18 @@ with the target's probability of it, a rejection resampled from the rest (`verif
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Generator
 
 from decoders.core.declarations import Figure, Method, ParamSpec, register
 from decoders.methods.shared.common import DecodeContext, HostValues, MethodGen, RunBuilder, ms, r
 from decoders.methods.shared.draft_policy import DRAFT_POLICY, EXPLORE_EVERY, VerifyCost
-from decoders.methods.shared.suffix_tree import Draft, SuffixTree, best_path
+from decoders.methods.shared.suffix_tree import Draft, SuffixTree, TreeDraft, best_path, best_tree
 from decoders.methods.shared.verify import accept_prefix, verify_sampling
 from decoders.records.bounds import Count, PerStep, Prob, TokenText
-from decoders.records.run import Detail, register_detail
+from decoders.records.run import Detail, Iteration, register_detail
+
+if TYPE_CHECKING:
+    from decoders.methods.shared.suffix_memory import SuffixMemory
 
 SUFFIX_DEPTH = ParamSpec("suffix_depth", "depth", "suffix: longest substring the suffix trees index "
                          "(a match plus its draft fit in it)", 24, low=2, high=64, symbol="depth")
@@ -39,6 +42,10 @@ SUFFIX_MAX = ParamSpec("suffix_max", "k max", "suffix: at most K tokens drafted 
 SUFFIX_SOURCE = ParamSpec("suffix_source", "draft from",
                           "suffix: draft from this request and the memory of earlier responses (both), or from "
                           "this request only (request)", "both", kind="choice", choices=("both", "request"))
+
+SUFFIX_MODE = ParamSpec("suffix_mode", "draft shape",
+                        "suffix: draft the most frequent path (path), or the likeliest continuations as a tree "
+                        "verified in one forward (tree)", "path", kind="choice", choices=("path", "tree"))
 
 SOURCES = ("request", "memory")
 CONF_BINS = (0.2, 0.4, 0.6, 0.8, 0.95)  # branch-frequency bins the acceptance is learned in
@@ -95,6 +102,40 @@ class SuffixPolicy:
             self._undrafted = 0
         return best_k
 
+    def choose_tree(self, probs: list[float], parents: list[int]) -> int:
+        """How many of a tree draft's nodes (best first, so any first k make a tree) to verify:
+        the count whose expected tokens (one plus every node's calibrated path probability) per
+        unit of verify cost is best."""
+        best_k, best_rate = 0, 1.0 / self.verify.cost(1)
+        survive: list[float] = []
+        tokens = 1.0
+        for k, (p, parent) in enumerate(zip(probs, parents, strict=True), start=1):
+            s = (survive[parent] if parent >= 0 else 1.0) * self.acceptance(p)
+            survive.append(s)
+            tokens += s
+            rate = tokens / self.verify.cost(k + 1)
+            if rate > best_rate:
+                best_k, best_rate = k, rate
+        if best_k == 0 and probs:
+            self._undrafted += 1
+            if self._undrafted >= EXPLORE_EVERY:
+                self._undrafted = 0
+                return min(2, len(probs))
+        else:
+            self._undrafted = 0
+        return best_k
+
+    def observe_tree(self, probs: list[float], parents: list[int], path: list[int], positions: int,
+                     seconds: float) -> None:
+        """The verdicts of a tree step: each node the target judged (under the root or an accepted
+        node) was accepted or refused."""
+        on_path = set(path)
+        for i, (p, parent) in enumerate(zip(probs, parents, strict=True)):
+            if parent < 0 or parent in on_path:
+                self._bins[_bin(p)][0 if i in on_path else 1] += 1
+        if self.learn_costs:
+            self.verify.observe(positions, seconds)
+
     def observe(self, probs: list[float], accepted: int, positions: int, seconds: float) -> None:
         for i, p in enumerate(probs[: accepted + 1]):
             self._bins[_bin(p)][0 if i < accepted else 1] += 1
@@ -110,34 +151,43 @@ def suffix_decode(ctx: DecodeContext) -> MethodGen:
     import torch
 
     from decoders.backends.sampling import make_generator, probs, sample
-    from decoders.methods.shared.suffix_memory import memory_for, prompt_key, timed_add
+    from decoders.methods.shared.suffix_memory import memory_for, prompt_key
 
     params, T = ctx.params, ctx.main
-    b = RunBuilder(ctx, "suffix")
     depth, factor, min_prob = params.suffix_depth, params.suffix_factor, params.suffix_min_prob
-    greedy, temp = params.greedy, params.temperature
-    disp = ctx.family.display
+    # the memory's upkeep runs before the run's clock starts, and after the run and its baseline
+    # are done (`decoders.engine`: every finished response joins, whatever its method): choosing its
+    # depth (a rebuild when another depth was asked for), forgetting this prompt's earlier
+    # responses, adding this one and writing the file are the session's work, not a draft's (a
+    # large memory's file takes longer to write than a run of 64 tokens)
     key = prompt_key(ctx.prompt_ids)
-    local = SuffixTree(depth)
-    local_active = local.extend(local.start(), b.seq)
     memory = memory_for(ctx.family, depth) if params.suffix_source == "both" else None
     if memory is not None:
         memory.forget(key)  # never draft from an earlier response to this very prompt (an oracle)
-        global_active = memory.tree.matches(b.seq)
     held = len(memory) if memory is not None else 0
+    b = RunBuilder(ctx, "suffix")
+    greedy, temp = params.greedy, params.temperature
+    disp = ctx.family.display
+    local = SuffixTree(depth)
+    local_active = local.extend(local.start(), b.seq)
+    global_active = memory.tree.matches(b.seq) if memory is not None else []
     policy = SuffixPolicy(ctx.cost_curve, learn_costs=greedy) if params.draft_policy == "adaptive" else None
     gen = None if greedy else make_generator(params.seed, ctx.family.device)
     vocab = None
+    if params.suffix_mode == "tree":
+        yield from _tree_loop(ctx, b, local, local_active, memory, global_active,
+                              held, policy, gen)
+        return b.finish_run({"main": T})
     while not b.done:
         t0 = ctx.clock()
         budget = min(params.suffix_max, b.remaining - 1)
         found: Draft | None = None
         if budget > 0:
-            found = best_path(local_active, budget, factor, min_prob, depth)
+            found = best_path(local, local_active, budget, factor, min_prob, depth)
             if found is not None:
                 found.source = "request"
             if memory is not None:
-                other = best_path(global_active, budget, factor, min_prob, depth)
+                other = best_path(memory.tree, global_active, budget, factor, min_prob, depth)
                 if other is not None and (found is None or other.score > found.score):
                     other.source = "memory"
                     found = other
@@ -190,9 +240,107 @@ def suffix_decode(ctx: DecodeContext) -> MethodGen:
                 global_active = memory.tree.follow(global_active, t)
         it.t_draft_ms = round(it.t_draft_ms + ms(ctx.clock() - t1), 3)  # the trees' update is the draft's cost
         yield from b.yielding(it)
-    if memory is not None and b.finish != "cancelled" and b.out:
-        timed_add(memory, key, b.out)  # the finished response joins the memory for the next prompts
-    return b.finish_run({"main": T})
+    return b.finish_run({"main": T})  # the response joins the memory after the pair's clocks stop (the engine)
+
+
+def _tree_loop(ctx: DecodeContext, b: RunBuilder, local: SuffixTree, local_active: list[int],
+               memory: SuffixMemory | None, global_active: list[int], held: int, policy: SuffixPolicy | None,
+               gen) -> Generator[Iteration, None, None]:
+    """Tree mode: the likeliest continuations of the best match (`best_tree`) verified in one
+    forward. Greedy: the longest path the target's argmax follows (`verify_tree`). Sampling: a
+    token drawn from the target after the prefix and after each accepted node, followed down
+    while it is one of the node's children (`_sample_tree`): every emitted token is the target's
+    own draw, so the output is distributed as sampling without a draft."""
+    from decoders.backends.tree import TokenTree
+    from decoders.methods.shared.tree_step import commit_tree, verify_tree
+
+    params, T = ctx.params, ctx.main
+    depth, factor, min_prob = params.suffix_depth, params.suffix_factor, params.suffix_min_prob
+    disp = ctx.family.display
+    while not b.done:
+        t0 = ctx.clock()
+        budget = min(params.suffix_max, b.remaining - 1)
+        found: TreeDraft | None = None
+        if budget > 0:
+            found = best_tree(local, local_active, budget, factor, min_prob, depth)
+            if found is not None:
+                found.source = "request"
+            if memory is not None:
+                other = best_tree(memory.tree, global_active, budget, factor, min_prob, depth)
+                if other is not None and (found is None or other.score > found.score):
+                    other.source = "memory"
+                    found = other
+        g = len(found.tokens) if found else 0
+        if policy is not None and found is not None:
+            g = policy.choose_tree(found.probs, found.parents)
+        tree = TokenTree(tuple(found.tokens[:g]), tuple(found.parents[:g])) if found else TokenTree((), ())
+        t_draft = ctx.clock() - t0
+        if params.greedy:
+            outcome = verify_tree(b, T, tree, g, record=params.record)
+        else:
+            outcome = _sample_tree(b, T, tree, gen, params.temperature, params.record)
+        if policy is not None and T.log[-1].positions == g + 1:
+            if found is not None and g:
+                policy.observe_tree(found.probs[:g], found.parents[:g], outcome.path, g + 1, T.log[-1].seconds)
+            elif not g:
+                policy.observe([], 0, 1, T.log[-1].seconds)
+        fields: dict[str, object] = {"t_draft_ms": ms(t_draft), "t_verify_ms": ms(T.log[-1].seconds)}
+        if found is not None:
+            tail = b.seq[len(b.seq) - found.match_len:]
+            fields["detail"] = SuffixMatch(source=found.source, n=found.match_len, suffix=[disp(t) for t in tail],
+                                           counts=list(found.counts[:g] or found.counts),
+                                           probs=[r(x) for x in (found.probs[:g] or found.probs)],
+                                           score=round(found.score, 4), found=len(found.tokens), memory=held)
+            if g < len(found.tokens):
+                fields["draft_stop"] = ("no draft: at this run's acceptance and verify cost a plain step is cheaper"
+                                        if not g else "cut: a larger tree would not pay for its verify cost")
+        it = commit_tree(b, tree, outcome, **fields)
+        t1 = ctx.clock()
+        for t in b.seq[len(b.seq) - len(it.emit):]:
+            local_active = local.append(local_active, t)
+            if memory is not None:
+                global_active = memory.tree.follow(global_active, t)
+        it.t_draft_ms = round(it.t_draft_ms + ms(ctx.clock() - t1), 3)
+        yield from b.yielding(it)
+
+
+def _sample_tree(b: RunBuilder, T, tree, gen, temperature: float, record: bool):
+    """Sampling over a tree of one-hot drafts: draw the target's token after the prefix; while it
+    is a child of the node reached, accept that child and draw after it; the first draw that is no
+    child (or any draw after a leaf) is emitted as the fix (the bonus). Exact: each emitted token
+    is drawn from the target's distribution given everything before it."""
+    from decoders.backends.sampling import probs, sample
+    from decoders.methods.shared.common import HostValues
+    from decoders.methods.shared.tree_step import TreeOutcome, last_kind, tree_statuses
+    from decoders.records.kinds import STATUS_ACCEPTED
+    from decoders.records.run import DraftRow
+
+    logits = T.run_tree(b.seq, tree)
+    p = probs(logits, temperature, greedy=False)
+    children: dict[tuple[int, int], int] = {(parent, t): i for i, (t, parent) in
+                                            enumerate(zip(tree.tokens, tree.parents, strict=True))}
+    path: list[int] = []
+    node = -1
+    while True:
+        x = int(HostValues.transfer([sample(p[node + 1], gen).view(1)]).ints(1)[0])
+        child = children.get((node, x))
+        if child is None:
+            break
+        path.append(child)
+        node = child
+    T.keep_path(path)
+    p_d = None
+    if record and len(tree):
+        import torch
+
+        rows = torch.tensor([q + 1 for q in tree.parents], device=p.device)
+        ids = torch.tensor(tree.tokens, device=p.device).view(-1, 1)
+        p_d = HostValues.transfer([p[rows].gather(1, ids).view(-1)]).take(len(tree))
+    disp = b.ctx.family.display
+    statuses = tree_statuses(tree.parents, path)
+    drafts = [DraftRow(t, disp(t), None, r(p_d[i]) if p_d else None, 1.0 if s == STATUS_ACCEPTED else 0.0, s,
+                       tree.parents[i]) for i, (t, s) in enumerate(zip(tree.tokens, statuses, strict=True))]
+    return TreeOutcome(path, x, [], drafts, last_kind(tree.parents, path))
 
 
 def _extras(run, stats, params, summary) -> dict:
@@ -212,8 +360,9 @@ def _extras(run, stats, params, summary) -> dict:
 
 def _describe(p) -> str:
     source = "" if p.suffix_source == "both" else ", this request only"
+    tree = ", tree" if p.suffix_mode == "tree" else ""
     return (f"Suffix (depth {p.suffix_depth}, factor {p.suffix_factor:g}, p≥{p.suffix_min_prob:g}, "
-            f"k≤{p.suffix_max}, {p.draft_policy}{source})")
+            f"k≤{p.suffix_max}, {p.draft_policy}{tree}{source})")
 
 
 METHOD = register(Method(
@@ -221,7 +370,7 @@ METHOD = register(Method(
     name="suffix",
     label="Suffix decoding",
     run=suffix_decode,
-    params=(SUFFIX_MAX, SUFFIX_DEPTH, SUFFIX_FACTOR, SUFFIX_MIN_PROB, SUFFIX_SOURCE, DRAFT_POLICY),
+    params=(SUFFIX_MAX, SUFFIX_DEPTH, SUFFIX_FACTOR, SUFFIX_MIN_PROB, SUFFIX_SOURCE, SUFFIX_MODE, DRAFT_POLICY),
     detail="suffix",
     figures=(Figure("draft_hits", "draft hits", "iterations where a suffix matched and a draft was verified", "{}"),
              Figure("match_len", "match length", "mean length of the matched suffix, over iterations that drafted"),

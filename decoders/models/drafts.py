@@ -5,7 +5,8 @@ A draft is a value (`Draft`): the family spec, ``families.toml``, the command li
 settings and the bench's rows all hold one, and two kinds cannot be held at once (a helper model
 *and* an early-exit layer is not a value this type has). Each kind is declared once
 (`DraftKind`: its record, its builder and its view) in `DRAFT_KINDS`; `build_draft` builds any
-of them from a loaded target, and the engine, the bench and the app all build through it.
+of them from a loaded target, and the engine, the bench and the app all build through it. The
+built-in kinds' builders are in `decoders.models.draft_builders`.
 
 The kinds:
 
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Union
 import msgspec
 
 from decoders.core.errors import DecodeError
+from decoders.models import draft_builders as build
 
 if TYPE_CHECKING:
     from decoders.backends.hf import Backend
@@ -346,42 +348,6 @@ def unavailable(name: str, target: DraftTarget) -> str | None:
     return None if target.main_model is not None else "the family does not expose its transformers model to quantize"
 
 
-# -- the builders ----------------------------------------------------------------------------------
-
-def _load_time_only(draft: Draft, target: DraftTarget) -> Backend:
-    raise DecodeError(f"The {draft.view()} draft is chosen when the family loads; pick int4 or head here.")
-
-
-def _early_exit(draft: EarlyExit, target: DraftTarget) -> Backend:
-    layers = int(target.main.n_layers or 0)
-    if not 1 <= draft.layer < layers:
-        raise DecodeError(f"Self-draft layer {draft.layer} is out of range: the main model has {layers} layers, "
-                          f"so choose a layer from 1 to {layers - 1}.")
-    return target.main.early_exit(draft.layer)
-
-
-def _early_exit_unavailable(target: DraftTarget) -> str | None:
-    layers = int(target.main.n_layers or 0)
-    return None if layers > 1 else "the main model has a single layer, so it has no early exit"
-
-
-def _int4(draft: Int4, target: DraftTarget) -> Backend:
-    from decoders.models.backend_choice import quantized_draft
-
-    if target.device_map:
-        raise DecodeError("An int4 self-draft needs the whole main model on one device, and a device map spreads "
-                          "this one; draft another way.")
-    return quantized_draft(target.main, target.main_model, "int4")
-
-
-def _int4_unavailable(target: DraftTarget) -> str | None:
-    if target.main_model is None:
-        return "the family does not expose its transformers model to quantize"
-    from decoders.backends.quantized import unsupported_reason
-
-    return unsupported_reason(target.main_model, "int4", device=target.main.device)
-
-
 def resolve_head(head: TrainedHead, main_name: str, missing_ok: bool = False) -> TrainedHead | None:
     """``head`` with its folder found (the bundled model's shipped head) and its ranking's source
     (the bundled model's corpus); None when ``missing_ok`` and there is no head."""
@@ -394,34 +360,17 @@ def resolve_head(head: TrainedHead, main_name: str, missing_ok: bool = False) ->
     return TrainedHead(folder=folder, vocab=vocab[0] if vocab else None, vocab_from=vocab[1] if vocab else None)
 
 
-def _head(draft: TrainedHead, target: DraftTarget) -> Backend:
-    from decoders.models.backend_choice import trained_head
+# -- the built-in kinds (their builders: `decoders.models.draft_builders`) ---------------------------
 
-    head = draft if draft.folder is not None or target.head is None else target.head
-    if head.folder is None or head.folder == "bundled" or (head.vocab is not None and head.vocab_from is None):
-        resolved = resolve_head(head, target.main_name)
-        assert resolved is not None  # missing_ok False: DecodeError instead
-        head = resolved
-    vocab = (head.vocab, head.vocab_from) if head.vocab is not None and head.vocab_from is not None else None
-    return trained_head(target.main, target.main_model, head.folder, vocab)
-
-
-def _head_unavailable(target: DraftTarget) -> str | None:
-    if target.main_model is None:
-        return "the family does not expose its transformers model to quantize"
-    return None if target.head is not None else \
-        "no trained head for this main model (give --head FOLDER, or train one with tui-decode train-head)"
-
-
-register(DraftKind(HelperModel, _load_time_only, lambda d: d.source, switchable=False,
+register(DraftKind(HelperModel, build.load_time_only, lambda d: d.source, switchable=False,
                    help="a helper model sharing the main model's tokenizer"))
-register(DraftKind(EarlyExit, _early_exit, lambda d: f"early exit @ layer {d.layer}",
-                   help="the main model's first layers", unavailable=_early_exit_unavailable))
-register(DraftKind(Int4, _int4, lambda d: "int4 self-draft", help="a weight-only int4 copy of the main model",
-                   loading="Quantizing the main model to int4 for the draft", unavailable=_int4_unavailable))
-register(DraftKind(TrainedHead, _head, lambda d: "trained head", help="a trained EAGLE / Medusa head",
-                   loading="Loading the trained draft head", unavailable=_head_unavailable,
+register(DraftKind(EarlyExit, build.early_exit, lambda d: f"early exit @ layer {d.layer}",
+                   help="the main model's first layers", unavailable=build.early_exit_unavailable))
+register(DraftKind(Int4, build.int4, lambda d: "int4 self-draft", help="a weight-only int4 copy of the main model",
+                   loading="Quantizing the main model to int4 for the draft", unavailable=build.int4_unavailable))
+register(DraftKind(TrainedHead, build.head, lambda d: "trained head", help="a trained EAGLE / Medusa head",
+                   loading="Loading the trained draft head", unavailable=build.head_unavailable,
                    offered=lambda target: target.head is not None))
-register(DraftKind(Fastest, _load_time_only,
+register(DraftKind(Fastest, build.load_time_only,
                    lambda d: "int4 or the trained head, whichever is faster here (measured at load)",
                    switchable=False, help="int4 or the trained head, measured at load"))

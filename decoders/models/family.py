@@ -1,9 +1,9 @@
 """A model family: the main model, an optional helper (draft) model, and their shared tokenizer.
 
-`load_family` turns a `FamilySpec` (names and sources, cheap to build and to store in config)
-into a `Family` (loaded backends on one device, one dtype). torch and transformers are imported
-inside the functions that need them, so that importing this module stays instant and a UI can
-paint before the heavy libraries load.
+`load_family` turns a `FamilySpec` (names and sources, cheap to build and to store in config;
+`decoders.models.family_spec`) into a `Family` (loaded backends on one device, one dtype). torch
+and transformers are imported inside the functions that need them, so that importing this module
+stays instant and a UI can paint before the heavy libraries load.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from decoders.models.drafts import (
     self_draft_kind,
     source_of,
 )
+from decoders.models.family_spec import FamilySpec
 from decoders.models.sources import classify_source, default_label, load_source, scaled_progress
 from decoders.models.token_display import BYTE_TOKEN, byte_level_reader, visible_text
 
@@ -42,46 +43,6 @@ if TYPE_CHECKING:
 # End-of-turn markers of common chat formats: a chat reply ends at these even when the
 # generation config names only the base model's end-of-text token.
 END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>")
-
-
-@dataclass
-class FamilySpec:
-    """What to load. A source is "bundled", a .gguf path, a model folder, or a hub id."""
-
-    name: str
-    main: str
-    draft: Draft | None = None  # what drafts (`decoders.models.drafts`); None: nothing
-    device: str = "auto"
-    dtype: str = "auto"
-    label: str | None = None
-    # "auto" | "balanced" | "sequential", a {module: device} dict or a .json file of one: spread
-    # the models over every visible GPU, the CPU and disk with accelerate (transformers backend)
-    device_map: str | dict | None = None
-    cuda_graph: str = "auto"  # the fast backend's one-token step from a CUDA graph: auto (CUDA only), on, off
-    backend: str = "torch"  # or "llamacpp": GGUF files run by llama.cpp as stored (`decoders.backends.llamacpp`)
-    remeasure: bool = False  # measure the "fastest" dtype and draft again, whatever this machine kept
-
-    # Views of ``draft`` by the names the spec had before `Draft` (read-only).
-    @property
-    def helper(self) -> str | None:
-        """The helper model's source, when a helper model drafts."""
-        return self.draft.source if isinstance(self.draft, HelperModel) else None
-
-    @property
-    def self_draft_layer(self) -> int | None:
-        """The early-exit layer, when an early exit drafts."""
-        return self.draft.layer if isinstance(self.draft, EarlyExit) else None
-
-    @property
-    def self_draft(self) -> str | None:
-        """The kind of a draft built from the main model ("int4", "head", "fastest", ...)."""
-        return self_draft_kind(self.draft)
-
-    @property
-    def head(self) -> str | None:
-        """The trained head's folder the draft names ("bundled": the shipped head)."""
-        head = head_of(self.draft)
-        return head.folder if head is not None else None
 
 
 @dataclass(eq=False)

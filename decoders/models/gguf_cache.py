@@ -17,7 +17,6 @@ check is converted afresh.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import threading
@@ -28,6 +27,7 @@ from pathlib import Path
 from decoders.core.errors import DecodeError
 from decoders.core.events import LoadProgress
 from decoders.models.hf_progress import GGUFProgress, quiet_progress_bars
+from decoders.records.stored import UNSET, FileSum, GGUFMarker
 
 CACHE_ENV = "TUI_DECODE_CACHE_DIR"
 MARKER_FILE = "tui-decode-gguf.json"  # written last: a folder without it is not a finished copy
@@ -177,17 +177,16 @@ def sample_digest(path: Path, size: int) -> str:
     return digest.hexdigest()
 
 
-def folder_checksums(folder: Path) -> dict[str, dict]:
-    """{file name: {size, mtime_ns, sha256, sample}} for every file of a converted copy but the marker."""
-    out: dict[str, dict] = {}
+def folder_checksums(folder: Path) -> dict[str, FileSum]:
+    """{file name: its size, mtime_ns, sha256 (and sample)} for every file of a converted copy but the marker."""
+    out: dict[str, FileSum] = {}
     for entry in sorted(folder.iterdir()):
         if entry.name == MARKER_FILE or not entry.is_file():
             continue
         stat = entry.stat()
-        record = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": file_digest(entry)}
-        if stat.st_size > FULL_HASH_LIMIT:
-            record["sample"] = sample_digest(entry, stat.st_size)
-        out[entry.name] = record
+        sample = sample_digest(entry, stat.st_size) if stat.st_size > FULL_HASH_LIMIT else UNSET
+        out[entry.name] = FileSum(size=stat.st_size, mtime_ns=stat.st_mtime_ns, sha256=file_digest(entry),
+                                  sample=sample)
     return out
 
 
@@ -198,13 +197,12 @@ def verify_converted(folder: Path, full: bool = False) -> str | None:
     A copy whose marker records no checksums (an older version's) is converted afresh.
     """
     try:
-        record = json.loads((folder / MARKER_FILE).read_text(encoding="utf-8"))
-        files = record.get("files") if isinstance(record, dict) else None
-    except (OSError, ValueError):
+        files = GGUFMarker.read(folder / MARKER_FILE).files
+    except (OSError, DecodeError):
         return "its marker file is unreadable"
     if files is None:
         return "its marker file records no checksums"
-    if not isinstance(files, dict) or not files:
+    if not files:
         return "its marker file lists no files"
     try:
         present = {e.name for e in folder.iterdir() if e.name != MARKER_FILE}
@@ -219,13 +217,13 @@ def verify_converted(folder: Path, full: bool = False) -> str | None:
         entry = folder / name
         try:
             stat = entry.stat()
-            if not isinstance(want, dict) or stat.st_size != want.get("size"):
+            if stat.st_size != want.size:
                 return f"{name} has the wrong size"
-            unchanged = stat.st_mtime_ns == want.get("mtime_ns")
-            if unchanged and "sample" in want and not full:
-                if sample_digest(entry, stat.st_size) != want["sample"]:
+            unchanged = stat.st_mtime_ns == want.mtime_ns
+            if unchanged and want.sample is not UNSET and not full:
+                if sample_digest(entry, stat.st_size) != want.sample:
                     return f"{name} does not match its checksum"
-            elif file_digest(entry) != want.get("sha256"):
+            elif file_digest(entry) != want.sha256:
                 return f"{name} does not match its checksum"
         except OSError as err:
             return f"{name}: {_reason(err)}"
@@ -237,7 +235,6 @@ def _convert(path: Path, target: Path, report: LoadProgress) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from decoders.models.gguf_check import check_gguf_intact
-    from decoders.records import atomic
 
     check_gguf_intact(path)  # a file cut short is one line, before anything is written or dequantised
     root = prepare_cache_root(target.parent)
@@ -270,15 +267,10 @@ def _convert(path: Path, target: Path, report: LoadProgress) -> None:
         with quiet_progress_bars():
             model.save_pretrained(str(partial))
             tokenizer.save_pretrained(str(partial))
-        record = {
-            "source": str(path),
-            "size": path.stat().st_size,
-            "mtime_ns": path.stat().st_mtime_ns,
-            "converted_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
-            "conversion_seconds": round(time.perf_counter() - started, 1),
-            "files": folder_checksums(partial),
-        }
-        atomic.write_text(partial / MARKER_FILE, json.dumps(record, indent=2), what="the cache marker")
+        GGUFMarker(source=str(path), size=path.stat().st_size, mtime_ns=path.stat().st_mtime_ns,
+                   converted_at=time.strftime("%Y-%m-%dT%H:%M:%S"),
+                   conversion_seconds=round(time.perf_counter() - started, 1),
+                   files=folder_checksums(partial)).write(partial / MARKER_FILE)
         del model
         try:
             os.replace(partial, target)

@@ -1,7 +1,8 @@
 """Atomic file writes: a file is either its old self or completely the new one, never half written.
 
 Every writer goes through `write_bytes` / `write_text`: the data goes to a temporary file in the
-same folder (same file system, so the rename is atomic), is flushed and fsynced, and only then
+same folder (same file system, so the rename is atomic; named ``.tmp-NAME.PID.XXXX`` after the
+process writing it, see `decoders.records.folder.sweep_temps`), is flushed and fsynced, and only then
 renamed over the destination. On any failure the temporary file is removed, the old file is
 untouched, and a `DecodeError` names the path and the operating system's reason (e.g. "No space
 left on device") with a fix.
@@ -17,8 +18,7 @@ import tempfile
 from pathlib import Path
 
 from decoders.core.errors import DecodeError
-
-TEMP_PREFIX = ".tmp-"
+from decoders.records.folder import TEMP_PREFIX, kill_point
 
 _FIXES = {
     errno.ENOSPC: "free some disk space or write somewhere else",
@@ -31,6 +31,12 @@ _FIXES = {
     errno.EISDIR: "give a file name, not a folder",
     errno.ENAMETOOLONG: "choose a shorter name",
 }
+
+
+def temp_prefix(name: str) -> str:
+    """``.tmp-NAME.PID.``: a temporary file names the process writing it, so that the next start
+    can remove it once that process is gone (`decoders.records.folder.sweep_temps`)."""
+    return f"{TEMP_PREFIX}{name}.{os.getpid()}."
 
 
 def reason(err: OSError) -> str:
@@ -94,12 +100,13 @@ def write_bytes(path: str | os.PathLike, data: bytes, what: str = "", mode: int 
         return _write_special(path, shown, data, what)
     tmp_name = None
     try:
-        fd, tmp_name = tempfile.mkstemp(prefix=TEMP_PREFIX + path.name + ".", dir=folder)
+        fd, tmp_name = tempfile.mkstemp(prefix=temp_prefix(path.name), dir=folder)
         with os.fdopen(fd, "wb") as handle:
             _write_all(handle, data)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp_name, _mode_for(path, mode))
+        kill_point(f"write:{path.name}")  # a test stops here: written, not yet renamed
         if exclusive:
             _link_new(tmp_name, path)
         else:
@@ -261,7 +268,7 @@ def _check_folder_destination(folder: Path, flag: str, what: str) -> Path:
 def _probe_writable(folder: Path, failure: str) -> None:
     """Create and remove a file in ``folder``: the one sure test that a write there will work."""
     try:
-        fd, probe = tempfile.mkstemp(prefix=TEMP_PREFIX + "probe.", dir=folder)
+        fd, probe = tempfile.mkstemp(prefix=temp_prefix("probe"), dir=folder)
         os.close(fd)
         os.unlink(probe)
     except OSError as err:

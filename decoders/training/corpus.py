@@ -5,21 +5,27 @@ little-endian, appended), ``index.jsonl`` (one line per sample: its key, where i
 how many are prompt and how many answer) and ``meta.json`` (the model it was generated with, the
 vocabulary size). A sample is appended tokens first, index line second, each flushed to disk, so
 a run killed at any moment leaves at most a tail of tokens no index line names; opening the
-folder cuts that tail off. Every run, on any machine, adds to the same files and skips the keys
-already there, and the next training starts from all of it.
+folder to append cuts that tail off. Every run, on any machine, adds to the same files and skips
+the keys already there, and the next training starts from all of it.
+
+One process appends at a time: opening the folder to append takes its lock
+(`decoders.records.folder.FolderLock`) until `Corpus.close`, so a second ``--grow`` on the same
+corpus is told who is growing it (or waits, with ``wait``) instead of writing its samples at the
+same offsets and cutting the first one's unindexed tokens. Reading needs no lock.
 """
 
 from __future__ import annotations
 
 import array
-import json
 import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from decoders.core.errors import DecodeError
-from decoders.records.atomic import write_error, write_text
+from decoders.records.atomic import write_error
+from decoders.records.folder import FolderLock, kill_point, sweep_temps
+from decoders.records.stored import CorpusMeta, CorpusRow
 
 TOKENS = "tokens.u16"
 INDEX = "index.jsonl"
@@ -40,23 +46,50 @@ class Sample:
         return self.start + self.n_prompt + self.n_answer
 
 
+def corpus_lock(folder: str | os.PathLike, wait: bool = False, on_wait=None) -> FolderLock:
+    """The corpus folder's lock (not yet taken), held by whoever appends to it."""
+    return FolderLock(folder, "the corpus", wait=wait, on_wait=on_wait)
+
+
 class Corpus:
     """The samples of one corpus folder, opened for reading and appending."""
 
     def __init__(self, folder: str | os.PathLike, model: str | None = None, vocab_size: int | None = None,
-                 append: bool = False):
-        """``append``: open for growing (a tail no index line names is cut off); otherwise read only,
-        safe while another process appends."""
+                 append: bool = False, wait: bool = False, on_wait=None):
+        """``append``: open for growing, holding the folder's lock until `close` (a tail no index
+        line names is cut off; `FolderBusy` when another process grows it, unless ``wait``);
+        otherwise read only, safe while another process appends."""
         self.folder = Path(folder)
         self.append_mode = append
+        self.lock: FolderLock | None = None
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
         except OSError as err:
             raise write_error(self.folder, err, "the corpus folder") from None
-        self.meta = self._meta(model, vocab_size)
-        self.samples = self._read_index()
         if append:
-            self._cut_tail()
+            self.lock = corpus_lock(self.folder, wait, on_wait).acquire()
+        try:
+            self.meta = self._meta(model, vocab_size)
+            self.samples = self._read_index()
+            if append:
+                sweep_temps(self.folder, locked=True)
+                self._cut_tail()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Stop appending: the folder's lock goes (reading goes on)."""
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+        self.append_mode = False
+
+    def __enter__(self) -> Corpus:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- reading -----------------------------------------------------------------------------
     @property
@@ -100,9 +133,9 @@ class Corpus:
                 f.write(data.tobytes())
                 f.flush()
                 os.fsync(f.fileno())
+            kill_point("corpus:index")  # a test stops here: tokens written, no index line names them
             with open(self.folder / INDEX, "a", encoding="utf-8") as f:
-                f.write(json.dumps({"key": key, "start": start, "prompt": sample.n_prompt,
-                                    "answer": sample.n_answer}) + "\n")
+                f.write(CorpusRow(key=key, start=start, prompt=sample.n_prompt, answer=sample.n_answer).line())
                 f.flush()
                 os.fsync(f.fileno())
         except OSError as err:
@@ -112,24 +145,18 @@ class Corpus:
         return sample
 
     # -- internals ---------------------------------------------------------------------------
-    def _meta(self, model: str | None, vocab_size: int | None) -> dict:
+    def _meta(self, model: str | None, vocab_size: int | None) -> CorpusMeta:
         path = self.folder / META
         if path.exists():
-            try:
-                meta = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as err:
-                raise DecodeError(f"The corpus's {path} cannot be read ({err}); fix or delete it.") from None
-            if not isinstance(meta, dict):
-                raise DecodeError(f"The corpus's {path} is not a JSON object (the model and vocabulary size); fix "
-                                  "or delete it.")
-            if model is not None and meta.get("model") != model:
-                raise DecodeError(f"The corpus in {self.folder} was generated by {meta.get('model')!r}, not {model!r}; "
+            meta = CorpusMeta.read(path)
+            if model is not None and meta.model != model:
+                raise DecodeError(f"The corpus in {self.folder} was generated by {meta.model!r}, not {model!r}; "
                                   "give another --corpus folder.")
             return meta
         if model is None:
-            return {}
-        meta = {"model": model, "vocab_size": vocab_size, "token_bytes": TOKEN_BYTES}
-        write_text(path, json.dumps(meta, indent=1) + "\n", "the corpus's meta.json")
+            return CorpusMeta()
+        meta = CorpusMeta(model=model, vocab_size=vocab_size, token_bytes=TOKEN_BYTES)
+        meta.write(path)
         return meta
 
     def _read_index(self) -> list[Sample]:
@@ -149,10 +176,12 @@ class Corpus:
         complete = lines[:-1]  # a last line without its newline was cut off mid-write
         for n, line in enumerate(complete, 1):
             try:
-                row = json.loads(line)
-                sample = Sample(str(row["key"]), int(row["start"]), int(row["prompt"]), int(row["answer"]))
-            except (ValueError, KeyError, TypeError):
-                raise DecodeError(f"The corpus's {path} line {n} is not a sample; delete that line.") from None
+                row = CorpusRow.loads(line)
+            except DecodeError as err:  # "The corpus's index: start must be ...; delete that line."
+                why = str(err).removeprefix(_capital(CorpusRow.WHAT)).removesuffix(f"; {CorpusRow.FIX}.")
+                why = why.removeprefix(": ").removeprefix(" ")
+                raise DecodeError(f"The corpus's {path} line {n} is not a sample ({why}); delete that line.") from None
+            sample = Sample(row.key, row.start, row.prompt, row.answer)
             expected = samples[-1].end if samples else 0
             if sample.start != expected:
                 raise DecodeError(f"The corpus's {path} line {n} starts at token {sample.start}, "
@@ -173,3 +202,7 @@ class Corpus:
                               f"{want // TOKEN_BYTES}; the folder {self.folder} is damaged.")
         if size > want:
             os.truncate(path, want)
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]

@@ -81,7 +81,7 @@ def _corpus_folder(path: Path, family: Family) -> list[list[int]]:
     if not (path / META).exists() or not (path / INDEX).exists():
         raise DecodeError(f"the folder {path} is not a train-head corpus (no {META} and {INDEX}); {FIX}")
     corpus = Corpus(path)
-    vocab = corpus.meta.get("vocab_size")
+    vocab = corpus.meta.vocab_size
     if vocab is not None and vocab != family.vocab_size:
         raise DecodeError(f"the corpus {path} was built with a {vocab}-token vocabulary, not this model's "
                           f"{family.vocab_size}; give a corpus of this model")

@@ -69,6 +69,9 @@ class FeatureCache:
     def _load(self) -> None:
         import torch
 
+        from decoders.records.folder import sweep_temps
+
+        sweep_temps(self.path.parent)  # a save killed mid-write (its process gone) left its temporary file
         if not self.path.is_file():
             return
         try:

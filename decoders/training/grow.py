@@ -112,8 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     family = load_family(FamilySpec("corpus", main=args.main), fast=False)
-    corpus = Corpus(args.corpus, model=family.main_source, vocab_size=family.vocab_size, append=True)
-    grow(corpus, family, args.minutes * 60, batch=args.batch)
+    with Corpus(args.corpus, model=family.main_source, vocab_size=family.vocab_size, append=True) as corpus:
+        grow(corpus, family, args.minutes * 60, batch=args.batch)
     return 0
 
 

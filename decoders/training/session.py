@@ -2,14 +2,21 @@
 
 Resumable: a checkpoint (the head, the optimiser, the step, the settings) is written atomically to
 the output folder every ``CHECKPOINT_SECONDS`` and at the end of every phase; a second run with the
-same settings continues from it. Everything a user can type is bounded and checked before the
-model loads; a full disk or an unwritable folder is one line, and nothing written before is lost.
+same settings continues from it (a finished one is not trained further: more epochs than it was
+trained for are refused in one line, `--fresh` starts over). Everything a user can type is bounded
+and checked before the model loads; a full disk or an unwritable folder is one line, and nothing
+written before is lost.
+
+One run writes a head folder at a time (`head_lock`: a second is told who is writing it, or waits);
+the temporary files of a killed one are removed when the next starts; the head's files name one
+id (`decoders.backends.heads.load.save_head`), so a head cut off between its files is refused on
+load, and the next run writes it whole from its checkpoint.
 """
 
 from __future__ import annotations
 
 import io
-import json
+import os
 import shutil
 import time
 from collections.abc import Callable
@@ -18,13 +25,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from decoders.core.errors import DecodeError
-from decoders.records.atomic import write_bytes, write_text
+from decoders.records.atomic import write_bytes
+from decoders.records.folder import FolderLock, sweep_temps
+from decoders.records.stored import TrainingReport
 
 if TYPE_CHECKING:
     from decoders.models.family import Family
 
 CHECKPOINT = "checkpoint.pt"
-REPORT = "training.json"
+REPORT = TrainingReport.FILE
 CHECKPOINT_SECONDS = 60.0
 MIN_FREE_DISK = 200 * 2**20
 
@@ -59,7 +68,7 @@ def check_settings(s: TrainSettings) -> None:
         raise DecodeError(f"--out {s.out[:200]} is a file; give a folder for the head.")
     try:
         out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".tui-decode-write-test"
+        probe = out / f".tmp-probe.{os.getpid()}.written"  # its own name: two runs at once never share it
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as err:
@@ -72,19 +81,26 @@ def check_settings(s: TrainSettings) -> None:
                           "--out.")
 
 
+def head_lock(out: str | Path, wait: bool = False, on_wait: Callable[[str], None] | None = None) -> FolderLock:
+    """The head folder's lock (not yet taken): one `train-head` writes a head folder at a time."""
+    return FolderLock(out, "the head folder", wait=wait, on_wait=on_wait)
+
+
 def save_checkpoint(out: Path, head, optimizer, step: int, settings: TrainSettings, phase: str,
-                    curve: list | None = None) -> None:
+                    curve: list | None = None, seconds: float = 0.0) -> None:
+    """``seconds``: the training time spent so far, over every run that made this checkpoint."""
     import torch
 
     buffer = io.BytesIO()
     torch.save({"head": head.state_dict(), "config": asdict(head.config), "optimizer": optimizer.state_dict()
                 if optimizer is not None else None, "step": step, "settings": asdict(settings), "phase": phase,
-                "curve": curve or []}, buffer)
+                "curve": curve or [], "train_seconds": seconds}, buffer)
     write_bytes(out / CHECKPOINT, buffer.getvalue(), "the training checkpoint")
 
 
 def load_checkpoint(out: Path, settings: TrainSettings) -> dict | None:
-    """The checkpoint of an interrupted run with the same settings, or None."""
+    """The checkpoint of an interrupted run with the same settings, or None. A finished run's
+    (phase "done") only with the same epochs: training a finished head further is refused."""
     import torch
 
     path = out / CHECKPOINT
@@ -98,13 +114,30 @@ def load_checkpoint(out: Path, settings: TrainSettings) -> dict | None:
     same = {k: v for k, v in state.get("settings", {}).items() if k != "epochs"}
     if same != {k: v for k, v in asdict(settings).items() if k != "epochs"}:
         raise DecodeError(f"{path} is a checkpoint of a run with other settings; give another --out, or "
-                          "delete it to start over.")
+                          "add --fresh to start over.")
+    epochs = state.get("settings", {}).get("epochs")
+    if state.get("phase") == "done" and epochs != settings.epochs:
+        raise DecodeError(f"The head in {str(out)[:200]} finished training for {epochs:g} epochs; training it to "
+                          f"{settings.epochs:g} would start over: give a new --out, or add --fresh to train this one "
+                          "again from the start.")
     return state
 
 
 def train_head(settings: TrainSettings, family: Family, report: Callable[[str], None] = print,
-               progress: Callable[[str, int, int, dict], None] | None = None) -> dict:
-    """Train (or resume) and evaluate; write the head and ``training.json``; return the report."""
+               progress: Callable[[str, int, int, dict], None] | None = None, fresh: bool = False,
+               wait: bool = False) -> TrainingReport:
+    """Train (or resume) and evaluate; write the head and ``training.json``; return the report.
+    ``fresh``: start over, whatever checkpoint the folder holds. Holds the head folder's lock
+    (`FolderBusy` when another process holds it, unless ``wait``)."""
+    check_settings(settings)
+    with head_lock(settings.out, wait, report):
+        for name in sweep_temps(settings.out, locked=True):
+            report(f"removed {name}, a temporary file of an interrupted write")
+        return _train_head(settings, family, report, progress, fresh)
+
+
+def _train_head(settings: TrainSettings, family: Family, report: Callable[[str], None],
+                progress: Callable[[str, int, int, dict], None] | None, fresh: bool) -> TrainingReport:
     import torch
 
     from decoders.backends.heads.eagle import EagleHead, HeadConfig
@@ -113,13 +146,12 @@ def train_head(settings: TrainSettings, family: Family, report: Callable[[str], 
     from decoders.models.memory import available_memory, check_memory
     from decoders.training.corpus import Corpus
 
-    check_settings(settings)
     out = Path(settings.out)
     model = family.main_model
     corpus = Corpus(settings.corpus)
     from decoders.backends.heads.load import target_shape
 
-    made_for, vocab = corpus.meta.get("vocab_size"), target_shape(model).vocab
+    made_for, vocab = corpus.meta.vocab_size, target_shape(model).vocab
     if isinstance(made_for, int) and made_for != vocab:
         raise DecodeError(f"The corpus in {settings.corpus[:200]} was generated with a vocabulary of {made_for} "
                           f"tokens, the main model's has {vocab}; give the --corpus folder of this model's answers.")
@@ -135,14 +167,18 @@ def train_head(settings: TrainSettings, family: Family, report: Callable[[str], 
             kept.append(sample)
             count += sample.end - sample.start
         samples = kept
-    state = load_checkpoint(out, settings)
+    state = None if fresh else load_checkpoint(out, settings)
     head = None
+    if state is not None and state["phase"] == "done":
+        report(f"the head's training in {out} is finished (its checkpoint says so): evaluating it and writing "
+               "it again")
+    elif state is not None:
+        report(f"resuming from {out / CHECKPOINT} at step {state['step']}")
     if state is not None:
         config = state["config"]
         config["aux_layers"] = tuple(config["aux_layers"])
         head = EagleHead(HeadConfig(**config))
         head.load_state_dict(state["head"])
-        report(f"resuming from {out / CHECKPOINT} at step {state['step']}")
     aux = head.config.aux_layers if head is not None else None
     from decoders.backends.heads.load import default_aux_layers
 
@@ -174,6 +210,11 @@ def train_head(settings: TrainSettings, family: Family, report: Callable[[str], 
     embed = model.get_input_embeddings().weight.detach()
     last_save = [time.monotonic()]
     started = time.monotonic()
+    before = float(state.get("train_seconds", 0.0)) if state else 0.0  # the earlier runs' training time
+
+    def seconds() -> float:
+        return before + time.monotonic() - started
+
     train_tokens = sum(int(features.ids[i].numel()) for i in train_ids)
     curve: list[dict] = list(state.get("curve", [])) if state else []
 
@@ -187,7 +228,7 @@ def train_head(settings: TrainSettings, family: Family, report: Callable[[str], 
         if settings.curve_points and step % max(1, total // settings.curve_points) == 0 and step < total:
             curve.append(curve_point(step, total))
         if time.monotonic() - last_save[0] > CHECKPOINT_SECONDS:
-            save_checkpoint(out, head, optimizer, step, settings, "training", curve)
+            save_checkpoint(out, head, optimizer, step, settings, "training", curve, seconds())
             last_save[0] = time.monotonic()
 
     def curve_point(step: int, total: int) -> dict:
@@ -204,21 +245,21 @@ def train_head(settings: TrainSettings, family: Family, report: Callable[[str], 
         except BaseException:  # ctrl+c, SIGTERM, a full disk: the steps done so far resume next time
             if latest:
                 try:
-                    save_checkpoint(out, head, latest[1], latest[0], settings, "training", curve)
+                    save_checkpoint(out, head, latest[1], latest[0], settings, "training", curve, seconds())
                 except Exception:  # noqa: BLE001 - the error that stopped us is the one to report
                     pass
             raise
-    train_seconds = time.monotonic() - started
-    save_checkpoint(out, head, optimizer, -1, settings, "done", curve)
+    train_seconds = seconds() if state is None or resume is not None else before  # a finished head: its own
+    save_checkpoint(out, head, optimizer, -1, settings, "done", curve, train_seconds)
     result = evaluate(head, embed, features, held, settings.ttt, to_draft)
     curve.append({"step": "end", "tokens_seen": round(train_tokens * settings.epochs),
                   "accept_per_depth": [round(a, 4) for a in result.accept],
                   "mean_accepted": round(result.mean_accepted, 4)})
-    summary = {"corpus": settings.corpus, "corpus_samples": len(samples), "train_tokens": train_tokens,
-               "heldout_positions": result.positions, "accept_per_depth": [round(a, 4) for a in result.accept],
-               "mean_accepted": round(result.mean_accepted, 4), "train_seconds": round(train_seconds, 1),
-               "extract_tokens_per_s": round(extract_rate, 1), "learning_curve": curve,
-               "answer_tokens_heldout_only": True, "settings": asdict(settings)}
-    save_head(head, out, extra={"tui_decode_training": summary})
-    write_text(out / REPORT, json.dumps(summary, indent=1) + "\n", "the training report")
+    summary = TrainingReport.from_json({
+        "corpus": settings.corpus, "corpus_samples": len(samples), "train_tokens": train_tokens,
+        "heldout_positions": result.positions, "accept_per_depth": [round(a, 4) for a in result.accept],
+        "mean_accepted": round(result.mean_accepted, 4), "train_seconds": round(train_seconds, 1),
+        "extract_tokens_per_s": round(extract_rate, 1), "learning_curve": curve,
+        "answer_tokens_heldout_only": True, "settings": asdict(settings)})
+    save_head(head, out, training=summary)  # the weights, training.json, then config.json naming both's id
     return summary

@@ -171,9 +171,9 @@ async def test_an_opened_run_with_odd_family_or_extra_fields_is_shown(tiny_spec,
 
 
 @pytest.mark.parametrize("damage,message", [
-    (lambda c: c.__setitem__("rope_theta", "big"), "'rope_theta' is 'big', not a number"),
+    (lambda c: c.__setitem__("rope_theta", "big"), "rope_theta must be a number, got str"),
     (lambda c: c.__setitem__("num_attention_heads", 0), "num_attention_heads 0"),
-    (lambda c: c.__setitem__("eagle_config", [1]), "in an object eagle_config"),
+    (lambda c: c.__setitem__("eagle_config", [1]), "eagle_config must be an object, got array"),
 ])
 async def test_switching_to_a_family_with_a_damaged_head_keeps_the_models_prompt_and_run(tmp_path, monkeypatch,
                                                                                        damage, message):

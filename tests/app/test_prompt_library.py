@@ -73,3 +73,23 @@ def test_the_family_picker_marks_which_families_load_offline(tmp_path):
     lines = {o.id: str(o.prompt) for o in picker.options}
     assert "✓ offline" in lines["smollm2-135m"] and "needs a download" not in lines["smollm2-135m"]
     assert "⇣ needs a download" in lines["far"]
+
+
+def test_the_family_picker_says_what_drafts_from_the_declared_draft(tmp_path):
+    """Each family's line names its draft as the declared `Draft` holds it: a helper model's source
+    (whose download the offline mark counts), an early-exit layer, a kind built from the main model."""
+    from decoders.models.drafts import EarlyExit, Fastest, HelperModel, TrainedHead
+    from decoders.models.families import FamilySpec
+    from tui_decode.screens.pickers import family_picker
+
+    drafts = {"helper": HelperModel(source="SomeOrg/not-downloaded"), "exit": EarlyExit(layer=20), "int4": Int4(),
+              "head": TrainedHead(), "fastest": Fastest(), "none": None}
+    families = {name: FamilySpec(name=name, main="bundled", draft=draft) for name, draft in drafts.items()}
+    lines = {o.id: str(o.prompt) for o in family_picker(families, None, tmp_path / "f.toml").options}
+    assert "main bundled · helper SomeOrg/not-downloaded · auto/auto" in lines["helper"]
+    assert "⇣ needs a download" in lines["helper"] and "✓ offline" in lines["exit"]
+    assert "main bundled · helper early exit @ layer 20 · auto/auto" in lines["exit"]
+    assert "main bundled · helper int4 self-draft · auto/auto" in lines["int4"]
+    assert "main bundled · helper head self-draft · auto/auto" in lines["head"]
+    assert "main bundled · helper fastest self-draft · auto/auto" in lines["fastest"]
+    assert "main bundled · auto/auto" in lines["none"]

@@ -124,3 +124,67 @@ async def test_the_ui_never_draws_while_the_engine_works(tiny_spec, loader, tmp_
     assert overlap(burning_ui, WatchedEngine.spans) == 0.0
 
 
+
+
+class ForwardsWatched(Engine):
+    """A real engine on slow forwards that notes each forward made while it streams a run (the
+    warm-up before a run is not timed and not noted)."""
+
+    spans: list[tuple[float, float]] = []
+
+    def __init__(self, family):
+        super().__init__(dataclasses.replace(family, main=Noted(family.main)))
+
+    def stream(self, prompt, params, cancelled=lambda: False, idle=None):
+        Noted.on = True
+        try:
+            yield from super().stream(prompt, params, cancelled, idle)
+        finally:
+            Noted.on = False
+
+
+class Noted(Slow):
+    on = False
+
+    def forward(self, ids, keep, positions=None, mask=None):
+        start = time.perf_counter()
+        try:
+            return super().forward(ids, keep, positions, mask)
+        finally:
+            if Noted.on:
+                ForwardsWatched.spans.append((start, time.perf_counter()))
+
+    def twin(self):
+        return Noted(twin_of(self.inner))
+
+
+@pytest.mark.parametrize("hold", ["1", "0"])
+async def test_the_ui_s_own_timers_never_run_beside_a_timed_forward(tiny_spec, loader, tmp_path, monkeypatch, hold):
+    """Drawing each batch before the next step was not enough on two cores: the UI's timers (and
+    what a draw leaves behind) ran on the other core between the decode thread's torch ops, and
+    autoregressive decoding read 0.90x of itself at 120x40 (5/10 runs inside their spread). The
+    worker holds the UI's loop between hand-overs: a timer that burns the interpreter lock every
+    few milliseconds then never runs beside a forward of the run. TUI_DECODE_HOLD=0 (the old
+    worker) must show the overlap, or the check proves nothing."""
+    monkeypatch.setenv("TUI_DECODE_HOLD", hold)
+    ForwardsWatched.spans = []
+    ticks: list[tuple[float, float]] = []
+
+    def tick() -> None:
+        start = time.perf_counter()
+        burn(0.002)
+        ticks.append((start, time.perf_counter()))
+
+    app = make_app(tiny_spec, loader, tmp_path, engine_factory=ForwardsWatched, method="ar", max_new_tokens=64)
+    async with app.run_test(size=(140, 45), notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+        app.main_screen.set_interval(0.003, tick)
+        result = await run_and_wait(pilot, app)
+    assert len(result.method.ids) == 64 and len(ForwardsWatched.spans) >= 128
+    during = [t for t in ticks if ForwardsWatched.spans[0][0] <= t[0] <= ForwardsWatched.spans[-1][1]]
+    assert len(during) >= 5, "the timer hardly ran during the run: the check would prove nothing"
+    shared = overlap(ticks, ForwardsWatched.spans)
+    if hold == "1":
+        assert shared == 0.0
+    else:
+        assert shared > 0.0

@@ -29,6 +29,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     **{("decoders/backends/heads/load.py", name): _TRANSFORMERS
        for name in ("get_text_config", "num_key_value_heads", "rms_norm_eps", "rope_theta")},
     **{("decoders/backends/heads/training.py", name): _TRANSFORMERS for name in ("get_text_config", "head_dim")},
+    **{("decoders/backends/batched.py", name): _TRANSFORMERS
+       for name in ("_attn_implementation", "get_text_config", "head_dim", "layer_types", "max_position_embeddings",
+                    "num_attention_heads", "num_hidden_layers", "num_key_value_heads", "sliding_window")},
     **{("decoders/backends/hf.py", name): _TRANSFORMERS
        for name in ("_attn_implementation", "_hf_hook", "base_model_prefix", "get_input_embeddings", "get_text_config",
                     "hf_device_map", "is_sliding", "layer_types", "layers", "max_position_embeddings", "model_type",

@@ -300,11 +300,12 @@ def test_shipped_prompts_load():
 def test_saved_report_loads_back_and_renders_the_same(bench_run, tmp_path):
     """report.json is enough to rebuild the typed report: it writes the same JSON and markdown."""
     from decoders.bench.report import load_report, render_markdown, write_report
+    from decoders.bench.report_pair import pair_line
 
     saved = bench_run["dir"] / "report.json"
     report = load_report(saved)
     assert report.to_json() == json.loads(saved.read_text())
-    assert render_markdown(report) == (bench_run["dir"] / "report.md").read_text()
+    assert render_markdown(report) + pair_line(saved.read_bytes()) == (bench_run["dir"] / "report.md").read_text()
     md, js = write_report(report, tmp_path)
     assert js.read_text() == saved.read_text() and md.read_text() == (bench_run["dir"] / "report.md").read_text()
     with pytest.raises(DecodeError, match="not a bench report"):

@@ -18,7 +18,7 @@ import pytest
 
 pytest.importorskip("llama_cpp")
 
-from decoders.bench import multi  # noqa: E402
+from decoders.bench import lanes  # noqa: E402
 from decoders.bench.common import on_backend, split_backend  # noqa: E402
 from decoders.bench.multi import parse_backends  # noqa: E402
 from decoders.core.errors import DecodeError  # noqa: E402
@@ -41,7 +41,7 @@ def run(tmp_path_factory):
     prompts.write_text("".join(json.dumps(p) + "\n" for p in PROMPTS))
     out_dir = folder / "out"
     stdout, stderr = io.StringIO(), io.StringIO()
-    curve = multi.verify_cost_curve
+    curve = lanes.verify_cost_curve
 
     def no_curve(engine, seq, cancelled=lambda: False):
         """No T(k) in the engine's summaries (measured again in every fresh engine, seconds each)."""
@@ -51,9 +51,9 @@ def run(tmp_path_factory):
     with redirect_stdout(stdout), redirect_stderr(stderr), torch_threads(1), pytest.MonkeyPatch.context() as mp:
         # time, not bookkeeping: one pass of the report's curve (its 16 widths on each backend are
         # checked), none in the engines' summaries, and no warm-up
-        mp.setattr(multi, "verify_cost_curve", lambda family, ids: curve(family, ids, repeats=1))
+        mp.setattr(lanes, "verify_cost_curve", lambda family, ids: curve(family, ids, repeats=1))
         mp.setattr(Engine, "cost_curve", no_curve)
-        mp.setattr(multi, "_warm_up", lambda *args: None)
+        mp.setattr(lanes, "warm_up_rows", lambda *args: None)
         code = main(["bench", "--backends", "torch,llamacpp", "--main", "bundled", "--prompts", str(prompts),
                      "--methods", "ar,pld", "--max-new-tokens", "6", "--bandwidth-mb", "16",
                      "--draft-policy", "fixed",  # no calibration of the adaptive policy in every fresh engine
@@ -206,11 +206,12 @@ def test_the_printed_tables_label_every_row_with_its_backend(run):
 @pytest.mark.model  # the bundled model, on both backends
 def test_the_saved_report_reads_back_and_renders_the_same(run):
     from decoders.bench.report import load_report, render_markdown
+    from decoders.bench.report_pair import pair_line
 
     saved = run["dir"] / "report.json"
     report = load_report(saved)
     assert report.to_json() == json.loads(saved.read_text())
-    assert render_markdown(report) == (run["dir"] / "report.md").read_text()
+    assert render_markdown(report) + pair_line(saved.read_bytes()) == (run["dir"] / "report.md").read_text()
 
 
 def test_labels_and_backends_parse():

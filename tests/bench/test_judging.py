@@ -4,8 +4,8 @@ spread is flagged as noise in the speedup column itself."""
 
 from __future__ import annotations
 
+from decoders.bench.cells import speedup_cell as _speedup_cell
 from decoders.bench.measure import Theorem
-from decoders.bench.report import _speedup_cell
 from decoders.bench.targets import MIN_RUNS_TO_JUDGE, Target, _theorem_target, evaluate_targets
 from decoders.core.declarations import get_method
 

@@ -32,9 +32,11 @@ def _odd_head(isolated, fmt, config=None, tensors=None):
 
 @pytest.mark.parametrize("fmt", ["eagle1", "eagle3"])
 @pytest.mark.parametrize("change,message", [
-    (lambda c: c.__setitem__("rope_theta", "big"), "'rope_theta' is 'big', not a number"),
-    (lambda c: c.__setitem__("rms_norm_eps", "nan"), "'rms_norm_eps' is 'nan', not a number"),
-    (lambda c: c.__setitem__("rms_norm_eps", float("nan")), "expected 0 < rms_norm_eps < 1"),
+    (lambda c: c.__setitem__("rope_theta", "big"), "config.json: rope_theta must be a number, got str; download"),
+    (lambda c: c.__setitem__("rms_norm_eps", "nan"), "config.json: rms_norm_eps must be a number, got str"),
+    (lambda c: c.__setitem__("rms_norm_eps", float("nan")), "config.json cannot be read (it is not JSON"),
+    (lambda c: c.__setitem__("rms_norm_eps", 1.5), "expected 0 < rms_norm_eps < 1"),
+    (lambda c: c.__setitem__("num_attention_heads", True), "num_attention_heads must be an integer, got bool"),
     (lambda c: c.__setitem__("rms_norm_eps", -1), "expected 0 < rms_norm_eps < 1"),
     (lambda c: c.__setitem__("rope_theta", 0), "a positive finite rope_theta"),
     (lambda c: c.__setitem__("num_attention_heads", 0), "num_attention_heads 0"),
@@ -52,8 +54,10 @@ def test_a_head_config_field_of_a_wrong_value_is_one_line(isolated, fmt, change,
 
 @pytest.mark.parametrize("config,tensors,message", [
     (lambda c: c.__setitem__("eagle_config", {"eagle_aux_hidden_state_layer_ids": "1,2,3"}), None,
-     "eagle_aux_hidden_state_layer_ids is 1,2,3; expected a list of target layer numbers"),
-    (lambda c: c.__setitem__("eagle_config", [1]), None, "in an object eagle_config"),
+     "eagle_config.eagle_aux_hidden_state_layer_ids must be a list or null, got str"),
+    (lambda c: c.__setitem__("eagle_config", {"eagle_aux_hidden_state_layer_ids": [1, "2"]}), None,
+     r"eagle_config.eagle_aux_hidden_state_layer_ids\[1\] must be an integer, got str"),
+    (lambda c: c.__setitem__("eagle_config", [1]), None, "eagle_config must be an object, got array"),
     (None, lambda t: t.__setitem__("d2t", t["d2t"][:5]), r"d2t has shape \(5,\), not \(40,\)"),
 ])
 def test_an_eagle3_head_with_odd_aux_layers_or_d2t_is_one_line(isolated, config, tensors, message):
@@ -72,6 +76,9 @@ def test_a_head_config_nested_too_deeply_is_one_line(isolated):
     from decoders.backends.heads.formats import read_head_files
 
     folder = _odd_head(isolated, "eagle3")
+    (folder / "config.json").write_text('{"x": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(DecodeError, match=r"config.json cannot be read \(it is not JSON: maximum recursion depth"):
+        read_head_files(folder)
     (folder / "config.json").write_text("[" * 100_000 + "]" * 100_000)
-    with pytest.raises(DecodeError, match="config.json cannot be read"):
+    with pytest.raises(DecodeError, match="config.json is not a JSON object"):
         read_head_files(folder)

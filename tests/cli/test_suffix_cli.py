@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from decoders.methods.shared.suffix_memory import reset_memories
+from decoders.methods.shared.suffix_memory import read_memory_file, reset_memories
 from tests.cli.conftest import error_line
 from tui_decode.cli.main import main
 
@@ -42,15 +42,15 @@ def test_datastore_build_fills_a_memory_that_run_then_reads(capsys, tmp_path, sm
     assert main(["datastore", "build", "--corpus", str(corpus), "--out", str(out), *MODEL]) == 0
     printed = capsys.readouterr().out
     assert f"memory {out}: 2 responses," in " ".join(printed.split()) and "added 2 documents" in printed
-    kept = json.loads(out.read_text())
-    assert kept["format"] == "tui-decode suffix memory" and len(kept["responses"]) == 2
+    kept = read_memory_file(out)
+    assert kept.format == "tui-decode suffix memory" and len(kept.responses) == 2
 
     reset_memories()
     code = main(["run", "--method", "suffix", "--prompt", "Name the days of the week.", "--max-new-tokens", "8",
                  "--suffix-memory", str(out), *MODEL])
     _, err = capsys.readouterr()
     assert code == 0 and "suffix memory: 2 responses" in err
-    assert len(json.loads(out.read_text())["responses"]) == 3  # the run's response joined
+    assert len(read_memory_file(out).responses) == 3  # the run's response joined
 
 
 @pytest.mark.parametrize("content,message", [
@@ -73,3 +73,42 @@ def test_a_corpus_that_is_not_text_is_one_line(capsys, tmp_path, smollm2):
     err = error_line(capsys, ["datastore", "build", "--corpus", str(corpus), "--out", str(tmp_path / "m.json"),
                               *MODEL])
     assert "is not UTF-8 text" in err and not (tmp_path / "m.json").exists()
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["run", "--method", "suffix", "--prompt", "Hi.", "--suffix-memory-mb", "16385"],
+     "--suffix-memory-mb must be in 1..16384, got 16385"),
+    (["run", "--method", "suffix", "--prompt", "Hi.", "--suffix-memory-mb", "0"], "--suffix-memory-mb must be in 1..16384"),
+    (["--suffix-memory-mb", "1e9"], "--suffix-memory-mb takes a whole number in 1..16384"),
+    (["datastore", "build", "--corpus", "c", "--out", "m", "--suffix-memory-mb", "99999"],
+     "--suffix-memory-mb must be in 1..16384"),
+    (["replay", "--corpus", "c", "--factor", "9"], "--factor must be in 0.1..8, got 9"),
+    (["replay", "--corpus", "c", "--min-prob", "nan"], "--min-prob must be in 0..1, got nan"),
+    (["replay", "--corpus", "c", "--max-draft", "65"], "--max-draft must be in 1..64, got 65"),
+    (["replay", "--corpus", "c", "--limit", "100001"], "--limit must be in 1..100000"),
+])
+def test_every_memory_and_replay_size_has_an_upper_bound_said_in_one_line(capsys, argv, message):
+    assert message in error_line(capsys, argv)
+
+
+def test_the_app_refuses_a_damaged_memory_file_before_it_starts(capsys, tmp_path):
+    path = tmp_path / "memory.bin"
+    path.write_bytes(b"\x87\xa6format")
+    err = error_line(capsys, ["--suffix-memory", str(path)])
+    assert "is damaged or not a memory file" in err and path.read_bytes() == b"\x87\xa6format"
+
+
+def test_replay_reports_tau_and_acceptance_of_a_corpus_without_a_model(capsys, tmp_path):
+    from decoders.training.corpus import Corpus
+
+    corpus = Corpus(tmp_path / "c", model="tiny", vocab_size=64, append=True)
+    answer = [9, 8, 7, 6, 5, 4, 3, 2, 1, 9, 8, 7]
+    for i in range(4):
+        corpus.append(f"p{i}", [1, 2 + i], answer)
+    assert main(["replay", "--corpus", str(tmp_path / "c"), "--factor", "4", "--per-request"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "4 requests replayed in order, 48 response tokens; memory of 0 responses at the start" in out
+    # the first request drafts from itself only; the other three from the first answer, in the memory
+    assert "suffix: tau " in out and "prompt lookup: tau " in out and "request 3: 12 tokens in" in out
+    err = error_line(capsys, ["replay", "--corpus", str(tmp_path)])
+    assert "is not a train-head corpus folder" in err

@@ -155,11 +155,14 @@ def test_train_head_progress_reaches_a_log_file_as_it_goes(isolated, capsys, mon
 
     seen = []
 
-    def train(settings, family, report, progress):
+    def train(settings, family, report, progress, fresh, wait):
+        from decoders.records.stored import TrainingReport
+
         for n in range(1, 101):
             progress("training", n, 100, {"loss": 1.0 / n, "tokens": 10 * n})
             seen.append(capsys.readouterr().out)  # what the log holds while training goes on
-        return {"accept_per_depth": [0.5], "mean_accepted": 0.5, "heldout_positions": 9, "train_tokens": 99}
+        return TrainingReport(corpus="c", corpus_samples=1, train_tokens=99, heldout_positions=9, accept_per_depth=[0.5],
+                              mean_accepted=0.5, train_seconds=1.0, extract_tokens_per_s=1.0)
 
     monkeypatch.setattr(session, "train_head", train)
     monkeypatch.setattr(session, "check_settings", lambda settings: None)

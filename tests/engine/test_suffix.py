@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 import time
+from array import array
 
+import msgspec
 import numpy as np
 import pytest
 import torch
 from scipy.stats import chisquare
 
+import decoders.methods.shared.suffix_memory as suffix_memory_module
 import decoders.methods.suffix as suffix_module
 from decoders.backends.runner import KVRunner
 from decoders.core.declarations import get_method
@@ -19,8 +22,16 @@ from decoders.core.errors import DecodeError
 from decoders.core.params import DecodeParams
 from decoders.engine import Engine
 from decoders.methods.shared.common import DecodeContext
-from decoders.methods.shared.suffix_memory import SuffixMemory, memory_for, open_memory_file, prompt_key, reset_memories
-from decoders.methods.shared.suffix_tree import SuffixTree, best_path
+from decoders.methods.shared.suffix_memory import (
+    SuffixMemory,
+    identity,
+    memory_for,
+    open_memory_file,
+    prompt_key,
+    read_memory_file,
+    reset_memories,
+)
+from decoders.methods.shared.suffix_tree import BYTES_PER_NODE, FIELDS, SuffixTree, best_path, best_tree
 from decoders.methods.shared.verify import Verdict, verify_sampling
 from decoders.methods.suffix import SuffixMatch
 from tests.support.bigram import bigram_family, marginals
@@ -36,15 +47,7 @@ def fresh_memories():
 
 # --- the tree ----------------------------------------------------------------------------------------
 def counts_of(tree: SuffixTree) -> dict[tuple[int, ...], tuple[int, int]]:
-    out: dict[tuple[int, ...], tuple[int, int]] = {}
-    stack = [((), tree.root)]
-    while stack:
-        path, node = stack.pop()
-        if path:
-            out[path] = (node.count, node.cont)
-        for t, child in (node.children or {}).items():
-            stack.append(((*path, t), child))
-    return out
+    return tree.substrings()
 
 
 def test_the_tree_counts_every_substring_up_to_its_depth_and_appending_equals_building():
@@ -61,7 +64,7 @@ def test_the_tree_counts_every_substring_up_to_its_depth_and_appending_equals_bu
     for t in seq:
         active = grown.append(active, t)
     assert counts_of(grown) == got and grown.nodes == tree.nodes == len(got) + 1
-    assert [n.count for n in active] == [got[(3,)][0], got[(2, 3)][0]]  # the tail's suffixes, shortest first
+    assert [grown.count[n] for n in active] == [got[(3,)][0], got[(2, 3)][0]]  # the tail's suffixes, shortest first
 
 
 def test_removing_a_sequence_takes_back_exactly_what_it_added():
@@ -73,7 +76,7 @@ def test_removing_a_sequence_takes_back_exactly_what_it_added():
     tree.remove(b)
     assert counts_of(tree) == alone
     tree.remove(a)
-    assert tree.nodes == 1 and tree.root.children is None and tree.root.cont == 0
+    assert tree.nodes == 1 and tree.first[0] == -1 and tree.cont[0] == 0 and tree.best[0] == -1
 
 
 def test_the_draft_follows_the_most_frequent_branch_within_factor_depth_and_min_prob():
@@ -81,18 +84,18 @@ def test_the_draft_follows_the_most_frequent_branch_within_factor_depth_and_min_
     tree.add([1, 2, 3, 4, 5, 1, 2, 3, 4, 6, 1, 2, 3, 9])
     matched = tree.matches([7, 1, 2, 3])  # the suffixes 3, 2 3, 1 2 3 occurred; 7 1 2 3 did not
     assert len(matched) == 3
-    draft = best_path(matched, max_tokens=8, factor=1.0, min_prob=0.1, depth=8)
+    draft = best_path(tree, matched, max_tokens=8, factor=1.0, min_prob=0.1, depth=8)
     assert draft is not None and draft.match_len == 3
     # after "1 2 3": 4 twice, 9 once -> 4 at 2/3; after "1 2 3 4": 5 once, 6 once -> 1/2 (5: lower id on
     # a tie); then 1 for sure; three tokens: the factor (1 x the 3-token match) stops it there
     assert draft.tokens == [4, 5, 1] and draft.counts == [2, 1, 1]
     assert draft.probs == pytest.approx([2 / 3, 1 / 2, 1]) and draft.score == pytest.approx(2 / 3 + 1 / 3 + 1 / 3)
     # the factor caps the draft at factor x match length: a 1-token match drafts one token at factor 1
-    short = best_path(tree.matches([3]), max_tokens=8, factor=1.0, min_prob=0.0, depth=8)
+    short = best_path(tree, tree.matches([3]), max_tokens=8, factor=1.0, min_prob=0.0, depth=8)
     assert short is not None and short.tokens == [4]
     # a minimum probability above the path's product stops it
-    assert best_path(matched, 8, 1.0, 0.5, 8).tokens == [4]
-    assert best_path(matched, 8, 1.0, 0.9, 8) is None
+    assert best_path(tree, matched, 8, 1.0, 0.5, 8).tokens == [4]
+    assert best_path(tree, matched, 8, 1.0, 0.9, 8) is None
 
 
 # --- greedy on the tiny model -------------------------------------------------------------------------
@@ -102,10 +105,13 @@ CASES = [
     DecodeParams(method="suffix", suffix_source="request", suffix_max=4, suffix_factor=3.0, suffix_min_prob=0.0,
                  draft_policy="fixed"),
     DecodeParams(method="suffix", suffix_depth=4, draft_policy="fixed"),
+    DecodeParams(method="suffix", suffix_mode="tree", draft_policy="fixed", suffix_min_prob=0.0, suffix_factor=3.0),
+    DecodeParams(method="suffix", suffix_mode="tree"),
 ]
 
 
-@pytest.mark.parametrize("params", CASES, ids=lambda p: f"{p.suffix_source}-{p.draft_policy}-d{p.suffix_depth}")
+@pytest.mark.parametrize("params", CASES,
+                         ids=lambda p: f"{p.suffix_source}-{p.suffix_mode}-{p.draft_policy}-d{p.suffix_depth}")
 def test_greedy_suffix_decoding_emits_exactly_the_baseline(engine, params):
     result = engine.run(PROMPT, params.replace(max_new_tokens=40))
     assert result.method.ids == result.baseline.ids and len(result.method.ids) == 40
@@ -136,8 +142,9 @@ def test_a_prompt_never_drafts_from_its_own_earlier_output():
     params = DecodeParams(method="suffix", max_new_tokens=30, draft_policy="fixed")
     engine.warm(PROMPT, params)
     memory = memory_for(engine.family, params.suffix_depth)
-    assert len(memory) == 1  # the warm-up's response joined
-    for _ in range(2):
+    assert len(memory) == 0  # a warm-up is no response: it never joins
+    for i in range(2):
+        assert len(memory) == i  # the second run finds the first one's response in the memory
         result = engine.run(PROMPT, params)
         sources = {it.detail.source for it in result.method.iters if isinstance(it.detail, SuffixMatch)}
         assert "memory" not in sources
@@ -170,47 +177,143 @@ def test_the_memory_evicts_its_oldest_responses_by_count_and_by_size():
     assert [e.tokens for e in small.entries.values()] == [[7]]
 
 
-def test_the_memory_file_round_trips_and_a_damaged_or_foreign_file_is_refused_and_left_intact(tmp_path):
+def nodes_for_mb_inverse(nodes: int) -> float:
+    """The --suffix-memory-mb that bounds a memory at ``nodes`` nodes."""
+    return (nodes + 0.5) * BYTES_PER_NODE / 1_000_000
+
+
+def kept_again(path, change) -> None:
+    """Rewrite the memory file at ``path`` after ``change(kept)``, its digest made to match (a
+    forged file, not a damaged one)."""
+    kept = read_memory_file(path)
+    change(kept)
+    kept.digest = suffix_memory_module._digest(kept)
+    path.write_bytes(msgspec.msgpack.encode(kept))
+
+
+def test_the_memory_file_keeps_the_tree_and_reading_it_back_rebuilds_nothing(tmp_path, monkeypatch):
     family = tiny_family(fast=False)
-    path = tmp_path / "memory.json"
+    path = tmp_path / "memory.bin"
+    memory = open_memory_file(family, str(path), 8)
+    for i in range(6):
+        memory.add(f"p{i}", [1, 2, 3, i, 1, 2, 3 + i, 9, i])
+    memory.add("p0", [7, 7, 7])  # replaces p0's response: the tree has freed rows
+    memory.save()
+    reset_memories()
+
+    def no_rebuild(*_):
+        raise AssertionError("the tree was rebuilt")
+
+    monkeypatch.setattr(SuffixTree, "append", no_rebuild)
+    again = open_memory_file(family, str(path), 8)
+    monkeypatch.undo()
+    assert [e.tokens for e in again.entries.values()] == [e.tokens for e in memory.entries.values()]
+    assert again.tree.substrings() == memory.tree.substrings() and again.nodes == memory.nodes
+    again.add("q", [1, 2, 3, 5])  # the loaded tree grows and drafts as the built one does
+    memory.add("q", [1, 2, 3, 5])
+    assert again.tree.substrings() == memory.tree.substrings()
+    drafts = [best_path(m.tree, m.tree.matches([0, 1, 2]), 8, 2.0, 0.0, 8) for m in (memory, again)]
+    assert drafts[0] is not None and drafts[0] == drafts[1]
+    reset_memories()
+    deeper = open_memory_file(family, str(path), 12)  # another depth: built again from the responses
+    assert [e.tokens for e in deeper.entries.values()] == [e.tokens for e in memory.entries.values()][:-1]
+
+
+def test_a_damaged_forged_foreign_or_oversized_memory_file_is_refused_in_one_line_and_left_intact(tmp_path):
+    family = tiny_family(fast=False)
+    path = tmp_path / "memory.bin"
     memory = open_memory_file(family, str(path), 8)
     memory.add("p", [1, 2, 3, 1, 2])
     memory.save()
     kept = path.read_bytes()
-    reset_memories()
-    again = open_memory_file(family, str(path), 8)
-    assert [e.tokens for e in again.entries.values()] == [[1, 2, 3, 1, 2]] and again.nodes == memory.nodes
 
-    damaged = kept[: len(kept) // 2]
-    path.write_bytes(damaged)
-    reset_memories()
-    with pytest.raises(DecodeError) as err:
-        open_memory_file(family, str(path), 8)
-    assert "is damaged or not a memory file" in str(err.value) and "\n" not in str(err.value)
-    assert path.read_bytes() == damaged  # refused, never rewritten
+    def refused(match: str, mb: float | None = None) -> None:
+        before = path.read_bytes()
+        reset_memories()
+        with pytest.raises(DecodeError, match=match) as err:
+            open_memory_file(family, str(path), 8, mb)
+        assert "\n" not in str(err.value) and path.read_bytes() == before  # refused, never rewritten
+        assert len(memory_for(family, 8)) == 0  # and the memory unchanged
 
-    foreign = json.loads(kept)
-    foreign["identity"] = "another model"
-    path.write_text(json.dumps(foreign))
-    reset_memories()
-    with pytest.raises(DecodeError, match="was built for another model or tokenizer"):
-        open_memory_file(family, str(path), 8)
+    at = kept.index(read_memory_file(path).tree.arrays[FIELDS.index("count")]) + 4  # node 1's count
+    path.write_bytes(kept[: len(kept) // 2])
+    refused("is damaged or not a memory file")
+    path.write_bytes(kept[:at] + bytes([kept[at] ^ 1]) + kept[at + 1:])  # one bit of the arrays flipped
+    refused(r"is damaged \(its digest does not match what it holds\)")
 
-    bad_ids = json.loads(kept)
-    bad_ids["responses"][0][1][0] = 10**6
-    path.write_text(json.dumps(bad_ids))
+    path.write_bytes(kept)
+    kept_again(path, lambda k: setattr(k, "identity", "another model"))
+    refused("was built for another model or tokenizer")
+
+    path.write_bytes(kept)
+    kept_again(path, lambda k: k.responses[0][1].__setitem__(0, 10**6))
+    refused("holds token id 1000000, outside this tokenizer's 64 ids")
+
+    def loop(k):  # a children list that comes back to its start
+        nxt = array("i")
+        nxt.frombytes(k.tree.arrays[FIELDS.index("next")])
+        first = array("i")
+        first.frombytes(k.tree.arrays[FIELDS.index("first")])
+        nxt[first[0]] = first[0]
+        k.tree.arrays[FIELDS.index("next")] = nxt.tobytes()
+
+    path.write_bytes(kept)
+    kept_again(path, loop)
+    refused("its tree does not hold together")
+
+    path.write_bytes(kept)
+    refused(r"holds a tree of 1[0-9] nodes .*more than this memory's bound of 5 .*give a larger --suffix-memory-mb "
+            r"\(at most 16384\)", mb=nodes_for_mb_inverse(5))
+    path.write_bytes(kept)
     reset_memories()
-    with pytest.raises(DecodeError, match="holds token id 1000000, outside this tokenizer's 64 ids"):
-        open_memory_file(family, str(path), 8)
+    assert len(open_memory_file(family, str(path), 8)) == 1  # intact: read as it was
+
+
+def test_a_memory_file_of_the_first_version_is_read_and_rebuilt(tmp_path):
+    family = tiny_family(fast=False)
+    ident, words = identity(family)
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"format": "tui-decode suffix memory", "version": 1, "identity": ident, "model": words,
+                                "responses": [["a", [1, 2, 3]], ["", [2, 3, 4]]]}))
+    memory = open_memory_file(family, str(path), 8)
+    assert [e.tokens for e in memory.entries.values()] == [[1, 2, 3], [2, 3, 4]]
+    assert memory.tree.substrings()[(2, 3)] == (2, 1)
+    memory.save()
+    assert read_memory_file(path).version == 2 and read_memory_file(path).tree is not None
 
 
 def test_a_finished_response_is_written_to_the_memory_file(tmp_path):
     engine = Engine(tiny_family(fast=False), pairing="sequential")
-    path = tmp_path / "m.json"
+    path = tmp_path / "m.bin"
     open_memory_file(engine.family, str(path), 24)
     result = engine.run(PROMPT, DecodeParams(method="suffix", max_new_tokens=12))
-    kept = json.loads(path.read_text())
-    assert kept["responses"] == [[prompt_key(result.prompt_ids), result.method.ids]]
+    assert read_memory_file(path).responses == [(prompt_key(result.prompt_ids), result.method.ids)]
+
+
+@pytest.mark.parametrize("pairing", ["interleaved", "sequential"])
+def test_the_memory_is_added_to_and_written_after_the_runs_clock_stops(tmp_path, monkeypatch, pairing):
+    """The response's joining the memory and the file's write are the session's work: a clock that
+    jumps by 1000 s inside either leaves the run's wall time and its baseline's untouched."""
+    offset = [0.0]
+
+    def clock() -> float:
+        return time.perf_counter() + offset[0]
+
+    def slow(real):
+        def run(self, *args, **kwargs):
+            offset[0] += 1000.0
+            return real(self, *args, **kwargs)
+        return run
+
+    monkeypatch.setattr(SuffixMemory, "save", slow(SuffixMemory.save))
+    monkeypatch.setattr(SuffixMemory, "add", slow(SuffixMemory.add))
+    monkeypatch.setattr(SuffixMemory, "forget", slow(SuffixMemory.forget))
+    engine = Engine(tiny_family(fast=False), clock=clock, pairing=pairing)
+    open_memory_file(engine.family, str(tmp_path / "m.bin"), 24)
+    result = engine.run(PROMPT, DecodeParams(method="suffix", max_new_tokens=12))
+    assert offset[0] >= 3000.0  # forgotten, added and written, once each
+    assert read_memory_file(tmp_path / "m.bin").responses[0][1] == result.method.ids
+    assert result.method.time_ms["wall"] < 100_000 and result.baseline.time_ms["wall"] < 100_000
 
 
 # --- exact sampling ----------------------------------------------------------------------------------
@@ -220,7 +323,10 @@ TOKENS, RUNS = 4, 1500
 PROMPT_IDS = [5, 6, 7, 5, 6, 7, 5, 6, 7]  # repeats: the request's tree drafts "5 6 7" after "7"
 
 
-def position_counts(runs: int = RUNS) -> tuple[np.ndarray, int]:
+TREE_PROMPT_IDS = [5, 6, 7, 5, 6, 8, 5, 6, 9, 5, 6, 7, 5, 6]  # after "5 6": 7, 8 or 9: a tree of three branches
+
+
+def position_counts(runs: int = RUNS, mode: str = "path", prompt: list[int] = PROMPT_IDS) -> tuple[np.ndarray, int]:
     gen = torch.Generator().manual_seed(0)
     target = torch.randn(V, V, generator=gen) * 1.5
     family = bigram_family(target, target)
@@ -231,9 +337,9 @@ def position_counts(runs: int = RUNS) -> tuple[np.ndarray, int]:
     for seed in range(runs):
         params = DecodeParams(method="suffix", mode="sampling", temperature=TEMPERATURE, seed=seed,
                               max_new_tokens=TOKENS, record=False, draft_policy="fixed", suffix_source="request",
-                              suffix_factor=2.0)
+                              suffix_factor=2.0, suffix_mode=mode, suffix_min_prob=0.0 if mode == "tree" else 0.1)
         main.reset()
-        run = method.run(DecodeContext(family, PROMPT_IDS, params, main, None, time.perf_counter))
+        run = method.run(DecodeContext(family, prompt, params, main, None, time.perf_counter))
         while True:
             try:
                 next(run)
@@ -245,10 +351,10 @@ def position_counts(runs: int = RUNS) -> tuple[np.ndarray, int]:
     return counts, drafted
 
 
-def worst_pvalue(counts: np.ndarray) -> float:
+def worst_pvalue(counts: np.ndarray, prompt: list[int] = PROMPT_IDS) -> float:
     gen = torch.Generator().manual_seed(0)
     target = torch.randn(V, V, generator=gen) * 1.5
-    expected = marginals(target, PROMPT_IDS[-1], len(counts), TEMPERATURE).numpy()
+    expected = marginals(target, prompt[-1], len(counts), TEMPERATURE).numpy()
     return min(chisquare(row, row.sum() * exp).pvalue for row, exp in zip(counts, expected, strict=False))
 
 
@@ -273,6 +379,91 @@ def test_a_verifier_that_accepts_the_one_hot_draft_blindly_is_caught(monkeypatch
     assert worst_pvalue(counts) < 1e-8
 
 
+@pytest.mark.slow
+def test_tree_mode_sampling_emits_every_position_as_the_tempered_target_does():
+    counts, drafted = position_counts(mode="tree", prompt=TREE_PROMPT_IDS)
+    assert drafted > 2 * RUNS  # trees of several nodes every run
+    assert worst_pvalue(counts, TREE_PROMPT_IDS) > 1e-3
+
+
+def first_child_blindly(b, T, tree, gen, temperature, record):
+    """A broken tree sampler: follows each node's first child without asking the target."""
+    from decoders.backends.sampling import probs, sample
+    from decoders.methods.shared.tree_step import TreeOutcome
+
+    logits = T.run_tree(b.seq, tree)
+    path, node = [], -1
+    while True:
+        kids = [i for i, p in enumerate(tree.parents) if p == node]
+        if not kids:
+            break
+        path.append(kids[0])
+        node = kids[0]
+    T.keep_path(path)
+    x = int(sample(probs(logits, temperature, greedy=False)[node + 1], gen))
+    return TreeOutcome(path, x, [], [], "bonus" if path else "ar")
+
+
+@pytest.mark.slow
+def test_a_tree_sampler_that_follows_the_draft_blindly_is_caught(monkeypatch):
+    monkeypatch.setattr(suffix_module, "_sample_tree", first_child_blindly)
+    counts, _ = position_counts(mode="tree", prompt=TREE_PROMPT_IDS)
+    assert worst_pvalue(counts, TREE_PROMPT_IDS) < 1e-8
+
+
+def test_the_tree_draft_expands_the_likeliest_continuations_best_first():
+    tree = SuffixTree(8)
+    tree.add([1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 5, 6, 1, 2, 3, 7])
+    matched = tree.matches([1, 2])
+    draft = best_tree(tree, matched, max_tokens=4, factor=1.0, min_prob=0.2, depth=8)
+    # after "1 2": 3 (3 of 4), 5 (1 of 4); after "1 2 3": 4 (2 of 3), 7 (1 of 3); factor 1 x the
+    # 2-token match: two levels; 6 (under 5, 1/4) comes after 7 (pushed first) and does not fit
+    assert draft is not None and draft.match_len == 2
+    assert draft.tokens == [3, 4, 5, 7] and draft.parents == [-1, 0, -1, 0]
+    assert draft.path_probs == pytest.approx([3 / 4, 1 / 2, 1 / 4, 1 / 4])
+    assert draft.probs == pytest.approx([3 / 4, 2 / 3, 1 / 4, 1 / 3]) and draft.counts == [3, 2, 1, 1]
+    assert draft.score == pytest.approx(7 / 4)
+    path = best_path(tree, matched, 4, 1.0, 0.2, 8)  # its likeliest path is the path draft
+    assert path is not None and path.tokens == [3, 4]
+    assert best_tree(tree, matched, 8, 0.5, 0.0, 8).tokens == [3, 5]  # factor 0.5 x 2 tokens: one level
+    assert best_tree(tree, matched, 8, 1.0, 0.3, 8).tokens == [3, 4]  # 5 and 7 fall below 0.3
+    assert best_tree(tree, matched, 8, 2.0, 0.3, 8).tokens == [3, 4, 1, 2]  # four levels: "1 2 3 4" goes on
+
+
+# --- the replay simulator ----------------------------------------------------------------------------
+def test_the_replay_reproduces_the_steps_of_a_greedy_run_without_the_model():
+    """The greedy run's own output replayed through the same trees drafts and accepts what the run
+    did, step for step: the simulator is the method with the target's verdicts read from its output."""
+    from decoders.bench.replay import ReplayParams, replay
+
+    engine = Engine(tiny_family(fast=False), pairing="sequential")
+    params = DecodeParams(method="suffix", max_new_tokens=40, draft_policy="fixed", suffix_max=6)
+    other = engine.run(PROMPT.replace("w30", "w40"), params)  # an earlier request: it joins the memory
+    result = engine.run(PROMPT, params)
+    assert result.method.ids == result.baseline.ids
+    records = replay([(other.prompt_ids, other.method.ids), (result.prompt_ids, result.method.ids)],
+                     ReplayParams(max_draft=6))
+    assert records[1].steps == len(result.method.iters)
+    assert records[1].accepted == sum(it.n_accepted for it in result.method.iters)
+    assert records[1].drafted == sum(len(it.draft) for it in result.method.iters)
+    assert records[0].steps == len(other.method.iters)
+
+
+def test_the_replay_never_drafts_a_requests_own_earlier_response():
+    from decoders.bench.replay import ReplayParams, replay, totals
+
+    response = [9, 8, 7, 6, 5, 4, 3, 2]
+    same = replay([([1, 2], response), ([1, 2], response)], ReplayParams())
+    assert same[1].accepted == 0  # the second is the same prompt: the first's response was forgotten
+    other = replay([([1, 2], response), ([1, 3], response)], ReplayParams(factor=4.0))
+    # step 1: "3" continues with 2 in the memory: refused, 9 emitted; step 2: "9" drafts 8 7 6 5 (four
+    # tokens: factor 4 x a 1-token match), all accepted, and 4; step 3: one token left to draft: 3, and 2
+    second = other[1]
+    assert (second.steps, second.drafted, second.accepted, second.from_memory) == (3, 6, 5, 5)
+    assert second.by_position[:4] == [[3, 2], [1, 1], [1, 1], [1, 1]] and second.tau == pytest.approx(8 / 3)
+    assert second.cost == pytest.approx(3 + 0.05 * 6) and totals(other).tokens == 16
+
+
 # --- the datastore -----------------------------------------------------------------------------------
 def test_a_datastore_is_built_from_text_documents_and_a_bad_jsonl_line_is_named(tmp_path):
     from decoders.training.datastore import build, documents
@@ -283,9 +474,9 @@ def test_a_datastore_is_built_from_text_documents_and_a_bad_jsonl_line_is_named(
     docs = documents(text, family)
     assert len(docs) == 2 and docs[0] == list(family.tokenizer("w10 w11 w12", add_special_tokens=False)["input_ids"])
     memory = SuffixMemory(depth=6)
-    report = build(memory, docs, tmp_path / "m.json")
+    report = build(memory, docs, tmp_path / "m.bin")
     assert (report.documents, report.responses, report.tokens) == (2, 2, sum(map(len, docs)))
-    assert report.nodes == memory.nodes > 1 and report.file_bytes == (tmp_path / "m.json").stat().st_size
+    assert report.nodes == memory.nodes > 1 and report.file_bytes == (tmp_path / "m.bin").stat().st_size
     bad = tmp_path / "c.jsonl"
     bad.write_text('{"text": "w10"}\n{"title": "w11"}\n')
     with pytest.raises(DecodeError, match="line 2 of the corpus .* has none of the text fields text, response"):

@@ -1076,6 +1076,6 @@ def test_full_disk_on_bench_report_keeps_old_report_and_prints_tables(monkeypatc
     stdout = hostile(capsys, isolated, ["bench", "--prompts", bench_prompts(isolated), "--main", str(tiny_folder),
                                         "--methods", "ar,pld", "--max-new-tokens", "4", "--bandwidth-mb", "1",
                                         "--record-overhead-every", "0", "--out", str(out)], 2,
-                     f"nothing was written to the report {out / 'report.md'}: no space left on device")
+                     f"nothing was written to the report {out / 'report.json'}: no space left on device")
     assert "Overall" in stdout  # the measurements are still shown
     assert sorted(p.name for p in out.iterdir()) == ["report.json", "report.md"]

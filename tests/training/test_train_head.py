@@ -61,8 +61,8 @@ def test_training_learns_the_targets_next_tokens(tmp_path, family):
     untrained = train_head(settings(tmp_path, epochs=0.01, ttt=1, out=str(tmp_path / "u")), family,
                            report=lambda _: None)
     trained = train_head(settings(tmp_path, epochs=20.0, ttt=1), family, report=lambda _: None)
-    assert untrained["accept_per_depth"][0] < 0.3
-    assert trained["accept_per_depth"][0] > untrained["accept_per_depth"][0] + 0.3
+    assert untrained.accept_per_depth[0] < 0.3
+    assert trained.accept_per_depth[0] > untrained.accept_per_depth[0] + 0.3
     config = json.loads((tmp_path / "head" / "config.json").read_text())
     assert config["tui_decode_format"] == "eagle3" and config["vocab_size"] == VOCAB
 
@@ -130,7 +130,7 @@ def test_the_draft_vocabulary_is_counted_over_the_training_samples_only(tmp_path
     seen: list[dict] = []
     summary = train_head(settings(tmp_path, epochs=0.5), family, report=lambda line: None,
                          progress=lambda phase, n, total, info: seen.append(info) if phase == "training" else None)
-    assert seen and seen[-1]["tokens"] == round(summary["train_tokens"] * 0.5)  # the bar counts tokens seen
+    assert seen and seen[-1]["tokens"] == round(summary.train_tokens * 0.5)  # the bar counts tokens seen
     features = training.extract(family.main_model, Corpus(tmp_path / "corpus"), (1, 2, 3),
                                 Corpus(tmp_path / "corpus").samples)
     held = set(range(0, 20, 5))

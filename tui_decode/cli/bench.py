@@ -8,11 +8,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from decoders.core.declarations import all_methods, baseline_method, method_names
 from decoders.core.params import DecodeParams, method_param_specs
 from tui_decode.cli.main import MAX_THREADS
 from tui_decode.cli.views import BenchArgs
+
+if TYPE_CHECKING:
+    from decoders.records.folder import FolderLock
 
 DEFAULT_OUT = "bench-out"
 #: Upper bounds of the bench's own counts (the decoding parameters have theirs in their ParamSpecs):
@@ -51,6 +56,9 @@ def add_bench_parser(sub) -> None:
                    help="use N prompts, taken round-robin over the task groups (default all)")
     p.add_argument("--repeats", type=int, default=1, metavar="R", help="measure every prompt R times (default 1)")
     p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"report folder (default {DEFAULT_OUT}/)")
+    p.add_argument("--wait", action="store_true",
+                   help="when another bench is writing the same --out, wait for it to end (otherwise: one line "
+                        "saying which process, exit 2)")
     p.add_argument("--sweep", metavar="NAME=A..B",
                    help=f"instead of the suite, sweep one parameter ({sweep_names()}) and print measured "
                         f"speedup against the Theorem 3.8 prediction for each value, e.g. {sweep_example}=1..8")
@@ -67,6 +75,11 @@ def add_bench_parser(sub) -> None:
                         "on each, labelled by backend (\"ar [llama.cpp]\"), each beside its own reference: "
                         "transformers' generate() on torch, llama-cpp-python's own loop on llama.cpp; with each "
                         "backend's bandwidth floor and T(k), and the backends' AR outputs compared token by token")
+    p.add_argument("--batch", default=None, metavar="LIST",
+                   help="instead of the suite, decode B prompts together for each batch size B in LIST (e.g. 1,2,4; "
+                        "each 1..64): ar and prompt lookup (--methods ar,pld) beside autoregressive decoding at the "
+                        "same batch size, interleaved over max(2, --repeats) rounds, with the verify-cost surface "
+                        "T(B, k); see tui_decode/cli/batch.py")
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help="torch CPU threads for both sides (default: torch's own choice); on a machine shared "
                         "with other busy processes, 1 avoids threads spinning against each other")
@@ -106,6 +119,34 @@ def _backend_specs(args: argparse.Namespace, backends) -> dict:
 
 
 def cmd_bench(namespace: argparse.Namespace) -> int:
+    """One bench writes an --out folder at a time: its lock, taken once the input is checked and
+    before the models load, held until the report is written; the temporary files of an
+    interrupted bench there are removed first."""
+    from decoders.records.folder import FolderLock
+
+    lock = FolderLock(str(namespace.out), "the report folder", wait=bool(namespace.wait),
+                      on_wait=lambda line: print(f"bench: {line}", file=sys.stderr, flush=True))
+    try:
+        return _cmd_bench(namespace, lambda: _take(lock))
+    finally:
+        lock.release()
+
+
+def _take(lock: FolderLock) -> None:
+    """The report folder's lock; the temporary files of a bench killed there removed, and a report
+    it left half written said (this bench replaces it)."""
+    from decoders.bench.report_pair import report_pair_problem
+    from decoders.records.folder import sweep_temps
+
+    lock.acquire()
+    sweep_temps(lock.folder, locked=True)
+    problem = report_pair_problem(lock.folder)
+    if problem:
+        print(f"bench: the report in {lock.folder} was left half written by an interrupted bench ({problem}); "
+              "this one replaces it", file=sys.stderr, flush=True)
+
+
+def _cmd_bench(namespace: argparse.Namespace, take_out: Callable[[], None]) -> int:
     from rich.console import Console
 
     from decoders.bench import (
@@ -136,6 +177,10 @@ def cmd_bench(namespace: argparse.Namespace) -> int:
 
     args = BenchArgs.of(namespace)
     prompts = load_prompts(args.prompts)
+    if args.batch is not None:
+        from tui_decode.cli.batch import cmd_batch_bench
+
+        return cmd_batch_bench(namespace, args, prompts)
     if not args.out.strip():  # "" is the current folder: its report.md would be written over
         raise DecodeError("--out is empty; give the report folder (it is created if missing), or leave --out out "
                           f"for {DEFAULT_OUT}/")
@@ -164,6 +209,7 @@ def cmd_bench(namespace: argparse.Namespace) -> int:
     if sweep is not None:  # every swept value with the other parameters (e.g. ngram_min <= ngram_max)
         for value in sweep.values:
             params.replace(method=sweep.method, **{sweep.name: value}).validated()
+    take_out()  # the --out folder's lock, before any model loads
     if args.threads:
         import torch
 

@@ -13,6 +13,17 @@ from tui_decode.cli.numbers import bounded_int
 MAX_DEPTH = 64
 
 
+def add_memory_mb_arg(p: argparse.ArgumentParser) -> None:
+    """``--suffix-memory-mb MB``: the suffix memory's size bound (its tree's nodes at the measured
+    bytes per node); responses beyond it are evicted oldest first, and a file over it is refused."""
+    from decoders.methods.shared.suffix_memory import DEFAULT_MB, MAX_MB, MAX_REQUESTS
+
+    p.add_argument("--suffix-memory-mb", type=bounded_int("--suffix-memory-mb", 1, MAX_MB), default=None,
+                   metavar="MB", help=f"suffix decoding: the memory's size bound in MB (1..{MAX_MB}, default "
+                                      f"{DEFAULT_MB}); with at most {MAX_REQUESTS:,} responses, the oldest "
+                                      "evicted first")
+
+
 def add_datastore_parser(sub) -> None:
     p = sub.add_parser("datastore", help="build a suffix-decoding memory from a corpus (for run --suffix-memory)")
     actions = p.add_subparsers(dest="datastore_command", required=True)
@@ -23,6 +34,7 @@ def add_datastore_parser(sub) -> None:
                        help="the memory file; an existing memory of this model is added to")
     build.add_argument("--depth", type=bounded_int("--depth", 2, MAX_DEPTH), default=24, metavar="N",
                        help=f"longest substring indexed (2..{MAX_DEPTH}, default 24: --suffix-depth's default)")
+    add_memory_mb_arg(build)
     add_model_args(build, drafts=False)
 
 
@@ -42,7 +54,8 @@ def cmd_datastore(args: argparse.Namespace) -> int:
         raise DecodeError(f"the corpus {args.corpus} does not exist; give a corpus folder, .jsonl or text file")
     err = Console(stderr=True)
     family = load_with_progress(family_spec(args), err)
-    memory = open_memory_file(family, args.out, args.depth)  # refuses a damaged or foreign file, untouched
+    # refuses a damaged or foreign file, or one over the size bound, untouched
+    memory = open_memory_file(family, args.out, args.depth, args.suffix_memory_mb)
     with err.status("reading the corpus ..."):
         docs = documents(args.corpus, family)
     with err.status(f"building the memory from {len(docs)} documents ..."):

@@ -58,19 +58,22 @@ def backend_text(spec) -> str:
 
 
 def other_drafts(spec) -> str:
-    """The other drafts ``spec`` may use, each with its flag."""
+    """The other drafts ``spec`` may use than its declared draft, each with its flag."""
+    from decoders.models.drafts import EarlyExit, Int4, TrainedHead, head_of
+
     if spec.backend == "llamacpp":
         return "a GGUF helper (--helper FILE.gguf); early exit, int4 and heads need --backend torch"
     options = []
-    if not spec.self_draft_layer:
+    if not isinstance(spec.draft, EarlyExit):
         options.append("early exit (--self-draft-layer L)")
-    if spec.self_draft != "int4":
+    if not isinstance(spec.draft, Int4):
         reason = int4_reason(spec)
         options.append("int4 (--self-draft int4)" if reason is None else f"not int4: {reason}")
-    if spec.self_draft != "head":
+    if not isinstance(spec.draft, TrainedHead):
         from decoders.models.backend_choice import head_folder
 
-        shipped = head_folder(spec.head, str(spec.main), missing_ok=True)
+        named = head_of(spec.draft)  # "fastest" names the head it may choose
+        shipped = head_folder(named.folder if named is not None else None, str(spec.main), missing_ok=True)
         options.append("trained head (--self-draft head)" if shipped else "a trained head (--head FOLDER)")
     return "; ".join(options)
 

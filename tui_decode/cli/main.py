@@ -18,6 +18,7 @@ from decoders import __version__
 from decoders.core.declarations import COMMON_PARAMS, default_method
 from decoders.core.errors import DecodeError
 from decoders.core.params import DecodeParams, method_param_specs
+from tui_decode.cli.datastore import add_memory_mb_arg
 from tui_decode.cli.model_args import add_model_args, add_remeasure_arg, family_spec  # noqa: F401 (also imported here)
 from tui_decode.cli.numbers import MAX_REPEATS, bounded_int
 from tui_decode.cli.parser import OneLineParser
@@ -88,6 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_remeasure_arg(parser)
     add_threads_arg(parser)
     add_decode_args(parser)  # the app's starting parameters
+    parser.add_argument("--suffix-memory", metavar="PATH",
+                        help="suffix decoding: keep the session's memory of responses in PATH (per model and "
+                             "tokenizer): read when the model loads, rewritten after each run")
+    add_memory_mb_arg(parser)
     sub = parser.add_subparsers(dest="command", parser_class=OneLineParser)
 
     run = sub.add_parser("run", help="decode one prompt headless and print the figures (or the run as JSON)")
@@ -103,10 +108,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--suffix-memory", metavar="PATH",
                      help="suffix decoding: keep the memory of earlier responses in PATH (per model and tokenizer), "
                           "read at the start and rewritten after each response; see `tui-decode datastore build`")
+    add_memory_mb_arg(run)
     add_threads_arg(run)
     add_model_args(run)
     add_remeasure_arg(run)
     add_decode_args(run)
+    from tui_decode.cli.synthetic import add_synthetic_args
+
+    add_synthetic_args(run)
 
     sub.add_parser("families", help="list the model families (built-in and from the config file)")
 
@@ -122,6 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
     from tui_decode.cli.datastore import add_datastore_parser
 
     add_datastore_parser(sub)
+    from tui_decode.cli.replay import add_replay_parser
+
+    add_replay_parser(sub)
     return parser
 
 
@@ -185,9 +197,11 @@ def cmd_run(namespace: argparse.Namespace) -> int:
 
     from decoders.engine import Engine
     from decoders.records.atomic import check_destination
+    from tui_decode.cli.synthetic import synthetic_method
     from tui_decode.state.run_summary import summary_table
     from tui_decode.state.token_text import shown_controls
 
+    synthetic_method(namespace)  # registers the synthetic draft where its flags ask for it
     args = RunArgs.of(namespace)
     err = Console(stderr=True)
     check_threads(args.threads)
@@ -199,17 +213,15 @@ def cmd_run(namespace: argparse.Namespace) -> int:
         raise DecodeError("--json is empty; give the path of a file to write the run to (or - for stdout)")
     if args.json and args.json != "-":
         check_destination(args.json, "--json", "the run")  # before any model time is spent
-    if args.suffix_memory is not None and not args.suffix_memory.strip():
-        raise DecodeError("--suffix-memory is empty; give the path of a memory file (it is made when missing)")
-    if args.suffix_memory and not Path(args.suffix_memory).exists():
-        check_destination(args.suffix_memory, "--suffix-memory", "the suffix memory")
+    check_memory_path(args.suffix_memory)
     spec = drafts_for(family_spec(namespace), namespace)  # its flags checked before torch loads
     set_threads(args.threads)
     family = load_with_progress(spec, err)
+    memory = None
     if args.suffix_memory:
         from decoders.methods.shared.suffix_memory import open_memory_file
 
-        memory = open_memory_file(family, args.suffix_memory, params.suffix_depth)
+        memory = open_memory_file(family, args.suffix_memory, params.suffix_depth, args.suffix_memory_mb)
         err.print(f"suffix memory: {len(memory)} responses, {memory.tokens} tokens from {args.suffix_memory}",
                   markup=False, highlight=False)
     if family.dtype_choice:
@@ -246,11 +258,30 @@ def cmd_run(namespace: argparse.Namespace) -> int:
         out.print(pooled_table([r.summary for r in results]))
     if failed is not None:
         raise failed
+    if memory is not None and memory.save_error:  # written after the run, off its clock: the run is shown
+        raise DecodeError(memory.save_error)
     if engine.calibration_note:
         err.print(f"note: {engine.calibration_note}; `tui-decode calibrate` measures the machine's run-to-run "
                   "noise once, and every spread then covers a second run", markup=False, highlight=False,
                   soft_wrap=True)
     return 0
+
+
+def check_memory_path(path: str | None) -> None:
+    """``--suffix-memory PATH`` checked before any model loads: a file that can be made, or one
+    that is a whole memory file (its digest; whose model it is, once the model has loaded)."""
+    if path is None:
+        return
+    if not path.strip():
+        raise DecodeError("--suffix-memory is empty; give the path of a memory file (it is made when missing)")
+    if not Path(path).exists():
+        from decoders.records.atomic import check_destination
+
+        check_destination(path, "--suffix-memory", "the suffix memory")
+        return
+    from decoders.methods.shared.suffix_memory import check_memory_file
+
+    check_memory_file(path)
 
 
 def cmd_families(args: argparse.Namespace) -> int:
@@ -284,11 +315,13 @@ def cmd_app(namespace: argparse.Namespace) -> int:
     if args.open is not None and not args.open.strip():
         raise DecodeError("--open is empty; give the path of a RUN.json saved by tui-decode")
     opened = RunResult.load(args.open) if args.open else None
+    check_memory_path(args.suffix_memory)
     # the launch flags: the first run's parameters
     settings = Settings(params=decode_params(args.decode) if flags_given(args.decode) else START_PARAMS)
     return run_app(family_spec(namespace), prompt=read_prompt(args.prompt) if args.prompt.given else DEFAULT_PROMPT,
                    settings=settings, opened=opened, opened_name=Path(args.open).name if args.open and opened else "",
-                   opened_path=Path(args.open) if args.open and opened else None, threads=args.threads)
+                   opened_path=Path(args.open) if args.open and opened else None, threads=args.threads,
+                   suffix_memory=args.suffix_memory, suffix_memory_mb=args.suffix_memory_mb)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -367,4 +400,8 @@ def _dispatch(argv: Sequence[str] | None) -> int:
         from tui_decode.cli.datastore import cmd_datastore
 
         return cmd_datastore(args)
+    if args.command == "replay":
+        from tui_decode.cli.replay import cmd_replay
+
+        return cmd_replay(args)
     return cmd_app(args)

@@ -6,9 +6,14 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tui_decode.cli.numbers import bounded_int
 from tui_decode.cli.views import TrainHeadArgs
+
+if TYPE_CHECKING:
+    from decoders.records.folder import FolderLock
+    from decoders.records.stored import TrainingReport
 
 
 def bounded_float(flag: str, low: float, high: float):
@@ -57,19 +62,21 @@ def add_train_parser(sub) -> None:
     p.add_argument("--lr", type=bounded_float("--lr", 1e-6, 1.0), default=1e-3, metavar="RATE",
                    help="AdamW's peak learning rate (1e-6..1, default 1e-3), warmed up over 20 steps then cosine-"
                         "decayed to 0")
+    p.add_argument("--fresh", action="store_true",
+                   help="start the head's training over, whatever checkpoint --out holds (a finished head is "
+                        "otherwise not trained further)")
+    p.add_argument("--wait", action="store_true",
+                   help="when another train-head is writing the same --out or growing the same --corpus, wait for "
+                        "it to end (otherwise: one line saying which process, exit 2)")
     add_threads_arg(p)
     add_model_args(p, drafts=False)  # the head it trains is the draft; it trains on torch's hidden states
 
 
 def cmd_train_head(namespace: argparse.Namespace) -> int:
-    from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
     from decoders.core.errors import DecodeError
-    from decoders.training.corpus import Corpus
-    from decoders.training.grow import grow
-    from decoders.training.session import TrainSettings, check_settings, train_head
-    from tui_decode.cli.main import check_threads, load_with_progress, set_threads, stdout_console
-    from tui_decode.cli.model_args import family_spec
+    from decoders.training.corpus import corpus_lock
+    from decoders.training.session import TrainSettings, check_settings, head_lock
+    from tui_decode.cli.main import check_threads, stdout_console
 
     args = TrainHeadArgs.of(namespace)
     check_threads(args.threads)
@@ -87,13 +94,43 @@ def cmd_train_head(namespace: argparse.Namespace) -> int:
                                  max_tokens=args.max_tokens, curve_points=args.curve_points)
         check_settings(settings)  # an unwritable or full --out fails before the model loads
     console = stdout_console()
+    # One writer a folder: the head folder's lock for the whole command (training, then --measure-tokens'
+    # line in training.json), taken before the model loads; the corpus's until --grow has appended to it.
+    def say(line: str) -> None:
+        console.print(line, markup=False, highlight=False)
+
+    head = head_lock(settings.out, args.wait, say) if settings else None
+    corpus = corpus_lock(args.corpus, args.wait, say) if args.grow else None
+    try:
+        for lock in (head, corpus):  # always the head's first: two commands waiting never wait for each other
+            if lock is not None:
+                lock.acquire()
+        return _train(namespace, args, settings, console, corpus)
+    finally:
+        for lock in (corpus, head):
+            if lock is not None:
+                lock.release()
+
+
+def _train(namespace: argparse.Namespace, args: TrainHeadArgs, settings, console, corpus_held: FolderLock | None
+           ) -> int:
+    from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from decoders.training.corpus import Corpus
+    from decoders.training.grow import grow
+    from decoders.training.session import train_head
+    from tui_decode.cli.main import load_with_progress, set_threads
+    from tui_decode.cli.model_args import family_spec
+
     set_threads(args.threads)
     spec = family_spec(namespace)
     spec = replace(spec, draft=None)  # the head is what we train
     family = load_with_progress(spec, console)
     if args.grow:
-        corpus = Corpus(args.corpus, model=family.main_source, vocab_size=family.vocab_size, append=True)
-        grow(corpus, family, args.grow * 60, batch=args.grow_batch, report=lambda line: console.print(line))
+        with Corpus(args.corpus, model=family.main_source, vocab_size=family.vocab_size, append=True) as corpus:
+            grow(corpus, family, args.grow * 60, batch=args.grow_batch, report=lambda line: console.print(line))
+    if corpus_held is not None:
+        corpus_held.release()  # training reads the corpus; another --grow may append meanwhile
     if settings is None:
         return 0
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
@@ -114,31 +151,30 @@ def cmd_train_head(namespace: argparse.Namespace) -> int:
                 tenths[phase] = tenth
                 console.print(f"{phase}: {n}/{total}" + (f" ({text})" if text else ""))
 
-        summary = train_head(settings, family, report=lambda line: bar.console.print(line), progress=progress)
-    accept = ", ".join(f"{a:.0%}" for a in summary["accept_per_depth"])
+        summary = train_head(settings, family, report=lambda line: bar.console.print(line), progress=progress,
+                             fresh=args.fresh, wait=args.wait)
+    accept = ", ".join(f"{a:.0%}" for a in summary.accept_per_depth)
     console.print(f"head written to {settings.out}: held-out acceptance per depth {accept}; "
-                  f"mean accepted {summary['mean_accepted']:.2f} of a {settings.ttt}-token chain "
-                  f"({summary['heldout_positions']} positions; trained on {summary['train_tokens']} tokens)")
+                  f"mean accepted {summary.mean_accepted:.2f} of a {settings.ttt}-token chain "
+                  f"({summary.heldout_positions} positions; trained on {summary.train_tokens} tokens)")
     if args.measure_tokens:
         measure(args, spec, settings, summary, console)
     return 0
 
 
-def measure(args: TrainHeadArgs, spec, settings, summary: dict, console) -> None:
+def measure(args: TrainHeadArgs, spec, settings, summary: TrainingReport, console) -> None:
     """The new head on this machine: a short speculative run, its figures beside Theorem 3.8's
     prediction, printed and added to training.json."""
-    import json
     from pathlib import Path
 
     from decoders.engine import Engine
     from decoders.models.drafts import TrainedHead
-    from decoders.records.atomic import write_text
     from decoders.training.predict import on_this_machine, sentence
     from decoders.training.session import REPORT
     from tui_decode.cli.main import load_with_progress
 
     family = load_with_progress(replace(spec, draft=TrainedHead(folder=settings.out)), console)
-    figures = on_this_machine(Engine(family), summary["accept_per_depth"], settings.ttt, args.measure_tokens)
+    figures = on_this_machine(Engine(family), summary.accept_per_depth, settings.ttt, args.measure_tokens)
     console.print(sentence(figures))
-    summary["this_machine"] = figures
-    write_text(Path(settings.out) / REPORT, json.dumps(summary, indent=1) + "\n", "the training report")
+    summary.this_machine = figures
+    summary.write(Path(settings.out) / REPORT)

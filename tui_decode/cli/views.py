@@ -84,11 +84,14 @@ class AppArgs:
     threads: int | None
     model: ModelFlags
     decode: DecodeFlags
+    suffix_memory: str | None = None
+    suffix_memory_mb: int | None = None
 
     @classmethod
     def of(cls, args: argparse.Namespace) -> AppArgs:
         return cls(open=args.open, prompt=PromptFlags.of(args), threads=args.threads, model=ModelFlags.of(args),
-                   decode=DecodeFlags.of(args))
+                   decode=DecodeFlags.of(args), suffix_memory=args.suffix_memory,
+                   suffix_memory_mb=args.suffix_memory_mb)
 
 
 @dataclass(frozen=True)
@@ -103,12 +106,18 @@ class RunArgs:
     model: ModelFlags
     decode: DecodeFlags
     suffix_memory: str | None = None
+    suffix_memory_mb: int | None = None
+    # the synthetic draft's flags (`tui_decode.cli.synthetic`); once they ask for it, the method's
+    # parameters, held in ``decode`` too
+    synthetic_acceptance: tuple[float, ...] | None = None
+    synthetic_cost: float | None = None
 
     @classmethod
     def of(cls, args: argparse.Namespace) -> RunArgs:
         return cls(prompt=PromptFlags.of(args), json=args.json, repeats=args.repeats, pairing=args.pairing,
                    threads=args.threads, model=ModelFlags.of(args), decode=DecodeFlags.of(args),
-                   suffix_memory=args.suffix_memory)
+                   suffix_memory=args.suffix_memory, suffix_memory_mb=args.suffix_memory_mb,
+                   **_present(args, ["synthetic_acceptance", "synthetic_cost"]))
 
 
 @dataclass(frozen=True)
@@ -126,9 +135,11 @@ class BenchArgs:
     bandwidth_mb: int
     record_overhead_every: int
     backends: str | None
+    wait: bool
     threads: int | None
     params: tuple[tuple[str, Any], ...]  # every registered method's parameter flag, by name
     model: ModelFlags
+    batch: str | None = None
 
     @classmethod
     def of(cls, args: argparse.Namespace) -> BenchArgs:
@@ -137,8 +148,9 @@ class BenchArgs:
         return cls(prompts=args.prompts, methods=args.methods, variants=args.variants,
                    max_new_tokens=args.max_new_tokens, limit=args.limit, repeats=args.repeats, out=args.out,
                    sweep=args.sweep, bandwidth_mb=args.bandwidth_mb, record_overhead_every=args.record_overhead_every,
-                   backends=args.backends, threads=args.threads,
-                   params=tuple(_present(args, list(method_param_specs())).items()), model=ModelFlags.of(args))
+                   backends=args.backends, wait=args.wait, threads=args.threads,
+                   params=tuple(_present(args, list(method_param_specs())).items()), model=ModelFlags.of(args),
+                   batch=args.batch)
 
 
 @dataclass(frozen=True)
@@ -156,6 +168,8 @@ class TrainHeadArgs:
     curve_points: int
     measure_tokens: int
     lr: float
+    fresh: bool
+    wait: bool
     threads: int | None
     model: ModelFlags
 
@@ -164,7 +178,7 @@ class TrainHeadArgs:
         return cls(corpus=args.corpus, out=args.out, grow=args.grow, grow_batch=args.grow_batch, epochs=args.epochs,
                    draft_vocab=args.draft_vocab, ttt=args.ttt, max_tokens=args.max_tokens,
                    curve_points=args.curve_points, measure_tokens=args.measure_tokens, lr=args.lr,
-                   threads=args.threads, model=ModelFlags.of(args))
+                   fresh=args.fresh, wait=args.wait, threads=args.threads, model=ModelFlags.of(args))
 
 
 @dataclass(frozen=True)

@@ -45,13 +45,14 @@ class Picker(ModalScreen[str | None]):
 
 def family_picker(families: dict, current: str | None, config_file: Path) -> Picker:
     """Pick a model family: the built-in ones and those of the user's config file."""
+    from decoders.models.drafts import HelperModel
     from decoders.models.sources import available_offline
 
     options = []
     for name, spec in families.items():
-        offline = all(available_offline(src) for src in (spec.main, spec.helper) if src)
-        helper = spec.helper or (f"early exit @ layer {spec.self_draft_layer}" if spec.self_draft_layer else
-                                 f"{spec.self_draft} self-draft" if spec.self_draft else None)
+        source = spec.draft.source if isinstance(spec.draft, HelperModel) else None
+        offline = all(available_offline(src) for src in (spec.main, source) if src)
+        helper = draft_line(spec.draft)
         line = Text()
         line.append(("● " if name == current else "  ") + shown_controls(name), style="bold")
         line.append(f"  {shown_controls(spec.label or spec.main)}")
@@ -60,6 +61,20 @@ def family_picker(families: dict, current: str | None, config_file: Path) -> Pic
                                    f" · {spec.device}/{spec.dtype}"), style="dim")
         options.append(Option(line, id=name))
     return Picker("Switch model family", options, note=shown_controls(f"more families: {config_file}"))
+
+
+def draft_line(draft) -> str | None:
+    """What drafts for a family as its picker line says it: a helper model's source, "early exit @
+    layer 20", "int4 self-draft" (any other kind: "<kind> self-draft"); None: nothing drafts."""
+    from decoders.models.drafts import EarlyExit, HelperModel
+
+    if draft is None:
+        return None
+    if isinstance(draft, HelperModel):
+        return draft.source
+    if isinstance(draft, EarlyExit):
+        return draft.view()
+    return f"{draft.kind} self-draft"
 
 
 #: The answer of `replace_edits_picker` that opens the run.

@@ -34,7 +34,6 @@ from decoders.core.errors import DecodeError
 from decoders.core.events import PhaseStarted
 from decoders.records.run import RunResult
 from tui_decode.state.run_summary import acceptance_text, judged_drafts
-from tui_decode.state.settings import draft_error, input_error
 from tui_decode.widgets.gamma_plot import GammaPlot, PlotData, Point
 from tui_decode.widgets.stats_pane import headline_speed
 from tui_decode.workers.decode import warm_once
@@ -128,9 +127,8 @@ class SweepScreen(ModalScreen[None]):
         super().__init__()
         self.host, self.loaded, self.prompt, self.settings = host, loaded, prompt, settings
         self.key, self.values, self.axis = key, values, name
-        # one run at a time on the engine (this shadows Widget.lock, an RLock Textual takes around
-        # mounts and layout; see the report of issue 37)
-        self.lock: threading.Lock = host._decode_lock  # type: ignore[assignment]
+        # one run at a time on the engine: the main screen's lock (not `Widget.lock`, Textual's own)
+        self.engine_lock: threading.Lock = host._decode_lock
         self.points: list[Measured] = []
         self.running = True
         self.cancelled = False
@@ -187,7 +185,7 @@ class SweepScreen(ModalScreen[None]):
         # each message waits until it is drawn, between two timed steps (no UI work on a timed clock)
         gate = DrawGate(self, lambda: worker.is_cancelled)
         try:
-            with self.lock:
+            with self.engine_lock:
                 engine = self.loaded.engine_for(self.settings)
                 for value in self.values:
                     if worker.is_cancelled:
@@ -320,31 +318,6 @@ class SweepScreen(ModalScreen[None]):
             self.dismiss(None)
 
 
-def start_sweep(main: MainScreen) -> None:
-    """The s key: sweep the chosen method's draft length on the prompt shown, or say why not."""
-    from decoders.bench.sweep import axis_name
-    from decoders.core.params import all_param_specs
-
-    settings, prompt = main.settings, main.prompt_pane.text
-    key = main.settings.params.method_def.draft_length
-    if key is None:
-        main.notify("Autoregressive decoding drafts nothing to sweep; pick another method (m).", severity="warning")
-        return
-    if main.running or main.loading_family:
-        main.notify("Wait for the current run or load to end (escape cancels a run).", severity="warning")
-        return
-    if main.loaded is None:
-        main.notify("No model is loaded yet; ctrl+r loads it and runs, then s sweeps.", severity="warning")
-        return
-    error = input_error(prompt, settings) or draft_error(settings, main.loaded.draft_options(), main.loaded.label)
-    if error is not None:
-        main.report_error(error)
-        return
-    spec = all_param_specs()[key]
-    values = sweep_values(spec, getattr(settings.params, key))
-    main.app.push_screen(SweepScreen(main, main.loaded, prompt, settings, key, values, axis_name(key)))
-
-
 class RepeatScreen(SweepScreen):
     """r: the current settings run N times, each beside its own interleaved baseline; each run's
     speedup with its spread (the raw one beside it where paired sequentially), and the pooled
@@ -376,22 +349,6 @@ class RepeatScreen(SweepScreen):
 
 
 REPEATS = 5  # runs the r key pools
-
-
-def start_repeat(main: MainScreen) -> None:
-    """The r key: the current settings, `REPEATS` times, pooled; or say why not."""
-    if main.running or main.loading_family:
-        main.notify("Wait for the current run or load to end (escape cancels a run).", severity="warning")
-        return
-    if main.loaded is None:
-        main.notify("No model is loaded yet; ctrl+r loads it and runs, then r repeats.", severity="warning")
-        return
-    settings, prompt = main.settings, main.prompt_pane.text
-    error = input_error(prompt, settings) or draft_error(settings, main.loaded.draft_options(), main.loaded.label)
-    if error is not None:
-        main.report_error(error)
-        return
-    main.app.push_screen(RepeatScreen(main, main.loaded, prompt, settings, "run", list(range(1, REPEATS + 1)), "run"))
 
 
 class CalibrateScreen(RepeatScreen):
@@ -437,20 +394,3 @@ class CalibrateScreen(RepeatScreen):
 
 
 CALIBRATION_RUNS = 6
-
-
-def start_calibration(main: MainScreen) -> None:
-    """The n key: calibrate this machine's run-to-run noise, or say why not."""
-    if main.running or main.loading_family:
-        main.notify("Wait for the current run or load to end (escape cancels a run).", severity="warning")
-        return
-    if main.loaded is None:
-        main.notify("No model is loaded yet; once it is, n calibrates.", severity="warning")
-        return
-    prompt = main.prompt_pane.text
-    error = input_error(prompt, main.settings)
-    if error is not None:
-        main.report_error(error)
-        return
-    main.app.push_screen(CalibrateScreen(main, main.loaded, prompt, main.settings, "run",
-                                         list(range(1, CALIBRATION_RUNS + 1)), "run"))

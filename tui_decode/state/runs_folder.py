@@ -39,7 +39,11 @@ def run_file_stem(result: RunResult, folder: Path, now: float | None = None) -> 
 def write_new(folder: Path, stem: str, suffix: str, write: Callable[[Path], object]) -> Path:
     """``write(path)`` (an exclusive atomic write) at ``folder/stem+suffix``, or at stem-2, -3, ...
     when another save (this session's or another process's) took that name first: two saves in
-    one second never write over each other."""
+    one second never write over each other. The temporary files of saves killed mid-write (their
+    process gone) are removed first."""
+    from decoders.records.folder import sweep_temps
+
+    sweep_temps(folder)
     for n in range(1, 1000):
         path = folder / f"{stem if n == 1 else f'{stem}-{n}'}{suffix}"
         try:

@@ -7,6 +7,7 @@ only inside these threads, so the first frame paints before any model loads.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
@@ -64,6 +65,27 @@ def threads_loader(threads: int, load: FamilyLoader = default_family_loader) -> 
 
         torch.set_num_threads(threads)
         return load(spec, progress)
+
+    return loader
+
+
+def memory_loader(path: str, mb: int | None, depth: int, load: FamilyLoader = default_family_loader) -> FamilyLoader:
+    """``load``, then the suffix memory of the first model it loads kept in ``path``
+    (``tui-decode --suffix-memory PATH``): read when the file exists, rewritten after each
+    response. Every finished run of the session joins it (`decoders.engine`), across the app's
+    runs; a file refused (another model's, damaged) fails that load in one line, the file intact.
+    A model loaded later in the session has its own memory, not kept on disk."""
+    opened = [False]
+
+    def loader(spec: FamilySpec, progress) -> Family:
+        family = load(spec, progress)
+        if not opened[0]:
+            from decoders.methods.shared.suffix_memory import open_memory_file
+
+            progress(f"reading the suffix memory {path} ...", None)
+            open_memory_file(family, path, depth, mb)
+            opened[0] = True
+        return family
 
     return loader
 
@@ -168,11 +190,15 @@ class QuietPoints:
     read autoregressive decoding 1.05x faster than itself; flushed where the batch happened to be
     due (the method's points span three steps to the baseline's one), 0.96x."""
 
-    def __init__(self, batch: Batcher):
+    def __init__(self, batch: Batcher, release: Callable[[], object] = lambda: None):
         self.batch = batch
+        self.release = release  # lets the UI's loop run again (the draw gate holds it after each hand-over)
         self.counts = {"method": 0, "baseline": 0}
 
     def __call__(self, next_run: str) -> None:
+        if next_run == "end":  # nothing more is timed in this pairing: let the UI run
+            self.release()
+            return
         if not self.batch.due():
             return
         other = "baseline" if next_run == "method" else "method"
@@ -236,13 +262,17 @@ class DecodeWorker:
         # every message waits until it is drawn: the engine is suspended between two timed steps
         gate = DrawGate(self, cancelled)  # type: ignore[arg-type]  # the host is the screen
         batch = Batcher(lambda events: gate.post(RunBatch(events)))
-        quiet = QuietPoints(batch)
+        # between two hand-overs the UI's loop is held: its timers and a draw's leftovers stay off
+        # the timed steps (TUI_DECODE_HOLD=0 lets it run, to measure what that costs)
+        gate.holding = os.environ.get("TUI_DECODE_HOLD", "1") != "0"
+        quiet = QuietPoints(batch, gate.release)
         try:
             with self._decode_lock:
                 engine = loaded.engine_for(settings)
                 warm_once(engine, prompt, settings.params)  # as run, the bench and the sweep do
                 for event in engine.stream(prompt, settings.params, cancelled=cancelled, idle=quiet):
                     if isinstance(event, RunResult):
+                        gate.holding = False
                         batch.flush()
                         self.post_message(RunFinished(event))
                         return
@@ -256,11 +286,16 @@ class DecodeWorker:
                 batch.flush()
             self.post_message(RunStopped())
         except DecodeError as error:
+            gate.holding = False
             batch.flush()
             self.post_message(RunFailed(str(error)))
         except Exception as error:  # noqa: BLE001 - out of memory and bugs alike: report, keep running
+            gate.holding = False
             batch.flush()
             self.post_message(RunFailed(failure_message(error)))
+        finally:
+            gate.holding = False
+            gate.release()
 
     def cancel_decode(self: DecodeHost) -> None:
         """Stop the run at the engine's next iteration; the partial run still comes back."""

@@ -33,6 +33,9 @@ POLL = 0.002
 #: After the writer has taken the last frame, the terminal still parses it (another process, on
 #: the same core on a one-core run): this long is left to it before the next timed step (seconds).
 SETTLE = 0.002
+#: The longest the UI's event loop is held between two hand-overs (seconds): a run that stops
+#: without releasing it (a bug, a stuck forward) never freezes the interface longer than this.
+HOLD_LIMIT = 0.5
 
 
 def _writer_idle(host: MessagePump) -> bool:
@@ -56,12 +59,51 @@ class DrawGate:
         self.clock = clock
         self.waited = 0.0
         self.timeouts = 0  # messages not confirmed drawn within the limit
+        self._resume: threading.Event | None = None
+        #: Hold the UI's loop after each post until the next (`hold`): set for a timed run.
+        self.holding = False
+
+    def hold(self) -> bool:
+        """Stop the UI's event loop until `release` (or the next `post`): no timer, animation,
+        key handler or draw runs while the next steps are timed. Returns once the loop is held
+        (False if it could not be within the limit, or a cancel came first).
+
+        Drawing before each timed step was not enough on two cores: the UI's own timers and the
+        work a draw leaves behind ran on the other core and took the interpreter lock between the
+        decode thread's torch ops, so autoregressive decoding read 0.90x of itself at 120x40
+        (5/10 runs inside their spread). Keys pressed meanwhile wait in the input queue until
+        the next hand-over, at most a batch interval plus a step away."""
+        self.release()
+        held, resume = threading.Event(), threading.Event()
+
+        def block() -> None:
+            held.set()
+            resume.wait(HOLD_LIMIT)
+
+        if not self.host.call_later(block):
+            return False
+        self._resume = resume
+        deadline = self.clock() + self.limit
+        while not held.wait(POLL):
+            if self.cancelled() or self.clock() > deadline:
+                self.release()
+                return False
+        return True
+
+    def release(self) -> None:
+        """Let the UI's event loop run again (nothing if it is not held)."""
+        if self._resume is not None:
+            self._resume.set()
+            self._resume = None
 
     def post(self, message: Message) -> bool:
         """Post ``message`` and wait until it has been drawn. False if the host refused it."""
+        self.release()
         if not self.host.post_message(message):
             return False
         self.wait_drawn()
+        if self.holding:
+            self.hold()
         return True
 
     def wait_drawn(self) -> None:

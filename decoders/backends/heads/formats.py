@@ -25,18 +25,20 @@ the field.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from decoders.core.errors import DecodeError
+from decoders.records.stored import HeadConfigFile
 
 FORMATS = ("eagle1", "eagle3", "medusa")
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "medusa_lm_head.safetensors", "medusa_lm_head.pt")
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}$")
 HUB_FILES = ["config.json", *WEIGHT_FILES]
 MAX_HEAD_BYTES = 8 * 2**30  # a head is one layer; a larger file is not a head
+WEIGHTS_FILE = "model.safetensors"  # the name a head trained here is written under
+WEIGHTS_ID_KEY = "tui_decode_id"  # its header's metadata: the id its config.json names
 
 
 @dataclass(frozen=True)
@@ -88,30 +90,46 @@ def resolve_head(source: str | Path, cache_dir: str | None = None) -> Path:
                           "the hub can be reached (huggingface-cli download) or give a local folder.") from None
 
 
-def read_head_files(folder: str | Path) -> tuple[dict, dict]:
+def read_head_files(folder: str | Path) -> tuple[HeadConfigFile, dict]:
     """``(config, tensors)`` of a head folder or hub id; DecodeError naming what is missing or damaged."""
     path = resolve_head(folder)
     config_path = path / "config.json"
     try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
+        config = HeadConfigFile.read(config_path)
     except FileNotFoundError:
         raise DecodeError(f"Head folder {path} has no config.json; a head needs its config beside "
                           "its weights: download the head again, or train one with `tui-decode train-head`.") from None
-    except (OSError, ValueError, UnicodeDecodeError, RecursionError) as err:
-        raise DecodeError(f"Head config {config_path} cannot be read ({type(err).__name__}); "
-                          "the file is damaged: download the head again, or train one with "
-                          "`tui-decode train-head`.") from None
-    if not isinstance(config, dict):
-        raise DecodeError(f"Head config {config_path} is not a JSON object; a head's config.json is one (its "
-                          "hidden_size, layers, ...): download the head again, or train one with "
-                          "`tui-decode train-head`.")
     weights = next((path / name for name in WEIGHT_FILES if (path / name).is_file()), None)
     if weights is None:
         raise DecodeError(f"Head folder {path} has no {' or '.join(WEIGHT_FILES)}.")
     if weights.stat().st_size > MAX_HEAD_BYTES:
         raise DecodeError(f"Head weights {weights} hold {weights.stat().st_size / 2**30:.1f} GiB; a draft head is "
                           f"one layer (at most {MAX_HEAD_BYTES // 2**30} GiB here).")
-    return config, published_names(_read_tensors(weights))
+    tensors = published_names(_read_tensors(weights))
+    want = config.tui_decode_weights_id
+    if isinstance(want, str):  # a head trained here: its config and weights were written as one
+        have = weights_id(weights)
+        if have != want:
+            raise DecodeError(f"Head folder {path} holds the weights of one save and the config.json of another "
+                              f"(the config names {want[:40]}, {weights.name} "
+                              f"{'is ' + have[:40] if have else 'names none'}): its writing was cut off between "
+                              "them; run the same `tui-decode train-head --out` again to write it whole (it starts "
+                              "from its checkpoint).")
+    return config, tensors
+
+
+def weights_id(weights: Path) -> str | None:
+    """The id in a safetensors file's header metadata (`WEIGHTS_ID_KEY`), or None."""
+    if weights.suffix != ".safetensors":
+        return None
+    try:
+        from safetensors import safe_open
+
+        with safe_open(str(weights), "pt") as handle:
+            value = (handle.metadata() or {}).get(WEIGHTS_ID_KEY)
+    except Exception:  # noqa: BLE001 - read in full just before: a damaged header was said there
+        return None
+    return value if isinstance(value, str) else None
 
 
 def published_names(tensors: dict) -> dict:
@@ -158,12 +176,3 @@ def need(tensors: dict, name: str, shape: tuple[int, ...] | None = None, what: s
     if shape is not None and tuple(t.shape) != shape:
         raise DecodeError(f"{what}'s tensor {name!r} has shape {tuple(t.shape)}, expected {shape} for this target.")
     return t
-
-
-def field(config: dict, name: str, default=None, kind=int):
-    value = config.get(name, default)
-    if value is None:
-        raise DecodeError(f"Head config lacks {name!r}; add it to config.json.")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and int(value) != value):
-        raise DecodeError(f"Head config field {name!r} is {value!r}, not a number.")
-    return kind(value)

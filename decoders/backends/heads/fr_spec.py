@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from decoders.core.errors import DecodeError
+from decoders.records.stored import CorpusMeta
 
 if TYPE_CHECKING:
     import torch
@@ -98,11 +99,13 @@ def _from_corpus(path: Path, vocab: int, what: str) -> torch.Tensor:
 
     meta_path = path / "meta.json"  # `locate` saw a tokens.u16 of 2 bytes or more, within its bound
     try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
+        meta = CorpusMeta.read(meta_path) if meta_path.is_file() else CorpusMeta()
         data = (path / "tokens.u16").read_bytes()
-    except (OSError, ValueError) as err:
-        raise DecodeError(f"{what}: the corpus cannot be read ({str(err)[:120]}); fix or delete it.") from None
-    corpus_vocab = meta.get("vocab_size") if isinstance(meta, dict) else None
+    except DecodeError as err:  # the metadata, damaged: its own line names the file, the field and the fix
+        raise DecodeError(f"{what}: {err}") from None
+    except OSError as err:
+        raise DecodeError(f"{what}: the corpus cannot be read ({str(err)[:160]}); fix or delete it.") from None
+    corpus_vocab = meta.vocab_size
     if corpus_vocab is not None and corpus_vocab != vocab:
         raise DecodeError(f"{what} is a corpus of a {corpus_vocab}-token vocabulary, and this model has {vocab}; "
                           "give a corpus of this model.")

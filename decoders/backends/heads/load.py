@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+import msgspec
 import torch
 
 from decoders.backends.heads.eagle import EagleHead, HeadConfig
-from decoders.backends.heads.formats import TargetShape, detect_format, field, need, read_head_files
+from decoders.backends.heads.formats import (
+    WEIGHTS_FILE,
+    WEIGHTS_ID_KEY,
+    TargetShape,
+    detect_format,
+    need,
+    read_head_files,
+)
 from decoders.backends.heads.medusa import MedusaHeads
 from decoders.core.errors import DecodeError
+from decoders.records.stored import EagleConfig, HeadConfigFile, TrainingReport, or_default
 
 ATTN = ("q_proj", "k_proj", "v_proj", "o_proj")
 MLP = ("gate_proj", "up_proj", "down_proj")
@@ -36,8 +44,8 @@ def load_head(folder: str | Path, model) -> EagleHead | MedusaHeads:
     """The head in ``folder`` for the transformers ``model`` it drafts for (its LM head and sizes)."""
     config, tensors = read_head_files(folder)
     target = target_shape(model)
-    kind = config.get("tui_decode_format") or detect_format(tensors)
-    vocab = field(config, "vocab_size", target.vocab)
+    kind = or_default(config.tui_decode_format, None) or detect_format(tensors)
+    vocab = or_default(config.vocab_size, target.vocab)
     if vocab != target.vocab:
         raise DecodeError(f"Head {folder} has vocab_size {vocab} but the target's vocabulary is {target.vocab}; "
                           "it was trained for another model.")
@@ -46,21 +54,21 @@ def load_head(folder: str | Path, model) -> EagleHead | MedusaHeads:
     return _eagle(kind, config, tensors, target, model, str(folder))
 
 
-def _eagle(kind: str, config: dict, tensors: dict, target: TargetShape, model, folder: str) -> EagleHead:
+def _eagle(kind: str, config: HeadConfigFile, tensors: dict, target: TargetShape, model, folder: str) -> EagleHead:
     eagle3 = kind == "eagle3"
     prefix = "midlayer." if eagle3 else "layers.0."
-    hidden = field(config, "hidden_size", target.hidden)
+    hidden = or_default(config.hidden_size, target.hidden)
     if not eagle3 and hidden != target.hidden:
         raise DecodeError(f"Head {folder} has hidden_size {hidden} but the target's is {target.hidden}; an "
                           "EAGLE-1/2 head reads the target's hidden state as it is.")
-    heads = field(config, "num_attention_heads", target.heads)
-    kv_heads = field(config, "num_key_value_heads", heads)
+    heads = or_default(config.num_attention_heads, target.heads)
+    kv_heads = or_default(config.num_key_value_heads, heads)
     if min(heads, kv_heads, hidden) < 1:
         raise DecodeError(f"Head {folder}'s config has num_attention_heads {heads}, num_key_value_heads {kv_heads}, "
                           f"hidden_size {hidden}; each must be at least 1: download or train it again.")
-    head_dim = field(config, "head_dim", hidden // heads)
-    eps = field(config, "rms_norm_eps", target.eps, kind=float)
-    rope_theta = field(config, "rope_theta", target.rope_theta, kind=float)
+    head_dim = or_default(config.head_dim, hidden // heads)
+    eps = float(or_default(config.rms_norm_eps, target.eps))
+    rope_theta = float(or_default(config.rope_theta, target.rope_theta))
     if not (0 < eps < 1 and 0 < rope_theta < float("inf")) or head_dim < 1:
         raise DecodeError(f"Head {folder}'s config has rms_norm_eps {eps}, rope_theta {rope_theta}, head_dim "
                           f"{head_dim}; expected 0 < rms_norm_eps < 1, a positive finite rope_theta and head_dim "
@@ -70,14 +78,9 @@ def _eagle(kind: str, config: dict, tensors: dict, target: TargetShape, model, f
     aux = None
     draft_vocab = target.vocab
     if eagle3:
-        eagle_config = config.get("eagle_config") or {}
-        ids = eagle_config.get("eagle_aux_hidden_state_layer_ids") if isinstance(eagle_config, dict) else None
-        if not isinstance(eagle_config, dict) or (ids and not (
-                isinstance(ids, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in ids))):
-            raise DecodeError(f"Head {folder}'s eagle_config.eagle_aux_hidden_state_layer_ids is "
-                              f"{str(ids if isinstance(eagle_config, dict) else eagle_config)[:80]}; expected a "
-                              "list of target layer numbers such as [2, 16, 29] in an object eagle_config.")
-        aux = tuple(ids) if ids else default_aux_layers(target.n_layers)
+        eagle_config = or_default(config.eagle_config, EagleConfig())
+        layer_ids = or_default(eagle_config.eagle_aux_hidden_state_layer_ids, None)  # its type checked as read
+        aux = tuple(layer_ids) if layer_ids else default_aux_layers(target.n_layers)
         if any(not 0 <= i < target.n_layers for i in aux):
             raise DecodeError(f"Head {folder} reads target layers {list(aux)} "
                               f"(eagle_aux_hidden_state_layer_ids), but the target has {target.n_layers}.")
@@ -147,12 +150,14 @@ def _load(module: torch.nn.Module, state: dict, folder: str) -> None:
                 own[name].copy_(tensor.to(own[name].dtype))
 
 
-def _medusa(config: dict, tensors: dict, target: TargetShape) -> MedusaHeads:
+def _medusa(config: HeadConfigFile, tensors: dict, target: TargetShape) -> MedusaHeads:
     names = [n.split(".") for n in tensors if n.startswith("medusa_head.")]
     found = {int(n[1]) for n in names if n[1].isdigit()}
     blocks = {int(n[2]) for n in names if len(n) > 3 and n[1] == "0" and n[2].isdigit() and n[3] == "linear"}
-    n_heads = field(config, "medusa_num_heads", len(found) or None)
-    n_layers = field(config, "medusa_num_layers", len(blocks))
+    n_heads = or_default(config.medusa_num_heads, len(found) or None)
+    n_layers = or_default(config.medusa_num_layers, len(blocks))
+    if n_heads is None:
+        raise DecodeError("Head config lacks 'medusa_num_heads'; add it to config.json.")
     if not 1 <= n_heads <= 16 or not 0 <= n_layers <= 8:
         raise DecodeError(f"Head config says medusa_num_heads {n_heads}, medusa_num_layers {n_layers}; "
                           "expected 1..16 heads of 0..8 ResBlocks.")
@@ -173,11 +178,18 @@ def _medusa(config: dict, tensors: dict, target: TargetShape) -> MedusaHeads:
     return heads
 
 
-def save_head(head: EagleHead, folder: str | Path, dtype=torch.float16, extra: dict | None = None) -> Path:
-    """Write ``head`` in the EAGLE-3 layout (``midlayer.*``, ``d2t``) with a config that says it all."""
-    from safetensors.torch import save_file
+def save_head(head: EagleHead, folder: str | Path, dtype=torch.float16,
+              training: TrainingReport | None = None) -> Path:
+    """Write ``head`` in the EAGLE-3 layout (``midlayer.*``, ``d2t``) with a config that says it all.
 
-    from decoders.records.atomic import write_bytes, write_text
+    Published together: the weights carry a new id in their header's metadata (``tui_decode_id``),
+    ``training.json`` (``training``, when given) names it, and ``config.json``, written last, names
+    it too; a head whose config and weights name two ids was cut off between them and is refused
+    on load (`decoders.backends.heads.formats.read_head_files`)."""
+    from safetensors.torch import save
+
+    from decoders.records.atomic import write_bytes
+    from decoders.records.folder import kill_point, new_id
 
     c = head.config
     if c.kind != "eagle3":
@@ -193,17 +205,20 @@ def save_head(head: EagleHead, folder: str | Path, dtype=torch.float16, extra: d
     for name in MLP:
         tensors[f"midlayer.mlp.{name}.weight"] = sd[f"{name}.weight"]
     tensors = {k: (v.to(dtype) if v.is_floating_point() else v).contiguous() for k, v in tensors.items()}
-    config = {"architectures": ["LlamaForCausalLMEagle3"], "tui_decode_format": "eagle3",
-              "hidden_size": c.hidden, "num_attention_heads": c.heads, "num_key_value_heads": c.kv_heads,
-              "head_dim": c.head_dim, "intermediate_size": c.intermediate, "vocab_size": c.vocab,
-              "draft_vocab_size": c.draft_vocab, "rms_norm_eps": c.eps, "rope_theta": c.rope_theta,
-              "num_hidden_layers": 1, "eagle_config": {"eagle_aux_hidden_state_layer_ids": list(c.aux_layers or ())}}
-    config.update(extra or {})
+    config = HeadConfigFile(
+        architectures=["LlamaForCausalLMEagle3"], tui_decode_format="eagle3", hidden_size=c.hidden,
+        num_attention_heads=c.heads, num_key_value_heads=c.kv_heads, head_dim=c.head_dim,
+        intermediate_size=c.intermediate, vocab_size=c.vocab, draft_vocab_size=c.draft_vocab, rms_norm_eps=c.eps,
+        rope_theta=c.rope_theta, num_hidden_layers=1,
+        eagle_config=EagleConfig(eagle_aux_hidden_state_layer_ids=list(c.aux_layers or ())),
+        tui_decode_training=training if training is not None else msgspec.UNSET)
     folder.mkdir(parents=True, exist_ok=True)
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        save_file(tensors, f"{tmp}/model.safetensors")
-        write_bytes(folder / "model.safetensors", Path(f"{tmp}/model.safetensors").read_bytes(), "the head's weights")
-    write_text(folder / "config.json", json.dumps(config, indent=1) + "\n", "the head's config")
+    head_id = new_id()
+    config.tui_decode_weights_id = head_id
+    write_bytes(folder / WEIGHTS_FILE, save(tensors, metadata={WEIGHTS_ID_KEY: head_id}), "the head's weights")
+    kill_point("head:config")  # a test stops here: new weights, the config (and report) of the last save
+    if training is not None:
+        training.head_id = head_id
+        training.write(folder / TrainingReport.FILE)
+    config.write(folder / "config.json")
     return folder

@@ -1,52 +1,90 @@
 """Suffix decoding's memory across requests: the finished responses of a session in one suffix tree.
 
-Every finished response of a suffix run joins the memory of its model (the baseline's runs never
-do), bounded by a response count and a node count (its size in memory), the oldest evicted first.
-A prompt never drafts from an earlier response to the same prompt: before a run drafts, the
-memory forgets that prompt's responses (else a rerun, or the warm-up before a measured run, would
-draft the very output the baseline gives: an oracle, not a draft).
+Every finished response of the session joins the memory of its model, whatever method made it
+(`decoders.engine.Engine` adds it after the run and its baseline stopped; a baseline's own output
+never joins, nor a warm-up's), bounded by a response count and a size (the tree's nodes), the
+oldest evicted first. A prompt never drafts from an earlier response to the same prompt: before a
+run drafts, the memory forgets that prompt's responses (else a rerun, or the warm-up before a
+measured run, would draft the very output the baseline gives: an oracle, not a draft).
+
+The bounds agree: the response count is vLLM's 10,000 (`MAX_REQUESTS`), and the size bound
+(``--suffix-memory-mb``, default `DEFAULT_MB`, at most `MAX_MB`) is that many of the bundled model's
+answers: at depth 24 they make 14.4 tree nodes a token and 137 tokens an answer, at the measured
+`BYTES_PER_NODE` (140) 10,000 of them take about 2,800 MB (counted as if no two shared a node: an
+upper end). Longer answers meet the size bound first, shorter ones the count; either way the oldest
+go first. The memory grows as responses join: the bound is a cap, nothing is reserved.
 
 With a file (``--suffix-memory PATH``) the memory is kept on disk for its model and tokenizer:
-loaded when the model is, rewritten atomically after each response joins. A file that is damaged,
-truncated, not a memory, or kept for another model or tokenizer is refused in one line and left
-as it is. Nothing here imports torch.
+loaded when the model is, rewritten atomically after each response joins (after the run's clock
+stopped). The file keeps the tree itself (its arrays, `SuffixTree.to_parts`: 32 bytes a node), so
+reading it back is a copy, whole-array checks and one dict, not a rebuild over every substring:
+for the bundled model's corpus (2.0 million nodes, a 64.5 MB file) 1.5 s of CPU against 5.1 s to
+rebuild (a loaded 2-core machine). A file of the first version (responses only) is read and
+rebuilt. A file that is damaged, truncated, not a memory, over the bounds, or kept for another
+model or tokenizer is refused in one line and left as it is: its digest, the arrays' ranges and
+every children list are checked (never trusted). Nothing here imports torch.
 """
 
 from __future__ import annotations
 
 import hashlib
-import time
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import msgspec
 
 from decoders.core.errors import DecodeError
-from decoders.methods.shared.suffix_tree import SuffixTree
+from decoders.methods.shared.suffix_tree import BYTES_PER_NODE, FIELDS, SuffixTree
 
 if TYPE_CHECKING:
     from decoders.models.family import Family
 
+DEFAULT_DEPTH = 24  # a memory's depth until a run asks for another (`--suffix-depth`'s default)
 MAX_REQUESTS = 10_000  # responses kept (vLLM's default cache size)
-MAX_NODES = 2_000_000  # suffix-tree nodes kept, the memory's size bound: about 270 bytes each (0.54 GB), measured
-MAX_FILE_BYTES = 1 << 30  # the largest memory file read
+DEFAULT_MB = 2_800  # the size bound in MB (`--suffix-memory-mb`): MAX_REQUESTS of the bundled model's answers
+MAX_MB = 16_384  # the largest size bound one may ask for (16 GB)
+MAX_NODES = DEFAULT_MB * 1_000_000 // BYTES_PER_NODE  # the default size bound in tree nodes
 MAX_RESPONSE_TOKENS = 1 << 20  # tokens of one response kept (the rest is cut)
+#: the largest memory file read: the largest tree's arrays (a node: one 4-byte entry per array)
+#: and its responses (a token: a few bytes of msgpack) with room to spare
+MAX_FILE_BYTES = MAX_MB * 1_000_000 // BYTES_PER_NODE * 4 * len(FIELDS) + (512 << 20)
 FORMAT = "tui-decode suffix memory"
-VERSION = 1
+VERSION = 2  # 1: JSON, the responses only (read, and rebuilt)
 FIX = "delete it or give --suffix-memory another path to start a new memory"
 
 
+def nodes_for_mb(mb: float) -> int:
+    """The node bound of a memory of ``mb`` megabytes (at the measured `BYTES_PER_NODE`)."""
+    return int(mb * 1_000_000 // BYTES_PER_NODE)
+
+
+def mb_for_nodes(nodes: int) -> float:
+    return nodes * BYTES_PER_NODE / 1_000_000
+
+
+class TreeFile(msgspec.Struct, forbid_unknown_fields=True):
+    """The tree as its arrays (`SuffixTree.to_parts`), at its depth, with its node count."""
+
+    depth: int
+    nodes: int
+    arrays: list[bytes]
+    free: list[int]
+
+
 class MemoryFile(msgspec.Struct, forbid_unknown_fields=True):
-    """The file: what it is, whose it is, and the responses oldest first as (prompt key, tokens)."""
+    """The file: what it is, whose it is, and the responses oldest first as (prompt key, tokens);
+    from version 2 on also the tree and a digest over both (msgpack, not JSON)."""
 
     format: str
     version: int
     identity: str  # the model and tokenizer it was built with (`identity`)
     model: str  # the model, in words, for the refusal message
     responses: list[tuple[str, list[int]]]
+    tree: TreeFile | None = None
+    digest: str = ""
 
 
 @dataclass
@@ -58,6 +96,51 @@ class Entry:
 def prompt_key(prompt_ids: Sequence[int]) -> str:
     """A short digest of the prompt's token ids: the same prompt gives the same key."""
     return hashlib.sha256(",".join(map(str, prompt_ids)).encode()).hexdigest()[:20]
+
+
+def _digest(kept: MemoryFile) -> str:
+    h = hashlib.sha256()
+    h.update(msgspec.msgpack.encode([kept.format, kept.version, kept.identity, kept.model, kept.responses]))
+    if kept.tree is not None:
+        h.update(msgspec.msgpack.encode([kept.tree.depth, kept.tree.nodes, kept.tree.free]))
+        for part in kept.tree.arrays:
+            h.update(part)
+    return h.hexdigest()
+
+
+def read_memory_file(path: str | Path) -> MemoryFile:
+    """The file as it is kept (either version), no checks beyond its shape: tests and tools."""
+    from decoders.records.inputs import read_bytes
+
+    return _decode(read_bytes(path, "the suffix memory", MAX_FILE_BYTES, FIX), path)
+
+
+def _decode(data: bytes, path: str | Path) -> MemoryFile:
+    try:
+        if data[:1] == b"{":  # version 1 was JSON
+            return msgspec.json.decode(data, type=MemoryFile)
+        return msgspec.msgpack.decode(data, type=MemoryFile)
+    except (msgspec.DecodeError, msgspec.ValidationError) as err:
+        raise DecodeError(f"the suffix memory {path} is damaged or not a memory file ({_first_line(err)}); "
+                          f"{FIX}") from None
+
+
+def check_memory_file(path: str | Path) -> MemoryFile:
+    """The memory file at ``path`` read and its digest checked, before a model loads (whose model
+    it is is checked when one has: `SuffixMemory.load`); DecodeError in one line when damaged."""
+    from decoders.records.inputs import read_bytes
+
+    kept = _decode(read_bytes(path, "the suffix memory", MAX_FILE_BYTES, FIX), path)
+    _check_kept(kept, path)
+    return kept
+
+
+def _check_kept(kept: MemoryFile, path: str | Path) -> None:
+    if kept.format != FORMAT or kept.version not in (1, VERSION):
+        raise DecodeError(f"{path} is not a suffix memory of this version (format {kept.format[:60]!r}, "
+                          f"version {kept.version}); {FIX}")
+    if kept.version == VERSION and (kept.tree is None or kept.digest != _digest(kept)):
+        raise DecodeError(f"the suffix memory {path} is damaged (its digest does not match what it holds); {FIX}")
 
 
 class SuffixMemory:
@@ -74,6 +157,7 @@ class SuffixMemory:
         self.tokens = 0
         self.evicted = 0
         self.path: Path | None = None  # where it is kept, when it is
+        self.save_error: str | None = None  # why the last write after a run failed (`save_quietly`)
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -81,6 +165,15 @@ class SuffixMemory:
     @property
     def nodes(self) -> int:
         return self.tree.nodes
+
+    def bound(self, max_requests: int | None = None, max_nodes: int | None = None) -> int:
+        """Set the bounds (None: keep that one) and evict the oldest responses until the memory is
+        within them; how many were evicted."""
+        if max_requests is not None:
+            self.max_requests = max_requests
+        if max_nodes is not None:
+            self.max_nodes = max_nodes
+        return self._evict()
 
     def forget(self, prompt: str) -> int:
         """Remove every response to ``prompt``; how many were removed."""
@@ -101,9 +194,15 @@ class SuffixMemory:
         self.entries[self._next] = Entry(prompt, tokens)
         self._next += 1
         self.tokens += len(tokens)
+        self._evict()
+
+    def _evict(self) -> int:
+        gone = 0
         while len(self.entries) > 1 and (len(self.entries) > self.max_requests or self.tree.nodes > self.max_nodes):
             self._drop(next(iter(self.entries)))
             self.evicted += 1
+            gone += 1
+        return gone
 
     def _drop(self, i: int) -> None:
         entry = self.entries.pop(i)
@@ -117,11 +216,16 @@ class SuffixMemory:
         self.depth, self.tree = depth, SuffixTree(depth)
         for entry in self.entries.values():
             self.tree.add(entry.tokens)
+        self._evict()
 
     # files ------------------------------------------------------------------------------------
     def dumps(self) -> bytes:
-        return msgspec.json.encode(MemoryFile(FORMAT, VERSION, self.identity, self.model,
-                                              [(e.prompt, e.tokens) for e in self.entries.values()]))
+        arrays, free = self.tree.to_parts()
+        kept = MemoryFile(FORMAT, VERSION, self.identity, self.model,
+                          [(e.prompt, e.tokens) for e in self.entries.values()],
+                          TreeFile(self.depth, self.tree.nodes, arrays, free))
+        kept.digest = _digest(kept)
+        return msgspec.msgpack.encode(kept)
 
     def save(self, path: str | Path | None = None) -> None:
         from decoders.records.atomic import write_bytes
@@ -130,20 +234,23 @@ class SuffixMemory:
         if target is not None:
             write_bytes(target, self.dumps(), "the suffix memory")
 
+    def save_quietly(self) -> None:
+        """`save`, a failure kept in ``save_error`` (a run's result must not be lost to a full
+        disk: its caller says it after the run)."""
+        try:
+            self.save()
+            self.save_error = None
+        except DecodeError as err:
+            self.save_error = str(err)
+
     def load(self, path: str | Path, vocab_size: int) -> None:
         """Fill from ``path`` (kept for this identity); DecodeError in one line, the file untouched
-        and this memory unchanged, when it is not a memory for this model and tokenizer."""
+        and this memory unchanged, when it is not a memory for this model and tokenizer, or it
+        holds more than this memory's bounds."""
         from decoders.records.inputs import read_bytes
 
-        data = read_bytes(path, "the suffix memory", MAX_FILE_BYTES, FIX)
-        try:
-            kept = msgspec.json.decode(data, type=MemoryFile)
-        except (msgspec.DecodeError, msgspec.ValidationError) as err:
-            raise DecodeError(f"the suffix memory {path} is damaged or not a memory file ({_first_line(err)}); "
-                              f"{FIX}") from None
-        if kept.format != FORMAT or kept.version != VERSION:
-            raise DecodeError(f"{path} is not a suffix memory of this version (format {kept.format[:60]!r}, "
-                              f"version {kept.version}); {FIX}")
+        kept = _decode(read_bytes(path, "the suffix memory", MAX_FILE_BYTES, FIX), path)
+        _check_kept(kept, path)
         if kept.identity != self.identity:
             raise DecodeError(f"the suffix memory {path} was built for another model or tokenizer "
                               f"({kept.model[:120]}), not {self.model[:120]}; {FIX}")
@@ -152,11 +259,35 @@ class SuffixMemory:
             if bad is not None:
                 raise DecodeError(f"the suffix memory {path} is damaged: response {i} holds token id {bad}, "
                                   f"outside this tokenizer's {vocab_size} ids; {FIX}")
+        over = (f"{len(kept.responses)} responses, more than this memory's bound of {self.max_requests}"
+                if len(kept.responses) > self.max_requests else
+                f"a tree of {kept.tree.nodes:,} nodes (about {mb_for_nodes(kept.tree.nodes):,.0f} MB), more than "
+                f"this memory's bound of {self.max_nodes:,} ({mb_for_nodes(self.max_nodes):,.0f} MB)"
+                if kept.tree is not None and kept.tree.nodes > self.max_nodes else None)
+        if over:
+            raise DecodeError(f"the suffix memory {path} holds {over}; give a larger --suffix-memory-mb "
+                              f"(at most {MAX_MB}) or {FIX}")
         fresh = SuffixMemory(self.depth, self.max_requests, self.max_nodes, self.identity, self.model)
-        for prompt, tokens in kept.responses:
-            fresh.add(prompt, tokens)
+        tree = kept.tree
+        if tree is not None and tree.depth == self.depth:
+            try:
+                fresh.tree = SuffixTree.from_parts(tree.depth, tree.nodes, tree.arrays, tree.free)
+            except ValueError as err:
+                raise DecodeError(f"the suffix memory {path} is damaged: its tree does not hold together ({err}); "
+                                  f"{FIX}") from None
+            for prompt, tokens in kept.responses:
+                fresh.entries[fresh._next] = Entry(prompt, tokens)
+                fresh._next += 1
+                fresh.tokens += len(tokens)
+        else:  # a file of the first version, or of another depth: built again from its responses
+            for prompt, tokens in kept.responses:
+                fresh.add(prompt, tokens)
+            if fresh.evicted:
+                raise DecodeError(f"the suffix memory {path} holds more than this memory's bounds "
+                                  f"({self.max_requests} responses, {self.max_nodes:,} nodes at depth {self.depth}); "
+                                  f"give a larger --suffix-memory-mb (at most {MAX_MB}) or {FIX}")
         self.tree, self.entries, self._next, self.tokens = fresh.tree, fresh.entries, fresh._next, fresh.tokens
-        self.evicted = fresh.evicted
+        self.evicted = 0
         self.path = Path(path)
 
     def figures(self) -> dict[str, Any]:
@@ -169,7 +300,7 @@ def _first_line(err: Exception) -> str:
 
 
 # --- one memory per loaded model -----------------------------------------------------------------
-_MEMORIES: dict[int, tuple[weakref.ref, SuffixMemory]] = {}
+_MEMORIES: dict[int, tuple[Callable[[], Any], SuffixMemory]] = {}
 
 
 def identity(family: Family) -> tuple[str, str]:
@@ -180,26 +311,57 @@ def identity(family: Family) -> tuple[str, str]:
     return hashlib.sha256(f"{family.main_source}|{family.vocab_size}|{digest}".encode()).hexdigest()[:24], words
 
 
-def memory_for(family: Family, depth: int) -> SuffixMemory:
-    """The memory of ``family`` (made empty the first time), at ``depth``."""
-    key = id(family)
-    held = _MEMORIES.get(key)
-    if held is not None and held[0]() is family:
+def _owner(family: Family) -> Any:
+    """What a memory belongs to: the main model's backend (a family made again around the same
+    model, with another draft, keeps the memory), else the family itself."""
+    return family.main if family.main is not None else family
+
+
+def memory_for(family: Family, depth: int | None = None) -> SuffixMemory:
+    """The memory of ``family``'s model (made empty the first time, at ``depth`` or the default
+    24), at ``depth`` (None: as it is)."""
+    owner = _owner(family)
+    held = _MEMORIES.get(id(owner))
+    if held is not None and held[0]() is owner:
         memory = held[1]
-        memory.with_depth(depth)
+        if depth is not None:
+            memory.with_depth(depth)
         return memory
-    ident, words = identity(family)
-    memory = SuffixMemory(depth, identity=ident, model=words)
-    _MEMORIES[key] = (weakref.ref(family), memory)
+    memory = SuffixMemory(depth or DEFAULT_DEPTH)
+    ref: Callable[[], Any]
+    try:  # the entry goes when its model does
+        ref = weakref.ref(owner, _forgetter(id(owner)))
+    except TypeError:  # an owner that cannot be referred to weakly: kept for the process's life
+        ref = (lambda o: lambda: o)(owner)
+    _MEMORIES[id(owner)] = (ref, memory)
     return memory
 
 
-def open_memory_file(family: Family, path: str, depth: int) -> SuffixMemory:
+def _forgetter(key: int) -> Callable[[Any], None]:
+    return lambda _: _MEMORIES.pop(key, None) and None
+
+
+def remember(family: Family, prompt_ids: Sequence[int], tokens: Sequence[int]) -> SuffixMemory:
+    """A finished response of any method joins its model's memory (the session's earlier
+    responses are what suffix decoding drafts from), and its file is rewritten when it has one;
+    called after the run's clock stopped (`decoders.engine.Engine`). A failed write is kept in
+    ``save_error``."""
+    memory = memory_for(family)
+    memory.add(prompt_key(prompt_ids), tokens)
+    memory.save_quietly()
+    return memory
+
+
+def open_memory_file(family: Family, path: str, depth: int, mb: float | None = None) -> SuffixMemory:
     """Keep ``family``'s memory in ``path``: load it when the file exists (refused in one line when
-    it is not this model's memory), and write it there after each response joins."""
+    it is not this model's memory), and write it there after each response joins. ``mb``: its size
+    bound (`nodes_for_mb`; None: the default)."""
     from decoders.records.atomic import check_destination
 
     memory = memory_for(family, depth)
+    if not memory.identity:
+        memory.identity, memory.model = identity(family)
+    memory.bound(max_nodes=nodes_for_mb(mb if mb is not None else DEFAULT_MB))
     if Path(path).exists():
         memory.load(path, family.vocab_size)
     else:
@@ -211,11 +373,3 @@ def open_memory_file(family: Family, path: str, depth: int) -> SuffixMemory:
 def reset_memories() -> None:
     """Forget every model's memory (tests)."""
     _MEMORIES.clear()
-
-
-def timed_add(memory: SuffixMemory, prompt: str, tokens: Sequence[int]) -> float:
-    """Add and save; the seconds it took (the memory update's cost, reported beside the run)."""
-    t0 = time.perf_counter()
-    memory.add(prompt, tokens)
-    memory.save()
-    return time.perf_counter() - t0

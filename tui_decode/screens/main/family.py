@@ -14,7 +14,8 @@ from decoders.core.params import METHOD_NAMES
 from tui_decode.screens.pickers import family_picker
 from tui_decode.state.loaded_family import helper_description, load_choice_brief
 from tui_decode.state.run_summary import short_paths
-from tui_decode.state.settings import draft_error, runnable_methods
+from tui_decode.state.settings import START_PARAMS, draft_error, runnable_methods
+from tui_decode.state.start_method import start_method
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -110,10 +111,16 @@ class FamilySwitching:
         if unable is not None:  # nothing drafts here (llama.cpp without a GGUF helper): a method that can run
             runnable = runnable_methods(options)
             self.apply_settings(self.settings.with_params(method="pld" if "pld" in runnable else runnable[0]))
+        free = None if unable is not None else start_method(self.settings.params, START_PARAMS,
+                                                             loaded.engine.family.draft_choice)
+        if free is not None:  # the chosen draft is not predicted to pay here: the first run shows what does
+            self.apply_settings(self.settings.with_params(method=free[0]))
         method = METHOD_NAMES[self.settings.params.method]
         ready = f"ready: {loaded.label} on {described.get('device')} · {described.get('dtype')}; ctrl+r runs {method}"
         if unable is not None:
             ready += f" ({METHOD_NAMES[unable].lower()} decoding needs a draft model, and this family has none)"
+        if free is not None:
+            ready += f" ({short_paths(free[1])})" if not self.narrow else " (no model draft pays here)"
         if not self.narrow:  # (at 80 columns the status line holds one line: the help says it there)
             ready += f" · {calibration_words(loaded.engine)}"
         note = loaded.engine.family.choice_note
@@ -156,8 +163,10 @@ class FamilySwitching:
         if self.running or self.loading_family:
             self.notify("Wait for the current run or load to end (escape cancels a run).", severity="warning")
             return
+        from decoders.models.drafts import Fastest
+
         spec = self.spec
-        if spec is None or "fastest" not in (spec.dtype, spec.self_draft):
+        if spec is None or (spec.dtype != "fastest" and not isinstance(spec.draft, Fastest)):
             self.notify("This family fixes its dtype and draft: there is nothing to measure again.",
                         severity="warning")
             return

@@ -159,6 +159,25 @@ def save_shown_run(screen: RunFilesHost) -> None:
 
 
 def _write(screen: RunFilesHost, result: RunResult, svg: str) -> None:
+    """The run and its screenshot, written under the runs folder's lock (one writer at a time:
+    another session's save is told, never half-paired); the screenshot is named by the run's stem."""
+    from decoders.records.folder import FolderBusy, FolderLock
+
+    lock = FolderLock(screen.runs_folder, "the runs folder", wait_hint="press ctrl+s again in a moment")
+    try:
+        lock.acquire()
+    except FolderBusy as error:
+        screen.report_error(f"not saved: {error}")
+        return
+    except (OSError, DecodeError):  # a folder that cannot be made or written: the save below says so
+        pass
+    try:
+        _write_pair(screen, result, svg)
+    finally:
+        lock.release()
+
+
+def _write_pair(screen: RunFilesHost, result: RunResult, svg: str) -> None:
     """The run's JSON (once per run: after a screenshot that failed, ctrl+s again writes the
     screenshot beside the JSON already saved, not a second copy of the run) and its screenshot."""
     folder = screen.runs_folder

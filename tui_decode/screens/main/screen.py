@@ -31,11 +31,11 @@ from tui_decode.screens.history_screen import compare_with_baseline, open_histor
 from tui_decode.screens.keys import QUIT
 from tui_decode.screens.main.family import FamilySwitching
 from tui_decode.screens.main.layout import ResponsiveLayout, page_tabs
+from tui_decode.screens.main.measuring import start_calibration, start_repeat, start_sweep
 from tui_decode.screens.main.running import RunLifecycle
 from tui_decode.screens.main.saving import RunFiles
 from tui_decode.screens.main.showing import RunView
 from tui_decode.screens.pickers import open_prompt_library
-from tui_decode.screens.sweep import start_calibration, start_repeat, start_sweep
 from tui_decode.state.live_run import LiveRun
 from tui_decode.state.loaded_family import LoadedFamily
 from tui_decode.state.run_history import RunHistory

@@ -45,8 +45,13 @@ def candidates(it: Iteration, match: Any) -> Table:
     table = Table(box=None, padding=(0, 1), show_edge=False, pad_edge=False, header_style="bold")
     for name in ("#", "count", "freq", "path"):
         table.add_column(name, justify="right")
-    survive = 1.0
+    # a tree draft (``--suffix-mode tree``) names each node's parent in its rows; a path's row
+    # continues the one before it
+    tree = len(it.draft) == len(match.probs) and any(row.parent not in (i - 1, -2) for i, row in enumerate(it.draft))
+    survive: list[float] = []
     for i, (count, prob) in enumerate(zip(match.counts, match.probs, strict=False)):
-        survive *= prob
-        table.add_row(str(i + 1), str(count), f"{prob:.2f}", f"{survive:.2f}")
+        parent = max(it.draft[i].parent, -1) if tree else i - 1
+        survive.append((survive[parent] if parent >= 0 else 1.0) * prob)
+        table.add_row(str(i + 1) + (f" (under {parent + 1})" if tree and parent >= 0 else ""), str(count),
+                      f"{prob:.2f}", f"{survive[-1]:.2f}")
     return table

@@ -1,0 +1,278 @@
+"""The batch bench (`tui-decode bench --batch 1,2,4`): each method decoding B prompts together
+(`decoders.methods.batch.chain`) beside autoregressive decoding at the same batch size,
+interleaved (in each round: autoregressive, then each method, on the same B prompts), with the
+verify-cost surface T(B, k) measured in the same run (`decoders.bench.batch_surface`).
+
+Per row and batch size: throughput (tokens per second over all sequences), per-sequence latency
+(mean seconds until a sequence was done), the speedup over autoregressive decoding at that batch
+size with its spread (two standard errors over the rounds), and the batch size where the method
+stops paying (its crossover). Each sequence's output is compared with its batch-1 autoregressive
+output; where they part, the position and the batch-1 top-2 margin there are reported (a margin
+near float32 noise is a near tie the batched kernels broke the other way).
+
+Saved as report.json of kind "batch" (schema `REPORT_SCHEMA`) beside report.md; reports of the
+other kinds read back as before.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from statistics import mean, stdev
+from typing import Any, Literal
+
+import msgspec
+
+from decoders.bench.suite import REPORT_SCHEMA
+from decoders.core.errors import DecodeError
+from decoders.methods.batch.chain import BATCH_METHODS, MAX_BATCH, BatchRun, decode_batch
+from decoders.records.codec import Record
+
+#: Share of the available memory a batch may plan to use (the rest: the model, Python, the OS).
+MEMORY_SHARE = 0.5
+
+
+def parse_batches(text: str) -> list[int]:
+    """``"1,2,4"`` as ascending distinct batch sizes, each 1..`MAX_BATCH`; DecodeError in one line."""
+    sizes = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part.lstrip("-").isdigit():
+            raise DecodeError(f"--batch takes comma-separated batch sizes such as 1,2,4, got {text!r}")
+        size = int(part)
+        if not 1 <= size <= MAX_BATCH:
+            raise DecodeError(f"batch size must be 1..{MAX_BATCH}, got {size}; give --batch sizes in that range "
+                              "(e.g. 1,2,4,8)")
+        sizes.append(size)
+    return sorted(set(sizes))
+
+
+def check_methods(methods: Sequence[str]) -> list[str]:
+    """The rows a batch bench runs besides autoregressive decoding; DecodeError for one that does
+    not decode at batch > 1."""
+    rows = [m for m in dict.fromkeys(methods) if m != "ar"]
+    odd = [m for m in rows if m not in BATCH_METHODS]
+    if odd:
+        raise DecodeError(f"--batch runs {', '.join(BATCH_METHODS)} only so far, not {', '.join(odd)}; "
+                          f"give --methods {','.join(BATCH_METHODS)}")
+    return rows
+
+
+def memory_needed(model, batch: int, prompt_tokens: int, max_new: int, width: int, vocab: int) -> int:
+    """Bytes a batch of ``batch`` rows may need at most: its cache (the prompt and every step's
+    ``width`` slots before a compaction halves the holes) and a step's logits."""
+    from decoders.backends.batched import kv_bytes_per_slot
+
+    slots = prompt_tokens + 2 * max_new * width
+    return batch * (slots * kv_bytes_per_slot(model) + 2 * width * vocab * 4)
+
+
+def check_memory(model, batches: Sequence[int], prompt_tokens: int, max_new: int, width: int, vocab: int,
+                 available: int | None) -> None:
+    """DecodeError in one line for a batch size above what memory allows, saying how much it needs."""
+    from decoders.core.host_memory import format_bytes
+
+    if available is None:
+        return
+    for size in batches:
+        need = memory_needed(model, size, prompt_tokens, max_new, width, vocab)
+        if need > MEMORY_SHARE * available:
+            raise DecodeError(f"batch size {size} needs about {format_bytes(need)} for its cache and logits, more than "
+                              f"half of the {format_bytes(available)} available; give smaller --batch sizes or "
+                              "lower --max-new-tokens")
+
+
+class BatchRow(Record, kw_only=True):
+    """One method at one batch size over the rounds."""
+
+    method: str
+    batch: int
+    throughput: float  # tokens per second over all sequences (mean over rounds)
+    latency_s: float  # mean seconds until a sequence was done
+    ar_throughput: float  # autoregressive decoding at the same batch size, same rounds
+    speedup: float  # mean over rounds of throughput / ar_throughput
+    spread: float | None  # two standard errors of that ratio over the rounds (None: one round)
+    forwards: int  # verify forwards of the last round
+    accepted_per_forward: float  # tokens per forward per sequence (tau at batch B)
+    identical: bool  # every sequence equal to its batch-1 autoregressive output
+
+
+class Divergence(Record, kw_only=True):
+    """Where a sequence decoded at batch B parted from its batch-1 output."""
+
+    method: str
+    batch: int
+    row: int
+    position: int
+    margin: float  # batch 1's top-1 minus top-2 logit there
+
+
+class BatchReport(Record, kw_only=True):
+    """A batch bench as report.json holds it (kind "batch")."""
+
+    schema: int = REPORT_SCHEMA
+    kind: Literal["batch"] = "batch"
+    created: str = ""
+    family: dict[str, Any]
+    machine: dict[str, Any]  # cpu, vector features, threads, load average before and after
+    settings: dict[str, Any]  # batch sizes, methods, tokens, rounds, prompts
+    surface: dict[str, list[float]]  # T(B, k) by B (as text), k = 1..16
+    surface_unit_ms: float
+    rows: list[BatchRow] = msgspec.field(default_factory=list)
+    crossover: dict[str, str] = msgspec.field(default_factory=dict)  # per method: where it stops paying
+    divergences: list[Divergence] = msgspec.field(default_factory=list)
+    notes: list[str] = msgspec.field(default_factory=list)
+    elapsed_s: float = 0.0
+
+
+def crossover(rows: Sequence[BatchRow]) -> str:
+    """Where a method's rows (ascending batch) stop paying: the first batch size with a speedup below 1."""
+    paying = [r for r in rows if r.speedup >= 1.0]
+    below = [r for r in rows if r.speedup < 1.0]
+    if not rows:
+        return "not measured"
+    if not below:
+        return f"pays at every batch size measured (up to {rows[-1].batch})"
+    if not paying:
+        return f"pays at no batch size measured (from {rows[0].batch})"
+    return f"stops paying at batch {below[0].batch}"
+
+
+def _margin(lm_factory, prompt: list[int], prefix: list[int]) -> float:
+    """Batch 1's top-1 minus top-2 logit after ``prompt + prefix``."""
+    lm = lm_factory()
+    logits = lm.start([prompt + prefix])[0]
+    top = logits.topk(2).values.tolist()
+    return round(top[0] - top[1], 6)
+
+
+def run_batch_bench(family, prompts: Sequence[list[int]], batches: Sequence[int], methods: Sequence[str],
+                    max_new: int, rounds: int = 2, k: int = 10, surface_repeats: int = 5,
+                    progress: Callable[[str], None] | None = None, clock: Callable[[], float] = time.perf_counter,
+                    machine: dict[str, Any] | None = None) -> BatchReport:
+    """Every method in ``methods`` at every batch size beside autoregressive decoding, ``rounds``
+    rounds each (round r takes the prompts from offset r * B, so rounds differ in prompts too),
+    the surface T(B, k) first, each sequence checked against its batch-1 output."""
+    from decoders.backends.batched import BatchedLM, batch_unsupported
+    from decoders.bench.batch_surface import measure_surface
+
+    model = family.main_model
+    if model is None:
+        raise DecodeError(f"{family.label} keeps no transformers model to decode in batches; use the torch backend")
+    reason = batch_unsupported(model)
+    if reason is not None:
+        raise DecodeError(f"{family.label} cannot decode in batches: {reason}")
+    say = progress or (lambda message: None)
+    started = clock()
+    rows_methods = check_methods(methods)
+    say("measuring T(B, k)")
+    surface, unit_ms = measure_surface(model, prompts[0], batches, repeats=surface_repeats)
+
+    def lm() -> BatchedLM:
+        return BatchedLM(model, family.context_length)
+
+    stop = frozenset(family.stop_ids)
+    reference: dict[int, list[int]] = {}  # prompt index -> its batch-1 autoregressive output
+
+    def ref(index: int) -> list[int]:
+        if index not in reference:
+            run = decode_batch(lm(), [prompts[index]], max_new, "ar", stop_ids=stop)
+            reference[index] = run.rows[0].out
+        return reference[index]
+
+    report_rows: list[BatchRow] = []
+    divergences: list[Divergence] = []
+    for size in batches:
+        runs: dict[str, list[BatchRun]] = {m: [] for m in ["ar", *rows_methods]}
+        sets: list[list[int]] = []
+        for round_ in range(rounds):
+            chosen = [(round_ * size + i) % len(prompts) for i in range(size)]
+            sets.append(chosen)
+            for method in ["ar", *rows_methods]:
+                run = decode_batch(lm(), [prompts[i] for i in chosen], max_new, method, gamma=k, stop_ids=stop,
+                                   clock=clock)
+                runs[method].append(run)
+                say(f"batch {size} round {round_ + 1}: {method} {run.throughput:.1f} tok/s")
+        for method in ["ar", *rows_methods]:
+            identical = True
+            for chosen, run in zip(sets, runs[method], strict=True):
+                for row_index, (index, row) in enumerate(zip(chosen, run.rows, strict=True)):
+                    expected = ref(index)
+                    if row.out != expected:
+                        identical = False
+                        at = next((j for j, (a, b) in enumerate(zip(row.out, expected, strict=False)) if a != b),
+                                  min(len(row.out), len(expected)))
+                        divergences.append(Divergence(method=method, batch=size, row=row_index, position=at,
+                                                      margin=_margin(lm, prompts[index], expected[:at])))
+            ratios = [m.throughput / a.throughput for m, a in zip(runs[method], runs["ar"], strict=True)
+                      if a.throughput]
+            last = runs[method][-1]
+            report_rows.append(BatchRow(
+                method=method, batch=size, throughput=round(mean(r.throughput for r in runs[method]), 3),
+                latency_s=round(mean(r.latency_s for r in runs[method]), 4),
+                ar_throughput=round(mean(r.throughput for r in runs["ar"]), 3),
+                speedup=round(mean(ratios), 3) if ratios else 0.0,
+                spread=round(2 * stdev(ratios) / math.sqrt(len(ratios)), 3) if len(ratios) > 1 else None,
+                forwards=last.forwards,
+                accepted_per_forward=round(last.tokens / max(1, sum(r.iterations for r in last.rows)), 3),
+                identical=identical))
+    cross = {m: crossover([r for r in report_rows if r.method == m]) for m in rows_methods}
+    return BatchReport(
+        created=time.strftime("%Y-%m-%dT%H:%M:%S%z"), family=family.describe(), machine=machine or {},
+        settings={"batches": list(batches), "methods": ["ar", *rows_methods], "max_new_tokens": max_new,
+                  "rounds": rounds, "k": k, "prompts": len(prompts)},
+        surface={str(b): row for b, row in surface.items()}, surface_unit_ms=unit_ms, rows=report_rows,
+        crossover=cross, divergences=divergences, elapsed_s=round(clock() - started, 1))
+
+
+def rows_table(report: BatchReport) -> str:
+    lines = ["| method | batch | tok/s (all sequences) | latency / sequence | AR tok/s | speedup | ± | tokens / "
+             "forward / seq | identical |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in report.rows:
+        spread = "–" if r.spread is None else f"{r.spread:.3f}"
+        lines.append(f"| {r.method} | {r.batch} | {r.throughput:.1f} | {r.latency_s:.2f} s | {r.ar_throughput:.1f} | "
+                     f"{r.speedup:.3f}x | {spread} | {r.accepted_per_forward:.2f} | {'yes' if r.identical else 'no'} |")
+    return "\n".join(lines)
+
+
+def render_markdown(report: BatchReport) -> str:
+    from decoders.bench.batch_surface import surface_table
+
+    m = report.machine
+    parts = [f"# Batch bench: {report.family.get('label', '')}", "",
+             f"{report.created}; cpu {m.get('cpu', '?')}; vector {m.get('vector', '?')}; threads "
+             f"{m.get('threads', '?')}; load average before {m.get('load_before')}, after {m.get('load_after')}; "
+             f"{report.settings.get('max_new_tokens')} tokens per sequence, {report.settings.get('rounds')} rounds",
+             "", surface_table({int(b): row for b, row in report.surface.items()}, report.surface_unit_ms), "",
+             "## Speedup against batch size (each beside autoregressive decoding at the same batch size)", "",
+             rows_table(report), ""]
+    for method, text in report.crossover.items():
+        parts.append(f"- {method}: {text}")
+    if report.divergences:
+        parts += ["", "## Divergences from batch 1", ""]
+        parts += [f"- {d.method} at batch {d.batch}, row {d.row}: position {d.position}, batch-1 top-2 margin "
+                  f"{d.margin:g}" for d in report.divergences]
+    else:
+        parts += ["", "Every sequence equals its batch-1 output."]
+    for note in report.notes:
+        parts.append(f"note: {note}")
+    return "\n".join(parts) + "\n"
+
+
+def write_batch_report(report: BatchReport, out_dir) -> tuple[Any, Any]:
+    from pathlib import Path
+
+    from decoders.records import atomic
+    from decoders.records.codec import json_text
+
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DecodeError(f"cannot write the report into {out}: {exc.strerror or exc}; give a writable folder to "
+                          "--out") from None
+    md, js = out / "report.md", out / "report.json"
+    atomic.write_text(md, render_markdown(report), what="the report")
+    atomic.write_text(js, json_text(report.to_json(), ensure_ascii=False, indent=1), what="the report")
+    return md, js

@@ -1,0 +1,4 @@
+"""Batched decoding: B prompts decoded together on one model (`decoders.backends.batched`), each
+sequence at its own length, accepting its own prefix of its own draft in the same verify forward,
+finished ones leaving the batch (`chain.decode_batch`). Not registered methods: the batch bench
+(`decoders.bench.batch`) runs them beside autoregressive decoding at the same batch size."""

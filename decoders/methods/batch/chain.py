@@ -1,0 +1,182 @@
+"""Chain drafting at batch B: every row drafts its own chain (autoregressive: none; prompt
+lookup: a copy of an earlier occurrence of its tail n-gram), one forward verifies every row's
+chain, and each row keeps its own longest accepted prefix plus the target's next token
+(`accept_prefix`'s rule, on the host values of the one transfer).
+
+Greedy only: a row's output is its batch-1 output up to the batched kernels' rounding.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from decoders.core.errors import DecodeError
+from decoders.methods.shared.ngram import NgramIndex
+
+if TYPE_CHECKING:
+    from decoders.backends.batched import BatchedLM
+
+#: The largest batch a user can ask for.
+MAX_BATCH = 64
+#: Methods that decode at batch B (each row drafts a chain of its own).
+BATCH_METHODS = ("ar", "pld")
+
+
+class Drafter(Protocol):
+    def propose(self, seq: list[int], budget: int) -> list[int]: ...
+
+    def extend(self, seq: list[int]) -> None: ...
+
+
+class NoDraft:
+    """Autoregressive decoding: nothing drafted, one token per row per forward."""
+
+    def propose(self, seq: list[int], budget: int) -> list[int]:
+        return []
+
+    def extend(self, seq: list[int]) -> None:
+        pass
+
+
+class LookupDraft:
+    """Prompt lookup: up to ``k`` tokens copied after the latest earlier match of the tail n-gram."""
+
+    def __init__(self, seq: list[int], k: int, n_min: int, n_max: int):
+        self.k = k
+        self.index = NgramIndex(n_min, n_max, list(seq))
+
+    def propose(self, seq: list[int], budget: int) -> list[int]:
+        found = self.index.lookup(min(self.k, budget))
+        return list(found[0]) if found else []
+
+    def extend(self, seq: list[int]) -> None:
+        self.index.extend(seq[len(self.index.seq):])
+
+
+def drafter_for(method: str, k: int = 10, n_min: int = 1, n_max: int = 3) -> Callable[[list[int]], Drafter]:
+    """A maker of one row's drafter for ``method`` (one of `BATCH_METHODS`)."""
+    if method == "ar":
+        return lambda seq: NoDraft()
+    if method == "pld":
+        return lambda seq: LookupDraft(seq, k, n_min, n_max)
+    raise DecodeError(f"method {method!r} does not decode at batch > 1 yet; choose from {', '.join(BATCH_METHODS)}")
+
+
+@dataclass
+class SeqRecord:
+    """One row's decode: its output, why it stopped, when (seconds since the batch started)."""
+
+    prompt: list[int]
+    out: list[int] = field(default_factory=list)
+    finish: str = "length"
+    done_s: float = 0.0
+    drafted: int = 0
+    accepted: int = 0
+    iterations: int = 0
+
+    @property
+    def seq(self) -> list[int]:
+        return self.prompt + self.out
+
+
+@dataclass
+class BatchRun:
+    """A batch decoded together: each row's record, the wall time, the forwards it took."""
+
+    method: str
+    batch: int
+    rows: list[SeqRecord]
+    wall_s: float
+    forwards: int
+    max_slots: int = 0  # the widest the cache grew (columns, holes included)
+
+    @property
+    def tokens(self) -> int:
+        return sum(len(r.out) for r in self.rows)
+
+    @property
+    def throughput(self) -> float:
+        """Tokens per second over all sequences."""
+        return self.tokens / self.wall_s if self.wall_s else 0.0
+
+    @property
+    def latency_s(self) -> float:
+        """Mean seconds until a sequence was done."""
+        return sum(r.done_s for r in self.rows) / len(self.rows) if self.rows else 0.0
+
+
+def _emit(row: SeqRecord, tokens: list[int], max_new: int, stop_ids: frozenset[int]) -> bool:
+    """Append ``tokens`` to the row within its budget, up to a stop token; whether it is done."""
+    for t in tokens:
+        if len(row.out) >= max_new:
+            break
+        row.out.append(t)
+        if t in stop_ids:
+            row.finish = "eos"
+            return True
+    return len(row.out) >= max_new
+
+
+def decode_batch(lm: BatchedLM, prompts: Sequence[Sequence[int]], max_new: int, method: str = "ar",
+                 gamma: int = 10, stop_ids: frozenset[int] = frozenset(),
+                 clock: Callable[[], float] = time.perf_counter, compact_at: float = 0.5, n_min: int = 1,
+                 n_max: int = 3, make: Callable[[list[int]], Drafter] | None = None) -> BatchRun:
+    """Decode ``prompts`` together, greedy, ``max_new`` tokens each at most: ``method`` "ar" or
+    "pld" (``gamma``: its copy length k). A finished row leaves the batch at once; the cache's
+    holes are squeezed out when they pass ``compact_at`` of its slots. ``make``: each row's
+    drafter from its prompt and first token, in place of ``method``'s (a test's)."""
+    make = make or drafter_for(method, gamma, n_min, n_max)
+    rows = [SeqRecord(list(p)) for p in prompts]
+    t0 = clock()
+    logits = lm.start(rows_prompts := [r.prompt for r in rows])
+    forwards, widest = 1, lm.slots
+    first = logits.argmax(-1).tolist()
+    active: list[int] = []
+    last: dict[int, int] = {}
+    drafters: dict[int, Drafter] = {}
+    for i, token in enumerate(first):
+        rows[i].iterations = 1
+        if _emit(rows[i], [token], max_new, stop_ids):
+            rows[i].done_s = clock() - t0
+        else:
+            active.append(i)
+            last[i] = token
+            drafters[i] = make(rows_prompts[i] + [token])
+    lm.keep_rows(active)
+    while active:
+        new, drafts = [], []
+        for i in active:
+            row = rows[i]
+            drafter = drafters[i]
+            drafter.extend(row.seq)
+            budget = max_new - len(row.out) - 1
+            d = drafter.propose(row.seq, budget) if budget > 0 else []
+            drafts.append(d)
+            new.append([last[i]] + d)
+        best = lm.step(new).argmax(-1).tolist()  # the one host transfer of the iteration
+        forwards += 1
+        widest = max(widest, lm.slots)
+        kept, still = [], []
+        for slot, i in enumerate(active):
+            row, d, b = rows[i], drafts[slot], best[slot]
+            n = 0
+            while n < len(d) and d[n] == b[n]:
+                n += 1
+            row.drafted += len(d)
+            row.accepted += n
+            row.iterations += 1
+            kept.append(1 + n)  # the last token and the accepted drafts are cached now
+            if _emit(row, d[:n] + [b[n]], max_new, stop_ids):
+                row.done_s = clock() - t0
+            else:
+                last[i] = b[n]
+                still.append(slot)
+        lm.commit(kept)
+        active = [active[s] for s in still]
+        lm.keep_rows(still)
+        if active and lm.holes > compact_at * lm.slots * lm.rows:
+            lm.compact()
+    return BatchRun(method, len(prompts), rows, clock() - t0, forwards, widest)

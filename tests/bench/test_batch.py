@@ -1,0 +1,118 @@
+"""The batch bench (`tui-decode bench --batch`): T(B, k) measured and saved, each method beside
+autoregressive decoding at the same batch size, the crossover, the report of kind "batch" read
+back, and bad batch sizes refused in one line. Tiny models, seconds."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from decoders.backends.batched import BatchedLM
+from decoders.bench.batch import BatchRow, check_memory, crossover, parse_batches
+from decoders.bench.batch_surface import measure_surface
+from decoders.bench.files import load_report
+from decoders.core.errors import DecodeError
+from tests.support.engine import peaked_model
+from tests.support.tiny import save_tiny_model
+from tui_decode.cli.main import main as cli_main
+
+
+def test_the_surface_is_each_shapes_time_over_one_position_of_one_sequence(monkeypatch):
+    now = [0.0]
+    real_step = BatchedLM.step
+
+    def step(self, new):  # a forward that takes B * k + 1 units
+        now[0] += len(new) * max(len(row) for row in new) + 1
+        return real_step(self, new)
+
+    monkeypatch.setattr(BatchedLM, "step", step)
+    surface, unit = measure_surface(peaked_model(), [5, 6, 7, 8], batches=(2, 4), widths=3, repeats=2,
+                                    clock=lambda: now[0])
+    assert unit == 2000.0  # one position of one sequence: 2 units, in ms
+    assert surface == {2: [1.5, 2.5, 3.5], 4: [2.5, 4.5, 6.5]}  # (B * k + 1) / 2
+
+
+def row(method: str, batch: int, speedup: float) -> BatchRow:
+    return BatchRow(method=method, batch=batch, throughput=1.0, latency_s=1.0, ar_throughput=1.0, speedup=speedup,
+                    spread=None, forwards=1, accepted_per_forward=1.0, identical=True)
+
+
+def test_the_crossover_is_the_first_batch_size_that_does_not_pay():
+    assert crossover([row("pld", 1, 1.4), row("pld", 2, 1.1), row("pld", 4, 0.9), row("pld", 8, 1.01),
+                      row("pld", 16, 0.8)]) == \
+        "stops paying at batch 4"
+    assert crossover([row("pld", 1, 1.4), row("pld", 2, 1.1)]) == "pays at every batch size measured (up to 2)"
+    assert crossover([row("pld", 1, 0.8)]) == "pays at no batch size measured (from 1)"
+
+
+@pytest.mark.parametrize("text,line", [
+    ("0", "batch size must be 1..64, got 0; give --batch sizes in that range (e.g. 1,2,4,8)"),
+    ("1,65", "batch size must be 1..64, got 65; give --batch sizes in that range (e.g. 1,2,4,8)"),
+    ("1,two", "--batch takes comma-separated batch sizes such as 1,2,4, got '1,two'"),
+])
+def test_a_bad_batch_size_is_one_line(text, line):
+    with pytest.raises(DecodeError) as err:
+        parse_batches(text)
+    assert str(err.value) == line
+
+
+def test_a_batch_above_what_memory_allows_says_what_it_needs():
+    with pytest.raises(DecodeError) as err:
+        check_memory(peaked_model(), [1, 64], prompt_tokens=100, max_new=64, width=11, vocab=64,
+                     available=4_000_000)
+    assert str(err.value).startswith("batch size 64 needs about ")
+    assert "more than half of the 4.0 MB available; give smaller --batch sizes or lower --max-new-tokens" in \
+        str(err.value)
+    check_memory(peaked_model(), [1, 2], prompt_tokens=100, max_new=64, width=11, vocab=64, available=4_000_000)
+
+
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory):
+    return save_tiny_model(tmp_path_factory.mktemp("batch") / "model")
+
+
+@pytest.fixture
+def prompts(tmp_path):
+    path = tmp_path / "p.jsonl"
+    lines = [{"question_id": i, "category": "writing", "turns": [f"w{5 + i} w6 w7 w8 w{5 + i} w6 w7"]} for i in range(4)]
+    path.write_text("\n".join(json.dumps(line) for line in lines))
+    return path
+
+
+def test_the_batch_bench_writes_its_rows_and_the_surface(tiny_folder, prompts, tmp_path, capsys):
+    out = tmp_path / "out"
+    code = cli_main(["bench", "--prompts", str(prompts), "--main", str(tiny_folder), "--batch", "1,2",
+                     "--max-new-tokens", "8", "--num-pred", "4", "--threads", "1", "--out", str(out)])
+    printed, err = capsys.readouterr()
+    assert code == 0, err
+    data = json.loads((out / "report.json").read_text())
+    assert data["kind"] == "batch" and data["settings"]["batches"] == [1, 2]
+    assert sorted(data["surface"]) == ["1", "2"] and len(data["surface"]["2"]) == 16
+    assert data["surface"]["1"][0] == 1.0
+    assert [(r["method"], r["batch"]) for r in data["rows"]] == [("ar", 1), ("pld", 1), ("ar", 2), ("pld", 2)]
+    assert all(r["identical"] for r in data["rows"]) and data["divergences"] == []
+    assert set(data["crossover"]) == {"pld"}
+    assert data["machine"]["threads"] == 1 and "load_before" in data["machine"]
+    report = load_report(out / "report.json")
+    assert report.kind == "batch"
+    assert "| pld | 2 |" in printed and "T(B, k)" in printed
+
+
+@pytest.mark.parametrize("flags,line", [
+    (["--batch", "0"], "batch size must be 1..64, got 0"),
+    (["--batch", "1,2", "--methods", "ar,spec"], "--batch runs ar, pld only so far, not spec; give --methods ar,pld"),
+    (["--batch", "2", "--sweep", "num_pred=1..3"], "--batch and --sweep do not go together; drop one of the two"),
+])
+def test_bad_batch_bench_input_is_one_line(tiny_folder, prompts, tmp_path, capsys, flags, line):
+    code = cli_main(["bench", "--prompts", str(prompts), "--main", str(tiny_folder), "--out", str(tmp_path / "o"),
+                     *flags])
+    err = capsys.readouterr().err
+    assert code == 2 and line in err and err.strip().count("\n") == 0, err
+
+
+def test_the_reports_of_the_other_kinds_still_open():
+    from tests.support.app import DATA
+
+    assert load_report(DATA / "report_bench.json").kind == "bench"
+    assert load_report(DATA / "report_sweep.json").kind == "sweep"

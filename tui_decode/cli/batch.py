@@ -1,0 +1,75 @@
+"""`tui-decode bench --batch 1,2,4`: the batch bench (`decoders.bench.batch`), its input checked
+before the model loads and its memory before the first batch."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from decoders.core.errors import DecodeError
+
+
+def cmd_batch_bench(namespace: argparse.Namespace, args, prompts) -> int:
+    from rich.console import Console
+
+    from decoders.bench.batch import (
+        check_memory,
+        check_methods,
+        parse_batches,
+        render_markdown,
+        run_batch_bench,
+        write_batch_report,
+    )
+    from decoders.bench.machine import load_average
+    from decoders.bench.prompts import select_prompts
+    from decoders.core.host_memory import host_available_memory
+    from decoders.core.params import DecodeParams
+    from decoders.records.atomic import check_folder_destination
+    from tui_decode.cli.bench import _check_counts
+    from tui_decode.cli.main import family_spec, load_with_progress
+
+    batches = parse_batches(args.batch)
+    for other, flag in ((args.sweep, "--sweep"), (args.variants, "--variants"), (args.backends, "--backends")):
+        if other is not None:
+            raise DecodeError(f"--batch and {flag} do not go together; drop one of the two")
+    methods = check_methods((args.methods or "ar,pld").split(","))
+    if not args.out.strip():
+        raise DecodeError("--out is empty; give the report folder (it is created if missing)")
+    check_folder_destination(args.out, "--out", "the report")
+    _check_counts(args)
+    chosen = dict(args.params)
+    params = DecodeParams(method="pld", max_new_tokens=args.max_new_tokens, record=False, **chosen).validated()
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    import torch
+
+    from decoders.models.machine import cpu_features
+
+    before = load_average()
+    family = load_with_progress(family_spec(namespace), Console(stderr=True))
+    texts = [p.text for p in select_prompts(prompts, args.limit)]
+    ids = [family.encode_prompt(text, True) for text in texts]
+    longest = max(len(i) for i in ids)
+    if longest + args.max_new_tokens > family.context_length:
+        raise DecodeError(f"the longest prompt ({longest} tokens) plus --max-new-tokens ({args.max_new_tokens}) "
+                          f"exceeds the model's context of {family.context_length}; lower --max-new-tokens")
+    if family.main_model is not None:
+        check_memory(family.main_model, batches, longest, args.max_new_tokens, params.num_pred + 1,
+                     family.vocab_size, host_available_memory())
+
+    def progress(message: str) -> None:
+        print(f"bench: {message}", file=sys.stderr, flush=True)
+
+    model, flags = cpu_features()
+    machine = {"cpu": model, "vector": flags, "cpus": os.cpu_count(), "threads": torch.get_num_threads(),
+               "load_before": before}
+    report = run_batch_bench(family, ids, batches, methods, args.max_new_tokens, rounds=max(2, args.repeats),
+                             k=params.num_pred, progress=progress, machine=machine)
+    report.machine["load_after"] = load_average()
+    md, js = write_batch_report(report, args.out)
+    print(render_markdown(report))
+    print(f"report written to {md} and {js} ({report.elapsed_s:.0f} s)", file=sys.stderr)
+    return 0

@@ -1,0 +1,79 @@
+"""The s, r and n keys of the main screen: a sweep of the method's draft length, the current
+settings run `REPEATS` times and pooled, or this machine's noise calibrated, each on the prompt
+shown in a screen of its own (`tui_decode.screens.sweep`); or one line saying why not now.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tui_decode.screens.sweep import (
+    CALIBRATION_RUNS,
+    REPEATS,
+    CalibrateScreen,
+    RepeatScreen,
+    SweepScreen,
+    sweep_values,
+)
+from tui_decode.state.settings import draft_error, input_error
+
+if TYPE_CHECKING:
+    from tui_decode.screens.main import MainScreen
+
+
+def start_sweep(main: MainScreen) -> None:
+    """The s key: sweep the chosen method's draft length on the prompt shown, or say why not."""
+    from decoders.bench.sweep import axis_name
+    from decoders.core.params import all_param_specs
+
+    settings, prompt = main.settings, main.prompt_pane.text
+    key = main.settings.params.method_def.draft_length
+    if key is None:
+        main.notify("Autoregressive decoding drafts nothing to sweep; pick another method (m).", severity="warning")
+        return
+    if main.running or main.loading_family:
+        main.notify("Wait for the current run or load to end (escape cancels a run).", severity="warning")
+        return
+    if main.loaded is None:
+        main.notify("No model is loaded yet; ctrl+r loads it and runs, then s sweeps.", severity="warning")
+        return
+    error = input_error(prompt, settings) or draft_error(settings, main.loaded.draft_options(), main.loaded.label)
+    if error is not None:
+        main.report_error(error)
+        return
+    spec = all_param_specs()[key]
+    values = sweep_values(spec, getattr(settings.params, key))
+    main.app.push_screen(SweepScreen(main, main.loaded, prompt, settings, key, values, axis_name(key)))
+
+
+def start_repeat(main: MainScreen) -> None:
+    """The r key: the current settings, `REPEATS` times, pooled; or say why not."""
+    if main.running or main.loading_family:
+        main.notify("Wait for the current run or load to end (escape cancels a run).", severity="warning")
+        return
+    if main.loaded is None:
+        main.notify("No model is loaded yet; ctrl+r loads it and runs, then r repeats.", severity="warning")
+        return
+    settings, prompt = main.settings, main.prompt_pane.text
+    error = input_error(prompt, settings) or draft_error(settings, main.loaded.draft_options(), main.loaded.label)
+    if error is not None:
+        main.report_error(error)
+        return
+    main.app.push_screen(RepeatScreen(main, main.loaded, prompt, settings, "run", list(range(1, REPEATS + 1)), "run"))
+
+
+def start_calibration(main: MainScreen) -> None:
+    """The n key: calibrate this machine's run-to-run noise, or say why not."""
+    if main.running or main.loading_family:
+        main.notify("Wait for the current run or load to end (escape cancels a run).", severity="warning")
+        return
+    if main.loaded is None:
+        main.notify("No model is loaded yet; once it is, n calibrates.", severity="warning")
+        return
+    prompt = main.prompt_pane.text
+    error = input_error(prompt, main.settings)
+    if error is not None:
+        main.report_error(error)
+        return
+    main.app.push_screen(CalibrateScreen(main, main.loaded, prompt, main.settings, "run",
+                                         list(range(1, CALIBRATION_RUNS + 1)), "run"))
