@@ -222,7 +222,8 @@ async def test_ctrl_q_mid_run_leaves_within_half_a_second(tiny_spec, loader, tmp
     loop = asyncio.get_running_loop()
     executor = ThreadPoolExecutor()  # what asyncio.run shuts down, waiting, on the way out
     loop.set_default_executor(executor)
-    app = make_app(tiny_spec, loader, tmp_path, engine_factory=SlowTailEngine, method="ar", max_new_tokens=96)
+    # (a method that verifies drafts: autoregressive runs measure no T(k), so no slow tail)
+    app = make_app(tiny_spec, loader, tmp_path, engine_factory=SlowTailEngine, method="pld", max_new_tokens=96)
     try:
         async with app.run_test(size=SIZE) as pilot:
             main = app.main_screen
