@@ -63,7 +63,7 @@ def _choices_folder(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
-def _kept_choices_per_test(_choices_folder, request, monkeypatch):
+def _kept_choices_per_test(_choices_folder, request):
     """A family that chooses its dtype or draft ("fastest") keeps the choice in the user cache
     (`decoders.models.kept_choice`); each test keeps its own in a folder of this test session, so
     that no test reuses another's choice or the user's (a subprocess gets TUI_DECODE_CACHE_DIR)."""
@@ -72,7 +72,10 @@ def _kept_choices_per_test(_choices_folder, request, monkeypatch):
     import decoders.models.kept_choice as kept_choice
 
     folder = _choices_folder / hashlib.sha256(request.node.nodeid.encode()).hexdigest()[:16]
-    monkeypatch.setattr(kept_choice, "choices_root", lambda: folder)
+    # a patch of its own: a test's `monkeypatch.undo()` must not send its choices to the user's cache
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(kept_choice, "choices_root", lambda: folder)
+        yield
 
 
 @pytest.fixture(scope="session", autouse=True)

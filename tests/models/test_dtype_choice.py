@@ -130,6 +130,7 @@ def test_float16_weights_that_cannot_be_packed_are_skipped_with_a_note(tmp_path,
     def no_room(model, max_positions=None):
         raise failure
 
+    room = fp16_cpu.backend_for
     monkeypatch.setattr(fp16_cpu, "backend_for", no_room)
     path = save_tiny_model(tmp_path / "m")
     weights = sum(p.numel() for p in load_family(FamilySpec(name="t", main=str(path), device="cpu",
@@ -142,7 +143,9 @@ def test_float16_weights_that_cannot_be_packed_are_skipped_with_a_note(tmp_path,
     why = f"packing them ran out of memory (they need about {format_bytes(weights * PACKING_BYTES)})"
     assert family.describe()["dtype_choice"] == f"float32 (float16 weights cannot run here: {why})"
     assert family.choice_note == f"float16 weights were not timed: {why}; float32 it is"
-    monkeypatch.undo()  # room again: nothing was kept, so the next start times both
+    # room again: nothing was kept, so the next start times both (only this patch undone: the
+    # conftest's patch keeps the choices in the test's own folder, never the user's cache)
+    monkeypatch.setattr(fp16_cpu, "backend_for", room)
     family = load_family(FamilySpec(name="t", main=str(path), device="cpu", dtype="fastest"))
     assert sorted(o["dtype"] for o in family.dtype_choice["options"]) == ["float16", "float32"]
 
