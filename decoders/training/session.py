@@ -258,7 +258,7 @@ def _train_head(settings: TrainSettings, family: Family, report: Callable[[str],
     summary = TrainingReport.from_json({
         "corpus": settings.corpus, "corpus_samples": len(samples), "train_tokens": train_tokens,
         "heldout_positions": result.positions, "accept_per_depth": [round(a, 4) for a in result.accept],
-        "mean_accepted": round(result.mean_accepted, 4), "train_seconds": round(train_seconds, 1),
+        "mean_accepted": round(result.mean_accepted, 4), "train_seconds": round(train_seconds, 3),
         "extract_tokens_per_s": round(extract_rate, 1), "learning_curve": curve,
         "answer_tokens_heldout_only": True, "settings": asdict(settings)})
     save_head(head, out, training=summary)  # the weights, training.json, then config.json naming both's id
