@@ -19,6 +19,18 @@ from tui_decode.state.settings import draft_error, input_error
 
 if TYPE_CHECKING:
     from tui_decode.screens.main import MainScreen
+    from tui_decode.state.loaded_family import LoadedFamily
+
+
+def _idle_with_model(main: MainScreen, then: str) -> LoadedFamily | None:
+    """The loaded family where nothing runs or loads; else None and a warning saying which
+    (``then``: what to do once a model is loaded)."""
+    if main.running or main.loading_family:
+        main.notify("Wait for the current run or load to end (escape cancels a run).", severity="warning")
+        return None
+    if main.loaded is None:
+        main.notify(f"No model is loaded yet; {then}.", severity="warning")
+    return main.loaded
 
 
 def start_sweep(main: MainScreen) -> None:
@@ -31,49 +43,40 @@ def start_sweep(main: MainScreen) -> None:
     if key is None:
         main.notify("Autoregressive decoding drafts nothing to sweep; pick another method (m).", severity="warning")
         return
-    if main.running or main.loading_family:
-        main.notify("Wait for the current run or load to end (escape cancels a run).", severity="warning")
+    loaded = _idle_with_model(main, "ctrl+r loads it and runs, then s sweeps")
+    if loaded is None:
         return
-    if main.loaded is None:
-        main.notify("No model is loaded yet; ctrl+r loads it and runs, then s sweeps.", severity="warning")
-        return
-    error = input_error(prompt, settings) or draft_error(settings, main.loaded.draft_options(), main.loaded.label)
+    error = input_error(prompt, settings) or draft_error(settings, loaded.draft_options(), loaded.label)
     if error is not None:
         main.report_error(error)
         return
     spec = all_param_specs()[key]
     values = sweep_values(spec, getattr(settings.params, key))
-    main.app.push_screen(SweepScreen(main, main.loaded, prompt, settings, key, values, axis_name(key)))
+    main.app.push_screen(SweepScreen(main, loaded, prompt, settings, key, values, axis_name(key)))
 
 
 def start_repeat(main: MainScreen) -> None:
     """The r key: the current settings, `REPEATS` times, pooled; or say why not."""
-    if main.running or main.loading_family:
-        main.notify("Wait for the current run or load to end (escape cancels a run).", severity="warning")
-        return
-    if main.loaded is None:
-        main.notify("No model is loaded yet; ctrl+r loads it and runs, then r repeats.", severity="warning")
+    loaded = _idle_with_model(main, "ctrl+r loads it and runs, then r repeats")
+    if loaded is None:
         return
     settings, prompt = main.settings, main.prompt_pane.text
-    error = input_error(prompt, settings) or draft_error(settings, main.loaded.draft_options(), main.loaded.label)
+    error = input_error(prompt, settings) or draft_error(settings, loaded.draft_options(), loaded.label)
     if error is not None:
         main.report_error(error)
         return
-    main.app.push_screen(RepeatScreen(main, main.loaded, prompt, settings, "run", list(range(1, REPEATS + 1)), "run"))
+    main.app.push_screen(RepeatScreen(main, loaded, prompt, settings, "run", list(range(1, REPEATS + 1)), "run"))
 
 
 def start_calibration(main: MainScreen) -> None:
     """The n key: calibrate this machine's run-to-run noise, or say why not."""
-    if main.running or main.loading_family:
-        main.notify("Wait for the current run or load to end (escape cancels a run).", severity="warning")
-        return
-    if main.loaded is None:
-        main.notify("No model is loaded yet; once it is, n calibrates.", severity="warning")
+    loaded = _idle_with_model(main, "once it is, n calibrates")
+    if loaded is None:
         return
     prompt = main.prompt_pane.text
     error = input_error(prompt, main.settings)
     if error is not None:
         main.report_error(error)
         return
-    main.app.push_screen(CalibrateScreen(main, main.loaded, prompt, main.settings, "run",
+    main.app.push_screen(CalibrateScreen(main, loaded, prompt, main.settings, "run",
                                          list(range(1, CALIBRATION_RUNS + 1)), "run"))
