@@ -81,8 +81,12 @@ def main() -> int:
     tmux("new-session", "-d", "-s", session, "-x", str(cols), "-y", str(rows), "-c", str(Path(args.cwd).resolve()),
          f"env {env} {command}")
     figures: list[dict] = []
+    started = time.monotonic()
+    ready_s = None
     try:
         wait(session, lambda t: "ready:" in t, "the model to load", args.load_limit)
+        ready_s = time.monotonic() - started
+        print(f"ready after {ready_s:.1f} s (launch to the ready line, polled every 0.5 s)", flush=True)
         if args.repeat:
             tmux("send-keys", "-t", session, "r")
             text = wait(session, lambda t: "pooled:" in t, "the repeat to finish", args.run_limit * 6)
@@ -124,7 +128,7 @@ def main() -> int:
               f"{near_first}/{len(speeds)} inside the first run's spread")
     if args.json:
         args.json.write_text(json.dumps({"size": args.size, "cores": args.cores, "app_args": app_args,
-                                         "runs": figures}, indent=1))
+                                         "ready_s": ready_s, "runs": figures}, indent=1))
     return 0
 
 

@@ -201,7 +201,7 @@ class Fp16LlamaBackend(LlamaBackend):
         if reason is not None:
             raise TypeError(f"Fp16LlamaBackend cannot run {type(model).__name__}: {reason}")
         with torch.no_grad():
-            weights = prepare(model)
+            weights = prepare(model, contiguous=False)  # [out, in] memory: the packer copies nothing
             if not weights.folded or weights.embed.device.type != "cpu":
                 raise TypeError("Fp16LlamaBackend runs float32 models on the CPU")
             matmuls = Fp16Matmuls(weights)
