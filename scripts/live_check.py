@@ -110,10 +110,13 @@ def main() -> int:
             data = json.loads(max(new, key=lambda p: p.stat().st_mtime).read_text())
             s = data["summary"]
             row = {"speedup": s.get("speedup_decode"), "spread": s.get("speedup_spread"),
-                   "method_ms": s.get("decode_ms_per_token"), "baseline_ms": s.get("baseline_decode_ms_per_token")}
+                   "method_ms": s.get("decode_ms_per_token"), "baseline_ms": s.get("baseline_decode_ms_per_token"),
+                   "label": s.get("label"), "tau": s.get("tau"), "accepted": s.get("accepted"),
+                   "drafted": s.get("drafted"), "identical": s.get("identical")}
             figures.append(row)
-            print(f"run {i + 1}: {row['speedup']}x +/- {row['spread']} ({row['method_ms']} vs {row['baseline_ms']} "
-                  "ms/token)", flush=True)
+            drafts = f", {row['accepted']}/{row['drafted']} drafts accepted" if row["drafted"] is not None else ""
+            print(f"run {i + 1}: {row['label']}: {row['speedup']}x +/- {row['spread']} ({row['method_ms']} vs "
+                  f"{row['baseline_ms']} ms/token, tau {row['tau']}{drafts}, identical {row['identical']})", flush=True)
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
     speeds = [f["speedup"] for f in figures if f["speedup"] is not None]

@@ -36,7 +36,8 @@ def _calibrated(s: Summary, calibration: Calibration) -> None:
     s.calibration = calibration.as_dict()
     if s.speedup_decode is not None:
         s.speedup_spread_steps = s.speedup_spread
-        wide = widen(s.speedup_decode, s.speedup_spread, calibration.noise)
+        floor = calibration.step_floor(s.tokens) * s.speedup_decode
+        wide = widen(s.speedup_decode, s.speedup_spread, calibration.noise, floor)
         s.speedup_spread = None if wide is None else round(wide, 3)
     if s.speedup_wall is not None:
         wide = widen(s.speedup_wall, s.speedup_wall_spread, calibration.noise)
