@@ -28,6 +28,7 @@ from decoders.bench.lanes import lane_settings, run_lanes
 from decoders.bench.machine import Floor, machine_info
 from decoders.bench.prompts import BenchPrompt, PromptRecord
 from decoders.bench.reference import Reference
+from decoders.bench.settings import BenchSettings
 from decoders.bench.targets import Target
 from decoders.bench.variants import Variant
 from decoders.core.params import DecodeParams
@@ -79,7 +80,7 @@ class BenchReport(Record, kw_only=True):
     created: str = msgspec.field(default_factory=created)
     family: dict[str, Any]
     machine: dict[str, Any]
-    settings: dict[str, Any]
+    settings: BenchSettings
     prompts: list[PromptRecord]
     bandwidth: dict[str, Any]  # runs (each measure_read_bandwidth's figures), best_gb_per_s
     floor: Floor
