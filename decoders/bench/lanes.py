@@ -29,6 +29,7 @@ from decoders.bench.drafts import Drafts, Row, default_variants, resolve_rows
 from decoders.bench.entries import Sample
 from decoders.bench.inputs import Prepared, ProgressFn, base_params, head, parse_methods, prepare, shortest
 from decoders.bench.machine import (
+    CostCurve,
     Floor,
     bandwidth_floor,
     busy_note,
@@ -212,7 +213,7 @@ class LaneRun:
     notes: list[str]
     load_at_start: list[float] | None
     bandwidth: list[dict[str, Any]]  # `measure_read_bandwidth`'s figures, at start and at the end
-    curves: dict[str, Any]  # backend -> its verify-cost curve
+    curves: dict[str, CostCurve]  # backend -> its verify-cost curve
     figures: list[LaneFigures]  # each lane's, in the lanes' order
     base: DecodeParams
     started: float

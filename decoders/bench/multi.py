@@ -36,7 +36,7 @@ from decoders.bench.aggregate import Figures, MethodStats
 from decoders.bench.common import BACKEND_LABELS, BASELINE
 from decoders.bench.inputs import ProgressFn, prompt_records
 from decoders.bench.lanes import Lane, LaneRun, lane_settings, run_lanes
-from decoders.bench.machine import machine_info
+from decoders.bench.machine import BenchMachine, machine_info
 from decoders.bench.prompts import BenchPrompt, group_rank
 from decoders.bench.reference import Reference
 from decoders.bench.settings import BenchSettings
@@ -185,8 +185,8 @@ def _report(run: LaneRun, limit, repeats: int, record_overhead_every: int, agree
     first = sides[lanes[0].backend]
     from decoders.backends.llamacpp import version
 
-    machine = {**machine_info(), "load_average_at_start": run.load_at_start,
-               "verify_cost_curve": first.verify_cost_curve, "llama_cpp_python": version()}
+    machine = BenchMachine(**machine_info(), load_average_at_start=run.load_at_start,
+                           verify_cost_curve=first.verify_cost_curve, llama_cpp_python=version())
     return BenchReport(
         family=first.family, machine=machine, settings=_settings_of(lanes, base, limit, repeats, record_overhead_every),
         prompts=prompt_records([(p, ids[lanes[0].backend]) for p, ids in run.runs]),

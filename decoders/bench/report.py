@@ -27,6 +27,7 @@ from decoders.bench.cells import (
 from decoders.bench.files import Report, report_from_json
 from decoders.bench.files import load_report as load_report  # read here beside write_report
 from decoders.bench.llamacpp_reference import LLAMACPP_REFERENCE
+from decoders.bench.machine import BenchMachine
 from decoders.bench.suite import BenchReport
 from decoders.bench.sweep import SweepReport
 from decoders.bench.tables import (
@@ -48,10 +49,10 @@ from decoders.core.errors import DecodeError
 from decoders.records.codec import json_text
 
 
-def _contention(mach: dict[str, Any]) -> str:
-    loads = [load[0] for load in (mach.get("load_average_at_start"), mach.get("load_average")) if load]
-    if loads and mach.get("cpus") and max(loads) > mach["cpus"]:
-        return (f" (**above the {mach['cpus']} CPUs: other processes competed for them, so timings are noisier "
+def _contention(mach: BenchMachine) -> str:
+    loads = [load[0] for load in (mach.load_average_at_start, mach.load_average) if load]
+    if loads and mach.cpus and max(loads) > mach.cpus:
+        return (f" (**above the {mach.cpus} CPUs: other processes competed for them, so timings are noisier "
                 "than on an idle machine**)")
     return ""
 
@@ -105,14 +106,14 @@ def settings_lines(report: BenchReport) -> list[str]:
         f"{st.repeats} repeat(s)",
         params_line(report),
         pairing_line(st.pairing or None, list(report.overall)),
-        f"- machine: {mach['processor']}, {mach['cpus']} CPUs, {mach['torch_threads']} torch threads; "
-        f"torch {mach['torch']}, transformers {mach['transformers']}; load average (1 min) "
-        f"{_load(mach.get('load_average_at_start'))} at start, {_load(mach.get('load_average'))} at the end"
+        f"- machine: {mach.processor}, {mach.cpus} CPUs, {mach.torch_threads} torch threads; "
+        f"torch {mach.torch}, transformers {mach.transformers}; load average (1 min) "
+        f"{_load(mach.load_average_at_start)} at start, {_load(mach.load_average)} at the end"
         + _contention(mach),
         f"- run took {report.elapsed_s:.0f} s, {report.created}",
     ]
-    if mach.get("llama_cpp_python"):
-        lines.append(f"- llama-cpp-python {mach['llama_cpp_python']}")
+    if mach.llama_cpp_python:
+        lines.append(f"- llama-cpp-python {mach.llama_cpp_python}")
     if report.sides:
         for side in report.sides.values():
             calls = [f"{method_label(m)}: `{c}`" for m, c in side.counterparts.items() if c]

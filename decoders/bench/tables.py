@@ -6,8 +6,6 @@ every prompt. Each cell as `decoders.bench.cells` writes it.
 
 from __future__ import annotations
 
-from typing import Any
-
 from decoders.analysis.summary import first_divergence
 from decoders.bench.cells import (
     DASH,
@@ -25,6 +23,7 @@ from decoders.bench.cells import (
 )
 from decoders.bench.common import BASELINE, known, on_backend, split_backend
 from decoders.bench.llamacpp_reference import LLAMACPP_REFERENCE
+from decoders.bench.machine import CostCurve
 from decoders.bench.measure import AGAIN
 from decoders.bench.prompts import group_label
 from decoders.bench.suite import BenchReport
@@ -65,7 +64,7 @@ def floor_section(report: BenchReport) -> str:
         "ms/token also carries the prefill)",
         f"- {_reference_call(report)}: {ms_text(f.transformers_ms_per_token)} ms/token = "
         f"{num(f.transformers_ms_per_token_x_floor)}x the floor",
-        curve_line(report.machine.get("verify_cost_curve")),
+        curve_line(known(report.machine.verify_cost_curve)),
     ])
 
 
@@ -170,13 +169,13 @@ def agreement_table(report: BenchReport) -> str:
             f"the other way)\n\n" + table)
 
 
-def curve_line(curve: dict[str, Any] | None) -> str:
+def curve_line(curve: CostCurve | None) -> str:
     """The verify-cost curve T(k), k = 1..16, measured in the run (a saved report from before it: said so)."""
-    if not curve or not curve.get("t"):
+    if curve is None or not curve.t:
         return "- verify-cost curve T(k): not measured"
-    values = " ".join(f"{t:.2f}" for t in curve["t"])
-    return (f"- verify-cost curve T(k), k = 1..{len(curve['t'])} (a k-token forward over a one-token forward, "
-            f"after {curve['context']} tokens): {values}")
+    values = " ".join(f"{t:.2f}" for t in curve.t)
+    return (f"- verify-cost curve T(k), k = 1..{len(curve.t)} (a k-token forward over a one-token forward, "
+            f"after {curve.context} tokens): {values}")
 
 
 def theorem_methods(report: BenchReport) -> list[Method]:

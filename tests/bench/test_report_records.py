@@ -60,8 +60,11 @@ def test_a_damaged_report_names_the_field(tmp_path):
     assert "not a bench report of schema 1" in damage(tmp_path, "report_bench.json", lambda d: d.pop("schema"))
 
 
-# report.md's lines that the settings write, as the bench rendered tests/data/report_bench.json
-# while its settings were a plain dict read by key
+# report.md's lines that the settings and the machine write, as the bench rendered
+# tests/data/report_bench.json while both were plain dicts read by key
+MACHINE_LINE = ("- machine: x86_64, 2 CPUs, 1 torch threads; torch 2.13.0+cpu, transformers 5.24.0; load average "
+                "(1 min) {} at start, {} at the end (**above the 2 CPUs: other processes competed for them, so timings "
+                "are noisier than on an idle machine**)")
 SETTINGS_LINES = [
     "- prompts: 2 (first turn, chat template), 8 new tokens, greedy, 1 repeat(s)",
     "- parameters: spec gamma=4, draft_policy=fixed, tree_width=1, tree_depth=2; pld branches=1, num_pred=10, "
@@ -74,6 +77,8 @@ SETTINGS_LINES = [
     "num_assistant_tokens_schedule='constant', assistant_confidence_threshold=0)`; Prompt lookup [branches 2]: "
     "`generate(prompt_lookup_num_tokens=10, max_matching_ngram_size=3)`",
 ]
+CURVE_LINE = ("- verify-cost curve T(k), k = 1..16 (a k-token forward over a one-token forward, after 14 tokens): "
+              "1.00 2.29 2.59 2.17 2.12 2.20 2.17 2.50 2.21 2.31 2.61 2.22 2.38 2.28 2.23 2.37")
 VARIANT_LINES = [
     "| spec[tree 2x2] | spec | tree_width=2, tree_depth=2 | early exit @ layer 1 | `generate(assistant_early_exit=1, "
     "num_assistant_tokens=4, num_assistant_tokens_schedule='constant', assistant_confidence_threshold=0)` (closest) |",
@@ -82,33 +87,40 @@ VARIANT_LINES = [
 ]
 
 
-def _oldest(settings):
-    """The settings as the first bench wrote them: the methods' parameters one key each, no rows
-    of variants, no reference, no pairing; and a key that no field declares."""
-    old = {k: v for k, v in settings.items() if k != "variants"}
+def _oldest(data):
+    """The report as the first bench wrote its settings and machine: the methods' parameters one key
+    each, no rows of variants, no reference, no pairing, no verify-cost curve; and in each a key
+    that no field declares."""
+    old = {k: v for k, v in data["settings"].items() if k != "variants"}
     assert not {"reference", "pairing", "variants"} & set(old) and {"gamma", "ngram", "jacobi_init"} <= set(old)
-    return old | {"a_key_from_elsewhere": {"x": 1}}
+    data["settings"] = old | {"a_key_from_elsewhere": {"x": 1}}
+    data["machine"] = {k: v for k, v in data["machine"].items() if k != "verify_cost_curve"} | {
+        "load_average_at_start": [3.5, 0.4, 0.3], "load_average": [0.5, 0.4, 0.3], "gpu": None}
 
 
 @pytest.mark.parametrize("shape", ["before reference and pairing", "before variants"])
 def test_settings_of_an_older_report_open_and_render_as_before(tmp_path, shape):
     data = json.loads((DATA / "report_bench.json").read_text())
     if shape == "before variants":
-        data["settings"] = _oldest(data["settings"])
+        _oldest(data)
     path = tmp_path / "report.json"
     path.write_text(json.dumps(data))
     report = load_report(path)
     st = report.settings
     assert (st.max_new_tokens, st.repeats, st.gamma, st.ngram, st.jacobi_init) == (8, 1, 4, (1, 3), "repeat")
-    assert st.reference is UNSET and st.pairing is UNSET
+    assert st.reference is UNSET and st.pairing is UNSET and report.machine.llama_cpp_python is UNSET
     md = render_markdown(report).splitlines()
     for line in SETTINGS_LINES:
         assert line in md
     if shape == "before variants":
         assert st.rows == [] and "## Variants" not in md
-        saved = report.to_json()["settings"]  # written back as read, but for the key no field declares
-        assert saved == {k: v for k, v in data["settings"].items() if k != "a_key_from_elsewhere"}
+        assert report.machine.verify_cost_curve is UNSET and "- verify-cost curve T(k): not measured" in md
+        assert MACHINE_LINE.format("3.5", "0.5") in md
+        saved = report.to_json()  # written back as read, but for the keys no field declares
+        assert saved["settings"] == {k: v for k, v in data["settings"].items() if k != "a_key_from_elsewhere"}
+        assert saved["machine"] == {k: v for k, v in data["machine"].items() if k != "gpu"}
     else:
+        assert CURVE_LINE in md and MACHINE_LINE.format("2.2", "2.2") in md
         assert [v.label for v in st.rows][-2:] == ["spec[tree 2x2]", "pld[branches 2]"]
         assert st.rows[-1].params == {"branches": 2} and st.rows[-1].backend is UNSET
         assert md[md.index("## Variants") + 6:][:2] == VARIANT_LINES
@@ -127,4 +139,14 @@ def test_settings_of_an_older_report_open_and_render_as_before(tmp_path, shape):
 ])
 def test_a_wrong_typed_setting_is_refused_in_one_line(tmp_path, change, message):
     assert damage(tmp_path, "report_bench.json", lambda d: change(d["settings"])).endswith(
+        f"is not a valid bench report: {message}")
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda m: m.update(cpus="2"), "machine.cpus must be an integer or null, got str"),
+    (lambda m: m.pop("torch"), "machine has no torch"),
+    (lambda m: m["verify_cost_curve"]["t"].__setitem__(3, "fast"), "machine.verify_cost_curve.t[3] must be a number, got str"),
+])
+def test_a_wrong_typed_machine_field_is_refused_in_one_line(tmp_path, change, message):
+    assert damage(tmp_path, "report_bench.json", lambda d: change(d["machine"])).endswith(
         f"is not a valid bench report: {message}")
