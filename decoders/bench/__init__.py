@@ -27,6 +27,7 @@ Modules, one per concern:
 * `variants`  - rows that vary a method ("spec[int4]", "pld[branches 3]"): their syntax and labels;
 * `drafts`    - each row resolved against the family: its draft (built once per run), its counterpart;
 * `lanes`     - the one shape of a run: each backend a lane, every row on every prompt on each;
+* `settings`  - what a run was asked to do, as report.json's settings hold it (`BenchSettings`);
 * `suite`     - the whole benchmark on one backend (one lane) into a `BenchReport`;
 * `multi`     - the same model on several backends in one run (`--backends torch,llamacpp`);
 * `sweep`     - one parameter swept against Theorem 3.8 into a `SweepReport`;

@@ -58,8 +58,8 @@ def method_label(name: str) -> str:
 def row_methods(report: BenchReport) -> dict[str, str]:
     """Each row's label and the method it runs (from the settings' variants; a report without
     them has one row per method, keyed by its name)."""
-    rows = {label: split_backend(label)[0] for label in report.settings["methods"]}
-    rows.update({v["label"]: v["method"] for v in report.settings.get("variants") or []})
+    rows = {label: split_backend(label)[0] for label in report.settings.methods}
+    rows.update({v.label: v.method for v in report.settings.rows})
     return rows
 
 
@@ -101,7 +101,7 @@ def ref_prefix(report: BenchReport) -> str:
     own loop), "ref" in a run of several backends (each row beside its own backend's reference)."""
     if report.sides:
         return "ref"
-    return "lcpp" if report.settings.get("reference") == LLAMACPP_REFERENCE else "tf"
+    return "lcpp" if report.settings.reference == LLAMACPP_REFERENCE else "tf"
 
 
 def figure_header(report: BenchReport) -> tuple[str, ...]:

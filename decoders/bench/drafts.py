@@ -12,10 +12,11 @@ from __future__ import annotations
 import copy
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from decoders.bench.common import BASELINE
 from decoders.bench.reference import Reference
+from decoders.bench.settings import RowSettings
 from decoders.bench.variants import Variant
 from decoders.core.declarations import all_methods, get_method
 from decoders.core.errors import DecodeError
@@ -70,10 +71,13 @@ class Row:
         never a tree (`Method.linear` says which parameters draft one)."""
         return self.counterpart is not None and not get_method(self.method).drafts_linearly(self.params)
 
-    def to_json(self) -> dict[str, Any]:
+    def settings(self) -> RowSettings:
+        """The row as the report's settings list it."""
         uses_helper = get_method(self.method).needs_helper
-        return {**self.variant.to_json(), "draft_source": self.family.helper_source if uses_helper else None,
-                "transformers_counterpart": self.counterpart, "counterpart_is_closest": self.closest_only}
+        return RowSettings(label=self.label, method=self.method, params=dict(self.variant.overrides),
+                           draft=self.variant.draft, layer=self.variant.layer,
+                           draft_source=self.family.helper_source if uses_helper else None,
+                           transformers_counterpart=self.counterpart, counterpart_is_closest=self.closest_only)
 
 
 class Drafts:

@@ -1,8 +1,8 @@
 """What every bench run starts from: its methods and parameters checked, its prompts selected and
 tokenized (those that do not fit the context skipped, with a note), and the small pieces its
 progress and records share. Used by the suite and the runs on several backends (`decoders.bench.lanes`)
-and by the sweep (`decoders.bench.sweep`); both reports record every decoding parameter as
-``settings["decode_params"]``.
+and by the sweep (`decoders.bench.sweep`); both reports record every decoding parameter in their
+settings, as ``decode_params``.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from decoders.bench.drafts import Drafts, Row, default_variants, resolve_rows
 from decoders.bench.entries import Sample
 from decoders.bench.inputs import Prepared, ProgressFn, base_params, head, parse_methods, prepare, shortest
 from decoders.bench.machine import (
+    CostCurve,
     Floor,
     bandwidth_floor,
     busy_note,
@@ -40,6 +41,7 @@ from decoders.bench.machine import (
 from decoders.bench.measure import AGAIN, PromptMeasurer, bench_engine, pairing_note, pairing_of
 from decoders.bench.prompts import BenchPrompt
 from decoders.bench.reference import Reference, reference_for
+from decoders.bench.settings import BenchSettings, Pairing
 from decoders.bench.targets import Target, evaluate_targets
 from decoders.bench.variants import Variant
 from decoders.core.declarations import get_method
@@ -68,7 +70,7 @@ class Lane:
     twins: int = 0  # prompts on which its rows also ran with recording on
 
     @property
-    def pairing(self) -> str:
+    def pairing(self) -> Pairing:
         return pairing_of(self.engine)
 
     @property
@@ -158,20 +160,21 @@ def warm_up_rows(engine: Engine, reference: Reference, prompt: BenchPrompt, ids:
             row.reference.run(row.method, ids, params)
 
 
-def lane_settings(base: DecodeParams, rows: Sequence[Row], limit, repeats: int, reference: Reference,
-                  record_overhead_every: int, pairing: str = "sequential") -> dict[str, Any]:
-    return {
-        "reference": reference.name,
-        "methods": [BASELINE] + [row.label for row in rows], "max_new_tokens": base.max_new_tokens, "limit": limit,
-        "repeats": repeats, "chat_template": base.chat_template, "mode": "greedy",
-        "decode_params": base.to_json(), "early_exit_layer": reference.early_exit_layer,
-        "record_overhead_every": record_overhead_every,
-        "variants": [row.to_json() for row in rows],
-        "transformers_counterparts": {BASELINE: reference.counterpart(BASELINE, base),
-                                      **{row.label: row.counterpart for row in rows}},
+def lane_settings(base: DecodeParams, rows: Sequence[Row], limit: int | None, repeats: int, reference: Reference,
+                  record_overhead_every: int, pairing: Pairing = "sequential"
+                  ) -> BenchSettings:
+    return BenchSettings(
+        reference=reference.name,
+        methods=[BASELINE] + [row.label for row in rows], max_new_tokens=base.max_new_tokens, limit=limit,
+        repeats=repeats, chat_template=base.chat_template, mode="greedy",
+        decode_params=base.to_json(), early_exit_layer=reference.early_exit_layer,
+        record_overhead_every=record_overhead_every,
+        variants=[row.settings() for row in rows],
+        transformers_counterparts={BASELINE: reference.counterpart(BASELINE, base),
+                                   **{row.label: row.counterpart for row in rows}},
         # how each row of ours was paired with autoregressive decoding (`decoders.engine.PAIRINGS`)
-        "pairing": {label: pairing for label in [BASELINE, AGAIN] + [row.label for row in rows]},
-    }
+        pairing={label: pairing for label in [BASELINE, AGAIN] + [row.label for row in rows]},
+    )
 
 
 @dataclass
@@ -210,7 +213,7 @@ class LaneRun:
     notes: list[str]
     load_at_start: list[float] | None
     bandwidth: list[dict[str, Any]]  # `measure_read_bandwidth`'s figures, at start and at the end
-    curves: dict[str, Any]  # backend -> its verify-cost curve
+    curves: dict[str, CostCurve]  # backend -> its verify-cost curve
     figures: list[LaneFigures]  # each lane's, in the lanes' order
     base: DecodeParams
     started: float

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 #: The engine's autoregressive decoding on llama.cpp against llama-cpp-python's own greedy loop.
 AR_RATIO_TARGET = 1.15
-#: How reports name this side (report.json: settings["reference"]).
+#: How reports name this side (report.json: settings.reference).
 LLAMACPP_REFERENCE = "llama-cpp-python"
 #: Contexts are made in steps of this many positions (so that most prompts reuse one).
 CONTEXT_STEP = 512

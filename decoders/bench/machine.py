@@ -8,6 +8,8 @@ import platform
 import time
 from typing import TYPE_CHECKING, Any
 
+from msgspec import UNSET, UnsetType
+
 from decoders.bench.common import ratio, rounded
 from decoders.records.codec import Record
 
@@ -40,6 +42,32 @@ def measure_read_bandwidth(nbytes: int = 1 << 30, repeats: int = 5) -> dict[str,
     del data
     return {"bytes": n * 4, "best_ms": round(1000 * best, 3), "gb_per_s": round(n * 4 / best / 1e9, 2),
             "threads": best_threads}
+
+
+class CostCurve(Record, kw_only=True):
+    """The verify-cost curve T(k) of one backend, measured once in the run (`verify_cost_curve`)."""
+
+    context: int  # the tokens in the cache before each forward (the median prompt's)
+    t: list[float]  # T(k), k = 1..16: a k-token forward over a one-token forward; empty: the context had no room
+
+
+class BenchMachine(Record, kw_only=True):
+    """The machine a bench ran on, as report.json's ``machine`` holds it (`machine_info` and what
+    the run adds). The fields are in report.json's key order."""
+
+    platform: str  # `platform.platform()`: "Linux-6.1-x86_64-with-glibc2.36"
+    processor: str  # the processor's name, else the machine type ("x86_64")
+    cpus: int | None  # `os.cpu_count()`; None where it is unknown
+    torch_threads: int  # the threads torch decoded with
+    torch: str  # torch's version
+    transformers: str  # transformers' version
+    python: str  # Python's version
+    load_average: list[float] | None  # 1/5/15-minute load average at the end; None where unknown
+    load_average_at_start: list[float] | None  # the same before the first prompt
+    # the main (first) backend's T(k); UNSET in reports from before it was measured
+    verify_cost_curve: CostCurve | UnsetType = UNSET
+    # a run on several backends only: llama-cpp-python's version (None: not installed)
+    llama_cpp_python: str | None | UnsetType = UNSET
 
 
 def machine_info() -> dict[str, Any]:
@@ -122,19 +150,19 @@ def bandwidth_floor(bandwidth: dict[str, float], weight_bytes: int, ours_ms_per_
     )
 
 
-def verify_cost_curve(family: Family, ids: list[int], repeats: int = 3) -> dict[str, Any]:
+def verify_cost_curve(family: Family, ids: list[int], repeats: int = 3) -> CostCurve:
     """T(k) for k = 1..16 of the family's main backend after ``ids`` (a prompt's context): a
     k-token forward, every row of logits kept as a verify keeps them, over a one-token forward
     (`decoders.analysis.timing.measure_cost_curve`, medians of ``repeats`` interleaved passes).
-    ``{"context": tokens, "t": [1.0, ...]}``; ``t`` is empty when the context has no room."""
+    ``t`` is empty when the context has no room."""
     from decoders.analysis.timing import CURVE_WIDTHS, measure_cost_curve
     from decoders.backends.runner import KVRunner
 
     seq = list(ids)
     if not seq or len(seq) + CURVE_WIDTHS > family.context_length:
-        return {"context": len(seq), "t": []}
+        return CostCurve(context=len(seq), t=[])
     runner = KVRunner(family.main)
     runner.run(seq)  # the context in the cache: every forward of the curve starts at its end
     curve = measure_cost_curve(runner, seq, repeats=repeats)
     runner.reset()
-    return {"context": len(seq), "t": curve}
+    return CostCurve(context=len(seq), t=curve)

@@ -17,6 +17,7 @@ from decoders.bench.entries import OursEntry, Sample, TheirsEntry
 from decoders.bench.entries import Theorem as Theorem  # read here by older imports
 from decoders.bench.prompts import BenchPrompt
 from decoders.bench.reference import HFRun, Reference
+from decoders.bench.settings import Pairing
 from decoders.core.params import DecodeParams
 from decoders.records.run import RunResult
 
@@ -41,7 +42,7 @@ def bench_engine(family: Family) -> Engine:
     return engine
 
 
-def pairing_of(engine: Engine) -> str:
+def pairing_of(engine: Engine) -> Pairing:
     """How ``engine``'s runs are paired: "interleaved" where it has a twin, else "sequential"."""
     return "interleaved" if engine.pairing == "interleaved" and engine.no_twin is None else "sequential"
 

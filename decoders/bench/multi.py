@@ -36,9 +36,10 @@ from decoders.bench.aggregate import Figures, MethodStats
 from decoders.bench.common import BACKEND_LABELS, BASELINE
 from decoders.bench.inputs import ProgressFn, prompt_records
 from decoders.bench.lanes import Lane, LaneRun, lane_settings, run_lanes
-from decoders.bench.machine import machine_info
+from decoders.bench.machine import BenchMachine, machine_info
 from decoders.bench.prompts import BenchPrompt, group_rank
 from decoders.bench.reference import Reference
+from decoders.bench.settings import BenchSettings
 from decoders.bench.suite import Agreement, BackendSide, BenchReport
 from decoders.bench.targets import Target
 from decoders.bench.variants import Variant
@@ -122,26 +123,28 @@ def _lane_targets(lane: Lane, targets: Sequence[Target]) -> list[Target]:
     return [replace(t, key=f"{t.key} [{lane.label}]", target=f"[{lane.label}] {t.target}") for t in targets]
 
 
-def _settings_of(lanes: Sequence[Lane], base, limit, repeats: int, record_overhead_every: int) -> dict[str, Any]:
+def _settings_of(lanes: Sequence[Lane], base, limit: int | None, repeats: int,
+                 record_overhead_every: int) -> BenchSettings:
     each = [lane_settings(base, lane.rows, limit, repeats, lane.reference, record_overhead_every, lane.pairing)
             for lane in lanes]
-    settings = dict(each[0])
-    settings["methods"] = [lane.labelled(label) for lane, s in zip(lanes, each, strict=True) for label in s["methods"]]
-    settings["variants"] = [{**v, "label": lane.labelled(v["label"]), "backend": lane.backend}
-                            for lane, s in zip(lanes, each, strict=True) for v in s["variants"]]
-    # `lane_settings` names every reference's calls so (the key predates other references); here only
-    # transformers' stay under it, and "counterparts" holds every backend's
-    settings["counterparts"] = {lane.labelled(label): call for lane, s in zip(lanes, each, strict=True)
-                                for label, call in s["transformers_counterparts"].items()}
-    settings["transformers_counterparts"] = {
-        lane.labelled(label): call for lane, s in zip(lanes, each, strict=True)
-        if lane.reference.name == "transformers" for label, call in s["transformers_counterparts"].items()}
-    settings["pairing"] = {lane.labelled(label): pairing for lane, s in zip(lanes, each, strict=True)
-                           for label, pairing in s["pairing"].items()}
-    settings["backends"] = [lane.backend for lane in lanes]
-    settings["reference"] = "several"
-    settings["references"] = {lane.backend: lane.reference.name for lane in lanes}
-    return settings
+    per_lane = list(zip(lanes, each, strict=True))
+    # `lane_settings` names every reference's calls transformers_counterparts (the key predates other
+    # references); here only transformers' stay under it, and counterparts holds every backend's
+    return replace(
+        each[0],
+        methods=[lane.labelled(label) for lane, s in per_lane for label in s.methods],
+        variants=[replace(v, label=lane.labelled(v.label), backend=lane.backend)
+                  for lane, s in per_lane for v in s.rows],
+        counterparts={lane.labelled(label): call for lane, s in per_lane
+                      for label, call in s.transformers_counterparts.items()},
+        transformers_counterparts={lane.labelled(label): call for lane, s in per_lane
+                                   if lane.reference.name == "transformers"
+                                   for label, call in s.transformers_counterparts.items()},
+        pairing={lane.labelled(label): pairing for lane, s in per_lane for label, pairing in (s.pairing or {}).items()},
+        backends=[lane.backend for lane in lanes],
+        reference="several",
+        references={lane.backend: lane.reference.name for lane in lanes},
+    )
 
 
 def run_backends(families: Mapping[str, Family], prompts: Sequence[BenchPrompt],
@@ -182,8 +185,8 @@ def _report(run: LaneRun, limit, repeats: int, record_overhead_every: int, agree
     first = sides[lanes[0].backend]
     from decoders.backends.llamacpp import version
 
-    machine = {**machine_info(), "load_average_at_start": run.load_at_start,
-               "verify_cost_curve": first.verify_cost_curve, "llama_cpp_python": version()}
+    machine = BenchMachine(**machine_info(), load_average_at_start=run.load_at_start,
+                           verify_cost_curve=first.verify_cost_curve, llama_cpp_python=version())
     return BenchReport(
         family=first.family, machine=machine, settings=_settings_of(lanes, base, limit, repeats, record_overhead_every),
         prompts=prompt_records([(p, ids[lanes[0].backend]) for p, ids in run.runs]),

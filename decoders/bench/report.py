@@ -10,7 +10,7 @@ sweep, and the writing of both files.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from decoders.bench.batch import BatchReport
 from decoders.bench.cells import (
@@ -27,6 +27,7 @@ from decoders.bench.cells import (
 from decoders.bench.files import Report, report_from_json
 from decoders.bench.files import load_report as load_report  # read here beside write_report
 from decoders.bench.llamacpp_reference import LLAMACPP_REFERENCE
+from decoders.bench.machine import BenchMachine
 from decoders.bench.suite import BenchReport
 from decoders.bench.sweep import SweepReport
 from decoders.bench.tables import (
@@ -48,10 +49,10 @@ from decoders.core.errors import DecodeError
 from decoders.records.codec import json_text
 
 
-def _contention(mach: dict[str, Any]) -> str:
-    loads = [load[0] for load in (mach.get("load_average_at_start"), mach.get("load_average")) if load]
-    if loads and mach.get("cpus") and max(loads) > mach["cpus"]:
-        return (f" (**above the {mach['cpus']} CPUs: other processes competed for them, so timings are noisier "
+def _contention(mach: BenchMachine) -> str:
+    loads = [load[0] for load in (mach.load_average_at_start, mach.load_average) if load]
+    if loads and mach.cpus and max(loads) > mach.cpus:
+        return (f" (**above the {mach.cpus} CPUs: other processes competed for them, so timings are noisier "
                 "than on an idle machine**)")
     return ""
 
@@ -67,7 +68,7 @@ def _every(k: int) -> str:
 def params_line(report: BenchReport) -> str:
     """Each row's method's parameters as the flags set them (``decode_params``; a variant's own
     are in the Variants section), in the order the method declares them."""
-    values, names = report.settings.get("decode_params") or {}, set(row_methods(report).values())
+    values, names = report.settings.decode_params, set(row_methods(report).values())
     parts = [f"{m.name} " + ", ".join(f"{s.name}={values[s.name]}" for s in m.params if s.name in values)
              for m in all_methods() if m.name in names and any(s.name in values for s in m.params)]
     return "- parameters: " + ("; ".join(parts) if parts else "none beyond the budget")
@@ -80,7 +81,7 @@ PAIRING_TEXT = {
 }
 
 
-def pairing_line(pairings: dict[str, str] | None, methods: Sequence[str]) -> str:
+def pairing_line(pairings: Mapping[str, str] | None, methods: Sequence[str]) -> str:
     """How each row was paired with autoregressive decoding (`decoders.engine.PAIRINGS`): one
     clause when every row was paired alike, else the rows of each pairing by name."""
     if not pairings:  # a report from before rows were paired: the bench paired sequentially then
@@ -101,27 +102,27 @@ def settings_lines(report: BenchReport) -> list[str]:
     lines = [
         f"- model: {fam['label']} ({fam['main']}, {fam['dtype']} on {fam['device']}, backend {fam['backend']}); "
         f"helper: {fam['helper'] or 'none'}",
-        f"- prompts: {len(report.prompts)} (first turn, chat template), {st['max_new_tokens']} new tokens, greedy, "
-        f"{st['repeats']} repeat(s)",
+        f"- prompts: {len(report.prompts)} (first turn, chat template), {st.max_new_tokens} new tokens, greedy, "
+        f"{st.repeats} repeat(s)",
         params_line(report),
-        pairing_line(report.settings.get("pairing"), list(report.overall)),
-        f"- machine: {mach['processor']}, {mach['cpus']} CPUs, {mach['torch_threads']} torch threads; "
-        f"torch {mach['torch']}, transformers {mach['transformers']}; load average (1 min) "
-        f"{_load(mach.get('load_average_at_start'))} at start, {_load(mach.get('load_average'))} at the end"
+        pairing_line(st.pairing or None, list(report.overall)),
+        f"- machine: {mach.processor}, {mach.cpus} CPUs, {mach.torch_threads} torch threads; "
+        f"torch {mach.torch}, transformers {mach.transformers}; load average (1 min) "
+        f"{_load(mach.load_average_at_start)} at start, {_load(mach.load_average)} at the end"
         + _contention(mach),
         f"- run took {report.elapsed_s:.0f} s, {report.created}",
     ]
-    if mach.get("llama_cpp_python"):
-        lines.append(f"- llama-cpp-python {mach['llama_cpp_python']}")
+    if mach.llama_cpp_python:
+        lines.append(f"- llama-cpp-python {mach.llama_cpp_python}")
     if report.sides:
         for side in report.sides.values():
             calls = [f"{method_label(m)}: `{c}`" for m, c in side.counterparts.items() if c]
             lines.append(f"- {side.label} rows: {side.family.get('backend')}, {side.family.get('dtype')}; "
                          f"reference (ref) {side.reference}" + (": " + "; ".join(calls) if calls else ""))
         return lines
-    counterparts = [f"{method_label(m)}: `{c}`" for m, c in st["transformers_counterparts"].items() if c]
+    counterparts = [f"{method_label(m)}: `{c}`" for m, c in st.transformers_counterparts.items() if c]
     if counterparts:
-        loop = st.get("reference") == LLAMACPP_REFERENCE
+        loop = st.reference == LLAMACPP_REFERENCE
         name = "llama-cpp-python's own loop (lcpp)" if loop else "transformers (tf)"
         lines.append(f"- {name} counterparts: " + "; ".join(counterparts))
     return lines
@@ -205,7 +206,7 @@ def render_markdown(report: Report | dict[str, Any]) -> str:
     if record:
         parts += ["## Recording overhead", "",
                   "The same decoder with `record=True` (probabilities and top-5 per draft position kept) against "
-                  f"`record=False`, run back to back on {_every(report.settings['record_overhead_every'])}, "
+                  f"`record=False`, run back to back on {_every(report.settings.record_overhead_every)}, "
                   "which of the two goes first alternating.", "", record, ""]
     theirs = ("the reference's over its own AR" if ref_prefix(report) != "tf"
               else "transformers' over its generate()")

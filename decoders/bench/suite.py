@@ -25,9 +25,10 @@ from decoders.bench.aggregate import Figures, MethodStats
 from decoders.bench.entries import Sample
 from decoders.bench.inputs import ProgressFn, created, prompt_records
 from decoders.bench.lanes import lane_settings, run_lanes
-from decoders.bench.machine import Floor, machine_info
+from decoders.bench.machine import BenchMachine, CostCurve, Floor, machine_info
 from decoders.bench.prompts import BenchPrompt, PromptRecord
 from decoders.bench.reference import Reference
+from decoders.bench.settings import BenchSettings
 from decoders.bench.targets import Target
 from decoders.bench.variants import Variant
 from decoders.core.params import DecodeParams
@@ -46,7 +47,7 @@ class BackendSide(Record, kw_only=True):
     label: str  # how row labels carry it: "torch", "llama.cpp"
     family: dict[str, Any]  # `family_info`: weight_bytes, backend class
     floor: Floor
-    verify_cost_curve: dict[str, Any]
+    verify_cost_curve: CostCurve
     reference: str  # the side measured beside it: "transformers", "llama-cpp-python"
     rows: list[str]  # its rows' labels in the report's figures, its AR first
     counterparts: dict[str, str | None]  # row label -> the reference's call beside it
@@ -78,8 +79,8 @@ class BenchReport(Record, kw_only=True):
     kind: Literal["bench"] = "bench"
     created: str = msgspec.field(default_factory=created)
     family: dict[str, Any]
-    machine: dict[str, Any]
-    settings: dict[str, Any]
+    machine: BenchMachine
+    settings: BenchSettings
     prompts: list[PromptRecord]
     bandwidth: dict[str, Any]  # runs (each measure_read_bandwidth's figures), best_gb_per_s
     floor: Floor
@@ -136,8 +137,8 @@ def run_bench(family: Family, prompts: Sequence[BenchPrompt], methods: Sequence[
     (lane,), (figures,) = run.lanes, run.figures
     return BenchReport(
         family=figures.info,
-        machine={**machine_info(), "load_average_at_start": run.load_at_start,
-                 "verify_cost_curve": run.curves[lane.backend]},
+        machine=BenchMachine(**machine_info(), load_average_at_start=run.load_at_start,
+                             verify_cost_curve=run.curves[lane.backend]),
         settings=lane_settings(run.base, lane.rows, limit, repeats, lane.reference, record_overhead_every,
                                lane.pairing),
         prompts=prompt_records(lane.runnable), bandwidth=run.bandwidth_record(), floor=figures.floor,

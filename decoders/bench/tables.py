@@ -6,8 +6,6 @@ every prompt. Each cell as `decoders.bench.cells` writes it.
 
 from __future__ import annotations
 
-from typing import Any
-
 from decoders.analysis.summary import first_divergence
 from decoders.bench.cells import (
     DASH,
@@ -25,6 +23,7 @@ from decoders.bench.cells import (
 )
 from decoders.bench.common import BASELINE, known, on_backend, split_backend
 from decoders.bench.llamacpp_reference import LLAMACPP_REFERENCE
+from decoders.bench.machine import CostCurve
 from decoders.bench.measure import AGAIN
 from decoders.bench.prompts import group_label
 from decoders.bench.suite import BenchReport
@@ -65,12 +64,12 @@ def floor_section(report: BenchReport) -> str:
         "ms/token also carries the prefill)",
         f"- {_reference_call(report)}: {ms_text(f.transformers_ms_per_token)} ms/token = "
         f"{num(f.transformers_ms_per_token_x_floor)}x the floor",
-        curve_line(report.machine.get("verify_cost_curve")),
+        curve_line(known(report.machine.verify_cost_curve)),
     ])
 
 
 def _reference_call(report: BenchReport) -> str:
-    return "llama-cpp-python's own loop" if report.settings.get("reference") == LLAMACPP_REFERENCE else \
+    return "llama-cpp-python's own loop" if report.settings.reference == LLAMACPP_REFERENCE else \
         "transformers generate()"
 
 
@@ -145,7 +144,7 @@ def agreement_table(report: BenchReport) -> str:
     rows = []
     for a in report.agreements:
         first, second = (labels.get(b, b) for b in a.backends)
-        name = f"q{a.question_id}" + (f" r{a.repeat + 1}" if report.settings["repeats"] > 1 else "")
+        name = f"q{a.question_id}" + (f" r{a.repeat + 1}" if report.settings.repeats > 1 else "")
         if a.identical:
             rows.append([name, a.category, f"{a.tokens[0]} / {a.tokens[1]}", "identical", DASH, DASH, DASH])
             continue
@@ -170,13 +169,13 @@ def agreement_table(report: BenchReport) -> str:
             f"the other way)\n\n" + table)
 
 
-def curve_line(curve: dict[str, Any] | None) -> str:
+def curve_line(curve: CostCurve | None) -> str:
     """The verify-cost curve T(k), k = 1..16, measured in the run (a saved report from before it: said so)."""
-    if not curve or not curve.get("t"):
+    if curve is None or not curve.t:
         return "- verify-cost curve T(k): not measured"
-    values = " ".join(f"{t:.2f}" for t in curve["t"])
-    return (f"- verify-cost curve T(k), k = 1..{len(curve['t'])} (a k-token forward over a one-token forward, "
-            f"after {curve['context']} tokens): {values}")
+    values = " ".join(f"{t:.2f}" for t in curve.t)
+    return (f"- verify-cost curve T(k), k = 1..{len(curve.t)} (a k-token forward over a one-token forward, "
+            f"after {curve.context} tokens): {values}")
 
 
 def theorem_methods(report: BenchReport) -> list[Method]:
@@ -211,13 +210,13 @@ def theorem_section(report: BenchReport, method: Method) -> str | None:
 
 def variants_section(report: BenchReport) -> str | None:
     """What each row that is a variant runs: its parameters, its draft and transformers' counterpart."""
-    variants = [v for v in report.settings.get("variants") or [] if v.get("params") or v.get("draft")]
+    variants = [v for v in report.settings.rows if v.params or v.draft]
     if not variants:
         return None
-    rows = [[v["label"], v["method"], ", ".join(f"{k}={x}" for k, x in v["params"].items()) or DASH,
-             v.get("draft_source") or DASH,
-             (f"`{v['transformers_counterpart']}`" + (" (closest)" if v.get("counterpart_is_closest") else ""))
-             if v.get("transformers_counterpart") else NO_COUNTERPART] for v in variants]
+    rows = [[v.label, v.method, ", ".join(f"{k}={x}" for k, x in v.params.items()) or DASH,
+             v.draft_source or DASH,
+             (f"`{v.transformers_counterpart}`" + (" (closest)" if v.counterpart_is_closest else ""))
+             if v.transformers_counterpart else NO_COUNTERPART] for v in variants]
     return md_table(("variant", "method", "parameters", "draft", "transformers counterpart"), rows)
 
 
@@ -240,7 +239,7 @@ def prompt_table(report: BenchReport) -> str:
     """Every prompt run: AR against the reference's, every row's speedup (a run on several backends:
     one line per prompt and backend, the rows without their backends)."""
     several = bool(report.sides)
-    labels = backend_rows(report) if several else report.settings["methods"]
+    labels = backend_rows(report) if several else report.settings.methods
     methods = [m for m in labels if m != BASELINE and not (several and m == AGAIN)]
     ref = ref_prefix(report)
     header = ["prompt"] + (["backend"] if several else []) + ["group", "prompt tokens", "AR ms/token",
@@ -250,7 +249,7 @@ def prompt_table(report: BenchReport) -> str:
     rows = []
     for s in report.samples:
         ours_ar, theirs_ar = s.ours[BASELINE], s.theirs[BASELINE]
-        row = [f"q{s.question_id}" + (f" r{s.repeat + 1}" if report.settings["repeats"] > 1 else "")]
+        row = [f"q{s.question_id}" + (f" r{s.repeat + 1}" if report.settings.repeats > 1 else "")]
         backend = known(s.backend) or ""
         row += [shown.get(backend, backend)] if several else []
         row += [group_label(s.group), str(s.prompt_tokens), num(ours_ar.ms_per_token, 1),

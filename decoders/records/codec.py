@@ -43,16 +43,19 @@ def field_path(exc: msgspec.ValidationError, data: Any = None, root: str = "") -
 def _name_keys(path: str, data: Any, what: str) -> str:
     """msgspec writes a mapping's key as ``[...]``: name the first key under which the rest of the
     path leads to a value of the type the message says it got (the offending value in practice),
-    or, for a missing field, to an object without it."""
+    to the value it calls invalid, or, for a missing field, to an object without it."""
     m = _EXPECTED.search(what)
     got = _JSON_TYPES.get(m.group("got")) if m else None
     missing = what.split("`")[1] if what.startswith("Object missing required field `") else None
+    invalid = re.match(r"Invalid (?:enum )?value (?P<value>.+)$", what)
     parts = re.findall(r"\.\w+|\[\d+\]|\[\.\.\.\]", path)
 
     def walk(node: Any, rest: list[str]) -> str | None:
         if not rest:
             if missing is not None:
                 return "" if isinstance(node, dict) and missing not in node else None
+            if invalid is not None:
+                return "" if isinstance(node, (str, int)) and repr(node) == invalid.group("value") else None
             return "" if got is not None and type(node) is got else None
         part, tail = rest[0], rest[1:]
         if part == "[...]" and isinstance(node, dict):

@@ -278,7 +278,7 @@ def test_where_the_ars_part_each_sides_top2_margin_is_kept_and_shown():
     assert same[0].identical and same[0].margin == []
 
     sides = {b: SimpleNamespace(backend=b, label=shown) for b, shown in BACKENDS.items()}
-    report = SimpleNamespace(settings={"repeats": 1}, agreements=found, sides=sides)  # what the table reads
+    report = SimpleNamespace(settings=SimpleNamespace(repeats=1), agreements=found, sides=sides)  # what the table reads
     table = agreement_table(report)  # type: ignore[arg-type]
     assert "identical on 0/1 prompt runs" in table
     assert "| q7 | writing | 4 / 3 | parts at token 2" in table

@@ -202,7 +202,7 @@ def test_the_report_names_each_rows_pairing(tiny):
 
     family, prompts = tiny
     report = run_bench(family, prompts, methods="ar,pld", warm_up=False, **QUICK)
-    assert report.settings["pairing"] == {"ar": "interleaved", AGAIN: "interleaved", "pld": "interleaved"}
+    assert report.settings.pairing == {"ar": "interleaved", AGAIN: "interleaved", "pld": "interleaved"}
     assert all(s.pairing == "interleaved" and set(s.own_baselines) == {"pld", AGAIN} for s in report.samples)
     md = render_markdown(report)
     assert "- pairing: every row interleaved: each with its own autoregressive baseline" in md
@@ -214,7 +214,7 @@ def test_the_sequential_fallback_is_named_in_the_report(tiny, monkeypatch):
     family, prompts = tiny
     monkeypatch.setattr(type(family.main), "twin", None)  # this backend cannot make a second cache
     report = run_bench(family, prompts, methods="ar,pld", warm_up=False, **QUICK)
-    assert set(report.settings["pairing"].values()) == {"sequential"}
+    assert set(report.settings.pairing.values()) == {"sequential"}
     assert all(s.pairing == "sequential" and not s.baselines for s in report.samples)
     assert any(n.startswith("rows paired sequentially (") and "cannot run a second cache" in n for n in report.notes)
     md = render_markdown(report)

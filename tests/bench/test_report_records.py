@@ -1,6 +1,6 @@
 """report.json as declared records: reports written before the records were msgspec Structs
-(tests/data/report_*.json) load and write back byte for byte, and a damaged one is refused in one
-line naming the file and the field."""
+(tests/data/report_*.json) load and write back byte for byte, settings of every older shape open
+and render as they did, and a damaged one is refused in one line naming the file and the field."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from msgspec import UNSET
 
 from decoders.bench.report import load_report, render_markdown
 from decoders.core.errors import DecodeError
@@ -57,3 +58,95 @@ def test_a_damaged_report_names_the_field(tmp_path):
         "overall.spec.ours.acceptance must be a number or null, got str")
     assert damage(tmp_path, "report_sweep.json", ids).endswith("samples.2[1].ids[1] must be an integer, got str")
     assert "not a bench report of schema 1" in damage(tmp_path, "report_bench.json", lambda d: d.pop("schema"))
+
+
+# report.md's lines that the settings and the machine write, as the bench rendered
+# tests/data/report_bench.json while both were plain dicts read by key
+MACHINE_LINE = ("- machine: x86_64, 2 CPUs, 1 torch threads; torch 2.13.0+cpu, transformers 5.24.0; load average "
+                "(1 min) {} at start, {} at the end (**above the 2 CPUs: other processes competed for them, so timings "
+                "are noisier than on an idle machine**)")
+SETTINGS_LINES = [
+    "- prompts: 2 (first turn, chat template), 8 new tokens, greedy, 1 repeat(s)",
+    "- parameters: spec gamma=4, draft_policy=fixed, tree_width=1, tree_depth=2; pld branches=1, num_pred=10, "
+    "ngram_max=3, ngram_min=1, draft_policy=fixed; jacobi block=4, init=repeat",
+    "- pairing: sequential (every row against the prompt's one baseline; not recorded in this report)",
+    "- transformers (tf) counterparts: Autoregressive: `generate(do_sample=False)`; Speculative: "
+    "`generate(assistant_early_exit=1, num_assistant_tokens=4, num_assistant_tokens_schedule='constant', "
+    "assistant_confidence_threshold=0)`; Prompt lookup: `generate(prompt_lookup_num_tokens=10, "
+    "max_matching_ngram_size=3)`; Speculative [tree 2x2]: `generate(assistant_early_exit=1, num_assistant_tokens=4, "
+    "num_assistant_tokens_schedule='constant', assistant_confidence_threshold=0)`; Prompt lookup [branches 2]: "
+    "`generate(prompt_lookup_num_tokens=10, max_matching_ngram_size=3)`",
+]
+CURVE_LINE = ("- verify-cost curve T(k), k = 1..16 (a k-token forward over a one-token forward, after 14 tokens): "
+              "1.00 2.29 2.59 2.17 2.12 2.20 2.17 2.50 2.21 2.31 2.61 2.22 2.38 2.28 2.23 2.37")
+VARIANT_LINES = [
+    "| spec[tree 2x2] | spec | tree_width=2, tree_depth=2 | early exit @ layer 1 | `generate(assistant_early_exit=1, "
+    "num_assistant_tokens=4, num_assistant_tokens_schedule='constant', assistant_confidence_threshold=0)` (closest) |",
+    "| pld[branches 2] | pld | branches=2 | – | `generate(prompt_lookup_num_tokens=10, max_matching_ngram_size=3)` "
+    "(closest) |",
+]
+
+
+def _oldest(data):
+    """The report as the first bench wrote its settings and machine: the methods' parameters one key
+    each, no rows of variants, no reference, no pairing, no verify-cost curve; and in each a key
+    that no field declares."""
+    old = {k: v for k, v in data["settings"].items() if k != "variants"}
+    assert not {"reference", "pairing", "variants"} & set(old) and {"gamma", "ngram", "jacobi_init"} <= set(old)
+    data["settings"] = old | {"a_key_from_elsewhere": {"x": 1}}
+    data["machine"] = {k: v for k, v in data["machine"].items() if k != "verify_cost_curve"} | {
+        "load_average_at_start": [3.5, 0.4, 0.3], "load_average": [0.5, 0.4, 0.3], "gpu": None}
+
+
+@pytest.mark.parametrize("shape", ["before reference and pairing", "before variants"])
+def test_settings_of_an_older_report_open_and_render_as_before(tmp_path, shape):
+    data = json.loads((DATA / "report_bench.json").read_text())
+    if shape == "before variants":
+        _oldest(data)
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(data))
+    report = load_report(path)
+    st = report.settings
+    assert (st.max_new_tokens, st.repeats, st.gamma, st.ngram, st.jacobi_init) == (8, 1, 4, (1, 3), "repeat")
+    assert st.reference is UNSET and st.pairing is UNSET and report.machine.llama_cpp_python is UNSET
+    md = render_markdown(report).splitlines()
+    for line in SETTINGS_LINES:
+        assert line in md
+    if shape == "before variants":
+        assert st.rows == [] and "## Variants" not in md
+        assert report.machine.verify_cost_curve is UNSET and "- verify-cost curve T(k): not measured" in md
+        assert MACHINE_LINE.format("3.5", "0.5") in md
+        saved = report.to_json()  # written back as read, but for the keys no field declares
+        assert saved["settings"] == {k: v for k, v in data["settings"].items() if k != "a_key_from_elsewhere"}
+        assert saved["machine"] == {k: v for k, v in data["machine"].items() if k != "gpu"}
+    else:
+        assert CURVE_LINE in md and MACHINE_LINE.format("2.2", "2.2") in md
+        assert [v.label for v in st.rows][-2:] == ["spec[tree 2x2]", "pld[branches 2]"]
+        assert st.rows[-1].params == {"branches": 2} and st.rows[-1].backend is UNSET
+        assert md[md.index("## Variants") + 6:][:2] == VARIANT_LINES
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda s: s.update(repeats="1"), "settings.repeats must be an integer, got str"),
+    (lambda s: s.update(mode="sampling"), "settings.mode has an invalid value 'sampling'"),
+    (lambda s: s.pop("methods"), "settings has no methods"),
+    (lambda s: s["variants"][4].update(params=["branches", 2]),
+     "settings.variants[4].params must be an object, got array"),
+    (lambda s: s.update(pairing={"ar": "interleaved", "pld": "twice"}),
+     "settings.pairing.pld has an invalid value 'twice'"),
+    (lambda s: s["transformers_counterparts"].update(pld=10),
+     "settings.transformers_counterparts.pld must be text or null, got int"),
+])
+def test_a_wrong_typed_setting_is_refused_in_one_line(tmp_path, change, message):
+    assert damage(tmp_path, "report_bench.json", lambda d: change(d["settings"])).endswith(
+        f"is not a valid bench report: {message}")
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda m: m.update(cpus="2"), "machine.cpus must be an integer or null, got str"),
+    (lambda m: m.pop("torch"), "machine has no torch"),
+    (lambda m: m["verify_cost_curve"]["t"].__setitem__(3, "fast"), "machine.verify_cost_curve.t[3] must be a number, got str"),
+])
+def test_a_wrong_typed_machine_field_is_refused_in_one_line(tmp_path, change, message):
+    assert damage(tmp_path, "report_bench.json", lambda d: change(d["machine"])).endswith(
+        f"is not a valid bench report: {message}")

@@ -1,0 +1,76 @@
+"""What a bench run was asked to do, as report.json's ``settings`` holds it (`BenchSettings`), and
+each row's own settings (`RowSettings`).
+
+Reports written before a key existed leave it out: such a field is UNSET (the key stays out when
+the report is written back, so an old report.json reads back as written). Keys a report holds that
+no field declares are passed over on reading.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from msgspec import UNSET, UnsetType
+
+from decoders.records.codec import Record
+
+#: How a row was paired with autoregressive decoding (`decoders.engine.PAIRINGS`).
+Pairing = Literal["interleaved", "sequential"]
+
+
+class RowSettings(Record, kw_only=True):
+    """One row of the bench beyond autoregressive decoding: a method with its overrides and its
+    draft (`decoders.bench.variants.Variant`), resolved against the family (`decoders.bench.drafts.Row`)."""
+
+    label: str  # the row's label: "spec", "spec[tree 2x3]", "pld[branches 3] [llama.cpp]" in a run on several
+    method: str  # the registered method it runs
+    params: dict[str, int | float | str]  # the parameters it sets beyond the flags' (empty: none)
+    draft: str | None  # the self-draft it names ("int4", "early-exit"); None: the family's helper
+    layer: int | None  # the early-exit layer it names; None: the family's (or the bench's default)
+    draft_source: str | None  # where its draft comes from ("early exit @ layer 1"); None: it drafts with no helper
+    transformers_counterpart: str | None  # the reference's call measured beside it; None: it has none
+    counterpart_is_closest: bool  # that call only comes closest (the reference verifies one linear draft)
+    backend: str | UnsetType = UNSET  # the backend it ran on, in a run on several ("torch", "llamacpp")
+
+
+class BenchSettings(Record, kw_only=True):
+    """What the run was asked to do: its rows, its budget, its parameters, its references and how
+    each row was paired with autoregressive decoding. The fields are in report.json's key order."""
+
+    # the side measured beside ours: "transformers", "llama-cpp-python"; "several" in a run on several
+    # backends (each one's in ``references``); UNSET in reports from before a second reference
+    reference: str | UnsetType = UNSET
+    methods: list[str]  # every row's label, the autoregressive baseline's first
+    max_new_tokens: int  # the token budget of every decode
+    limit: int | None  # --limit: at most this many prompts; None: every prompt
+    repeats: int  # how many times each prompt ran
+    # only in the earliest reports, which wrote these beside ``decode_params`` (which holds them too):
+    gamma: int | UnsetType = UNSET  # (earliest reports) speculative decoding's draft length
+    num_pred: int | UnsetType = UNSET  # (earliest reports) prompt lookup's tokens proposed per match
+    ngram: tuple[int, int] | UnsetType = UNSET  # (earliest reports) prompt lookup's [shortest, longest] n-gram
+    block: int | UnsetType = UNSET  # (earliest reports) Jacobi decoding's block of tokens guessed at once
+    jacobi_init: str | UnsetType = UNSET  # (earliest reports) how Jacobi decoding fills its first guess ("repeat")
+    draft_policy: str | None | UnsetType = UNSET  # (earliest reports) "fixed" or "adaptive" draft length
+    chat_template: bool  # whether each prompt went through the model's chat template
+    mode: Literal["greedy"]  # the bench forces greedy decoding
+    decode_params: dict[str, Any]  # every decoding parameter, as `DecodeParams.to_json` writes them
+    early_exit_layer: int | None  # the layer an early-exit draft uses where neither row nor family names one
+    record_overhead_every: int  # every this-many-th prompt also ran with record=True (0: never)
+    # each row beyond autoregressive decoding, with its draft and counterpart; UNSET in reports from
+    # before variants (one row per method then)
+    variants: list[RowSettings] | UnsetType = UNSET
+    # row label -> transformers' call measured beside it (None: none); in a run on several backends
+    # only the torch rows' (every backend's is in ``counterparts``)
+    transformers_counterparts: dict[str, str | None]
+    # row label -> how it was paired with autoregressive decoding ("interleaved" or "sequential",
+    # `decoders.engine.PAIRINGS`); UNSET in reports from before rows were paired (sequential then)
+    pairing: dict[str, Pairing] | UnsetType = UNSET
+    # a run on several backends (`decoders.bench.multi`) only:
+    counterparts: dict[str, str | None] | UnsetType = UNSET  # row label -> its reference's call (None: none)
+    backends: list[str] | UnsetType = UNSET  # the backends, in the order they ran: ["torch", "llamacpp"]
+    references: dict[str, str] | UnsetType = UNSET  # backend -> the reference beside it
+
+    @property
+    def rows(self) -> list[RowSettings]:
+        """Each row's settings; empty in a report from before variants."""
+        return self.variants or []
