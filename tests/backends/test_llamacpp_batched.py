@@ -187,3 +187,21 @@ def test_a_batch_llama_cpp_cannot_hold_is_one_line(model):
     assert str(err.value).endswith("for its llama.cpp cache and logits, more than half of the 200 MB available; "
                                    "give smaller --batch sizes or lower --max-new-tokens")
     check_batch(model, [1, 2], positions=1000, width=11, available=200_000_000)
+
+
+def test_the_batch_bench_runs_on_llama_cpp(model, alone):
+    """`run_batch_bench` on a llama.cpp family: T(B, k) timed on `LlamaCppBatched`, every row of
+    every batch size identical to its batch-1 output."""
+    from types import SimpleNamespace
+
+    from decoders.bench.batch import batch_maker, run_batch_bench
+
+    family = SimpleNamespace(main=alone, main_model=None, label="bundled (llama.cpp)", stop_ids=frozenset(),
+                             context_length=256, describe=lambda: {"label": "bundled (llama.cpp)"})
+    assert isinstance(batch_maker(family, 64)(2), LlamaCppBatched)
+    report = run_batch_bench(family, [PROMPTS[1], PROMPTS[3]], [1, 2], ["ar", "pld"], 4, rounds=2, k=3, surface_repeats=1,
+                             surface_widths=2)
+    assert sorted(report.surface) == ["1", "2"] and len(report.surface["2"]) == 2
+    assert report.surface["1"][0] == 1.0 and report.surface_unit_ms > 0
+    assert [(r.method, r.batch) for r in report.rows] == [("ar", 1), ("pld", 1), ("ar", 2), ("pld", 2)]
+    assert all(r.identical for r in report.rows) and report.divergences == []
