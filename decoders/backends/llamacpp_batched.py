@@ -118,8 +118,8 @@ class LlamaCppBatched:
                               f"for {model.path.name}; give smaller --batch sizes or lower --max-new-tokens")
         self.ctx = ctx
         self.memory = lib.llama_get_memory(ctx)
-        #: positions each row may fill (llama.cpp's own share of the context per sequence)
-        self.positions = int(lib.llama_n_ctx_seq(ctx))
+        #: positions each row may fill: its stream's cells (``llama_n_ctx_seq``, where llama.cpp has it)
+        self.positions = per_row
         self._batch_size = int(params.n_batch)
         self._batch = lib.llama_batch_init(self._batch_size, 0, 1)
         self.next_pos: list[int] = []  # each row's next position (its cached token count)

@@ -152,7 +152,7 @@ def test_a_context_is_reused_and_a_crop_rolls_every_row_back(model, alone, expec
 
 def test_bad_steps_and_batches_are_refused(model):
     lm = LlamaCppBatched(model, 2, 32)
-    assert lm.positions == 256  # llama.cpp pads a sequence's cells to 256
+    assert lm.positions == 256 == model.lib.llama_n_ctx_seq(lm.ctx)  # a stream's cells, padded to 256
     with pytest.raises(DecodeError, match="batch size 3 is above the 2 sequences this llama.cpp context was made for"):
         lm.start(PROMPTS[:3])
     lm.start(PROMPTS[:2])
