@@ -205,3 +205,31 @@ def test_the_batch_bench_runs_on_llama_cpp(model, alone):
     assert report.surface["1"][0] == 1.0 and report.surface_unit_ms > 0
     assert [(r.method, r.batch) for r in report.rows] == [("ar", 1), ("pld", 1), ("ar", 2), ("pld", 2)]
     assert all(r.identical for r in report.rows) and report.divergences == []
+
+
+def test_a_row_that_parts_from_batch_1_is_reported_with_its_margin(model, alone, monkeypatch):
+    """Where a row at batch B parts from its batch-1 output, the bench reports the position and the
+    batch-1 top-2 margin there (here a step's logits are bent on purpose for row 1 at batch 2)."""
+    from types import SimpleNamespace
+
+    from decoders.bench.batch import run_batch_bench
+
+    prompts = [PROMPTS[1], PROMPTS[3]]
+    real_step = LlamaCppBatched.step
+
+    def bent(self, new):
+        logits = real_step(self, new)
+        if self.rows == 2 and self.next_pos[1] == len(prompts[1]) + 1:  # row 1's third token becomes token 7
+            logits[1, 0, 7] = 1e4
+        return logits
+
+    monkeypatch.setattr(LlamaCppBatched, "step", bent)
+    family = SimpleNamespace(main=alone, main_model=None, label="bundled (llama.cpp)", stop_ids=frozenset(),
+                             context_length=256, describe=lambda: {"label": "bundled (llama.cpp)"})
+    report = run_batch_bench(family, prompts, [2], ["ar"], 4, rounds=1, k=3, surface_repeats=1, surface_widths=1)
+    assert [r.identical for r in report.rows] == [False]
+    [d] = report.divergences
+    assert (d.method, d.batch, d.row, d.position) == ("ar", 2, 1, 2)
+    expected = greedy_alone(alone, prompts[1], 2)
+    top = run_alone(alone, prompts[1] + expected, 1)[0].topk(2).values.tolist()
+    assert d.margin == pytest.approx(top[0] - top[1], abs=1e-5)
