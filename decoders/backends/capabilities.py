@@ -8,6 +8,7 @@ looks for the names only (their signatures are for the type checker).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -77,3 +78,30 @@ class HasChunkedCache(Protocol):
     """A backend whose cache is a `ChunkedCache` (check ``cache`` with that Protocol too)."""
 
     cache: object
+
+
+class BatchedModel(Protocol):
+    """B sequences decoded together, each at its own positions, finished ones leaving
+    (`decoders.backends.batched.BatchedLM` on torch, `decoders.backends.llamacpp_batched.LlamaCppBatched`
+    on llama.cpp): what `decoders.methods.batch.chain.decode_batch` and the batch bench drive."""
+
+    @property
+    def rows(self) -> int: ...
+
+    @property
+    def slots(self) -> int: ...
+
+    @property
+    def holes(self) -> int: ...
+
+    def start(self, prompts: Sequence[Sequence[int]]) -> torch.Tensor: ...
+
+    def step(self, new: Sequence[Sequence[int]]) -> torch.Tensor: ...
+
+    def commit(self, kept: Sequence[int]) -> None: ...
+
+    def keep_rows(self, rows: Sequence[int]) -> None: ...
+
+    def compact(self) -> None: ...
+
+    def crop(self, slots: int) -> None: ...

@@ -20,14 +20,18 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from statistics import mean, stdev
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
+from decoders.bench.batch_surface import WIDTHS
 from decoders.bench.suite import REPORT_SCHEMA
 from decoders.core.errors import DecodeError
 from decoders.methods.batch.chain import BATCH_METHODS, MAX_BATCH, BatchRun, decode_batch
 from decoders.records.codec import Record
+
+if TYPE_CHECKING:
+    from decoders.backends.capabilities import BatchedModel
 
 #: Share of the available memory a batch may plan to use (the rest: the model, Python, the OS).
 MEMORY_SHARE = 0.5
@@ -81,6 +85,55 @@ def check_memory(model, batches: Sequence[int], prompt_tokens: int, max_new: int
             raise DecodeError(f"batch size {size} needs about {format_bytes(need)} for its cache and logits, more than "
                               f"half of the {format_bytes(available)} available; give smaller --batch sizes or "
                               "lower --max-new-tokens")
+
+
+def _llamacpp_model(family):
+    """The llama.cpp model behind ``family``'s main backend (None: not llama.cpp)."""
+    from decoders.backends.llamacpp import LlamaCppBackend
+
+    return family.main.model if isinstance(family.main, LlamaCppBackend) else None
+
+
+def check_batches(family, batches: Sequence[int], prompt_tokens: int, max_new: int, width: int,
+                  available: int | None) -> None:
+    """DecodeError in one line for a batch size ``family``'s backend cannot hold: above what memory
+    allows on either backend (saying how much it needs); on llama.cpp also above ``n_seq_max``'s
+    bound or a row longer than the model's context."""
+    llama = _llamacpp_model(family)
+    if llama is not None:
+        from decoders.backends.llamacpp_batched import check_batch, positions_per_row
+
+        check_batch(llama, batches, positions_per_row(prompt_tokens, max_new, width), width, available, MEMORY_SHARE)
+    elif family.main_model is not None:
+        check_memory(family.main_model, batches, prompt_tokens, max_new, width, family.vocab_size, available)
+
+
+def batch_maker(family, positions: int) -> Callable[[int], BatchedModel]:
+    """Makes the batch of B rows (each up to ``positions`` tokens) that ``family``'s backend decodes
+    in: `BatchedLM` on torch, `LlamaCppBatched` on llama.cpp (a context per B, reused: `start`
+    clears it). DecodeError where the backend has no batched path."""
+    llama = _llamacpp_model(family)
+    if llama is not None:
+        from decoders.backends.llamacpp_batched import LlamaCppBatched
+
+        contexts: dict[int, LlamaCppBatched] = {}
+
+        def on_llamacpp(rows: int) -> BatchedModel:
+            if rows not in contexts:
+                contexts[rows] = LlamaCppBatched(llama, rows, positions)
+            return contexts[rows]
+
+        return on_llamacpp
+    from decoders.backends.batched import BatchedLM, batch_unsupported
+
+    model = family.main_model
+    if model is None:
+        raise DecodeError(f"{family.label} keeps no transformers model to decode in batches; use the torch backend "
+                          "or the llama.cpp one")
+    reason = batch_unsupported(model)
+    if reason is not None:
+        raise DecodeError(f"{family.label} cannot decode in batches: {reason}")
+    return lambda rows: BatchedLM(model, family.context_length)
 
 
 class BatchRow(Record, kw_only=True):
@@ -139,45 +192,38 @@ def crossover(rows: Sequence[BatchRow]) -> str:
     return f"stops paying at batch {below[0].batch}"
 
 
-def _margin(lm_factory, prompt: list[int], prefix: list[int]) -> float:
+def _margin(lm_factory: Callable[[int], BatchedModel], prompt: list[int], prefix: list[int]) -> float:
     """Batch 1's top-1 minus top-2 logit after ``prompt + prefix``."""
-    lm = lm_factory()
+    lm = lm_factory(1)
     logits = lm.start([prompt + prefix])[0]
     top = logits.topk(2).values.tolist()
     return round(top[0] - top[1], 6)
 
 
 def run_batch_bench(family, prompts: Sequence[list[int]], batches: Sequence[int], methods: Sequence[str],
-                    max_new: int, rounds: int = 2, k: int = 10, surface_repeats: int = 5,
+                    max_new: int, rounds: int = 2, k: int = 10, surface_repeats: int = 5, surface_widths: int = WIDTHS,
                     progress: Callable[[str], None] | None = None, clock: Callable[[], float] = time.perf_counter,
                     machine: dict[str, Any] | None = None) -> BatchReport:
     """Every method in ``methods`` at every batch size beside autoregressive decoding, ``rounds``
     rounds each (round r takes the prompts from offset r * B, so rounds differ in prompts too),
     the surface T(B, k) first, each sequence checked against its batch-1 output."""
-    from decoders.backends.batched import BatchedLM, batch_unsupported
     from decoders.bench.batch_surface import measure_surface
 
-    model = family.main_model
-    if model is None:
-        raise DecodeError(f"{family.label} keeps no transformers model to decode in batches; use the torch backend")
-    reason = batch_unsupported(model)
-    if reason is not None:
-        raise DecodeError(f"{family.label} cannot decode in batches: {reason}")
+    lm = batch_maker(family, max(len(p) for p in prompts) + max_new + k + 1)
     say = progress or (lambda message: None)
     started = clock()
     rows_methods = check_methods(methods)
     say("measuring T(B, k)")
-    surface, unit_ms = measure_surface(model, prompts[0], batches, repeats=surface_repeats)
-
-    def lm() -> BatchedLM:
-        return BatchedLM(model, family.context_length)
-
+    timed = batch_maker(family, len(prompts[0]) + surface_widths)
+    surface, unit_ms = measure_surface(family.main_model, prompts[0], batches, widths=surface_widths,
+                                       repeats=surface_repeats, make=timed)
+    del timed  # its contexts go before the decoding's are made
     stop = frozenset(family.stop_ids)
     reference: dict[int, list[int]] = {}  # prompt index -> its batch-1 autoregressive output
 
     def ref(index: int) -> list[int]:
         if index not in reference:
-            run = decode_batch(lm(), [prompts[index]], max_new, "ar", stop_ids=stop)
+            run = decode_batch(lm(1), [prompts[index]], max_new, "ar", stop_ids=stop)
             reference[index] = run.rows[0].out
         return reference[index]
 
@@ -190,7 +236,7 @@ def run_batch_bench(family, prompts: Sequence[list[int]], batches: Sequence[int]
             chosen = [(round_ * size + i) % len(prompts) for i in range(size)]
             sets.append(chosen)
             for method in ["ar", *rows_methods]:
-                run = decode_batch(lm(), [prompts[i] for i in chosen], max_new, method, gamma=k, stop_ids=stop,
+                run = decode_batch(lm(size), [prompts[i] for i in chosen], max_new, method, gamma=k, stop_ids=stop,
                                    clock=clock)
                 runs[method].append(run)
                 say(f"batch {size} round {round_ + 1}: {method} {run.throughput:.1f} tok/s")

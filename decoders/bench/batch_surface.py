@@ -1,6 +1,7 @@
 """The verify-cost surface T(B, k): the time of one forward over B sequences of k new positions
 each, at a context already cached, relative to one position of one sequence (B = 1, k = 1), on
-the batched path (`decoders.backends.batched.BatchedLM`) that batched decoding runs on.
+the batched path that batched decoding runs on (`decoders.backends.batched.BatchedLM` on torch,
+`decoders.backends.llamacpp_batched.LlamaCppBatched` on llama.cpp).
 
 Each (B, k) is timed ``repeats`` times in rounds (every cell once per round, so the machine's
 drift falls on all cells alike), after an untimed round that pays for the shapes; the median is
@@ -12,6 +13,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from statistics import median
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from decoders.backends.capabilities import BatchedModel
 
 #: The widths measured: k = 1..16 new positions per sequence.
 WIDTHS = 16
@@ -21,15 +26,22 @@ REPEATS = 5
 
 def measure_surface(model, context: Sequence[int], batches: Sequence[int] = BATCHES, widths: int = WIDTHS,
                     repeats: int = REPEATS, clock: Callable[[], float] = time.perf_counter,
-                    cancelled: Callable[[], bool] = lambda: False) -> tuple[dict[int, list[float]], float]:
+                    cancelled: Callable[[], bool] = lambda: False,
+                    make: Callable[[int], BatchedModel] | None = None) -> tuple[dict[int, list[float]], float]:
     """``({B: [T(B, 1), ..., T(B, widths)]}, the one-position step in ms)``; T(1, 1) is 1 by
-    definition (B = 1 is measured even when not asked for: it is the unit)."""
-    from decoders.backends.batched import BatchedLM
+    definition (B = 1 is measured even when not asked for: it is the unit). ``make``: the batch
+    of B rows to time (default: torch's `BatchedLM` on ``model``; the llama.cpp backend's
+    `LlamaCppBatched` from `decoders.bench.batch.batch_maker`)."""
+    if make is None:
+        from decoders.backends.batched import BatchedLM
+
+        def make(b: int) -> BatchedModel:
+            return BatchedLM(model)
 
     sizes = sorted(set(batches) | {1})
     models = {}
     for b in sizes:
-        lm = BatchedLM(model)
+        lm = make(b)
         lm.start([list(context)] * b)
         models[b] = lm
     token = int(context[-1])

@@ -116,3 +116,45 @@ def test_the_reports_of_the_other_kinds_still_open():
 
     assert load_report(DATA / "report_bench.json").kind == "bench"
     assert load_report(DATA / "report_sweep.json").kind == "sweep"
+
+
+@pytest.fixture
+def llamacpp_prompts(tmp_path):
+    path = tmp_path / "two.jsonl"
+    lines = [{"question_id": 1, "category": "writing", "turns": ["Say this twice: red fox, blue fox. red fox, blue fox."]},
+             {"question_id": 2, "category": "qa", "turns": ["What is the capital of France?"]}]
+    path.write_text("\n".join(json.dumps(line) for line in lines))
+    return path
+
+
+@pytest.mark.model  # the bundled GGUF on llama.cpp (its tokenizer read from the file)
+def test_the_batch_bench_runs_on_the_llama_cpp_backend(llamacpp_prompts, tmp_path, capsys, monkeypatch):
+    pytest.importorskip("llama_cpp")
+    from functools import partial
+
+    import decoders.bench.batch as batch
+
+    # time, not bookkeeping: two widths of the surface, timed once (the 16 are checked on torch above)
+    monkeypatch.setattr(batch, "run_batch_bench", partial(batch.run_batch_bench, surface_widths=2, surface_repeats=1))
+    out = tmp_path / "out"
+    code = cli_main(["bench", "--prompts", str(llamacpp_prompts), "--backend", "llamacpp", "--main", "bundled",
+                     "--batch", "1,2", "--max-new-tokens", "4", "--num-pred", "3", "--threads", "1", "--out", str(out)])
+    printed, err = capsys.readouterr()
+    assert code == 0, err
+    data = json.loads((out / "report.json").read_text())
+    assert data["kind"] == "batch" and data["family"]["backend"] == "llamacpp"
+    assert sorted(data["surface"]) == ["1", "2"] and data["surface"]["1"][0] == 1.0
+    assert [(r["method"], r["batch"]) for r in data["rows"]] == [("ar", 1), ("pld", 1), ("ar", 2), ("pld", 2)]
+    assert all(r["identical"] for r in data["rows"]) and data["divergences"] == []
+    assert "| pld | 2 |" in printed
+
+
+@pytest.mark.model
+def test_a_batch_beyond_the_llama_cpp_context_is_one_line(llamacpp_prompts, tmp_path, capsys):
+    pytest.importorskip("llama_cpp")
+    code = cli_main(["bench", "--prompts", str(llamacpp_prompts), "--backend", "llamacpp", "--main", "bundled",
+                     "--batch", "1,2", "--max-new-tokens", "8140", "--num-pred", "10", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.strip().count("\n") == 0, err
+    assert "positions (prompt, --max-new-tokens and a step's width), beyond the model's context of 8192; lower " \
+        "--max-new-tokens or --num-pred" in err

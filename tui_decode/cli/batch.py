@@ -14,7 +14,7 @@ def cmd_batch_bench(namespace: argparse.Namespace, args, prompts) -> int:
     from rich.console import Console
 
     from decoders.bench.batch import (
-        check_memory,
+        check_batches,
         check_methods,
         parse_batches,
         render_markdown,
@@ -56,9 +56,7 @@ def cmd_batch_bench(namespace: argparse.Namespace, args, prompts) -> int:
     if longest + args.max_new_tokens > family.context_length:
         raise DecodeError(f"the longest prompt ({longest} tokens) plus --max-new-tokens ({args.max_new_tokens}) "
                           f"exceeds the model's context of {family.context_length}; lower --max-new-tokens")
-    if family.main_model is not None:
-        check_memory(family.main_model, batches, longest, args.max_new_tokens, params.num_pred + 1,
-                     family.vocab_size, host_available_memory())
+    check_batches(family, batches, longest, args.max_new_tokens, params.num_pred + 1, host_available_memory())
 
     def progress(message: str) -> None:
         print(f"bench: {message}", file=sys.stderr, flush=True)

@@ -17,7 +17,7 @@ from decoders.core.errors import DecodeError
 from decoders.methods.shared.ngram import NgramIndex
 
 if TYPE_CHECKING:
-    from decoders.backends.batched import BatchedLM
+    from decoders.backends.capabilities import BatchedModel
 
 #: The largest batch a user can ask for.
 MAX_BATCH = 64
@@ -120,7 +120,7 @@ def _emit(row: SeqRecord, tokens: list[int], max_new: int, stop_ids: frozenset[i
     return len(row.out) >= max_new
 
 
-def decode_batch(lm: BatchedLM, prompts: Sequence[Sequence[int]], max_new: int, method: str = "ar",
+def decode_batch(lm: BatchedModel, prompts: Sequence[Sequence[int]], max_new: int, method: str = "ar",
                  gamma: int = 10, stop_ids: frozenset[int] = frozenset(),
                  clock: Callable[[], float] = time.perf_counter, compact_at: float = 0.5, n_min: int = 1,
                  n_max: int = 3, make: Callable[[list[int]], Drafter] | None = None) -> BatchRun:
