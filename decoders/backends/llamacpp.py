@@ -150,7 +150,8 @@ class LlamaCppBackend:
         self.weight_bytes = model.weight_bytes
         trained = model.context_trained or 2048
         self.max_positions = int(min(max_positions or trained, trained, MAX_CONTEXT))
-        self.n_seq = int(min(lib.llama_max_parallel_sequences(), 256))
+        # llama.cpp asserts n_outputs_max (n_batch, here the context) >= n_seq_max at context creation
+        self.n_seq = int(min(lib.llama_max_parallel_sequences(), 256, self.max_positions))
         params = lib.llama_context_default_params()
         params.n_ctx = self.max_positions
         params.n_batch = self.max_positions

@@ -170,3 +170,20 @@ def test_parked_cells_are_decoded_away_with_the_logits_unchanged(backend, monkey
     got = backend.forward(torch.tensor([60]), 1)[0]  # more than 2 parked: decoded again first
     assert backend._parked == 0 and backend.cached_length == len(PREFIX) + 3
     torch.testing.assert_close(got, expected, atol=TOL, rtol=0)
+
+
+def test_a_context_shorter_than_the_sequence_count_builds_and_decodes():
+    """llama.cpp asserts n_outputs_max >= n_seq_max when it makes a context: a context of 64
+    positions with 256 sequences killed the process (GGML_ASSERT). Run in a process of its own, so
+    that the assert, if it comes back, fails this test instead of ending the suite."""
+    import subprocess
+    import sys
+
+    code = ("import torch\nfrom decoders.backends.llamacpp import LlamaCppBackend, LlamaModel\n"
+            "from decoders.models.bundled import bundled_gguf_path\n"
+            "b = LlamaCppBackend(LlamaModel(bundled_gguf_path()), max_positions=64)\n"
+            "with torch.inference_mode():\n    out = b.forward(torch.tensor([1, 504, 3458]), 1)\n"
+            "print(b.n_seq, tuple(out.shape))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-500:]
+    assert done.stdout.split() == ["64", "(1,", "49152)"]
