@@ -59,8 +59,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("decoders/backends/runner.py", "type"): _DEVICE,
     ("decoders/models/kept_choice.py", "type"): _DEVICE,
     ("decoders/models/backend_choice.py", "mps"): "torch.backends.mps is missing from some torch builds",
-    **{("decoders/backends/llamacpp.py", name): _PARTIAL for name in ("_batch", "ctx", "lib", "model")},
-    **{("decoders/backends/llamacpp.py", name): "a function of llama-cpp-python that older versions lack"
+    **{("decoders/backends/llamacpp.py", name): _PARTIAL for name in ("_batch", "ctx", "lib")},
+    ("decoders/backends/llamacpp_model.py", "model"): _PARTIAL,
+    **{("decoders/backends/llamacpp_model.py", name): "a function of llama-cpp-python that older versions lack"
        for name in ("llama_memory_seq_rm", "llama_model_n_swa")},
     ("decoders/bench/files.py", "strerror"): "the exception caught may be an OSError (with strerror) or not",
     ("tui_decode/cli/parser.py", "command"): "the parser parses any subcommand's arguments; not all set `command`",
