@@ -46,8 +46,8 @@ ALLOWED: dict[tuple[str, str], str] = {
        for name in ("head_dim", "max_position_embeddings", "num_key_value_heads", "shared_head")},
     **{("decoders/models/family.py", name): _TRANSFORMERS
        for name in ("added_tokens_decoder", "all_special_ids", "all_special_tokens", "chat_template", "eos_token_id",
-                    "generation_config", "get_text_config", "hf_device_map", "max_position_embeddings",
-                    "model_max_length", "special")},
+                    "generation_config", "get_text_config", "max_position_embeddings", "model_max_length", "special")},
+    ("decoders/models/torch_family.py", "hf_device_map"): _TRANSFORMERS,
     **{("decoders/models/gguf_cache.py", name): _TRANSFORMERS
        for name in ("quantization_config", "quantization_method")},
     **{("decoders/models/token_display.py", name): _TRANSFORMERS for name in ("backend_tokenizer", "decoder")},
