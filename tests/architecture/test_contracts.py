@@ -72,7 +72,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     # pending the draft's declaration
     ("decoders/bench/drafts.py", "n_layers"): _DRAFT,
     ("decoders/bench/reference.py", "helper_model"): _DRAFT,
-    ("decoders/engine.py", "helper_model"): _DRAFT,
+    ("decoders/engine/drafting.py", "helper_model"): _DRAFT,
     **{("decoders/models/draft_choice.py", name): _DRAFT for name in ("chat_template", "max_draft", "max_positions")},
     ("tui_decode/cli/main.py", "self_draft"): _DRAFT,
     ("decoders/models/drafts.py", "source"): "a trained head's backend names its folder; a built draft of "
