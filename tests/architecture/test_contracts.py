@@ -74,7 +74,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("decoders/bench/reference.py", "helper_model"): _DRAFT,
     ("decoders/engine/drafting.py", "helper_model"): _DRAFT,
     **{("decoders/models/draft_choice.py", name): _DRAFT for name in ("chat_template", "max_draft", "max_positions")},
-    ("tui_decode/cli/main.py", "self_draft"): _DRAFT,
+    ("tui_decode/cli/run.py", "self_draft"): _DRAFT,
     ("decoders/models/drafts.py", "source"): "a trained head's backend names its folder; a built draft of "
     "another kind has no source",
     **{("tui_decode/cli/model_args.py", name): _DRAFT
