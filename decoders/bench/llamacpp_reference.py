@@ -63,7 +63,7 @@ class LlamaCppReference:
     has_assistant = False
 
     def __init__(self, path: str | Path, stop_ids: Collection[int], max_positions: int, flash_attn: bool = True):
-        from decoders.backends.llamacpp import load_llama_cpp
+        from decoders.backends.llamacpp_model import load_llama_cpp
 
         self.lib = load_llama_cpp()
         self.path = Path(path)

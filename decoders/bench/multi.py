@@ -183,7 +183,7 @@ def _report(run: LaneRun, limit, repeats: int, record_overhead_every: int, agree
                           **{lane.labelled(row.label): row.counterpart for row in lane.rows}})
     merged = _merged(lanes, [figs.figures for figs in run.figures])
     first = sides[lanes[0].backend]
-    from decoders.backends.llamacpp import version
+    from decoders.backends.llamacpp_model import version
 
     machine = BenchMachine(**machine_info(), load_average_at_start=run.load_at_start,
                            verify_cost_curve=first.verify_cost_curve, llama_cpp_python=version())

@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from decoders.methods.shared.ngram import NgramIndex
+from decoders.methods.shared.suffix_draft import best_path
 from decoders.methods.shared.suffix_memory import SuffixMemory, prompt_key
-from decoders.methods.shared.suffix_tree import SuffixTree, best_path
+from decoders.methods.shared.suffix_tree import SuffixTree
 
 MAX_POSITIONS = 64  # acceptance by position is counted up to here (the longest draft `--suffix-max` allows)
 

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Annotated, Callable, Generator, TypeVar
 from decoders.core.declarations import Figure, Method, ParamSpec, register
 from decoders.methods.shared.common import DecodeContext, HostValues, MethodGen, RunBuilder, ms, r
 from decoders.methods.shared.draft_policy import DRAFT_POLICY, EXPLORE_EVERY, VerifyCost
-from decoders.methods.shared.suffix_tree import Draft, SuffixTree, TreeDraft, best_path, best_tree
+from decoders.methods.shared.suffix_draft import Draft, TreeDraft, best_path, best_tree
+from decoders.methods.shared.suffix_tree import SuffixTree
 from decoders.methods.shared.verify import accept_prefix, verify_sampling
 from decoders.records.bounds import Count, PerStep, Prob, TokenText
 from decoders.records.run import Detail, Iteration, register_detail

@@ -35,8 +35,9 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from decoders.analysis.theory import chain_speedup, expected_tokens
-from decoders.core.declarations import MAX_RATES, Figure, Method, ParamSpec, get_method, register, unregister
+from decoders.core.declarations import Figure, Method, ParamSpec, get_method, register, unregister
 from decoders.core.errors import DecodeError
+from decoders.core.param_spec import MAX_RATES
 from decoders.methods.shared.common import DecodeContext, HostValues, MethodGen, RunBuilder, ms
 from decoders.methods.shared.verify import accept_prefix
 from decoders.methods.speculative import GAMMA

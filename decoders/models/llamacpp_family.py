@@ -103,7 +103,8 @@ def load_llamacpp_family(spec, report: LoadProgress):
     """The `Family` of ``spec`` on llama.cpp backends (main, and a GGUF helper when it names one)."""
     import torch
 
-    from decoders.backends.llamacpp import LlamaCppBackend, load_llama_cpp
+    from decoders.backends.llamacpp import LlamaCppBackend
+    from decoders.backends.llamacpp_model import load_llama_cpp
     from decoders.models.backend_choice import warm_up
     from decoders.models.family import Family, context_length_of, stop_token_ids
     from decoders.models.sources import default_label
@@ -159,7 +160,7 @@ def load_llamacpp_family(spec, report: LoadProgress):
 def _load_model(path: Path):
     """llama.cpp's model of ``path``; a file it refuses that is cut short or damaged says so (llama.cpp
     only says it failed, which alone reads as an architecture it does not know)."""
-    from decoders.backends.llamacpp import LlamaModel
+    from decoders.backends.llamacpp_model import LlamaModel
 
     try:
         return LlamaModel(path)

@@ -46,8 +46,8 @@ ALLOWED: dict[tuple[str, str], str] = {
        for name in ("head_dim", "max_position_embeddings", "num_key_value_heads", "shared_head")},
     **{("decoders/models/family.py", name): _TRANSFORMERS
        for name in ("added_tokens_decoder", "all_special_ids", "all_special_tokens", "chat_template", "eos_token_id",
-                    "generation_config", "get_text_config", "hf_device_map", "max_position_embeddings",
-                    "model_max_length", "special")},
+                    "generation_config", "get_text_config", "max_position_embeddings", "model_max_length", "special")},
+    ("decoders/models/torch_family.py", "hf_device_map"): _TRANSFORMERS,
     **{("decoders/models/gguf_cache.py", name): _TRANSFORMERS
        for name in ("quantization_config", "quantization_method")},
     **{("decoders/models/token_display.py", name): _TRANSFORMERS for name in ("backend_tokenizer", "decoder")},
@@ -59,8 +59,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("decoders/backends/runner.py", "type"): _DEVICE,
     ("decoders/models/kept_choice.py", "type"): _DEVICE,
     ("decoders/models/backend_choice.py", "mps"): "torch.backends.mps is missing from some torch builds",
-    **{("decoders/backends/llamacpp.py", name): _PARTIAL for name in ("_batch", "ctx", "lib", "model")},
-    **{("decoders/backends/llamacpp.py", name): "a function of llama-cpp-python that older versions lack"
+    **{("decoders/backends/llamacpp.py", name): _PARTIAL for name in ("_batch", "ctx", "lib")},
+    ("decoders/backends/llamacpp_model.py", "model"): _PARTIAL,
+    **{("decoders/backends/llamacpp_model.py", name): "a function of llama-cpp-python that older versions lack"
        for name in ("llama_memory_seq_rm", "llama_model_n_swa")},
     ("decoders/bench/files.py", "strerror"): "the exception caught may be an OSError (with strerror) or not",
     ("tui_decode/cli/parser.py", "command"): "the parser parses any subcommand's arguments; not all set `command`",
@@ -71,9 +72,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     # pending the draft's declaration
     ("decoders/bench/drafts.py", "n_layers"): _DRAFT,
     ("decoders/bench/reference.py", "helper_model"): _DRAFT,
-    ("decoders/engine.py", "helper_model"): _DRAFT,
+    ("decoders/engine/drafting.py", "helper_model"): _DRAFT,
     **{("decoders/models/draft_choice.py", name): _DRAFT for name in ("chat_template", "max_draft", "max_positions")},
-    ("tui_decode/cli/main.py", "self_draft"): _DRAFT,
+    ("tui_decode/cli/run.py", "self_draft"): _DRAFT,
     ("decoders/models/drafts.py", "source"): "a trained head's backend names its folder; a built draft of "
     "another kind has no source",
     **{("tui_decode/cli/model_args.py", name): _DRAFT

@@ -9,7 +9,8 @@ import torch
 
 pytest.importorskip("llama_cpp")
 
-from decoders.backends.llamacpp import LlamaCppBackend, LlamaModel  # noqa: E402
+from decoders.backends.llamacpp import LlamaCppBackend
+from decoders.backends.llamacpp_model import LlamaModel  # noqa: E402
 from decoders.core.errors import DecodeError  # noqa: E402
 from decoders.models.bundled import bundled_gguf_path  # noqa: E402
 

@@ -12,6 +12,6 @@ import pytest
 @pytest.mark.skipif(not (shutil.which("cmake") and shutil.which("c++")) or bool(os.environ.get("TUI_DECODE_NO_LLAMACPP")),
                     reason="no compiler here: setup.sh leaves the llama.cpp backend out, and says so")
 def test_llama_cpp_python_is_installed_where_it_can_be_built():
-    from decoders.backends.llamacpp import load_llama_cpp
+    from decoders.backends.llamacpp_model import load_llama_cpp
 
     assert load_llama_cpp().__version__ == "0.3.36"

@@ -22,6 +22,7 @@ from decoders.core.errors import DecodeError
 from decoders.core.params import DecodeParams
 from decoders.engine import Engine
 from decoders.methods.shared.common import DecodeContext
+from decoders.methods.shared.suffix_draft import best_path, best_tree
 from decoders.methods.shared.suffix_memory import (
     SuffixMemory,
     identity,
@@ -31,7 +32,7 @@ from decoders.methods.shared.suffix_memory import (
     read_memory_file,
     reset_memories,
 )
-from decoders.methods.shared.suffix_tree import BYTES_PER_NODE, FIELDS, SuffixTree, best_path, best_tree
+from decoders.methods.shared.suffix_tree import BYTES_PER_NODE, FIELDS, SuffixTree
 from decoders.methods.shared.verify import Verdict, verify_sampling
 from decoders.methods.suffix import SuffixMatch
 from tests.support.bigram import bigram_family, marginals

@@ -19,14 +19,14 @@ from tests.support.tiny_gguf import write_tiny_gguf
 @pytest.fixture
 def no_load(monkeypatch):
     """Any model load fails the test: the refusal must come first."""
-    import decoders.models.family as family
+    import decoders.models.torch_family as torch_family
     import tui_decode.cli.main as cli
 
     def loaded(*args, **kwargs):
         raise AssertionError("a model was loaded before the layer was checked")
 
     monkeypatch.setattr(cli, "load_with_progress", loaded)
-    monkeypatch.setattr(family, "load_source", loaded)
+    monkeypatch.setattr(torch_family, "load_source", loaded)
 
 
 def folder_with_config(tmp_path, config: dict):

@@ -20,10 +20,9 @@ from decoders.core.errors import DecodeError
 from decoders.core.params import DecodeParams, method_param_specs
 from tui_decode.cli.datastore import add_memory_mb_arg
 from tui_decode.cli.model_args import add_model_args, add_remeasure_arg, family_spec  # noqa: F401 (also imported here)
-from tui_decode.cli.numbers import MAX_REPEATS, bounded_int
 from tui_decode.cli.parser import OneLineParser
 from tui_decode.cli.signals import Handlers, Terminated
-from tui_decode.cli.views import AppArgs, DecodeFlags, PromptFlags, RunArgs
+from tui_decode.cli.views import AppArgs, DecodeFlags, PromptFlags
 from tui_decode.state.crash_report import report_crash
 
 MAX_THREADS = 1024  # torch threads a user can ask for
@@ -95,28 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_memory_mb_arg(parser)
     sub = parser.add_subparsers(dest="command", parser_class=OneLineParser)
 
-    run = sub.add_parser("run", help="decode one prompt headless and print the figures (or the run as JSON)")
-    src = run.add_mutually_exclusive_group()
-    src.add_argument("--prompt", help="the prompt text")
-    src.add_argument("--prompt-file", metavar="PATH", help="read the prompt from a file")
-    run.add_argument("--json", metavar="PATH", help="write the whole run as JSON to PATH (- for stdout)")
-    run.add_argument("--repeats", type=bounded_int("--repeats", 1, MAX_REPEATS), default=1, metavar="N",
-                     help=f"run N times (1..{MAX_REPEATS}) and pool the speedups (each run beside its own baseline)")
-    run.add_argument("--pairing", choices=["interleaved", "sequential"], default="interleaved",
-                     help="how the baseline is timed: stepped in alternation with the run (default), or decoded "
-                          "once before it and rescaled by a probe after it")
-    run.add_argument("--suffix-memory", metavar="PATH",
-                     help="suffix decoding: keep the memory of earlier responses in PATH (per model and tokenizer), "
-                          "read at the start and rewritten after each response; see `tui-decode datastore build`")
-    add_memory_mb_arg(run)
-    add_threads_arg(run)
-    add_model_args(run)
-    add_remeasure_arg(run)
-    add_decode_args(run)
-    from tui_decode.cli.synthetic import add_synthetic_args
+    from tui_decode.cli.run import add_run_parser
 
-    add_synthetic_args(run)
-
+    add_run_parser(sub)
     sub.add_parser("families", help="list the model families (built-in and from the config file)")
 
     from tui_decode.cli.bench import add_bench_parser
@@ -135,27 +115,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_replay_parser(sub)
     return parser
-
-
-def drafts_for(spec, args: argparse.Namespace):
-    """``spec`` for one run of ``args.method``: a method that drafts with nothing (ar, pld, jacobi,
-    lookahead) neither measures nor builds a 'fastest' draft (the dtype is chosen alone, or reused
-    from the choice kept here), nor the family's own self-draft, which a device map cannot split
-    (a draft asked for by a flag is kept, and its conflict said)."""
-    from dataclasses import replace
-
-    from decoders.core.declarations import get_method
-
-    if get_method(args.method).needs_helper:
-        return spec
-    from decoders.models.drafts import Fastest, HelperModel
-
-    if isinstance(spec.draft, Fastest):
-        spec = replace(spec, draft=None)
-    asked = getattr(args, "self_draft", None) is not None or args.self_draft_layer is not None
-    if spec.device_map is None or asked or isinstance(spec.draft, HelperModel):
-        return spec
-    return replace(spec, draft=None)
 
 
 def decode_params(flags: DecodeFlags, method: str | None = None) -> DecodeParams:
@@ -188,83 +147,6 @@ def load_with_progress(spec, console):
             status.update(f"{message}{pct}")
 
         return load_family(spec, progress=progress)
-
-
-def cmd_run(namespace: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.panel import Panel
-    from rich.text import Text
-
-    from decoders.engine import Engine
-    from decoders.records.atomic import check_destination
-    from tui_decode.cli.synthetic import synthetic_method
-    from tui_decode.state.run_summary import summary_table
-    from tui_decode.state.token_text import shown_controls
-
-    synthetic_method(namespace)  # registers the synthetic draft where its flags ask for it
-    args = RunArgs.of(namespace)
-    err = Console(stderr=True)
-    check_threads(args.threads)
-    params = decode_params(args.decode, args.decode.method)
-    prompt = read_prompt(args.prompt)
-    if not prompt.strip():
-        raise DecodeError("the prompt is empty; give some text with --prompt or --prompt-file")
-    if args.json is not None and not args.json.strip():
-        raise DecodeError("--json is empty; give the path of a file to write the run to (or - for stdout)")
-    if args.json and args.json != "-":
-        check_destination(args.json, "--json", "the run")  # before any model time is spent
-    check_memory_path(args.suffix_memory)
-    spec = drafts_for(family_spec(namespace), namespace)  # its flags checked before torch loads
-    set_threads(args.threads)
-    family = load_with_progress(spec, err)
-    memory = None
-    if args.suffix_memory:
-        from decoders.methods.shared.suffix_memory import open_memory_file
-
-        memory = open_memory_file(family, args.suffix_memory, params.suffix_depth, args.suffix_memory_mb)
-        err.print(f"suffix memory: {len(memory)} responses, {memory.tokens} tokens from {args.suffix_memory}",
-                  markup=False, highlight=False)
-    if family.dtype_choice:
-        err.print(f"dtype: {family.dtype_choice['sentence']}", markup=False, highlight=False)
-    if family.draft_choice and family.helper is not None:
-        err.print(f"draft: {family.draft_choice['sentence']}", markup=False, highlight=False)
-    if family.choice_note:
-        err.print(f"choice: {family.choice_note} (--remeasure measures again)", markup=False, highlight=False)
-    engine = Engine(family, pairing=args.pairing)
-    params, _ = engine.check(prompt, params)  # fail on bad input before spending model time
-    with err.status("warming up ..."):  # the prompt's first decode, untimed: every run then measures alike
-        engine.warm(prompt, params)
-    results = []
-    for i in range(args.repeats):
-        with err.status("decoding ..." if args.repeats == 1 else f"decoding {i + 1}/{args.repeats} ..."):
-            results.append(engine.run(prompt, params))
-    result = results[-1]
-    if args.json == "-":
-        sys.stdout.write(result.dumps() + "\n")
-        return 0
-    failed: DecodeError | None = None
-    if args.json:
-        try:
-            result.save(args.json)
-            err.print(f"run written to {args.json}")
-        except DecodeError as exc:  # keep the result: show it, then say what was not written
-            failed = exc
-    out = stdout_console()
-    out.print(Panel(Text(shown_controls(result.method.text)), title="output", title_align="left", expand=False))
-    out.print(summary_table(result))
-    if len(results) > 1:
-        from tui_decode.state.run_summary import pooled_table
-
-        out.print(pooled_table([r.summary for r in results]))
-    if failed is not None:
-        raise failed
-    if memory is not None and memory.save_error:  # written after the run, off its clock: the run is shown
-        raise DecodeError(memory.save_error)
-    if engine.calibration_note:
-        err.print(f"note: {engine.calibration_note}; `tui-decode calibrate` measures the machine's run-to-run "
-                  "noise once, and every spread then covers a second run", markup=False, highlight=False,
-                  soft_wrap=True)
-    return 0
 
 
 def check_memory_path(path: str | None) -> None:
@@ -381,6 +263,8 @@ def _silence_stdout() -> None:
 def _dispatch(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "run":
+        from tui_decode.cli.run import cmd_run
+
         return cmd_run(args)
     if args.command == "families":
         return cmd_families(args)

@@ -24,11 +24,8 @@ sweep and ``tui-decode run`` call it).
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING, Callable, Iterator, Union
 
-from decoders.analysis.calibration import TOKENS as CALIBRATION_TOKENS
-from decoders.analysis.calibration import Calibration
 from decoders.analysis.summary import summarize
 from decoders.analysis.timing import CURVE_WIDTHS, context_bucket, curve_phase, probe_steps
 from decoders.backends.capabilities import ChunkedCache, HasChunkedCache, Tapped
@@ -38,14 +35,14 @@ from decoders.core.declarations import Method, all_methods
 from decoders.core.errors import DecodeError
 from decoders.core.events import PhaseStarted, Progress
 from decoders.core.params import DecodeParams
+from decoders.engine.calibration import Calibrating
+from decoders.engine.drafting import DraftSwitching, own_helper_model, torch_backend
 from decoders.methods.autoregressive import METHOD as AUTOREGRESSIVE
 from decoders.methods.shared.common import DecodeContext
-from decoders.models.drafts import Draft, DraftCache, DraftTarget, EarlyExit, row_choice, source_of
+from decoders.models.drafts import DraftCache, row_choice
 from decoders.records.run import Iteration, Run, RunResult
 
 if TYPE_CHECKING:
-    from decoders.analysis.summary import Summary
-    from decoders.backends.hf import Backend
     from decoders.models.family import Family
 
 Event = Union[PhaseStarted, Progress, Iteration, RunResult]
@@ -61,25 +58,9 @@ WARM_TOKENS = 4
 WARM_ROOM = 64
 
 
-def _early_exit_layer(family: Family) -> int | None:
-    """The early-exit layer the family's helper drafts with (None: any other draft, or none)."""
-    return family.draft.layer if isinstance(family.draft, EarlyExit) and family.helper is not None else None
-
-
-def _torch_backend(family: Family) -> bool:
-    """Whether torch runs the family (llama.cpp has no early exit and no torch modules to draft from)."""
-    return family.backend == "torch"
-
-
-def _own_helper_model(family: Family) -> bool:
-    """Whether the family's helper is a model of its own (a transformers module, or a GGUF on llama.cpp)."""
-    if getattr(family, "helper_model", None) is not None:
-        return True
-    return not _torch_backend(family) and family.helper is not None
-
-
-class Engine:
-    """Runs methods on one loaded family; models stay loaded and baselines are measured once."""
+class Engine(DraftSwitching, Calibrating):
+    """Runs methods on one loaded family; models stay loaded and baselines are measured once. Its draft
+    switching is `decoders.engine.drafting`, its run-to-run calibration `decoders.engine.calibration`."""
 
     def __init__(self, family: Family, clock: Callable[[], float] | None = None, pairing: str = "interleaved"):
         if pairing not in PAIRINGS:
@@ -99,88 +80,13 @@ class Engine:
         loaded = row_choice(family.draft)
         if loaded is not None and family.helper is not None:
             self._drafts.keep(loaded, family.helper)
-        self._own_helper = family if _own_helper_model(family) else None
+        self._own_helper = family if own_helper_model(family) else None
         # the machine's run-to-run noise that widens every spread (`decoders.analysis.calibration`):
         # read on the first run (`find_calibration`); ``calibration_note`` says why there is none
-        self.calibration: Calibration | None = None
-        self.calibration_note: str | None = None
+        self.calibration = None
+        self.calibration_note = None
         self._calibration_read = False
         self.warmed: set[tuple] = set()  # what a consumer has warmed (`warm`) and need not warm again
-
-    @property
-    def has_helper(self) -> bool:
-        return self.helper is not None
-
-    @property
-    def draft_layers(self) -> int:
-        """The main model's layer count when it may draft for itself by early exit (no helper
-        model of its own), else 0."""
-        if _own_helper_model(self.family) or not _torch_backend(self.family):
-            return 0
-        layers = int(self.family.main.n_layers or 0)
-        return layers if layers > 1 else 0
-
-    @property
-    def draft_layer(self) -> int | None:
-        """The early-exit layer the helper drafts with (None: any other draft, or none)."""
-        return _early_exit_layer(self.family)
-
-    @property
-    def draft(self) -> Draft | None:
-        """What drafts now, as the draft row names it (None: the family's own helper model, or none)."""
-        return row_choice(self.family.draft)
-
-    def set_draft(self, draft: Draft | None) -> None:
-        """Draft with ``draft`` from now on (built first if need be: `build_draft`); None: the
-        family's own helper model again. The models and the measured baselines stay. Call it
-        between runs, never while a run uses the engine."""
-        if draft is None:
-            own = self._own_helper
-            if own is None or self.family.helper is own.helper:
-                return
-            assert own.helper is not None  # a family with a helper model has its backend
-            self._switch(own.draft, own.helper, own.helper_source)
-            return
-        if isinstance(draft, EarlyExit):
-            if not self.draft_layers:
-                raise DecodeError(f"{self.family.label} drafts with its own helper model; an early-exit layer "
-                                  "applies only to a family without one")
-            if not 1 <= draft.layer < self.draft_layers:
-                raise DecodeError(f"the draft layer must be in 1..{self.draft_layers - 1}, got {draft.layer}")
-        backend = self.build_draft(draft)
-        if self.family.helper is not backend:
-            self._switch(draft, backend, source_of(draft, backend))
-
-    def _switch(self, draft: Draft | None, backend: Backend, source: str | None) -> None:
-        self.family = dataclasses.replace(self.family, helper=backend, helper_source=source, draft=draft)
-        self.helper = KVRunner(backend, self.clock)
-
-    def has_draft(self, draft: Draft) -> bool:
-        """Whether ``draft`` is built (switching to it then costs nothing)."""
-        return draft in self._drafts
-
-    def build_draft(self, draft: Draft):
-        """``draft`` of the main model, built by its kind's builder (`decoders.models.drafts`) and
-        warmed up once; the main model and the baselines stay. DecodeError says why not (a shape
-        the kernel cannot take, too little memory, no head, a llama.cpp family)."""
-        return self._drafts.get(draft, DraftTarget.of(self.family))
-
-    def draft_with(self, family: Family) -> None:
-        """Draft with ``family``'s helper from now on: a family of the same main model whose helper
-        is another draft (the bench's rows). The measured baselines stay.
-        Call it between runs, never while a run uses the engine."""
-        if family.main is not self.family.main:
-            raise ValueError("draft_with takes a family of the same main model")
-        if family is self.family:
-            return
-        self.family = family
-        self.helper = KVRunner(family.helper, self.clock) if family.helper is not None else None
-
-    @property
-    def helper_model_source(self) -> str | None:
-        """Where the family's own helper model came from, when it has one."""
-        own = self._own_helper
-        return (own.helper_source or "helper model") if own is not None else None
 
     @property
     def baselines_measured(self) -> int:
@@ -209,7 +115,7 @@ class Engine:
         params = params.validated()
         method = params.method_def
         if method.needs_helper and self.helper is None:
-            drafts = "--helper SRC, --self-draft int4 or --self-draft-layer L" if _torch_backend(self.family) \
+            drafts = "--helper SRC, --self-draft int4 or --self-draft-layer L" if torch_backend(self.family) \
                 else "--helper FILE.gguf (llama.cpp drafts only with a GGUF helper)"
             raise DecodeError(f"{self.family.label} has no helper model, so {method.label.lower()} decoding is "
                               f"unavailable; give {drafts}, or pick a method that "
@@ -283,63 +189,6 @@ class Engine:
             warm_up(backend)
             self._twin = KVRunner(backend, self.clock)
         return self._twin
-
-    # -- the run-to-run noise calibration --------------------------------------------------------
-    def machine(self) -> tuple[str, dict[str, str]]:
-        """The key this machine's kept measurements go by, and what it is made of."""
-        from decoders.models.machine import machine_key, machine_parts
-
-        parts = machine_parts(self.family)
-        return machine_key(parts), parts
-
-    def find_calibration(self) -> Calibration | None:
-        """The calibration kept for this machine and model, read once (None: none yet, or the
-        file could not be read: ``calibration_note`` says which)."""
-        if not self._calibration_read:
-            from decoders.models.machine import calibration_path, read_calibrations
-
-            self._calibration_read = True
-            kept, problem = read_calibrations()
-            self.calibration = kept.get(self.machine()[0])
-            self.calibration_note = problem or (None if self.calibration is not None else
-                                                f"no run-to-run calibration for this machine in {calibration_path()} "
-                                                "yet: spreads are step jitter only")
-        return self.calibration
-
-    def calibration_params(self, tokens: int = CALIBRATION_TOKENS) -> DecodeParams:
-        """What a calibration run decodes: autoregressive decoding, greedy, ``tokens`` tokens."""
-        return DecodeParams(method=AUTOREGRESSIVE.name, max_new_tokens=tokens, record=False).validated()
-
-    def keep_calibration(self, summaries: list[Summary]) -> Calibration:
-        """The calibration of these autoregressive-against-itself runs (`calibration_params`),
-        kept for this machine and used from the next run on. ValueError when fewer than two
-        runs measured a speedup; DecodeError when it cannot be written."""
-        import datetime
-
-        from decoders.analysis.calibration import run_noise
-        from decoders.models.machine import save_calibration
-
-        measured = [s for s in summaries if s.speedup_decode is not None]
-        speeds = [float(s.speedup_decode) for s in measured if s.speedup_decode is not None]
-        spreads = [float(s.speedup_spread_steps or s.speedup_spread or 0.0) for s in measured]
-        key, parts = self.machine()
-        calibration = Calibration(
-            key=key, machine=parts, measured=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            runs=speeds, step_spreads=spreads, tokens=max((s.tokens for s in measured), default=0),
-            prompt_tokens=max((s.prompt_tokens or 0 for s in measured), default=0), noise=run_noise(speeds, spreads))
-        save_calibration(calibration)
-        self.calibration, self.calibration_note, self._calibration_read = calibration, None, True
-        return calibration
-
-    def forget_calibration(self) -> Calibration | None:
-        """Runs from now on use no calibration (a calibration's own runs must not be widened);
-        returns the one used so far (`use_calibration` puts it back)."""
-        old = self.calibration
-        self.calibration, self._calibration_read = None, True
-        return old
-
-    def use_calibration(self, calibration: Calibration | None) -> None:
-        self.calibration, self._calibration_read = calibration, True
 
     @property
     def no_twin(self) -> str | None:
