@@ -75,6 +75,40 @@ async def test_control_characters_never_reach_the_terminal(tiny_spec, loader, tm
         assert "evil␛]0;NAME␇" in shown and "Hello ␛]0;TEXT␇ there" in shown and "\x1b" not in shown
 
 
+BIDI_PROMPT = ("alpha beta\u202egamma delta\u2066epsilon\u2069 zeta eta\u200ftheta iota kappa\u2067lambda mu"
+               "\u2068nu xi omicron pi rho sigma tau upsilon phi chi psi omega one two three four five six seven")
+
+
+async def test_bidi_controls_in_the_prompt_never_reach_the_terminal(tiny_spec, loader, tmp_path):
+    """Issue 40: a prompt with bidirectional controls (U+202E, U+2066..U+2069, U+200F) was sent to
+    the terminal as it was: no width to the app's wrap, a cell or a reordering to the terminal, it
+    wrapped mid-word and hid a character at each wrap. The prompt pane leaves them out (its title
+    counts them), every other character drawn in order; the prompt keeps them; the output shows
+    one in a token as its code."""
+    import re
+
+    bidi = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+    app = make_app(tiny_spec, loader, tmp_path, method="ar", max_new_tokens=6)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+        pane = app.main_screen.prompt_pane
+        pane.text = BIDI_PROMPT
+        await wait_for(pilot, lambda: "6 bidi controls not shown" in str(pane.border_title))
+        editor = pane.editor
+        drawn = ["".join(segment.text for segment in editor.render_line(y)) for y in range(editor.size.height)]
+        assert not any(bidi.search(line) for line in drawn), drawn
+        assert sum(bool(line.strip()) for line in drawn) >= 2, drawn  # it wraps
+        assert all(len(line) == editor.size.width for line in drawn), drawn
+        words = " ".join(drawn).split()
+        assert words == bidi.sub("", BIDI_PROMPT).split(), drawn  # each word whole, every character there
+        assert pane.text == BIDI_PROMPT  # the prompt (and its tokens) as typed
+        stream = app.main_screen.stream
+        stream.show_tokens([("say", "ar", 1), (" \u202eevil\u2069", "ar", 1)])
+        await pilot.pause()
+        laid_out = "".join(piece.text for line in stream._lines for piece in line)
+        assert laid_out == "say ⟨U+202E⟩evil⟨U+2069⟩", laid_out
+
+
 async def test_an_error_that_reads_as_markup_keeps_the_session(tiny_spec, loader, tmp_path, monkeypatch):
     """A notification is markup in Textual: a family whose main is "org/[/x]" failed to load with
     an error line quoting it, a MarkupError that ended the app, the run and the prompt edit lost."""
