@@ -108,6 +108,7 @@ class PromptPane(Vertical):
 
     def on_mount(self) -> None:
         self._refresh_info()
+        self._refresh_title()  # a prompt given at the start may hold bidi controls
 
     @property
     def text(self) -> str:
@@ -164,8 +165,7 @@ class PromptPane(Vertical):
             title = self.BORDER_TITLE
         else:
             title = f"{self.BORDER_TITLE} · {self.token_count} token{'s' * (self.token_count != 1)}"
-        editor = getattr(self, "editor", None)  # (composed)
-        hidden = bidi_controls(editor.text) if editor is not None else 0
+        hidden = bidi_controls(self.editor.text) if self.is_mounted else 0  # (composed by then)
         if hidden:  # not drawn (see PromptEditor.render_line), yet part of the prompt
             title += f" · {hidden} bidi control{'s' * (hidden != 1)} not shown"
         self.border_title = title
