@@ -259,3 +259,56 @@ async def test_switching_to_a_family_with_a_damaged_head_keeps_the_models_prompt
         assert screen.loaded is loaded and screen.result is first and screen.prompt_pane.text == edited
         second = await run_and_wait(pilot, app)
         assert second is not first and second.prompt == edited
+
+
+def warnings(app) -> list[str]:
+    return [n.message for n in app._notifications if n.severity == "warning"]
+
+
+async def test_a_saved_run_whose_token_texts_disagree_with_its_ids_shows_the_ids(tmp_path):
+    """Issue 40: a file whose ``tokens`` were edited opened showing its iterations' texts on the main
+    screen and the edited ones in the history's compare, neither checked against the ids. The ids
+    are the record: with no tokenizer to decode them, a token the file gives two texts shows as
+    ``<id N>`` everywhere, and one notice says so."""
+    from tui_decode.app import TuiDecodeApp
+    from tui_decode.state.run_history import stream_tokens
+
+    path = saved_run(tmp_path, lambda d: d["runs"]["method"]["tokens"].__setitem__(1, " slow"), name="edited.json")
+    app = TuiDecodeApp(None, opened=RunResult.load(path), opened_name=path.name, runs_folder=tmp_path / "runs",
+                       cursor_blink=False)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.set_up.is_set())
+        await pilot.pause()
+        notices = warnings(app)
+        assert len(notices) == 1 and notices[0].startswith("edited.json: 1 token id(s) have two texts in the file "
+                                                           "(id 2365: ' slow' and ' quick')"), notices
+        result = app.main_screen.result
+        assert app.main_screen.stream.texts[:3] == ["The", "<id 2365>", " brown"]
+        assert [t for t, _, _ in stream_tokens(result.method)][:3] == ["The", "<id 2365>", " brown"]
+        assert [t for t, _, _ in stream_tokens(result.baseline)][:3] == ["The", "<id 2365>", " brown"]
+        assert result.method.ids[:3] == [504, 2365, 6354]  # the file's ids, as they were
+
+
+async def test_a_saved_run_whose_token_texts_disagree_is_decoded_again_by_its_model(tiny_spec, loader, tmp_path):
+    """With the model the run was made with loaded, ctrl+o decodes the file's ids again: the texts
+    shown are the ids' own, whatever the file's ``tokens`` and emitted texts said."""
+    from tui_decode.state.run_history import stream_tokens
+
+    app = make_app(tiny_spec, loader, tmp_path, method="ar", max_new_tokens=6)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+        made = await run_and_wait(pilot, app)
+        data = made.to_json()
+        data["runs"]["method"]["tokens"][0] = "EDITED"
+        data["runs"]["method"]["iters"][0]["emit"][0][1] = "EDITED"
+        data["runs"]["method"]["text"] = "EDITED text"
+        path = tmp_path / "edited.json"
+        path.write_text(json.dumps(data))
+        app.main_screen.open_path(path)
+        await pilot.pause()
+        notices = warnings(app)
+        assert len(notices) == 1 and "decodes the ids" in notices[0] and "'EDITED'" in notices[0], notices
+        shown = app.main_screen.result
+        assert shown is not made and shown.method.ids == made.method.ids
+        assert shown.method.tokens == made.method.tokens and shown.method.text == made.method.text
+        assert app.main_screen.stream.texts == [t for t, _, _ in stream_tokens(made.method)]
