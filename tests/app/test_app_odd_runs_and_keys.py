@@ -107,6 +107,9 @@ async def test_bidi_controls_in_the_prompt_never_reach_the_terminal(tiny_spec, l
         await pilot.pause()
         laid_out = "".join(piece.text for line in stream._lines for piece in line)
         assert laid_out == "say ⟨U+202E⟩evil⟨U+2069⟩", laid_out
+    from tui_decode.widgets.aligned_stream import shown_text  # the compare screen's streams
+
+    assert shown_text(" \u202eevil\n") == " ⟨U+202E⟩evil↵"
 
 
 async def test_an_error_that_reads_as_markup_keeps_the_session(tiny_spec, loader, tmp_path, monkeypatch):
