@@ -23,6 +23,7 @@ from decoders.records.folder import TEMP_PREFIX, kill_point
 _FIXES = {
     errno.ENOSPC: "free some disk space or write somewhere else",
     errno.EDQUOT: "free some space within your quota or write somewhere else",
+    errno.EFBIG: "raise the file size limit (ulimit -f) or write elsewhere",  # RLIMIT_FSIZE: no free space lifts it
     errno.EACCES: "write to a folder you may write to",
     errno.EPERM: "write to a folder you may write to",
     errno.EROFS: "write to a folder on a writable file system",

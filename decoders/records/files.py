@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Annotated, Any, Generic, TypeVar
 
@@ -219,3 +219,78 @@ def load(path: Path, details: Iterable[type[Detail]] | None = None) -> RunResult
         return from_plain(data, details)
     except DecodeError as exc:
         raise DecodeError(f"{path} is not a valid tui-decode run record: {exc}; {HINT}") from None
+
+
+def _id_text(token: int) -> str:
+    """How a token is shown when its text is not known: as `Family.display` shows an unknown id."""
+    return f"<id {token}>"
+
+
+def _text_holders(run: Run) -> Iterable[tuple[int, Any, Any]]:
+    """(id, holder, key) of every token text ``run`` keeps: its token list, its iterations'
+    emitted tokens and draft rows (``holder[key]`` or ``holder.key`` is the text)."""
+    if run.tokens and len(run.tokens) == len(run.ids):
+        for i, token in enumerate(run.ids):
+            yield token, run.tokens, i
+    for it in run.iters:
+        for emitted in it.emit:
+            yield emitted.token, emitted, "text"
+        for row in it.draft:
+            yield row.token, row, "text"
+
+
+def _set_text(holder: Any, key: Any, text: str) -> None:
+    if isinstance(key, int):
+        holder[key] = text
+    else:
+        setattr(holder, key, text)
+
+
+def _get_text(holder: Any, key: Any) -> str:
+    return holder[key] if isinstance(key, int) else getattr(holder, key)
+
+
+def token_texts_from_ids(result: RunResult, display: Callable[[int], str] | None = None,
+                         decode: Callable[[list[int]], str] | None = None, decoder: str = "") -> str | None:
+    """Make every token text ``result`` keeps (its runs' token lists, emitted tokens and draft rows)
+    agree with its token ids, the ids being the record; None when they agreed, else one line
+    saying what was changed. ``result`` is changed in place.
+
+    With the tokenizer the run was made with (``display`` one id's text, as `Family.display`;
+    ``decode`` the text of ids; ``decoder`` names it): every text is its id's, re-decoded. Without
+    it, an id the file gives two texts (a hand-edited ``tokens``) shows as ``<id N>``: which text
+    is right cannot be told, and neither is shown as the token's.
+    """
+    runs = (result.method, result.baseline)
+    if display is not None:
+        wrong: dict[int, str] = {}
+        for run in runs:
+            for token, holder, key in _text_holders(run):
+                right = display(token)
+                if _get_text(holder, key) != right:
+                    wrong.setdefault(token, _get_text(holder, key))
+                    _set_text(holder, key, right)
+            if decode is not None and wrong:
+                run.text = decode(list(run.ids))
+        if not wrong:
+            return None
+        token, was = next(iter(wrong.items()))
+        return (f"{len(wrong)} token id(s) had texts other than their own (id {token} read {was[:40]!r}, it is "
+                f"{display(token)[:40]!r}): shown as {decoder or 'the tokenizer'} decodes the ids")
+    texts: dict[int, list[str]] = {}
+    for run in runs:
+        for token, holder, key in _text_holders(run):
+            seen = texts.setdefault(token, [])
+            if _get_text(holder, key) not in seen:
+                seen.append(_get_text(holder, key))
+    torn = {token: seen for token, seen in texts.items() if len(seen) > 1}
+    if not torn:
+        return None
+    for run in runs:
+        for token, holder, key in _text_holders(run):
+            if token in torn:
+                _set_text(holder, key, _id_text(token))
+    token, seen = next(iter(torn.items()))
+    return (f"{len(torn)} token id(s) have two texts in the file (id {token}: {seen[0][:40]!r} and "
+            f"{seen[1][:40]!r}): the ids are the record, so those tokens show as <id N>; load the model "
+            "the run was made with and open it again to see them decoded")

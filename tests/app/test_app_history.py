@@ -95,6 +95,27 @@ def test_a_saved_run_deleted_since_the_history_last_looked_is_listed_no_more(tmp
     assert [(e.source, e.path.name) for e in history.entries] == [("saved", "b.json")]
 
 
+def test_a_saved_run_whose_token_texts_disagree_with_its_ids_is_compared_by_its_ids(tmp_path):
+    """Issue 40: the history's compare showed a saved file's ``tokens`` as they were, though its
+    ids (and its iterations) said otherwise; the ids are the record, and one line says so."""
+    import json
+
+    from tui_decode.state.run_history import stream_tokens
+
+    data = json.loads((DATA / "run_spec.json").read_text())
+    data["runs"]["method"]["tokens"][1] = " slow"
+    (tmp_path / "edited.json").write_text(json.dumps(data))
+    shutil.copy(DATA / "run_pld.json", tmp_path / "fine.json")
+    history = RunHistory()
+    assert history.load_saved(tmp_path) == []
+    assert len(history.text_notes) == 1 and history.text_notes[0].startswith(
+        "edited.json: 1 token id(s) have two texts in the file (id 2365: ' slow' and ' quick')"), history.text_notes
+    edited = next(e.result for e in history.entries if e.path.name == "edited.json")
+    assert [t for t, _, _ in stream_tokens(edited.method)][:3] == ["The", "<id 2365>", " brown"]
+    history.load_saved(tmp_path)  # read once: said once
+    assert history.text_notes == []
+
+
 def test_the_history_reads_saved_runs_newest_first_up_to_a_byte_budget(tmp_path):
     import os
 

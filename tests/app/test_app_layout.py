@@ -462,3 +462,21 @@ async def test_a_resize_from_80_to_120_columns_with_the_tabs_focused_keeps_a_pan
             before = main.params_pane.selected
             await pilot.press("down")
             assert main.params_pane.selected == before + 1
+
+
+@pytest.mark.parametrize("start", [20, 120])
+async def test_the_footers_last_cell_is_the_palette_keys_at_20_columns(start):
+    """Issue 40: at 20 columns the footer's last cell kept a character of the keys scrolled beneath
+    the palette key ("^p paletteq", then "t" once the focus moved): the compact footer's margin after
+    each key left that cell uncovered. Opened at 20 columns, or narrowed to 20 from wider."""
+    app = opened()
+    async with app.run_test(size=(start, 40)) as pilot:
+        await wait_for(pilot, lambda: footer_laid_out(app))
+        if start != 20:
+            await pilot.resize_terminal(20, 40)
+            await wait_for(pilot, lambda: footer_laid_out(app) and app.main_screen.footer._composed_for == 20)
+        for _ in range(4):  # each focus its own keys (labels) in the footer
+            await pilot.pause()
+            footer = screen_lines(app)[-1]
+            assert len(footer) == 20 and footer.endswith("▏^p palette "), (app.focused, footer)
+            await pilot.press("tab")

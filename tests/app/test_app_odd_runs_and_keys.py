@@ -75,6 +75,43 @@ async def test_control_characters_never_reach_the_terminal(tiny_spec, loader, tm
         assert "evil␛]0;NAME␇" in shown and "Hello ␛]0;TEXT␇ there" in shown and "\x1b" not in shown
 
 
+BIDI_PROMPT = ("alpha beta\u202egamma delta\u2066epsilon\u2069 zeta eta\u200ftheta iota kappa\u2067lambda mu"
+               "\u2068nu xi omicron pi rho sigma tau upsilon phi chi psi omega one two three four five six seven")
+
+
+async def test_bidi_controls_in_the_prompt_never_reach_the_terminal(tiny_spec, loader, tmp_path):
+    """Issue 40: a prompt with bidirectional controls (U+202E, U+2066..U+2069, U+200F) was sent to
+    the terminal as it was: no width to the app's wrap, a cell or a reordering to the terminal, it
+    wrapped mid-word and hid a character at each wrap. The prompt pane leaves them out (its title
+    counts them), every other character drawn in order; the prompt keeps them; the output shows
+    one in a token as its code."""
+    import re
+
+    bidi = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+    app = make_app(tiny_spec, loader, tmp_path, method="ar", max_new_tokens=6)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+        pane = app.main_screen.prompt_pane
+        pane.text = BIDI_PROMPT
+        await wait_for(pilot, lambda: "6 bidi controls not shown" in str(pane.border_title))
+        editor = pane.editor
+        drawn = ["".join(segment.text for segment in editor.render_line(y)) for y in range(editor.size.height)]
+        assert not any(bidi.search(line) for line in drawn), drawn
+        assert sum(bool(line.strip()) for line in drawn) >= 2, drawn  # it wraps
+        assert all(len(line) == editor.size.width for line in drawn), drawn
+        words = " ".join(drawn).split()
+        assert words == bidi.sub("", BIDI_PROMPT).split(), drawn  # each word whole, every character there
+        assert pane.text == BIDI_PROMPT  # the prompt (and its tokens) as typed
+        stream = app.main_screen.stream
+        stream.show_tokens([("say", "ar", 1), (" \u202eevil\u2069", "ar", 1)])
+        await pilot.pause()
+        laid_out = "".join(piece.text for line in stream._lines for piece in line)
+        assert laid_out == "say ⟨U+202E⟩evil⟨U+2069⟩", laid_out
+    from tui_decode.widgets.aligned_stream import shown_text  # the compare screen's streams
+
+    assert shown_text(" \u202eevil\n") == " ⟨U+202E⟩evil↵"
+
+
 async def test_an_error_that_reads_as_markup_keeps_the_session(tiny_spec, loader, tmp_path, monkeypatch):
     """A notification is markup in Textual: a family whose main is "org/[/x]" failed to load with
     an error line quoting it, a MarkupError that ended the app, the run and the prompt edit lost."""
@@ -225,3 +262,56 @@ async def test_switching_to_a_family_with_a_damaged_head_keeps_the_models_prompt
         assert screen.loaded is loaded and screen.result is first and screen.prompt_pane.text == edited
         second = await run_and_wait(pilot, app)
         assert second is not first and second.prompt == edited
+
+
+def warnings(app) -> list[str]:
+    return [n.message for n in app._notifications if n.severity == "warning"]
+
+
+async def test_a_saved_run_whose_token_texts_disagree_with_its_ids_shows_the_ids(tmp_path):
+    """Issue 40: a file whose ``tokens`` were edited opened showing its iterations' texts on the main
+    screen and the edited ones in the history's compare, neither checked against the ids. The ids
+    are the record: with no tokenizer to decode them, a token the file gives two texts shows as
+    ``<id N>`` everywhere, and one notice says so."""
+    from tui_decode.app import TuiDecodeApp
+    from tui_decode.state.run_history import stream_tokens
+
+    path = saved_run(tmp_path, lambda d: d["runs"]["method"]["tokens"].__setitem__(1, " slow"), name="edited.json")
+    app = TuiDecodeApp(None, opened=RunResult.load(path), opened_name=path.name, runs_folder=tmp_path / "runs",
+                       cursor_blink=False)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.set_up.is_set())
+        await pilot.pause()
+        notices = warnings(app)
+        assert len(notices) == 1 and notices[0].startswith("edited.json: 1 token id(s) have two texts in the file "
+                                                           "(id 2365: ' slow' and ' quick')"), notices
+        result = app.main_screen.result
+        assert app.main_screen.stream.texts[:3] == ["The", "<id 2365>", " brown"]
+        assert [t for t, _, _ in stream_tokens(result.method)][:3] == ["The", "<id 2365>", " brown"]
+        assert [t for t, _, _ in stream_tokens(result.baseline)][:3] == ["The", "<id 2365>", " brown"]
+        assert result.method.ids[:3] == [504, 2365, 6354]  # the file's ids, as they were
+
+
+async def test_a_saved_run_whose_token_texts_disagree_is_decoded_again_by_its_model(tiny_spec, loader, tmp_path):
+    """With the model the run was made with loaded, ctrl+o decodes the file's ids again: the texts
+    shown are the ids' own, whatever the file's ``tokens`` and emitted texts said."""
+    from tui_decode.state.run_history import stream_tokens
+
+    app = make_app(tiny_spec, loader, tmp_path, method="ar", max_new_tokens=6)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+        made = await run_and_wait(pilot, app)
+        data = made.to_json()
+        data["runs"]["method"]["tokens"][0] = "EDITED"
+        data["runs"]["method"]["iters"][0]["emit"][0][1] = "EDITED"
+        data["runs"]["method"]["text"] = "EDITED text"
+        path = tmp_path / "edited.json"
+        path.write_text(json.dumps(data))
+        app.main_screen.open_path(path)
+        await pilot.pause()
+        notices = warnings(app)
+        assert len(notices) == 1 and "decodes the ids" in notices[0] and "'EDITED'" in notices[0], notices
+        shown = app.main_screen.result
+        assert shown is not made and shown.method.ids == made.method.ids
+        assert shown.method.tokens == made.method.tokens and shown.method.text == made.method.text
+        assert app.main_screen.stream.texts == [t for t, _, _ in stream_tokens(made.method)]

@@ -158,7 +158,13 @@ class HistoryScreen(ModalScreen[None]):
 
 def open_history(main) -> None:
     """h on the main screen: the history, the last two runs marked (one keystroke, enter compares)."""
-    problems = main.history.load_saved(main.runs_folder)
+    from tui_decode.screens.main.showing import texts_from_ids
+
+    problems = main.history.load_saved(main.runs_folder, check_texts=lambda result: texts_from_ids(result, main.loaded))
+    notes = main.history.text_notes
+    if notes:  # token texts that disagreed with the ids: one notice for the folder
+        more = f" (and {len(notes) - 1} more file(s))" if len(notes) > 1 else ""
+        main.notify(notes[0] + more, title="Token texts", severity="warning", timeout=12)
     if not main.history.entries:
         main.notify("No runs yet: ctrl+r runs the method, ctrl+o opens a saved run.", severity="warning")
         return

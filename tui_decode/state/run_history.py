@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from decoders.analysis.summary import Summary, first_divergence
 from decoders.analysis.verdict import headline
 from decoders.core.declarations import get_method
 from decoders.core.errors import DecodeError
+from decoders.records.files import token_texts_from_ids
 from decoders.records.run import Run, RunResult
 from tui_decode.state.run_summary import acceptance_text, judged_drafts
 from tui_decode.state.runs_folder import saved_runs
@@ -183,6 +185,8 @@ class RunHistory:
 
     entries: list[HistoryEntry] = field(default_factory=list)
     _saved_cache: dict[tuple[str, float], RunResult | None] = field(default_factory=dict)
+    #: What the last `load_saved` changed in the files it read: one line each ("NAME: ...").
+    text_notes: list[str] = field(default_factory=list)
 
     def record(self, result: RunResult, source: str = "run", path: Path | None = None) -> HistoryEntry:
         """Add a run (the same result twice is one entry)."""
@@ -208,10 +212,14 @@ class RunHistory:
                 return entry.saved_to if entry.saved_to.is_file() else None
         return None
 
-    def load_saved(self, folder: Path, limit: int = SAVED_LISTED, budget: int = SAVED_BYTES) -> list[str]:
+    def load_saved(self, folder: Path, limit: int = SAVED_LISTED, budget: int = SAVED_BYTES,
+                   check_texts: Callable[[RunResult], str | None] = token_texts_from_ids) -> list[str]:
         """Add the newest saved runs of ``folder`` not yet in the history (``limit`` files, and
         no more new files than ``budget`` bytes); returns one line per file that could not be read
-        (the history lists the others). A file listed before and deleted since is listed no more."""
+        (the history lists the others). A file listed before and deleted since is listed no more.
+        Each file read has its token texts made its ids' by ``check_texts`` (see
+        `decoders.records.files.token_texts_from_ids`); what that changed is in `text_notes`."""
+        self.text_notes = []
         self.entries = [e for e in self.entries if e.source != "saved" or e.path is None or e.path.is_file()]
         known = {entry.path.resolve() for entry in self.entries if entry.path is not None}
         problems = []
@@ -232,7 +240,10 @@ class RunHistory:
         for path, key in reversed(chosen):  # oldest first, like the session's runs
             if key not in self._saved_cache:
                 try:
-                    self._saved_cache[key] = RunResult.load(path)
+                    self._saved_cache[key] = loaded = RunResult.load(path)
+                    note = check_texts(loaded)
+                    if note:
+                        self.text_notes.append(f"{path.name}: {note}")
                 except DecodeError as error:
                     self._saved_cache[key] = None
                     problems.append(str(error))

@@ -16,6 +16,7 @@ from rich.style import Style
 from textual.geometry import Size
 from textual.strip import Strip
 
+from tui_decode.state.token_text import shown_controls
 from tui_decode.widgets.styles import component_style
 from tui_decode.widgets.token_stream import Piece, TokenStream
 
@@ -52,8 +53,8 @@ def aligned_widths(left: list[int], right: list[int], width: int, split_at: int 
 
 
 def shown_text(text: str) -> str:
-    """A token's real text on one line: a newline shows as "↵"."""
-    return text.replace("\n", "↵")
+    """A token's real text on one line: a newline shows as "↵", a bidi control as "⟨U+202E⟩"."""
+    return shown_controls(text.replace("\n", "↵"))
 
 
 class AlignedStream(TokenStream):

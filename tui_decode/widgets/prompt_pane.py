@@ -20,7 +20,7 @@ from textual.widgets import Static, TextArea
 from textual.widgets.text_area import EditResult, Location
 
 from decoders.records.bounds import MAX_PROMPT
-from tui_decode.state.token_text import shown_controls
+from tui_decode.state.token_text import bidi_controls, drawn_in_place
 from tui_decode.widgets.styles import component_style
 
 #: Seconds after the last change before the prompt is tokenized again.
@@ -71,11 +71,13 @@ class PromptEditor(TextArea):
 
     def render_line(self, y: int) -> Strip:
         """The line as TextArea draws it, a control character in the prompt (an opened run's, a
-        pasted one's) drawn as its picture: sent as it is, an ESC sequence acts on the terminal."""
+        pasted one's) drawn as its picture: sent as it is, an ESC sequence acts on the terminal.
+        A bidirectional control is left out (the title counts them): sent, it reordered the line or
+        took a cell the wrap had not given it. The prompt itself keeps them."""
         strip = super().render_line(y)
-        if not any(shown_controls(segment.text) is not segment.text for segment in strip):
+        if not any(drawn_in_place(segment.text) is not segment.text for segment in strip):
             return strip
-        shown = Strip([Segment(shown_controls(s.text), s.style, s.control) for s in strip])
+        shown = Strip([Segment(drawn_in_place(s.text), s.style, s.control) for s in strip])
         return shown.crop(0, strip.cell_length)
 
 
@@ -106,6 +108,7 @@ class PromptPane(Vertical):
 
     def on_mount(self) -> None:
         self._refresh_info()
+        self._refresh_title()  # a prompt given at the start may hold bidi controls
 
     @property
     def text(self) -> str:
@@ -157,11 +160,15 @@ class PromptPane(Vertical):
 
     def _refresh_title(self, counting: bool = False) -> None:
         if counting:
-            self.border_title = f"{self.BORDER_TITLE} · counting tokens …"
+            title = f"{self.BORDER_TITLE} · counting tokens …"
         elif self.token_count is None:
-            self.border_title = self.BORDER_TITLE
+            title = self.BORDER_TITLE
         else:
-            self.border_title = f"{self.BORDER_TITLE} · {self.token_count} token{'s' * (self.token_count != 1)}"
+            title = f"{self.BORDER_TITLE} · {self.token_count} token{'s' * (self.token_count != 1)}"
+        hidden = bidi_controls(self.editor.text) if self.is_mounted else 0  # (composed by then)
+        if hidden:  # not drawn (see PromptEditor.render_line), yet part of the prompt
+            title += f" · {hidden} bidi control{'s' * (hidden != 1)} not shown"
+        self.border_title = title
 
     def show_family(self, described: dict[str, Any], note: str = "", threads: int | None = None) -> None:
         """``described`` as `Family.describe()` gives it; ``note`` says e.g. that it is loading;

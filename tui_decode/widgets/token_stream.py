@@ -174,7 +174,7 @@ class TokenStream(ScrollView, can_focus=True):
             x = 0
 
         for index, text in enumerate(self.texts):
-            for n, part in enumerate(text.split("\n")):
+            for n, part in enumerate(shown_controls(text).split("\n")):  # a bidi control as ⟨U+202E⟩
                 if n:  # the newline itself: one marker cell, so the token stays visible and selectable
                     place(index, " ", 1)
                     new_line()

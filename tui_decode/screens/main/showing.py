@@ -7,12 +7,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from decoders.core.params import DecodeParams
+from decoders.records.files import token_texts_from_ids
 from tui_decode.state.loaded_family import helper_description
 from tui_decode.state.run_summary import run_title
 from tui_decode.state.token_text import run_tokens
 from tui_decode.widgets import DetailContext
 
 if TYPE_CHECKING:
+    from textual.notifications import SeverityLevel
     from textual.widget import Widget
     from textual.widgets import DataTable
 
@@ -40,9 +42,21 @@ class RunViewHost(Protocol):
     stats: StatsPane
 
     def maximize(self, widget: Widget, container: bool = True) -> bool: ...
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = True) -> None: ...
     def apply_settings(self, settings: Settings) -> None: ...
     def detail_context(self) -> DetailContext: ...
     def show_detail(self, row: int) -> None: ...
+
+
+def texts_from_ids(result: RunResult, loaded: LoadedFamily | None) -> str | None:
+    """An opened run's token texts made its ids' (`token_texts_from_ids`): decoded again by the
+    loaded family's tokenizer when the run was made with that model, else an id the file gives
+    two texts shown as the id. None when they agreed, else the line that says what was done."""
+    family = loaded.engine.family if loaded is not None else None
+    if family is not None and result.family.get("main") == family.main_source:
+        return token_texts_from_ids(result, family.display, family.decode, f"{family.label}'s tokenizer")
+    return token_texts_from_ids(result)
 
 
 class RunView:
@@ -52,6 +66,10 @@ class RunView:
 
     def show_result(self: RunViewHost, result: RunResult, opened_name: str = "", streamed: bool = False) -> None:
         """Fill every pane from ``result`` (a finished, cancelled or opened run)."""
+        if opened_name:
+            note = texts_from_ids(result, self.loaded)
+            if note:
+                self.notify(f"{opened_name}: {note}", title="Token texts", severity="warning", timeout=12)
         self.result = result
         run = result.method
         if not (streamed and self.table.count == len(run.iters) and self.stream.token_count == len(run.ids)):
