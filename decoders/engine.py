@@ -106,6 +106,9 @@ class Engine:
         self.calibration_note: str | None = None
         self._calibration_read = False
         self.warmed: set[tuple] = set()  # what a consumer has warmed (`warm`) and need not warm again
+        # why the suffix memory's file could not be written after the last run (a read-only folder,
+        # a full disk): the run stands, its caller says so (`tui-decode run`, the app); None: written
+        self.memory_error: str | None = None
 
     @property
     def has_helper(self) -> bool:
@@ -261,10 +264,11 @@ class Engine:
         if summary.first_divergence is not None:
             summary.divergence = self._divergence(ids, baseline.ids, run.ids, summary.first_divergence)
             summary.explanation += " " + summary.divergence_text()
+        self.memory_error = None
         if run.finish != "cancelled" and run.ids:  # off both clocks: the session's memory (suffix decoding)
             from decoders.methods.shared.suffix_memory import remember
 
-            remember(self.family, ids, run.ids)
+            self.memory_error = remember(self.family, ids, run.ids).save_error
         return RunResult(method=run, baseline=baseline, summary=summary, params=params.to_json(), prompt=prompt,
                          prompt_ids=ids, family={**self.family.describe(), "threads": torch.get_num_threads()})
 
