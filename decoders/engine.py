@@ -25,7 +25,7 @@ sweep and ``tui-decode run`` call it).
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Callable, Iterator, Union
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence, Union
 
 from decoders.analysis.calibration import TOKENS as CALIBRATION_TOKENS
 from decoders.analysis.calibration import Calibration
@@ -194,11 +194,12 @@ class Engine:
         """Decode each kept baseline again on its next sequential run (e.g. in a quiet moment)."""
         self._baselines.clear()
 
-    def prompt_ids(self, prompt: str, params: DecodeParams) -> list[int]:
-        """Token ids of the prompt, checked against the model's context."""
+    def prompt_ids(self, prompt: str, params: DecodeParams, history: Sequence[str] = ()) -> list[int]:
+        """Token ids of the prompt (after ``history``, the conversation before it: `Family.encode_prompt`),
+        checked against the model's context."""
         if not prompt.strip():
             raise DecodeError("the prompt is empty; type a prompt (or give --prompt TEXT / --prompt-file PATH)")
-        ids = self.family.encode_prompt(prompt, params.chat_template)
+        ids = self.family.encode_prompt(prompt, params.chat_template, history)
         context = self.family.context_length
         if len(ids) >= context:
             raise DecodeError(f"the prompt is {len(ids)} tokens, the model's context is {context}; shorten the prompt")
@@ -207,7 +208,7 @@ class Engine:
                               f"the model's context of {context}; set max_new_tokens to {context - len(ids)} or less")
         return ids
 
-    def check(self, prompt: str, params: DecodeParams) -> tuple[DecodeParams, list[int]]:
+    def check(self, prompt: str, params: DecodeParams, history: Sequence[str] = ()) -> tuple[DecodeParams, list[int]]:
         """Validate everything up front, so that bad input fails before any model time is spent."""
         params = params.validated()
         method = params.method_def
@@ -217,10 +218,10 @@ class Engine:
             raise DecodeError(f"{self.family.label} has no helper model, so {method.label.lower()} decoding is "
                               f"unavailable; give {drafts}, or pick a method that "
                               f"needs none ({', '.join(m.name for m in all_methods() if not m.needs_helper)})")
-        return params, self.prompt_ids(prompt, params)
+        return params, self.prompt_ids(prompt, params, history)
 
     def stream(self, prompt: str, params: DecodeParams, cancelled: Callable[[], bool] = lambda: False,
-               idle: Idle | None = None) -> Iterator[Event]:
+               idle: Idle | None = None, *, history: Sequence[str] = ()) -> Iterator[Event]:
         """Progress, iterations and finally the `RunResult` (partial, ``finish: cancelled``, when
         ``cancelled()`` turned true during the method run; nothing when during the baseline).
 
@@ -229,8 +230,9 @@ class Engine:
         the pairing's last timed step): a consumer's
         slow work (a UI drawing what it was handed) belongs there, and spread evenly over both
         kinds of point, so that the first step after it (which runs cold) falls as often on
-        either run (`tui_decode.workers.decode`)."""
-        params, ids = self.check(prompt, params)
+        either run (`tui_decode.workers.decode`). ``history``: the conversation before ``prompt``
+        (user and assistant messages taking turns: a later turn of a multi-turn question)."""
+        params, ids = self.check(prompt, params, history)
         main = self.family.main
         if isinstance(main, Tapped) and main.tap is not None:
             main.tap = None  # a trained head's draft hands the target its tap again when it follows
@@ -350,7 +352,8 @@ class Engine:
         return self._no_twin
 
     # -- warming a prompt up -----------------------------------------------------------------------
-    def warm(self, prompt: str, params: DecodeParams, tokens: int = WARM_TOKENS) -> None:
+    def warm(self, prompt: str, params: DecodeParams, tokens: int = WARM_TOKENS, *,
+             history: Sequence[str] = ()) -> None:
         """An untimed short decode of ``prompt`` as a run of ``params`` makes it, thrown away:
         the prefill and a few steps on every runner the run uses (the main one; the twin, when
         interleaved, or the main one's baseline, when sequential; the helper, when the method
@@ -365,7 +368,7 @@ class Engine:
         one already decoded showed no such gap (on a loaded machine, where one figure moved by
         20% either way). Call it before the first timed run of each
         prompt (the bench, the sweep and `tui-decode run` do); a warm prompt gains nothing."""
-        params, ids = self.check(prompt, params)
+        params, ids = self.check(prompt, params, history)
         short = params.replace(max_new_tokens=max(1, min(tokens, params.max_new_tokens)), record=False)
         main = self.family.main
         if isinstance(main, Tapped) and main.tap is not None:
@@ -442,9 +445,9 @@ class Engine:
             baseline.finish = "length"  # stopped at its budget: what the method emitted
         return run, baseline
 
-    def run(self, prompt: str, params: DecodeParams) -> RunResult:
+    def run(self, prompt: str, params: DecodeParams, *, history: Sequence[str] = ()) -> RunResult:
         """The whole run at once (command line, tests, benchmarks)."""
-        for event in self.stream(prompt, params):
+        for event in self.stream(prompt, params, history=history):
             if isinstance(event, RunResult):
                 return event
         raise RuntimeError("the engine finished without a result")
