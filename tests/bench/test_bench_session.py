@@ -52,6 +52,7 @@ def session_run(tiny_folder, prompts_file, tmp_path_factory):
     out_dir = tmp_path_factory.mktemp("bench-out")
     drafted_from: list[tuple[str, list[tuple[str, list[int]]]]] = []
     baselines: dict[str, list[int]] = {}
+    runs: list[tuple[str, str]] = []  # (prompt key, method) of every run
     real_forget, real_add, real_result = SuffixMemory.forget, SuffixMemory.add, Engine._result
     adding = [False]
 
@@ -70,6 +71,7 @@ def session_run(tiny_folder, prompts_file, tmp_path_factory):
 
     def result(self, prompt, ids, params, run, baseline, summary):
         baselines[prompt_key(ids)] = list(baseline.ids)
+        runs.append((prompt_key(ids), run.method))
         return real_result(self, prompt, ids, params, run, baseline, summary)
 
     mp = pytest.MonkeyPatch()
@@ -88,7 +90,7 @@ def session_run(tiny_folder, prompts_file, tmp_path_factory):
         reset_memories()
     return {"code": code, "out": stdout.getvalue(), "err": stderr.getvalue(), "dir": out_dir,
             "report": json.loads((out_dir / "report.json").read_text()), "drafted_from": drafted_from,
-            "baselines": baselines}
+            "baselines": baselines, "runs": runs}
 
 
 def test_the_session_runs_every_turn_in_the_reports_order_and_each_memory_row_grows_its_own(session_run):
@@ -120,7 +122,8 @@ def test_the_second_turn_follows_the_first_turns_answer_in_the_chat_template(ses
     answer = family.answer_text(first["ours"]["ar"]["ids"])
     ids = family.encode_prompt(PROMPTS[1]["turns"][1], True, (PROMPTS[1]["turns"][0], answer))
     assert second["prompt_tokens"] == len(ids) > first["prompt_tokens"]
-    assert prompt_key(ids) in session_run["baselines"]  # the second turn ran on exactly those ids
+    ran = [method for key, method in session_run["runs"] if key == prompt_key(ids)]
+    assert sorted(ran) == ["ar"] + ["pld"] * 2 + ["suffix"] * 6  # every row (with recording on too), AR again
     rendered = family.tokenizer.decode(ids)
     assert rendered.index(PROMPTS[1]["turns"][0]) < rendered.index(answer) < rendered.index(PROMPTS[1]["turns"][1])
     turns = session_run["report"]["session"]["turns"]
