@@ -204,3 +204,46 @@ def test_a_prompts_next_turn_carries_the_conversation_before_it():
     third = second.next_turn("answer two")
     assert third is not None and third.history == ("one", "answer one", "two", "answer two") and third.turn == 3
     assert third.next_turn("answer three") is None and session_turns(third) == ["one", "two", "three"]
+
+
+def test_a_conversation_without_the_chat_template_is_its_messages_a_blank_line_apart(tiny_folder):
+    from decoders.models.family import FamilySpec, load_family
+
+    family = load_family(FamilySpec(name="tiny", main=tiny_folder, device="cpu", dtype="float32"))
+    raw = family.encode_prompt("w17 w18", False, ("w10 w11", "w12 w13"))
+    assert raw == list(family.tokenizer("w10 w11\n\nw12 w13\n\nw17 w18")["input_ids"])
+    assert family.encode_prompt("w17 w18", False) == list(family.tokenizer("w17 w18")["input_ids"])
+    given = []
+    real = family.tokenizer.apply_chat_template
+
+    def template(messages, **kwargs):  # the tiny tokenizer reads every role word as <unk>: the messages, as given
+        given.append(messages)
+        return real(messages, **kwargs)
+
+    family.tokenizer.apply_chat_template = template
+    try:
+        chat = family.encode_prompt("w17 w18", True, ("w10 w11", "w12 w13"))
+    finally:
+        del family.tokenizer.apply_chat_template
+    messages = [{"role": "user", "content": "w10 w11"}, {"role": "assistant", "content": "w12 w13"},
+                {"role": "user", "content": "w17 w18"}]
+    assert given == [messages]
+    rendered = family.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    assert chat == list(family.tokenizer(rendered, add_special_tokens=False)["input_ids"])
+
+
+def test_each_repeat_is_the_session_again_from_empty_memories(tiny_folder, prompts_file):
+    from decoders.bench import run_bench
+    from decoders.models.family import FamilySpec, load_family
+
+    reset_memories()
+    family = load_family(FamilySpec(name="tiny", main=tiny_folder, device="cpu", dtype="float32"))
+    with torch_threads(1):
+        report = run_bench(family, load_prompts(prompts_file), ["suffix"], max_new_tokens=4, repeats=2,
+                           record_overhead_every=0, bandwidth_bytes=1 << 20, warm_up=False, workload="session")
+    reset_memories()
+    assert [(s.repeat, s.position, s.memory) for s in report.samples] == [
+        (r, p, {"suffix": p}) for r in range(2) for p in range(4)]
+    at = report.session.rows["suffix"]
+    assert at.memory == [0, 1, 2, 3] and at.first.ours.n == 2 and at.last.ours.n == 2
+    assert report.session.order == ORDER
