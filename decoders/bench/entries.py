@@ -243,6 +243,13 @@ class Sample(Record):
     # each row's own autoregressive baseline, decoded beside it step by step (interleaved pairing;
     # left out where the rows were paired sequentially)
     baselines: dict[str, OursEntry] | UnsetType = UNSET
+    # a run of one session (`decoders.bench.session`): this prompt's place in it, 0 first (left out in a run
+    # of separate prompts, as the next two)
+    position: int | UnsetType = UNSET
+    # its turn: 1, or 2 for a multi-turn question's second (after the first turn's answer)
+    turn: int | UnsetType = UNSET
+    # the responses each row that drafts from a memory had in its own when it ran here, by row label
+    memory: dict[str, int] | UnsetType = UNSET
 
     def __post_init__(self) -> None:
         for per in (self.ours, self.record_on):  # a report that does not name an entry's method: its row's

@@ -39,8 +39,9 @@ from decoders.bench.machine import (
     verify_cost_curve,
 )
 from decoders.bench.measure import AGAIN, PromptMeasurer, bench_engine, pairing_note, pairing_of
-from decoders.bench.prompts import BenchPrompt
+from decoders.bench.prompts import BenchPrompt, session_turns
 from decoders.bench.reference import Reference, reference_for
+from decoders.bench.session import SessionMemories
 from decoders.bench.settings import BenchSettings, Pairing
 from decoders.bench.targets import Target, evaluate_targets
 from decoders.bench.variants import Variant
@@ -233,7 +234,7 @@ def run_lanes(families: Mapping[str, Family], prompts: Sequence[BenchPrompt], me
               max_new_tokens: int, limit: int | None, repeats: int, progress: ProgressFn | None, *,
               params: DecodeParams | None, references: Mapping[str, Reference] | None, record_overhead_every: int,
               bandwidth_bytes: int, warm_up: bool, variants: Sequence[Variant] | None,
-              early_exit_layer: int | None) -> LaneRun:
+              early_exit_layer: int | None, workload: str = "prompts") -> LaneRun:
     """Every row on every prompt on each backend of ``families`` (one: a plain run), each beside its
     reference (``references``, else each family's own); the arguments are `decoders.bench.suite.run_bench`'s.
     In a run on several backends, notes and progress carry the backend, and each sample names it."""
@@ -262,7 +263,7 @@ def run_lanes(families: Mapping[str, Family], prompts: Sequence[BenchPrompt], me
     bandwidth = [measure_read_bandwidth(bandwidth_bytes)]
     for lane in lanes:
         notes += noted(lane.label, [pairing_note(lane.engine)])
-    _measure(lanes, runs, base, repeats, record_overhead_every, warm_up, say)
+    _measure(lanes, runs, base, repeats, record_overhead_every, warm_up, say, notes, session=workload == "session")
     middle = sorted(runs, key=lambda run: len(run[1][lanes[0].backend]))[len(runs) // 2][1]
     curves = {}
     for lane in lanes:
@@ -280,33 +281,68 @@ def _where(lanes: Sequence[Lane], lane: Lane) -> str:
 
 
 def _measure(lanes: Sequence[Lane], runs: PromptRuns, base: DecodeParams, repeats: int, record_overhead_every: int,
-             warm_up: bool, say: ProgressFn) -> None:
+             warm_up: bool, say: ProgressFn, notes: list[str], session: bool = False) -> None:
     """Every lane warmed up (``warm_up``), then every prompt run on every lane, the lanes taking
-    turns going first; each lane's samples appended to it."""
+    turns going first; each lane's samples appended to it. ``session`` (`decoders.bench.session`):
+    the prompts in order as one session, every turn of a multi-turn question after the one
+    before it, each row that drafts from a memory with its own (new at each repeat), and each
+    sample numbered by its place in the session."""
     if warm_up:
         for lane in lanes:
             prompt, ids = shortest([(p, i[lane.backend]) for p, i in runs])
             say(f"warm-up on {prompt.name}{_where(lanes, lane)}")
             warm_up_rows(lane.engine, lane.reference, prompt, ids, base, lane.rows)
-    total = len(runs) * repeats
+    total = sum(len(session_turns(prompt)) if session else 1 for prompt, _ in runs) * repeats
+    number = 0
     for repeat in range(repeats):
-        for index, (prompt, prompt_ids) in enumerate(runs):
-            number = repeat * len(runs) + index + 1
-            order = lanes if number % 2 == 1 else lanes[::-1]  # who goes first alternates by prompt
-            for lane in order:
-                where = (head(number, total, prompt) + _where(lanes, lane)
-                         + (f" (repeat {repeat + 1}/{repeats})" if repeats > 1 else ""))
+        memories = {lane.backend: SessionMemories(lane.family) for lane in lanes} if session else {}
+        position = 0
+        for prompt, prompt_ids in runs:
+            here: dict[str, tuple[BenchPrompt, list[int]]] = {lane.backend: (prompt, prompt_ids[lane.backend])
+                                                              for lane in lanes}
+            while here:
+                number += 1
+                order = lanes if number % 2 == 1 else lanes[::-1]  # who goes first alternates by prompt
+                for lane in order:
+                    turn, ids = here[lane.backend]
+                    where = (head(number, total, turn) + _where(lanes, lane)
+                             + (f" (repeat {repeat + 1}/{repeats})" if repeats > 1 else ""))
 
-                def tick(what: str, where: str = where) -> None:
-                    say(f"{where}: {what}")
+                    def tick(what: str, where: str = where) -> None:
+                        say(f"{where}: {what}")
 
-                record_labels = [row.label for row in lane.rows] if record_overhead_every else []
-                measurer = PromptMeasurer(lane.family, lane.rows, base, record_labels, tick, lane.reference,
-                                          lane.engine, warm=warm_up)
-                with_twins = bool(record_labels) and (number - 1) % record_overhead_every == 0
-                sample = measurer.measure(prompt, prompt_ids[lane.backend], repeat, flip=lane.twins % 2 == 1,
-                                          record_twins=with_twins)
-                if len(lanes) > 1:  # a run on one backend leaves it out, as before runs on several
-                    sample.backend = lane.backend
-                lane.samples.append(sample)
-                lane.twins += with_twins
+                    record_labels = [row.label for row in lane.rows] if record_overhead_every else []
+                    measurer = PromptMeasurer(lane.family, lane.rows, base, record_labels, tick, lane.reference,
+                                              lane.engine, warm=warm_up, memories=memories.get(lane.backend))
+                    with_twins = bool(record_labels) and (number - 1) % record_overhead_every == 0
+                    sample = measurer.measure(turn, ids, repeat, flip=lane.twins % 2 == 1, record_twins=with_twins)
+                    if len(lanes) > 1:  # a run on one backend leaves it out, as before runs on several
+                        sample.backend = lane.backend
+                    if session:
+                        sample.position = position
+                    lane.samples.append(sample)
+                    lane.twins += with_twins
+                position += 1
+                here = _next_turns(lanes, here, base, notes if repeat == 0 else []) if session else {}
+
+
+def _next_turns(lanes: Sequence[Lane], here: dict[str, tuple[BenchPrompt, list[int]]], base: DecodeParams,
+                notes: list[str]) -> dict[str, tuple[BenchPrompt, list[int]]]:
+    """The next turn of each lane's question after its answer (the AR baseline's, as the assistant's
+    message), with its ids; empty after the last turn, or where a lane's conversation no longer fits
+    the model's context (noted)."""
+    from decoders.core.errors import DecodeError
+
+    after = {}
+    for lane in lanes:
+        turn, _ = here[lane.backend]
+        answer = lane.family.answer_text(lane.samples[-1].ours[BASELINE].ids)
+        following = turn.next_turn(answer)
+        if following is None:
+            return {}
+        try:
+            after[lane.backend] = (following, lane.engine.prompt_ids(following.text, base, following.history))
+        except DecodeError as err:
+            notes.append(f"{following.name} ({following.category}) skipped: {err}")
+            return {}
+    return after

@@ -8,6 +8,7 @@ other processes on the machine hits both sides alike. What the runs contribute t
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from msgspec import UNSET
@@ -23,11 +24,13 @@ from decoders.records.run import RunResult
 
 if TYPE_CHECKING:
     from decoders.bench.drafts import Row
+    from decoders.bench.session import SessionMemories
     from decoders.engine import Engine
     from decoders.models.family import Family
 
 
 AGAIN = "ar[again]"  # autoregressive decoding timed once more against its own baseline (pairing noise)
+_GREEDY = "\x00greedy"  # transformers' greedy run among its runs by generate() call (`PromptMeasurer.measure`)
 
 
 def bench_engine(family: Family) -> Engine:
@@ -77,11 +80,13 @@ class PromptMeasurer:
 
     def __init__(self, family: Family, rows: Sequence[Row], base: DecodeParams, record_labels: Sequence[str],
                  tick: Callable[[str], None], reference: Reference, engine: Engine | None = None,
-                 warm: bool = True):
+                 warm: bool = True, memories: SessionMemories | None = None):
         self.family, self.rows, self.base = family, rows, base
         self.record_labels, self.tick, self.reference = record_labels, tick, reference
         self.engine = engine if engine is not None else bench_engine(family)
         self.warm = warm
+        # a session (`decoders.bench.session`): each row that drafts from a memory runs with its own
+        self.memories = memories
 
     @property
     def pairing(self) -> str:
@@ -94,7 +99,7 @@ class PromptMeasurer:
 
         theirs_ar = None
         self.tick("ours ar")
-        for event in engine.stream(prompt.text, params):
+        for event in engine.stream(prompt.text, params, history=prompt.history):
             if isinstance(event, PhaseStarted) and event.phase == "method":
                 self.tick(f"{self.reference.name} ar")
                 theirs_ar = self.reference.greedy(ids, params.max_new_tokens)
@@ -117,7 +122,8 @@ class PromptMeasurer:
                 continue
             seen.add(id(helper))
             self.engine.draft_with(row.family)
-            self.engine.warm(prompt.text, row.params)
+            with self.memories.of(row) if self.memories is not None else nullcontext():  # drafts as its run will
+                self.engine.warm(prompt.text, row.params, history=prompt.history)
         self.reference.greedy(ids, min(WARM_TOKENS, self.base.max_new_tokens))
 
     def measure(self, prompt: BenchPrompt, ids: list[int], repeat: int, flip: bool,
@@ -130,54 +136,66 @@ class PromptMeasurer:
         paired = self.pairing == "interleaved"
         sample = Sample(prompt.question_id, prompt.category, prompt.group, repeat, len(ids), pairing=self.pairing,
                         baselines={} if paired else UNSET)
-        theirs_ar_run: HFRun | None = None
-        shared: dict[str, HFRun | None] = {}  # transformers runs by their generate() call
+        memories = self.memories
+        if memories is not None:
+            sample.turn, sample.memory = prompt.turn, memories.sizes(self.rows)
+        theirs: dict[str, HFRun | None] = {}  # transformers runs by their generate() call; `_GREEDY`: its greedy
         baseline_row = Row(Variant(BASELINE), self.base.replace(method=BASELINE), self.family, self.reference)
         rows = list(self.rows) or [baseline_row]
         if self.warm:
             self.warm_up(prompt, ids, rows)
         for row in rows:
-            engine.draft_with(row.family)
-            label, params = row.label, row.params
-            twin = record_twins and label in self.record_labels
-            first_on = twin and flip  # which of the record pair runs first alternates by prompt
-            say = f"ours {label}" + (" (recording on)" if first_on else "")
-            if theirs_ar_run is None and not paired:
-                result, theirs_ar_run = self._first_run(engine, prompt, ids, params.replace(record=first_on), say)
-            else:
-                self.tick(say + (" beside ours ar" if paired else ""))
-                result = engine.run(prompt.text, params.replace(record=first_on))
-            if BASELINE not in sample.ours:  # the first row's baseline is the prompt's AR row
-                sample.ours[BASELINE] = OursEntry.of_baseline(result)
-                sample.text = result.baseline.text
-            if theirs_ar_run is None:
-                self.tick(f"{self.reference.name} ar")
-                theirs_ar_run = self.reference.greedy(ids, params.max_new_tokens)
-            if row.method == BASELINE:  # an AR-only run keeps the baseline as its AR figures
-                continue
-            (sample.record_on if first_on else sample.ours)[label] = OursEntry.of_run(result)
-            if paired and not first_on:
-                sample.own_baselines[label] = OursEntry.of_baseline(result)
-            call = row.counterpart
-            if call is not None:
-                if call not in shared:
-                    self.tick(f"{row.reference.name} {label}")
-                    shared[call] = row.reference.run(row.method, ids, params)
-                counterpart = shared[call]
-                if counterpart is not None and theirs_ar_run is not None:
-                    sample.theirs[label] = TheirsEntry.of(counterpart, theirs_ar_run.ids)
-            if twin:
-                self.tick(f"ours {label}" + ("" if first_on else " (recording on)"))
-                second = engine.run(prompt.text, params.replace(record=not first_on))
-                (sample.ours if first_on else sample.record_on)[label] = OursEntry.of_run(second)
-                if paired and first_on:
-                    sample.own_baselines[label] = OursEntry.of_baseline(second)
+            with memories.of(row) if memories is not None else nullcontext():
+                self._measure_row(row, prompt, ids, sample, flip, record_twins, theirs)
         self.tick("ours ar again" + (" beside ours ar" if paired else ""))
-        again = engine.run(prompt.text, self.base.replace(method=BASELINE))
+        again = engine.run(prompt.text, self.base.replace(method=BASELINE), history=prompt.history)
         sample.ours[AGAIN] = OursEntry.of_run(again)
         if paired:
             sample.own_baselines[AGAIN] = OursEntry.of_baseline(again)
+        theirs_ar_run = theirs.get(_GREEDY)
         if theirs_ar_run is not None:
             sample.theirs[BASELINE] = TheirsEntry.of(theirs_ar_run, None)
         sample.compare()
         return sample
+
+    def _measure_row(self, row: Row, prompt: BenchPrompt, ids: list[int], sample: Sample, flip: bool,
+                     record_twins: bool, shared: dict[str, HFRun | None]) -> None:
+        """``row``'s runs on this prompt (with recording on too, where measured) and its counterpart's;
+        ``shared``: transformers' runs so far by their generate() call, its greedy under `_GREEDY`."""
+        engine, paired = self.engine, self.pairing == "interleaved"
+        engine.draft_with(row.family)
+        label, params = row.label, row.params
+        twin = record_twins and label in self.record_labels
+        first_on = twin and flip  # which of the record pair runs first alternates by prompt
+        say = f"ours {label}" + (" (recording on)" if first_on else "")
+        if shared.get(_GREEDY) is None and not paired:
+            result, shared[_GREEDY] = self._first_run(engine, prompt, ids, params.replace(record=first_on), say)
+        else:
+            self.tick(say + (" beside ours ar" if paired else ""))
+            result = engine.run(prompt.text, params.replace(record=first_on), history=prompt.history)
+        if BASELINE not in sample.ours:  # the first row's baseline is the prompt's AR row
+            sample.ours[BASELINE] = OursEntry.of_baseline(result)
+            sample.text = result.baseline.text
+        theirs_ar_run = shared.get(_GREEDY)
+        if theirs_ar_run is None:
+            self.tick(f"{self.reference.name} ar")
+            theirs_ar_run = shared[_GREEDY] = self.reference.greedy(ids, params.max_new_tokens)
+        if row.method == BASELINE:  # an AR-only run keeps the baseline as its AR figures
+            return
+        (sample.record_on if first_on else sample.ours)[label] = OursEntry.of_run(result)
+        if paired and not first_on:
+            sample.own_baselines[label] = OursEntry.of_baseline(result)
+        call = row.counterpart
+        if call is not None:
+            if call not in shared:
+                self.tick(f"{row.reference.name} {label}")
+                shared[call] = row.reference.run(row.method, ids, params)
+            counterpart = shared[call]
+            if counterpart is not None and theirs_ar_run is not None:
+                sample.theirs[label] = TheirsEntry.of(counterpart, theirs_ar_run.ids)
+        if twin:
+            self.tick(f"ours {label}" + ("" if first_on else " (recording on)"))
+            second = engine.run(prompt.text, params.replace(record=not first_on), history=prompt.history)
+            (sample.ours if first_on else sample.record_on)[label] = OursEntry.of_run(second)
+            if paired and first_on:
+                sample.own_baselines[label] = OursEntry.of_baseline(second)

@@ -6,7 +6,7 @@ import json
 import math
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -48,11 +48,20 @@ def group_rank(group: str) -> int:
 
 @dataclass(frozen=True)
 class BenchPrompt:
-    """One Spec-Bench record, reduced to what a decoding benchmark uses: the first turn."""
+    """One Spec-Bench record, reduced to what a decoding benchmark uses: the first turn (``text``).
+
+    A multi-turn record (MT-bench's) keeps its later user turns in ``later`` as the file holds them,
+    checked only where they are run (`session_turns`: ``bench --workload session``). A later turn
+    run is a prompt of its own (`next_turn`): its ``text`` that turn's message, ``history`` the
+    conversation before it (user, assistant, user, ...), ``turn`` its number (1 for the first)."""
 
     question_id: Any
     category: str
     text: str
+    later: tuple[Any, ...] = ()
+    where: str = ""  # the file and line it came from, for a message about a later turn
+    history: tuple[str, ...] = ()
+    turn: int = 1
 
     @property
     def group(self) -> str:
@@ -60,7 +69,15 @@ class BenchPrompt:
 
     @property
     def name(self) -> str:
-        return f"q{self.question_id}"
+        return f"q{self.question_id}" + (f" turn {self.turn}" if self.turn > 1 else "")
+
+    def next_turn(self, answer: str) -> BenchPrompt | None:
+        """The record's next turn after ``answer`` (the model's answer to this one), or None when
+        this is its last."""
+        turns = session_turns(self)
+        if self.turn >= len(turns):
+            return None
+        return replace(self, text=turns[self.turn], history=self.history + (self.text, answer), turn=self.turn + 1)
 
     def record(self, prompt_tokens: int) -> PromptRecord:
         """The report's record of this prompt, with its length in tokens."""
@@ -138,7 +155,26 @@ def _parse_line(line: str, where: str) -> BenchPrompt:
     if len(turns[0].encode("utf-8")) > MAX_PROMPT_BYTES:
         raise DecodeError(f"{where}: the first turn is longer than {MAX_PROMPT_BYTES >> 20} MiB, the most a prompt "
                           "may be; shorten it")
-    return BenchPrompt(qid, record["category"], turns[0])
+    return BenchPrompt(qid, record["category"], turns[0], tuple(turns[1:]), where)
+
+
+def session_turns(prompt: BenchPrompt) -> list[str]:
+    """Every user turn of ``prompt``'s record, first to last, each checked as the first is
+    (`load_prompts`); DecodeError in one line naming the file, line and turn."""
+    from decoders.records.inputs import MAX_PROMPT_BYTES, check_text
+
+    turns = [prompt.text if prompt.turn == 1 and not prompt.history else prompt.history[0]]
+    where = prompt.where or prompt.name
+    for number, text in enumerate(prompt.later, 2):
+        if not isinstance(text, str) or not text.strip():
+            raise DecodeError(f"{where}: turn {number} must be a non-empty string (the user's message); fix it, or "
+                              "run the first turns only (--workload prompts)")
+        check_text(text, f"{where}: turn {number}", "write it as UTF-8 text (a lone \\ud800 escape is not a character)")
+        if len(text.encode("utf-8")) > MAX_PROMPT_BYTES:
+            raise DecodeError(f"{where}: turn {number} is longer than {MAX_PROMPT_BYTES >> 20} MiB, the most a prompt "
+                              "may be; shorten it")
+        turns.append(text)
+    return turns
 
 
 def select_prompts(prompts: Sequence[BenchPrompt], limit: int | None) -> list[BenchPrompt]:

@@ -24,6 +24,7 @@ from decoders.bench.cells import (
     ref_prefix,
     row_methods,
 )
+from decoders.bench.common import known
 from decoders.bench.files import Report, report_from_json
 from decoders.bench.files import load_report as load_report  # read here beside write_report
 from decoders.bench.llamacpp_reference import LLAMACPP_REFERENCE
@@ -37,11 +38,13 @@ from decoders.bench.tables import (
     floor_section,
     group_table,
     overall_table,
+    position_table,
     prompt_table,
     record_section,
     targets_table,
     theorem_methods,
     theorem_section,
+    turn_table,
     variants_section,
 )
 from decoders.core.declarations import all_methods
@@ -97,13 +100,32 @@ def pairing_line(pairings: Mapping[str, str] | None, methods: Sequence[str]) -> 
     return "- pairing: " + "; ".join(parts) + " (see the notes for why)"
 
 
+def prompts_line(report: BenchReport) -> str:
+    st = report.settings
+    tail = f"{st.max_new_tokens} new tokens, greedy, {st.repeats} repeat(s)"
+    session = known(report.session)
+    if session is None:
+        return f"- prompts: {len(report.prompts)} (first turn, chat template), {tail}"
+    return (f"- workload: one session of {len(report.prompts)} prompts, {len(session.order)} turns in this order: "
+            f"{', '.join(session.order)} (a later turn after the earlier one's answer, chat template); {tail}"
+            + ("; each repeat the session again, from empty memories" if st.repeats > 1 else ""))
+
+
+SESSION_NOTE = (
+    "The prompts ran as one session in the order above. Each row that drafts from a memory of earlier responses "
+    "(suffix decoding drafting from both trees) has a memory of its own, empty at the session's start; its answer "
+    "to each prompt joins it after the run's and its baseline's clocks stopped, before the next prompt, and a "
+    "prompt's own baseline output is never in it. Only those rows are shown: nothing any other row drafts from "
+    "changes between positions. Each third is pooled as the overall table pools (speedup, +/- its spread, n "
+    "prompts); memory is the responses in the row's memory at the first and at the last position.")
+
+
 def settings_lines(report: BenchReport) -> list[str]:
     st, fam, mach = report.settings, report.family, report.machine
     lines = [
         f"- model: {fam['label']} ({fam['main']}, {fam['dtype']} on {fam['device']}, backend {fam['backend']}); "
         f"helper: {fam['helper'] or 'none'}",
-        f"- prompts: {len(report.prompts)} (first turn, chat template), {st.max_new_tokens} new tokens, greedy, "
-        f"{st.repeats} repeat(s)",
+        prompts_line(report),
         params_line(report),
         pairing_line(st.pairing or None, list(report.overall)),
         f"- machine: {mach.processor}, {mach.cpus} CPUs, {mach.torch_threads} torch threads; "
@@ -187,6 +209,13 @@ def render_markdown(report: Report | dict[str, Any]) -> str:
     parts += ["## Overall", "", overall_table(report), "",
               "## Per task group", "", group_table(report), "",
               "## Targets", "", targets_table(report), ""]
+    positions = position_table(report)
+    if positions:
+        parts += ["## By position in the session", "", SESSION_NOTE, "", positions, ""]
+    turns = turn_table(report)
+    if turns:
+        parts += ["## Per turn", "", "Every row over the first turns of the session's questions, and over their "
+                  "second turns (each after the first turn's answer).", "", turns, ""]
     if not report.sides:
         parts += ["## Memory-bandwidth floor", "", floor_section(report), ""]
     variants = variants_section(report)

@@ -69,6 +69,8 @@ class BenchSettings(Record, kw_only=True):
     counterparts: dict[str, str | None] | UnsetType = UNSET  # row label -> its reference's call (None: none)
     backends: list[str] | UnsetType = UNSET  # the backends, in the order they ran: ["torch", "llamacpp"]
     references: dict[str, str] | UnsetType = UNSET  # backend -> the reference beside it
+    # "session": the prompts ran in order as one session (`decoders.bench.session`); UNSET: each on its own
+    workload: Literal["session"] | UnsetType = UNSET
 
     @property
     def rows(self) -> list[RowSettings]:

@@ -28,6 +28,7 @@ from decoders.bench.lanes import lane_settings, run_lanes
 from decoders.bench.machine import BenchMachine, CostCurve, Floor, machine_info
 from decoders.bench.prompts import BenchPrompt, PromptRecord
 from decoders.bench.reference import Reference
+from decoders.bench.session import WORKLOADS, SessionFigures, remembers, session_figures
 from decoders.bench.settings import BenchSettings
 from decoders.bench.targets import Target
 from decoders.bench.variants import Variant
@@ -96,6 +97,9 @@ class BenchReport(Record, kw_only=True):
     # (left out, UNSET, in a run on one backend, so that reports from before them read back as written)
     backends: dict[str, BackendSide] | UnsetType = UNSET
     agreement: list[Agreement] | UnsetType = UNSET
+    # a run of one session (``--workload session``, `decoders.bench.session`): its order, the memory
+    # rows' speedup by position and every row's per turn (left out in a run of separate prompts)
+    session: SessionFigures | UnsetType = UNSET
 
     @property
     def sides(self) -> dict[str, BackendSide]:
@@ -116,7 +120,8 @@ def run_bench(family: Family, prompts: Sequence[BenchPrompt], methods: Sequence[
               progress: ProgressFn | None = None, *, params: DecodeParams | None = None,
               reference: Reference | None = None, record_overhead_every: int = 3,
               bandwidth_bytes: int = 1 << 30, warm_up: bool = True,
-              variants: Sequence[Variant] | None = None, early_exit_layer: int | None = None) -> BenchReport:
+              variants: Sequence[Variant] | None = None, early_exit_layer: int | None = None,
+              workload: str = "prompts") -> BenchReport:
     """Run every row on every prompt, ours and transformers' interleaved; the report.
 
     ``methods``: names of registered methods, each a row as ``params`` sets it; ``variants``:
@@ -129,18 +134,28 @@ def run_bench(family: Family, prompts: Sequence[BenchPrompt], methods: Sequence[
     would double the time of the slowest methods for a figure that needs fewer samples.
     ``warm_up``: one untimed pass of every row at the start, and each prompt warmed up before it
     is timed (off: quicker, and first decodes slower than later ones; for tests).
+    ``workload``: "prompts", each prompt on its own, or "session", the prompts in order as one
+    session, every turn of a multi-turn question, each row that drafts from a memory with its own
+    (`decoders.bench.session`).
     """
+    if workload not in WORKLOADS:
+        raise ValueError(f"workload must be one of {', '.join(WORKLOADS)}, got {workload!r}")
     run = run_lanes({family.backend: family}, prompts, methods, max_new_tokens, limit, repeats, progress,
                     params=params, references={family.backend: reference} if reference is not None else None,
                     record_overhead_every=record_overhead_every, bandwidth_bytes=bandwidth_bytes, warm_up=warm_up,
-                    variants=variants, early_exit_layer=early_exit_layer)
+                    variants=variants, early_exit_layer=early_exit_layer, workload=workload)
     (lane,), (figures,) = run.lanes, run.figures
+    settings = lane_settings(run.base, lane.rows, limit, repeats, lane.reference, record_overhead_every, lane.pairing)
+    session: SessionFigures | UnsetType = UNSET
+    if workload == "session":
+        memory_rows = [row.label for row in lane.rows if remembers(row)]
+        session = session_figures(lane.samples, figures.labels, memory_rows)
+        settings.workload = "session"
     return BenchReport(
         family=figures.info,
         machine=BenchMachine(**machine_info(), load_average_at_start=run.load_at_start,
                              verify_cost_curve=run.curves[lane.backend]),
-        settings=lane_settings(run.base, lane.rows, limit, repeats, lane.reference, record_overhead_every,
-                               lane.pairing),
+        settings=settings,
         prompts=prompt_records(lane.runnable), bandwidth=run.bandwidth_record(), floor=figures.floor,
         overall=figures.figures.overall, groups=figures.figures.groups, group_prompts=figures.figures.group_prompts,
-        samples=lane.samples, notes=run.notes, targets=figures.targets, elapsed_s=run.elapsed_s())
+        samples=lane.samples, notes=run.notes, targets=figures.targets, elapsed_s=run.elapsed_s(), session=session)

@@ -7,6 +7,7 @@ every prompt. Each cell as `decoders.bench.cells` writes it.
 from __future__ import annotations
 
 from decoders.analysis.summary import first_divergence
+from decoders.bench.aggregate import MethodStats
 from decoders.bench.cells import (
     DASH,
     NO_COUNTERPART,
@@ -249,7 +250,9 @@ def prompt_table(report: BenchReport) -> str:
     rows = []
     for s in report.samples:
         ours_ar, theirs_ar = s.ours[BASELINE], s.theirs[BASELINE]
-        row = [f"q{s.question_id}" + (f" r{s.repeat + 1}" if report.settings.repeats > 1 else "")]
+        turn = known(s.turn) or 1
+        row = [f"q{s.question_id}" + (f" turn {turn}" if turn > 1 else "")
+               + (f" r{s.repeat + 1}" if report.settings.repeats > 1 else "")]
         backend = known(s.backend) or ""
         row += [shown.get(backend, backend)] if several else []
         row += [group_label(s.group), str(s.prompt_tokens), num(ours_ar.ms_per_token, 1),
@@ -265,3 +268,47 @@ def prompt_table(report: BenchReport) -> str:
             row.append(f"{entry.speedup:.2f}x" + (f" ({their.speedup:.2f}x)" if their else "") + flag)
         rows.append(row)
     return md_table(header, rows)
+
+
+def _speedup_with_spread(stats: MethodStats, method: str) -> str:
+    ours = stats.ours
+    if not ours.n:
+        return DASH
+    return (speedup_cell(ours.speedup, ours.speedup_spread, method, known(ours.acceptance))
+            + ("" if ours.speedup_spread is None else f" +/- {ours.speedup_spread:.2f}") + f" (n {ours.n})")
+
+
+def position_table(report: BenchReport) -> str | None:
+    """A session's rows that draft from a memory: the first third of the positions against the last,
+    and the speedup at each position with the responses in the row's memory there; None in a run of
+    separate prompts."""
+    session = known(report.session)
+    if session is None:
+        return None
+    rows = []
+    for label, at in session.rows.items():
+        first, last = at.first.ours.speedup, at.last.ours.speedup
+        change = DASH if not (first and last) else f"{last / first - 1:+.0%}"
+        each = " ".join(DASH if x is None else f"{x:.2f}" for x in at.speedups)
+        memory = f"{at.memory[0]}..{at.memory[-1]}" if at.memory else DASH
+        rows.append([method_label(label), _speedup_with_spread(at.first, label), _speedup_with_spread(at.last, label),
+                     change, memory, each])
+    if not rows:
+        return "No row drafts from a memory of earlier responses (suffix decoding with --suffix-source both): " \
+               "no row's speedup can change with its place in the session."
+    head = f"first {session.third}" if session.third > 1 else "first"
+    tail = f"last {session.third}" if session.third > 1 else "last"
+    return md_table(("row", f"speedup, {head} of {len(session.order)}", f"speedup, {tail} of {len(session.order)}",
+                     "last over first", "memory (responses)", "speedup at each position"), rows)
+
+
+def turn_table(report: BenchReport) -> str | None:
+    """A session's rows per turn (MT-bench's questions run both turns); None with one turn only."""
+    session = known(report.session)
+    if session is None or len(session.turns) < 2:
+        return None
+    turns = list(session.turns)
+    labels = list(next(iter(session.turns.values())))
+    rows = [[method_label(label)] + [_speedup_with_spread(session.turns[t][label], label) for t in turns]
+            for label in labels]
+    return md_table(["row"] + [f"turn {t}: speedup (prompts)" for t in turns], rows)

@@ -24,10 +24,9 @@ sweep and ``tui-decode run`` call it).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterator, Union
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence, Union
 
 from decoders.analysis.summary import summarize
-from decoders.analysis.timing import CURVE_WIDTHS, context_bucket, curve_phase, probe_steps
 from decoders.backends.capabilities import ChunkedCache, HasChunkedCache, Tapped
 from decoders.backends.hf import twin_of
 from decoders.backends.runner import KVRunner
@@ -36,6 +35,7 @@ from decoders.core.errors import DecodeError
 from decoders.core.events import PhaseStarted, Progress
 from decoders.core.params import DecodeParams
 from decoders.engine.calibration import Calibrating
+from decoders.engine.cost import CostCurves
 from decoders.engine.drafting import DraftSwitching, own_helper_model, torch_backend
 from decoders.methods.autoregressive import METHOD as AUTOREGRESSIVE
 from decoders.methods.shared.common import DecodeContext
@@ -58,7 +58,7 @@ WARM_TOKENS = 4
 WARM_ROOM = 64
 
 
-class Engine(DraftSwitching, Calibrating):
+class Engine(DraftSwitching, Calibrating, CostCurves):
     """Runs methods on one loaded family; models stay loaded and baselines are measured once. Its draft
     switching is `decoders.engine.drafting`, its run-to-run calibration `decoders.engine.calibration`."""
 
@@ -87,6 +87,9 @@ class Engine(DraftSwitching, Calibrating):
         self.calibration_note = None
         self._calibration_read = False
         self.warmed: set[tuple] = set()  # what a consumer has warmed (`warm`) and need not warm again
+        # why the suffix memory's file could not be written after the last run (a read-only folder,
+        # a full disk): the run stands, its caller says so (`tui-decode run`, the app); None: written
+        self.memory_error: str | None = None
 
     @property
     def baselines_measured(self) -> int:
@@ -97,11 +100,12 @@ class Engine(DraftSwitching, Calibrating):
         """Decode each kept baseline again on its next sequential run (e.g. in a quiet moment)."""
         self._baselines.clear()
 
-    def prompt_ids(self, prompt: str, params: DecodeParams) -> list[int]:
-        """Token ids of the prompt, checked against the model's context."""
+    def prompt_ids(self, prompt: str, params: DecodeParams, history: Sequence[str] = ()) -> list[int]:
+        """Token ids of the prompt (after ``history``, the conversation before it: `Family.encode_prompt`),
+        checked against the model's context."""
         if not prompt.strip():
             raise DecodeError("the prompt is empty; type a prompt (or give --prompt TEXT / --prompt-file PATH)")
-        ids = self.family.encode_prompt(prompt, params.chat_template)
+        ids = self.family.encode_prompt(prompt, params.chat_template, history)
         context = self.family.context_length
         if len(ids) >= context:
             raise DecodeError(f"the prompt is {len(ids)} tokens, the model's context is {context}; shorten the prompt")
@@ -110,7 +114,7 @@ class Engine(DraftSwitching, Calibrating):
                               f"the model's context of {context}; set max_new_tokens to {context - len(ids)} or less")
         return ids
 
-    def check(self, prompt: str, params: DecodeParams) -> tuple[DecodeParams, list[int]]:
+    def check(self, prompt: str, params: DecodeParams, history: Sequence[str] = ()) -> tuple[DecodeParams, list[int]]:
         """Validate everything up front, so that bad input fails before any model time is spent."""
         params = params.validated()
         method = params.method_def
@@ -120,10 +124,10 @@ class Engine(DraftSwitching, Calibrating):
             raise DecodeError(f"{self.family.label} has no helper model, so {method.label.lower()} decoding is "
                               f"unavailable; give {drafts}, or pick a method that "
                               f"needs none ({', '.join(m.name for m in all_methods() if not m.needs_helper)})")
-        return params, self.prompt_ids(prompt, params)
+        return params, self.prompt_ids(prompt, params, history)
 
     def stream(self, prompt: str, params: DecodeParams, cancelled: Callable[[], bool] = lambda: False,
-               idle: Idle | None = None) -> Iterator[Event]:
+               idle: Idle | None = None, *, history: Sequence[str] = ()) -> Iterator[Event]:
         """Progress, iterations and finally the `RunResult` (partial, ``finish: cancelled``, when
         ``cancelled()`` turned true during the method run; nothing when during the baseline).
 
@@ -132,8 +136,9 @@ class Engine(DraftSwitching, Calibrating):
         the pairing's last timed step): a consumer's
         slow work (a UI drawing what it was handed) belongs there, and spread evenly over both
         kinds of point, so that the first step after it (which runs cold) falls as often on
-        either run (`tui_decode.workers.decode`)."""
-        params, ids = self.check(prompt, params)
+        either run (`tui_decode.workers.decode`). ``history``: the conversation before ``prompt``
+        (user and assistant messages taking turns: a later turn of a multi-turn question)."""
+        params, ids = self.check(prompt, params, history)
         main = self.family.main
         if isinstance(main, Tapped) and main.tap is not None:
             main.tap = None  # a trained head's draft hands the target its tap again when it follows
@@ -167,10 +172,11 @@ class Engine(DraftSwitching, Calibrating):
         if summary.first_divergence is not None:
             summary.divergence = self._divergence(ids, baseline.ids, run.ids, summary.first_divergence)
             summary.explanation += " " + summary.divergence_text()
+        self.memory_error = None
         if run.finish != "cancelled" and run.ids:  # off both clocks: the session's memory (suffix decoding)
             from decoders.methods.shared.suffix_memory import remember
 
-            remember(self.family, ids, run.ids)
+            self.memory_error = remember(self.family, ids, run.ids).save_error
         return RunResult(method=run, baseline=baseline, summary=summary, params=params.to_json(), prompt=prompt,
                          prompt_ids=ids, family={**self.family.describe(), "threads": torch.get_num_threads()})
 
@@ -195,7 +201,8 @@ class Engine(DraftSwitching, Calibrating):
         return self._no_twin
 
     # -- warming a prompt up -----------------------------------------------------------------------
-    def warm(self, prompt: str, params: DecodeParams, tokens: int = WARM_TOKENS) -> None:
+    def warm(self, prompt: str, params: DecodeParams, tokens: int = WARM_TOKENS, *,
+             history: Sequence[str] = ()) -> None:
         """An untimed short decode of ``prompt`` as a run of ``params`` makes it, thrown away:
         the prefill and a few steps on every runner the run uses (the main one; the twin, when
         interleaved, or the main one's baseline, when sequential; the helper, when the method
@@ -210,7 +217,7 @@ class Engine(DraftSwitching, Calibrating):
         one already decoded showed no such gap (on a loaded machine, where one figure moved by
         20% either way). Call it before the first timed run of each
         prompt (the bench, the sweep and `tui-decode run` do); a warm prompt gains nothing."""
-        params, ids = self.check(prompt, params)
+        params, ids = self.check(prompt, params, history)
         short = params.replace(max_new_tokens=max(1, min(tokens, params.max_new_tokens)), record=False)
         main = self.family.main
         if isinstance(main, Tapped) and main.tap is not None:
@@ -287,9 +294,9 @@ class Engine(DraftSwitching, Calibrating):
             baseline.finish = "length"  # stopped at its budget: what the method emitted
         return run, baseline
 
-    def run(self, prompt: str, params: DecodeParams) -> RunResult:
+    def run(self, prompt: str, params: DecodeParams, *, history: Sequence[str] = ()) -> RunResult:
         """The whole run at once (command line, tests, benchmarks)."""
-        for event in self.stream(prompt, params):
+        for event in self.stream(prompt, params, history=history):
             if isinstance(event, RunResult):
                 return event
         raise RuntimeError("the engine finished without a result")
@@ -310,36 +317,6 @@ class Engine(DraftSwitching, Calibrating):
         return {"at": at, "margin": round(values[0] - values[1], 6), "top2": [disp(t) for t in tokens],
                 "baseline": disp(base[at]) if at < len(base) else None,
                 "method": disp(out[at]) if at < len(out) else None}
-
-    def _run_curve(self, params: DecodeParams, seq: list[int], cancelled: Callable[[], bool] = lambda: False):
-        """`cost_curve` for a run of ``params``: none for the baseline method, which verifies
-        nothing (its T(k) took 3.3 s of a 13 s `run --method ar --max-new-tokens 2`)."""
-        if params.method_def.baseline:
-            return None
-        return (yield from self.cost_curve(seq, cancelled))
-
-    def cost_curve(self, seq: list[int], cancelled: Callable[[], bool] = lambda: False):
-        """The verify-cost curve T(k) at the context of ``seq`` (held in the main cache after a
-        run), measured once per context bucket (about 2 s on a small CPU), then reused; None where
-        none fits or a cancel came first. A generator (``curve = yield from``): the measurement is
-        a phase of its own (`decoders.analysis.timing.curve_phase`), so that a UI shows the run
-        done and T(k) being measured, not a run still going."""
-        bucket = context_bucket(len(seq))
-        if bucket not in self._cost_curves:
-            if not seq or len(seq) + CURVE_WIDTHS > self.family.context_length:
-                return None
-            curve = yield from curve_phase(self.main, seq, cancelled)
-            if curve is None:
-                return None
-            self._cost_curves[bucket] = curve
-        return self._cost_curves[bucket] or None
-
-    def known_cost_curve(self, length: int) -> list[float] | None:
-        return self._cost_curves.get(context_bucket(length)) or None
-
-    def _probe(self, seq: list[int]) -> list[float]:
-        """Milliseconds of a few one-token steps at the end of ``seq`` (`probe_steps`)."""
-        return probe_steps(self.main, seq, self.family.context_length)
 
     def _drive(self, method: Method, ids: list[int], params: DecodeParams, cancelled, phase: str):
         """Run one method from an empty cache (every run pays its own prefill: fair timings)."""

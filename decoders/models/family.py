@@ -9,7 +9,7 @@ stays instant and a UI can paint before the heavy libraries load.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -70,17 +70,27 @@ class Family:
     def has_chat_template(self) -> bool:
         return bool(getattr(self.tokenizer, "chat_template", None))
 
-    def encode_prompt(self, text: str, chat_template: bool) -> list[int]:
+    def encode_prompt(self, text: str, chat_template: bool, history: Sequence[str] = ()) -> list[int]:
         """Prompt ids: one user message in the chat format, or the raw text.
 
         The chat template already writes any BOS it wants, so its text is encoded without
         adding special tokens; raw text gets the tokenizer's default special tokens.
+        ``history``: the conversation before this message, user and assistant messages taking
+        turns from the user's first (a later turn of a multi-turn question); raw text has them
+        before it, a blank line between each two.
         """
         if chat_template and self.has_chat_template:
-            messages = [{"role": "user", "content": text}]
+            roles = ("user", "assistant")
+            messages = [{"role": roles[i % 2], "content": said} for i, said in enumerate(history)]
+            messages.append({"role": "user", "content": text})
             rendered = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
             return list(self.tokenizer(rendered, add_special_tokens=False)["input_ids"])
-        return list(self.tokenizer(text)["input_ids"])
+        return list(self.tokenizer("\n\n".join([*history, text]))["input_ids"])
+
+    def answer_text(self, ids: Iterable[int]) -> str:
+        """``ids`` as an assistant message for the next turn of a conversation: special tokens (the
+        end of turn) left out."""
+        return self.tokenizer.decode(list(ids), skip_special_tokens=True)
 
     def decode(self, ids: Iterable[int]) -> str:
         """The real text of ``ids`` (special tokens kept, no clean-up of spaces)."""

@@ -112,3 +112,41 @@ def test_replay_reports_tau_and_acceptance_of_a_corpus_without_a_model(capsys, t
     assert "suffix: tau " in out and "prompt lookup: tau " in out and "request 3: 12 tokens in" in out
     err = error_line(capsys, ["replay", "--corpus", str(tmp_path)])
     assert "is not a train-head corpus folder" in err
+
+
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory):
+    from tests.support.tiny import save_tiny_model
+
+    return str(save_tiny_model(tmp_path_factory.mktemp("tiny") / "model"))
+
+
+@pytest.mark.parametrize("json_to", [None, "-"])
+def test_a_memory_file_that_cannot_be_written_is_one_line_after_the_runs_figures(capsys, tmp_path, monkeypatch,
+                                                                                 tiny_folder, json_to):
+    """A full disk after the run: the figures (or the JSON) still printed, then one line saying what was not
+    written, exit 2 (as a failed --json write); the old file left as it was."""
+    import errno
+
+    import decoders.records.atomic as atomic
+
+    path = tmp_path / "memory.bin"
+    argv = ["run", "--method", "suffix", "--prompt", "w5 w6 w7 w5 w6", "--max-new-tokens", "4", "--main", tiny_folder,
+            "--suffix-memory", str(path), *MODEL] + (["--json", json_to] if json_to else [])
+    assert main(argv) == 0 and path.exists()
+    capsys.readouterr()
+    kept = path.read_bytes()
+
+    def full_disk(handle, data) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(atomic, "_write_all", full_disk)
+    reset_memories()
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert ('"method"' in out) if json_to else ("Speedup" in out or "speedup" in out)  # the run still shown
+    lines = [line for line in err.splitlines() if "error" in line]
+    assert lines == [f"tui-decode: error: nothing was written to the suffix memory {path}: no space left on device; "
+                     + atomic.fix_for(OSError(errno.ENOSPC, ""))]
+    assert path.read_bytes() == kept

@@ -27,6 +27,7 @@ COUNT_BOUNDS = {"limit": 100_000, "repeats": 100, "bandwidth_mb": 16_384, "threa
 
 
 def add_bench_parser(sub) -> None:
+    from decoders.bench.session import WORKLOADS
     from decoders.bench.sweep import sweep_names, sweepable
     from decoders.bench.variants import MAX_VARIANTS, Variant, example, shape_items
     from tui_decode.cli.main import add_model_args
@@ -59,6 +60,12 @@ def add_bench_parser(sub) -> None:
     p.add_argument("--wait", action="store_true",
                    help="when another bench is writing the same --out, wait for it to end (otherwise: one line "
                         "saying which process, exit 2)")
+    p.add_argument("--workload", choices=WORKLOADS, default="prompts",
+                   help="prompts (default): each prompt on its own, its first turn; session: the prompts in the "
+                        "report's order as one session, every turn of a multi-turn question after the one before "
+                        "it, each row that drafts from a memory (suffix) with its own, its answers joining it "
+                        "before the next prompt; the report adds the speedup by position (first third against "
+                        "last) and per turn")
     p.add_argument("--sweep", metavar="NAME=A..B",
                    help=f"instead of the suite, sweep one parameter ({sweep_names()}) and print measured "
                         f"speedup against the Theorem 3.8 prediction for each value, e.g. {sweep_example}=1..8")
@@ -104,6 +111,20 @@ def _check_counts(args: BenchArgs) -> None:
         high = COUNT_BOUNDS["record_overhead_every"]
         raise DecodeError(f"record_overhead_every must be an integer <= {high}, got {args.record_overhead_every}; "
                           f"set --record-overhead-every to {high} or less")
+
+
+def _check_session(args: BenchArgs, prompts) -> None:
+    """``--workload session``: alone with the suite, and every later turn of its prompts readable,
+    before any model loads."""
+    from decoders.bench.prompts import select_prompts, session_turns
+    from decoders.core.errors import DecodeError
+
+    for flag, given in (("--sweep", args.sweep), ("--batch", args.batch), ("--backends", args.backends)):
+        if given is not None:
+            raise DecodeError(f"--workload session and {flag} do not go together: a session runs the suite's rows on "
+                              f"one backend; drop one of the two")
+    for prompt in select_prompts(prompts, args.limit):
+        session_turns(prompt)
 
 
 def _backend_specs(args: argparse.Namespace, backends) -> dict:
@@ -167,8 +188,10 @@ def _cmd_bench(namespace: argparse.Namespace, take_out: Callable[[], None]) -> i
         floor_section,
         group_table,
         overall_table,
+        position_table,
         sweep_table,
         targets_table,
+        turn_table,
         write_report,
     )
     from decoders.core.errors import DecodeError
@@ -177,6 +200,8 @@ def _cmd_bench(namespace: argparse.Namespace, take_out: Callable[[], None]) -> i
 
     args = BenchArgs.of(namespace)
     prompts = load_prompts(args.prompts)
+    if args.workload == "session":
+        _check_session(args, prompts)
     if args.batch is not None:
         from tui_decode.cli.batch import cmd_batch_bench
 
@@ -237,7 +262,7 @@ def _cmd_bench(namespace: argparse.Namespace, take_out: Callable[[], None]) -> i
     else:
         report = run_bench(family, prompts, methods, args.max_new_tokens, args.limit, args.repeats, progress,
                            params=params, record_overhead_every=args.record_overhead_every,
-                           bandwidth_bytes=args.bandwidth_mb << 20, variants=variants)
+                           bandwidth_bytes=args.bandwidth_mb << 20, variants=variants, workload=args.workload)
     from decoders.core.errors import DecodeError
 
     failed: DecodeError | None = None
@@ -262,6 +287,13 @@ def _cmd_bench(namespace: argparse.Namespace, take_out: Callable[[], None]) -> i
         print(overall_table(report))
         print("\nPer task group\n")
         print(group_table(report))
+        positions, turns = position_table(report), turn_table(report)
+        if positions:
+            print("\nBy position in the session (rows that draft from a memory; see report.md)\n")
+            print(positions)
+        if turns:
+            print("\nPer turn\n")
+            print(turns)
         print("\nTargets\n")
         print(targets_table(report))
         if not report.sides:

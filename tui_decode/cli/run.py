@@ -120,8 +120,13 @@ def cmd_run(namespace: argparse.Namespace) -> int:
         with err.status("decoding ..." if args.repeats == 1 else f"decoding {i + 1}/{args.repeats} ..."):
             results.append(engine.run(prompt, params))
     result = results[-1]
+    # the memory's file written after the run, off its clock: a failed write (a read-only folder, a
+    # full disk) leaves the run standing; it is said after the figures, as a failed --json is (exit 2)
+    unwritten = engine.memory_error if memory is not None else None
     if args.json == "-":
         sys.stdout.write(result.dumps() + "\n")
+        if unwritten:
+            raise DecodeError(unwritten)
         return 0
     failed: DecodeError | None = None
     if args.json:
@@ -138,9 +143,11 @@ def cmd_run(namespace: argparse.Namespace) -> int:
 
         out.print(pooled_table([r.summary for r in results]))
     if failed is not None:
+        if unwritten:
+            err.print(f"tui-decode: error: {unwritten}", markup=False, highlight=False, soft_wrap=True)
         raise failed
-    if memory is not None and memory.save_error:  # written after the run, off its clock: the run is shown
-        raise DecodeError(memory.save_error)
+    if unwritten:
+        raise DecodeError(unwritten)
     if engine.calibration_note:
         err.print(f"note: {engine.calibration_note}; `tui-decode calibrate` measures the machine's run-to-run "
                   "noise once, and every spread then covers a second run", markup=False, highlight=False,

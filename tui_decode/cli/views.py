@@ -140,6 +140,7 @@ class BenchArgs:
     params: tuple[tuple[str, Any], ...]  # every registered method's parameter flag, by name
     model: ModelFlags
     batch: str | None = None
+    workload: str = "prompts"
 
     @classmethod
     def of(cls, args: argparse.Namespace) -> BenchArgs:
@@ -150,7 +151,7 @@ class BenchArgs:
                    sweep=args.sweep, bandwidth_mb=args.bandwidth_mb, record_overhead_every=args.record_overhead_every,
                    backends=args.backends, wait=args.wait, threads=args.threads,
                    params=tuple(_present(args, list(method_param_specs())).items()), model=ModelFlags.of(args),
-                   batch=args.batch)
+                   batch=args.batch, workload=args.workload)
 
 
 @dataclass(frozen=True)

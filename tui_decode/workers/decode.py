@@ -274,7 +274,7 @@ class DecodeWorker:
                     if isinstance(event, RunResult):
                         gate.holding = False
                         batch.flush()
-                        self.post_message(RunFinished(event))
+                        self.post_message(RunFinished(event, engine.memory_error))
                         return
                     if isinstance(event, PhaseStarted):
                         batch.flush()

@@ -96,9 +96,11 @@ class RunBatch(WorkerMessage):
 
 @dataclass
 class RunFinished(WorkerMessage):
-    """The run's result: complete, or partial after a cancel in the method phase."""
+    """The run's result: complete, or partial after a cancel in the method phase; with why the
+    suffix memory's file could not be written after it (`Engine.memory_error`), if it could not."""
 
     result: RunResult
+    memory_error: str | None = None
 
 
 @dataclass

@@ -30,9 +30,10 @@ from __future__ import annotations
 import hashlib
 import weakref
 from collections import OrderedDict
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import msgspec
 
@@ -335,6 +336,29 @@ def memory_for(family: Family, depth: int | None = None) -> SuffixMemory:
         ref = (lambda o: lambda: o)(owner)
     _MEMORIES[id(owner)] = (ref, memory)
     return memory
+
+
+@contextmanager
+def memory_in_use(family: Family, memory: SuffixMemory) -> Iterator[SuffixMemory]:
+    """While inside, ``memory`` is ``family``'s model's memory (`memory_for`): the one its runs
+    draft from and their responses join (`remember`, after a run's clocks stopped); the model's
+    own memory is back after. ``bench --workload session`` gives each row that drafts from a
+    memory one of its own this way, so that a row's memory holds its own answers only."""
+    memory_for(family)  # the model's own memory, made where it was not yet: it is put back after
+    key = id(_owner(family))
+    held = _MEMORIES[key]
+    _MEMORIES[key] = (held[0], memory)
+    try:
+        yield memory
+    finally:
+        _MEMORIES[key] = held
+
+
+def drafts_from_memory(method: str, source: str) -> bool:
+    """Whether a run of ``method`` with ``--suffix-source`` ``source`` drafts from the memory of
+    earlier responses (suffix decoding from both trees), so that its speedup can change as the
+    memory grows."""
+    return method == "suffix" and source == "both"
 
 
 def _forgetter(key: int) -> Callable[[Any], None]:

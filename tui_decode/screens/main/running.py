@@ -192,6 +192,9 @@ class RunLifecycle:
                             f"{speed_text}", "cancelled")
         else:
             self.status.set(f"done in {seconds:.1f} s: {summary.tokens} tokens, {speed_text}", "done")
+        if event.memory_error:  # the run stands; its response is in the memory, not in its file
+            self.notify(event.memory_error, title="Suffix memory not saved", severity="error", timeout=10,
+                        markup=False)
         if queued:
             self.action_run()
 
