@@ -63,6 +63,28 @@ def check_methods(methods: Sequence[str]) -> list[str]:
     return rows
 
 
+def check_spec(family) -> None:
+    """DecodeError in one line where ``family`` cannot run the spec row at batch B: its draft is not
+    a transformers helper model (`decoders.methods.batch.model_draft.BATCHED_DRAFTS`), or it runs on
+    llama.cpp."""
+    from decoders.methods.batch.model_draft import BATCHED_DRAFTS, unbatched_draft
+
+    if _llamacpp_model(family) is not None:
+        raise DecodeError(f"--batch runs spec on the torch backend only (drafting with a {', '.join(BATCHED_DRAFTS)} "
+                          "model); drop spec from --methods or use --backend torch")
+    kind = family.draft.kind if family.helper is not None and family.draft is not None else None
+    reason = unbatched_draft(kind)
+    if reason is None and family.helper_model is None:
+        reason = unbatched_draft(None)
+    if reason is None:
+        from decoders.backends.batched import batch_unsupported
+
+        why = batch_unsupported(family.helper_model)
+        reason = None if why is None else f"the helper model cannot decode in batches: {why}"
+    if reason is not None:
+        raise DecodeError(reason)
+
+
 def memory_needed(model, batch: int, prompt_tokens: int, max_new: int, width: int, vocab: int) -> int:
     """Bytes a batch of ``batch`` rows may need at most: its cache (the prompt and every step's
     ``width`` slots before a compaction halves the holes) and a step's logits."""
@@ -229,6 +251,16 @@ def run_batch_bench(family, prompts: Sequence[list[int]], batches: Sequence[int]
 
     report_rows: list[BatchRow] = []
     divergences: list[Divergence] = []
+    def draft(method: str):
+        if method != "spec":
+            return None
+        from decoders.backends.batched import BatchedLM
+        from decoders.methods.batch.model_draft import ModelDraft
+
+        return ModelDraft(BatchedLM(family.helper_model, family.context_length), k)
+
+    if "spec" in rows_methods:
+        check_spec(family)
     for size in batches:
         runs: dict[str, list[BatchRun]] = {m: [] for m in ["ar", *rows_methods]}
         sets: list[list[int]] = []
@@ -237,7 +269,7 @@ def run_batch_bench(family, prompts: Sequence[list[int]], batches: Sequence[int]
             sets.append(chosen)
             for method in ["ar", *rows_methods]:
                 run = decode_batch(lm(size), [prompts[i] for i in chosen], max_new, method, gamma=k, stop_ids=stop,
-                                   clock=clock)
+                                   clock=clock, draft=draft(method))
                 runs[method].append(run)
                 say(f"batch {size} round {round_ + 1}: {method} {run.throughput:.1f} tok/s")
         for method in ["ar", *rows_methods]:

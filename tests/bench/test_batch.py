@@ -99,9 +99,38 @@ def test_the_batch_bench_writes_its_rows_and_the_surface(tiny_folder, prompts, t
     assert "| pld | 2 |" in printed and "T(B, k)" in printed
 
 
+@pytest.fixture(scope="module")
+def helper_folder(tmp_path_factory):
+    from tests.support.tiny import perturbed_copy, tiny_model
+
+    return save_tiny_model(tmp_path_factory.mktemp("batch") / "helper", model=perturbed_copy(tiny_model(), 0.1, seed=1))
+
+
+def test_the_batch_bench_runs_spec_with_a_helper_beside_autoregressive(tiny_folder, helper_folder, prompts, tmp_path,
+                                                                       capsys):
+    out = tmp_path / "out"
+    code = cli_main(["bench", "--prompts", str(prompts), "--main", str(tiny_folder), "--helper", str(helper_folder),
+                     "--batch", "1,3", "--methods", "ar,spec", "--max-new-tokens", "8", "--num-pred", "3",
+                     "--threads", "1", "--out", str(out)])
+    printed, err = capsys.readouterr()
+    assert code == 0, err
+    data = json.loads((out / "report.json").read_text())
+    assert [(r["method"], r["batch"]) for r in data["rows"]] == [("ar", 1), ("spec", 1), ("ar", 3), ("spec", 3)]
+    assert all(r["identical"] for r in data["rows"]) and data["divergences"] == []
+    spec3 = data["rows"][3]
+    assert spec3["accepted_per_forward"] > 1.0  # the helper's drafts were accepted, several tokens per forward
+    assert set(data["crossover"]) == {"spec"} and "| spec | 3 |" in printed
+
+
 @pytest.mark.parametrize("flags,line", [
     (["--batch", "0"], "batch size must be 1..64, got 0"),
-    (["--batch", "1,2", "--methods", "ar,spec"], "--batch runs ar, pld only so far, not spec; give --methods ar,pld"),
+    (["--batch", "1,2", "--methods", "ar,jacobi"],
+     "--batch runs ar, pld, spec only so far, not jacobi; give --methods ar,pld,spec"),
+    (["--batch", "1,2", "--methods", "ar,spec"],
+     "speculative decoding at batch > 1 needs a helper model to draft with; load one with --helper SRC"),
+    (["--batch", "1,2", "--methods", "ar,spec", "--self-draft-layer", "1"],
+     "speculative decoding at batch > 1 drafts with a helper model only, not the early-exit draft; load one with "
+     "--helper SRC or drop spec from --methods"),
     (["--batch", "2", "--sweep", "num_pred=1..3"], "--batch and --sweep do not go together; drop one of the two"),
 ])
 def test_bad_batch_bench_input_is_one_line(tiny_folder, prompts, tmp_path, capsys, flags, line):
