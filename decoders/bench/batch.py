@@ -63,28 +63,6 @@ def check_methods(methods: Sequence[str]) -> list[str]:
     return rows
 
 
-def check_spec(family) -> None:
-    """DecodeError in one line where ``family`` cannot run the spec row at batch B: its draft is not
-    a transformers helper model (`decoders.methods.batch.model_draft.BATCHED_DRAFTS`), or it runs on
-    llama.cpp."""
-    from decoders.methods.batch.model_draft import BATCHED_DRAFTS, unbatched_draft
-
-    if _llamacpp_model(family) is not None:
-        raise DecodeError(f"--batch runs spec on the torch backend only (drafting with a {', '.join(BATCHED_DRAFTS)} "
-                          "model); drop spec from --methods or use --backend torch")
-    kind = family.draft.kind if family.helper is not None and family.draft is not None else None
-    reason = unbatched_draft(kind)
-    if reason is None and family.helper_model is None:
-        reason = unbatched_draft(None)
-    if reason is None:
-        from decoders.backends.batched import batch_unsupported
-
-        why = batch_unsupported(family.helper_model)
-        reason = None if why is None else f"the helper model cannot decode in batches: {why}"
-    if reason is not None:
-        raise DecodeError(reason)
-
-
 def memory_needed(model, batch: int, prompt_tokens: int, max_new: int, width: int, vocab: int) -> int:
     """Bytes a batch of ``batch`` rows may need at most: its cache (the prompt and every step's
     ``width`` slots before a compaction halves the holes) and a step's logits."""
@@ -251,16 +229,21 @@ def run_batch_bench(family, prompts: Sequence[list[int]], batches: Sequence[int]
 
     report_rows: list[BatchRow] = []
     divergences: list[Divergence] = []
+    drafter = None
+    if "spec" in rows_methods:
+        from decoders.bench.batch_spec import check_spec, draft_module
+
+        check_spec(family)
+        drafter = draft_module(family)
+
     def draft(method: str):
         if method != "spec":
             return None
         from decoders.backends.batched import BatchedLM
         from decoders.methods.batch.model_draft import ModelDraft
 
-        return ModelDraft(BatchedLM(family.helper_model, family.context_length), k)
+        return ModelDraft(BatchedLM(drafter, family.context_length), k)
 
-    if "spec" in rows_methods:
-        check_spec(family)
     for size in batches:
         runs: dict[str, list[BatchRun]] = {m: [] for m in ["ar", *rows_methods]}
         sets: list[list[int]] = []

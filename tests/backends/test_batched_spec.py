@@ -90,11 +90,38 @@ def test_spec_without_its_draft_model_is_refused(model):
 
 
 @pytest.mark.parametrize("kind,words", [
-    (None, "needs a helper model to draft with; load one with --helper SRC (batched drafts: helper)"),
-    ("int4", "drafts with a helper model only, not the int4 draft; load one with --helper SRC or drop spec"),
-    ("head", "not the head draft"),
+    (None, "needs a draft: load a helper model with --helper SRC or draft with --self-draft int4"),
+    ("head", "drafts with a helper model or the int4 self-draft only, not the head draft; give --helper SRC or "
+             "--self-draft int4, or drop spec from --methods"),
     ("early-exit", "not the early-exit draft"),
 ])
 def test_a_draft_that_does_not_run_batched_is_named(kind, words):
     assert words in (unbatched_draft(kind) or "")
-    assert unbatched_draft("helper") is None
+    assert unbatched_draft("helper") is None and unbatched_draft("int4") is None
+
+
+def test_the_int4_copy_is_the_int4_self_draft_sharing_the_main_models_tensors(model):
+    from decoders.backends.batched_int4 import int4_copy
+    from decoders.backends.llama_fast import LlamaBackend
+    from decoders.backends.quantized import QuantizedLlamaBackend
+
+    draft = int4_copy(model)
+    ids = torch.tensor(PROMPTS[2])
+    alone = QuantizedLlamaBackend.from_target(LlamaBackend.from_hf(model), model).forward(ids, keep=len(ids))
+    with torch.inference_mode():
+        ours = draft(input_ids=ids.view(1, -1)).logits[0]
+        target = model(input_ids=ids.view(1, -1)).logits[0]
+    # the same int4 weights as the one-sequence draft (bfloat16 rounding apart), far from the target's
+    assert (ours - alone).abs().max() < 0.05 * (target - alone).abs().max()
+    assert draft.model.embed_tokens.weight is model.model.embed_tokens.weight  # shared, not copied
+    assert type(model.model.layers[0].self_attn.q_proj) is torch.nn.Linear  # the main model left as it was
+
+
+@pytest.mark.parametrize("batch", [1, 2, 3])
+def test_the_int4_draft_decodes_every_rows_batch_1_output(model, batch):
+    from decoders.backends.batched_int4 import int4_copy
+
+    prompts = PROMPTS[:batch]
+    run = decode_batch(BatchedLM(model), prompts, 16, "spec", draft=ModelDraft(BatchedLM(int4_copy(model)), 4))
+    assert [row.out for row in run.rows] == [greedy_alone(model, p, 16) for p in prompts]
+    assert sum(r.accepted for r in run.rows) > 0

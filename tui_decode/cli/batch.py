@@ -16,7 +16,6 @@ def cmd_batch_bench(namespace: argparse.Namespace, args, prompts) -> int:
     from decoders.bench.batch import (
         check_batches,
         check_methods,
-        check_spec,
         parse_batches,
         render_markdown,
         run_batch_bench,
@@ -52,6 +51,8 @@ def cmd_batch_bench(namespace: argparse.Namespace, args, prompts) -> int:
     before = load_average()
     family = load_with_progress(family_spec(namespace), Console(stderr=True))
     if "spec" in methods:
+        from decoders.bench.batch_spec import check_spec
+
         check_spec(family)
     texts = [p.text for p in select_prompts(prompts, args.limit)]
     ids = [family.encode_prompt(text, True) for text in texts]

@@ -11,8 +11,9 @@ the next iteration starts from the row's accepted sequence. The drafts never cha
 output (greedy verification keeps the target's tokens); they only set how many it emits per
 forward.
 
-Only a transformers draft can run batched here: the int4 self-draft, the trained head and the
-early exit draft through the engine's one-sequence backends (`BATCHED_DRAFTS` says which kinds can).
+Only a transformers module drafts batched here (`BATCHED_DRAFTS`): a helper model, or the int4
+self-draft as the main model's int4 copy (`decoders.backends.batched_int4`); the trained head and
+the early exit draft through the engine's one-sequence backends only.
 """
 
 from __future__ import annotations
@@ -24,17 +25,17 @@ if TYPE_CHECKING:
     from decoders.backends.batched import BatchedLM
 
 #: The kinds of draft (`decoders.models.drafts`) that draft at batch B.
-BATCHED_DRAFTS = ("helper",)
+BATCHED_DRAFTS = ("helper", "int4")
 
 
 def unbatched_draft(kind: str | None) -> str | None:
     """Why speculative decoding at batch B cannot draft with ``kind`` (None: it can)."""
     if kind is None:
-        return ("speculative decoding at batch > 1 needs a helper model to draft with; load one with --helper SRC "
-                f"(batched drafts: {', '.join(BATCHED_DRAFTS)})")
+        return ("speculative decoding at batch > 1 needs a draft: load a helper model with --helper SRC or draft "
+                "with --self-draft int4")
     if kind not in BATCHED_DRAFTS:
-        return (f"speculative decoding at batch > 1 drafts with a {', '.join(BATCHED_DRAFTS)} model only, not the "
-                f"{kind} draft; load one with --helper SRC or drop spec from --methods")
+        return (f"speculative decoding at batch > 1 drafts with a helper model or the int4 self-draft only, not the "
+                f"{kind} draft; give --helper SRC or --self-draft int4, or drop spec from --methods")
     return None
 
 
