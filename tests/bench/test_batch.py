@@ -212,3 +212,14 @@ def test_a_batch_beyond_the_llama_cpp_context_is_one_line(llamacpp_prompts, tmp_
     assert code == 2 and err.strip().count("\n") == 0, err
     assert "positions (prompt, --max-new-tokens and a step's width), beyond the model's context of 8192; lower " \
         "--max-new-tokens or --num-pred" in err
+
+
+@pytest.mark.model
+def test_spec_at_batch_on_llama_cpp_is_one_line(llamacpp_prompts, tmp_path, capsys):
+    pytest.importorskip("llama_cpp")
+    code = cli_main(["bench", "--prompts", str(llamacpp_prompts), "--backend", "llamacpp", "--main", "bundled",
+                     "--batch", "1,2", "--methods", "ar,spec", "--max-new-tokens", "4", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.strip().count("\n") == 0, err
+    assert "--batch runs spec on the torch backend only (drafting with a helper or int4 draft); drop spec from " \
+        "--methods or use --backend torch" in err
