@@ -1,8 +1,8 @@
 """Chain drafting at batch B: every row drafts its own chain (autoregressive: none; prompt
 lookup: a copy of an earlier occurrence of its tail n-gram; speculative decoding: a draft model's
 greedy chain, every row's drafted together in γ batched steps, `model_draft.ModelDraft`), one
-forward verifies every row's chain, and each row keeps its own longest accepted prefix plus the target's next token
-(`accept_prefix`'s rule, on the host values of the one transfer).
+forward verifies every row's chain, and each row keeps its own longest accepted prefix plus the
+target's next token (`accept_prefix`'s rule, on the host values of the one transfer).
 
 Greedy only: a row's output is its batch-1 output up to the batched kernels' rounding.
 """
