@@ -130,6 +130,18 @@ class BatchedLM:
             self.next_pos[b] += n
         self._last_k = 0
 
+    def rollback(self, drop: Sequence[int]) -> None:
+        """Each row forgets its last ``drop[b]`` kept tokens (a draft model's rejected drafts, kept
+        over several steps): their slots become holes, the row's next position goes back."""
+        if self._last_k or len(drop) != self.rows or any(not 0 <= n <= self.next_pos[b] for b, n in enumerate(drop)):
+            raise ValueError(f"rollback takes 0..each row's tokens for each of the {self.rows} rows after a commit, "
+                             f"got {list(drop)}")
+        for b, n in enumerate(drop):
+            if n:
+                kept = self.valid[b].nonzero().view(-1)
+                self.valid[b, kept[-n:]] = False
+                self.next_pos[b] -= n
+
     def keep_rows(self, rows: Sequence[int]) -> None:
         """Only ``rows`` (ascending indices) stay in the batch: the others are done."""
         rows = [int(r) for r in rows]

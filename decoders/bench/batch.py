@@ -229,6 +229,21 @@ def run_batch_bench(family, prompts: Sequence[list[int]], batches: Sequence[int]
 
     report_rows: list[BatchRow] = []
     divergences: list[Divergence] = []
+    drafter = None
+    if "spec" in rows_methods:
+        from decoders.bench.batch_spec import check_spec, draft_module
+
+        check_spec(family)
+        drafter = draft_module(family)
+
+    def draft(method: str):
+        if method != "spec":
+            return None
+        from decoders.backends.batched import BatchedLM
+        from decoders.methods.batch.model_draft import ModelDraft
+
+        return ModelDraft(BatchedLM(drafter, family.context_length), k)
+
     for size in batches:
         runs: dict[str, list[BatchRun]] = {m: [] for m in ["ar", *rows_methods]}
         sets: list[list[int]] = []
@@ -237,7 +252,7 @@ def run_batch_bench(family, prompts: Sequence[list[int]], batches: Sequence[int]
             sets.append(chosen)
             for method in ["ar", *rows_methods]:
                 run = decode_batch(lm(size), [prompts[i] for i in chosen], max_new, method, gamma=k, stop_ids=stop,
-                                   clock=clock)
+                                   clock=clock, draft=draft(method))
                 runs[method].append(run)
                 say(f"batch {size} round {round_ + 1}: {method} {run.throughput:.1f} tok/s")
         for method in ["ar", *rows_methods]:

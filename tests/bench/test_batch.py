@@ -99,9 +99,41 @@ def test_the_batch_bench_writes_its_rows_and_the_surface(tiny_folder, prompts, t
     assert "| pld | 2 |" in printed and "T(B, k)" in printed
 
 
+@pytest.fixture(scope="module")
+def helper_folder(tmp_path_factory):
+    from tests.support.tiny import perturbed_copy, tiny_model
+
+    return save_tiny_model(tmp_path_factory.mktemp("batch") / "helper", model=perturbed_copy(tiny_model(), 0.1, seed=1))
+
+
+@pytest.mark.parametrize("draft", ["helper", "int4"])
+def test_the_batch_bench_runs_spec_beside_autoregressive(tiny_folder, helper_folder, prompts, tmp_path, capsys,
+                                                         draft):
+    out = tmp_path / "out"
+    flags = ["--helper", str(helper_folder)] if draft == "helper" else ["--self-draft", "int4"]
+    code = cli_main(["bench", "--prompts", str(prompts), "--main", str(tiny_folder), *flags,
+                     "--batch", "1,3", "--methods", "ar,spec", "--max-new-tokens", "8", "--num-pred", "3",
+                     "--threads", "1", "--out", str(out)])
+    printed, err = capsys.readouterr()
+    assert code == 0, err
+    data = json.loads((out / "report.json").read_text())
+    assert [(r["method"], r["batch"]) for r in data["rows"]] == [("ar", 1), ("spec", 1), ("ar", 3), ("spec", 3)]
+    assert all(r["identical"] for r in data["rows"]) and data["divergences"] == []
+    spec3 = data["rows"][3]
+    assert spec3["accepted_per_forward"] > 1.0  # the helper's drafts were accepted, several tokens per forward
+    assert set(data["crossover"]) == {"spec"} and "| spec | 3 |" in printed
+
+
 @pytest.mark.parametrize("flags,line", [
     (["--batch", "0"], "batch size must be 1..64, got 0"),
-    (["--batch", "1,2", "--methods", "ar,spec"], "--batch runs ar, pld only so far, not spec; give --methods ar,pld"),
+    (["--batch", "1,2", "--methods", "ar,jacobi"],
+     "--batch runs ar, pld, spec only so far, not jacobi; give --methods ar,pld,spec"),
+    (["--batch", "1,2", "--methods", "ar,spec"],
+     "speculative decoding at batch > 1 needs a draft: load a helper model with --helper SRC or draft with "
+     "--self-draft int4"),
+    (["--batch", "1,2", "--methods", "ar,spec", "--self-draft-layer", "1"],
+     "speculative decoding at batch > 1 drafts with a helper model or the int4 self-draft only, not the early-exit "
+     "draft; give --helper SRC or --self-draft int4, or drop spec from --methods"),
     (["--batch", "2", "--sweep", "num_pred=1..3"], "--batch and --sweep do not go together; drop one of the two"),
 ])
 def test_bad_batch_bench_input_is_one_line(tiny_folder, prompts, tmp_path, capsys, flags, line):
@@ -116,6 +148,28 @@ def test_the_reports_of_the_other_kinds_still_open():
 
     assert load_report(DATA / "report_bench.json").kind == "bench"
     assert load_report(DATA / "report_sweep.json").kind == "sweep"
+
+
+@pytest.mark.model  # the bundled model's int4 self-draft at batch B
+def test_the_batch_bench_runs_the_int4_self_draft_on_the_bundled_model(tmp_path, capsys, monkeypatch):
+    from functools import partial
+
+    import decoders.bench.batch as batch
+
+    monkeypatch.setattr(batch, "run_batch_bench", partial(batch.run_batch_bench, surface_widths=2, surface_repeats=1))
+    path = tmp_path / "p.jsonl"
+    turns = ["Say this twice: red fox, blue fox. red fox, blue fox.", "What is the capital of France?"]
+    path.write_text("\n".join(json.dumps({"question_id": i, "category": "qa", "turns": [t]}) for i, t in enumerate(turns)))
+    out = tmp_path / "out"
+    code = cli_main(["bench", "--prompts", str(path), "--main", "bundled", "--self-draft", "int4", "--batch", "1,2",
+                     "--methods", "ar,spec", "--max-new-tokens", "12", "--num-pred", "3", "--threads", "1",
+                     "--out", str(out)])
+    printed, err = capsys.readouterr()
+    assert code == 0, err
+    data = json.loads((out / "report.json").read_text())
+    assert [(r["method"], r["batch"]) for r in data["rows"]] == [("ar", 1), ("spec", 1), ("ar", 2), ("spec", 2)]
+    assert all(r["identical"] for r in data["rows"]), data["divergences"]
+    assert data["rows"][3]["accepted_per_forward"] > 1.0 and "| spec | 2 |" in printed
 
 
 @pytest.fixture
@@ -158,3 +212,14 @@ def test_a_batch_beyond_the_llama_cpp_context_is_one_line(llamacpp_prompts, tmp_
     assert code == 2 and err.strip().count("\n") == 0, err
     assert "positions (prompt, --max-new-tokens and a step's width), beyond the model's context of 8192; lower " \
         "--max-new-tokens or --num-pred" in err
+
+
+@pytest.mark.model
+def test_spec_at_batch_on_llama_cpp_is_one_line(llamacpp_prompts, tmp_path, capsys):
+    pytest.importorskip("llama_cpp")
+    code = cli_main(["bench", "--prompts", str(llamacpp_prompts), "--backend", "llamacpp", "--main", "bundled",
+                     "--batch", "1,2", "--methods", "ar,spec", "--max-new-tokens", "4", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.strip().count("\n") == 0, err
+    assert "--batch runs spec on the torch backend only (drafting with a helper or int4 draft); drop spec from " \
+        "--methods or use --backend torch" in err

@@ -50,6 +50,10 @@ def cmd_batch_bench(namespace: argparse.Namespace, args, prompts) -> int:
 
     before = load_average()
     family = load_with_progress(family_spec(namespace), Console(stderr=True))
+    if "spec" in methods:
+        from decoders.bench.batch_spec import check_spec
+
+        check_spec(family)
     texts = [p.text for p in select_prompts(prompts, args.limit)]
     ids = [family.encode_prompt(text, True) for text in texts]
     longest = max(len(i) for i in ids)

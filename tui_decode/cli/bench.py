@@ -84,8 +84,9 @@ def add_bench_parser(sub) -> None:
                         "backend's bandwidth floor and T(k), and the backends' AR outputs compared token by token")
     p.add_argument("--batch", default=None, metavar="LIST",
                    help="instead of the suite, decode B prompts together for each batch size B in LIST (e.g. 1,2,4; "
-                        "each 1..64): ar and prompt lookup (--methods ar,pld) beside autoregressive decoding at the "
-                        "same batch size, interleaved over max(2, --repeats) rounds, with the verify-cost surface "
+                        "each 1..64): prompt lookup and, with a --helper model on torch, speculative decoding "
+                        "(--methods ar,pld,spec) beside autoregressive decoding at the same batch size, interleaved "
+                        "over max(2, --repeats) rounds, with the verify-cost surface "
                         "T(B, k); see tui_decode/cli/batch.py")
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help="torch CPU threads for both sides (default: torch's own choice); on a machine shared "

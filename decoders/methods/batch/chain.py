@@ -1,7 +1,8 @@
 """Chain drafting at batch B: every row drafts its own chain (autoregressive: none; prompt
-lookup: a copy of an earlier occurrence of its tail n-gram), one forward verifies every row's
-chain, and each row keeps its own longest accepted prefix plus the target's next token
-(`accept_prefix`'s rule, on the host values of the one transfer).
+lookup: a copy of an earlier occurrence of its tail n-gram; speculative decoding: a draft model's
+greedy chain, every row's drafted together in γ batched steps, `model_draft.ModelDraft`), one
+forward verifies every row's chain, and each row keeps its own longest accepted prefix plus the
+target's next token (`accept_prefix`'s rule, on the host values of the one transfer).
 
 Greedy only: a row's output is its batch-1 output up to the batched kernels' rounding.
 """
@@ -18,11 +19,12 @@ from decoders.methods.shared.ngram import NgramIndex
 
 if TYPE_CHECKING:
     from decoders.backends.capabilities import BatchedModel
+    from decoders.methods.batch.model_draft import ModelDraft
 
 #: The largest batch a user can ask for.
 MAX_BATCH = 64
 #: Methods that decode at batch B (each row drafts a chain of its own).
-BATCH_METHODS = ("ar", "pld")
+BATCH_METHODS = ("ar", "pld", "spec")
 
 
 class Drafter(Protocol):
@@ -62,6 +64,8 @@ def drafter_for(method: str, k: int = 10, n_min: int = 1, n_max: int = 3) -> Cal
         return lambda seq: NoDraft()
     if method == "pld":
         return lambda seq: LookupDraft(seq, k, n_min, n_max)
+    if method == "spec":
+        raise DecodeError("speculative decoding at batch B drafts every row together: give decode_batch its draft")
     raise DecodeError(f"method {method!r} does not decode at batch > 1 yet; choose from {', '.join(BATCH_METHODS)}")
 
 
@@ -123,16 +127,22 @@ def _emit(row: SeqRecord, tokens: list[int], max_new: int, stop_ids: frozenset[i
 def decode_batch(lm: BatchedModel, prompts: Sequence[Sequence[int]], max_new: int, method: str = "ar",
                  gamma: int = 10, stop_ids: frozenset[int] = frozenset(),
                  clock: Callable[[], float] = time.perf_counter, compact_at: float = 0.5, n_min: int = 1,
-                 n_max: int = 3, make: Callable[[list[int]], Drafter] | None = None) -> BatchRun:
-    """Decode ``prompts`` together, greedy, ``max_new`` tokens each at most: ``method`` "ar" or
-    "pld" (``gamma``: its copy length k). A finished row leaves the batch at once; the cache's
+                 n_max: int = 3, make: Callable[[list[int]], Drafter] | None = None,
+                 draft: ModelDraft | None = None) -> BatchRun:
+    """Decode ``prompts`` together, greedy, ``max_new`` tokens each at most: ``method`` "ar",
+    "pld" (``gamma``: its copy length k) or "spec" (``draft`` drafts every row's chain, its γ
+    set when it was made). A finished row leaves the batch at once; the cache's
     holes are squeezed out when they pass ``compact_at`` of its slots. ``make``: each row's
     drafter from its prompt and first token, in place of ``method``'s (a test's)."""
-    make = make or drafter_for(method, gamma, n_min, n_max)
+    if method == "spec" and draft is None and make is None:
+        raise DecodeError("speculative decoding at batch B needs its draft model (decode_batch's draft)")
+    make = make or (None if draft is not None else drafter_for(method, gamma, n_min, n_max))
     rows = [SeqRecord(list(p)) for p in prompts]
     t0 = clock()
     logits = lm.start(rows_prompts := [r.prompt for r in rows])
     forwards, widest = 1, lm.slots
+    if draft is not None:
+        draft.start(rows_prompts)
     first = logits.argmax(-1).tolist()
     active: list[int] = []
     last: dict[int, int] = {}
@@ -144,22 +154,27 @@ def decode_batch(lm: BatchedModel, prompts: Sequence[Sequence[int]], max_new: in
         else:
             active.append(i)
             last[i] = token
-            drafters[i] = make(rows_prompts[i] + [token])
+            if make is not None:
+                drafters[i] = make(rows_prompts[i] + [token])
     lm.keep_rows(active)
+    if draft is not None:
+        draft.keep_rows(active)
     while active:
-        new, drafts = [], []
-        for i in active:
-            row = rows[i]
-            drafter = drafters[i]
-            drafter.extend(row.seq)
-            budget = max_new - len(row.out) - 1
-            d = drafter.propose(row.seq, budget) if budget > 0 else []
-            drafts.append(d)
-            new.append([last[i]] + d)
+        if draft is not None:  # every row's chain from the draft model's γ batched steps
+            drafts = draft.propose([rows[i].seq for i in active], [max_new - len(rows[i].out) - 1 for i in active])
+        else:
+            drafts = []
+            for i in active:
+                row = rows[i]
+                drafter = drafters[i]
+                drafter.extend(row.seq)
+                budget = max_new - len(row.out) - 1
+                drafts.append(drafter.propose(row.seq, budget) if budget > 0 else [])
+        new = [[last[i]] + d for i, d in zip(active, drafts, strict=True)]
         best = lm.step(new).argmax(-1).tolist()  # the one host transfer of the iteration
         forwards += 1
         widest = max(widest, lm.slots)
-        kept, still = [], []
+        kept, still, taken = [], [], []
         for slot, i in enumerate(active):
             row, d, b = rows[i], drafts[slot], best[slot]
             n = 0
@@ -169,6 +184,7 @@ def decode_batch(lm: BatchedModel, prompts: Sequence[Sequence[int]], max_new: in
             row.accepted += n
             row.iterations += 1
             kept.append(1 + n)  # the last token and the accepted drafts are cached now
+            taken.append(n)
             if _emit(row, d[:n] + [b[n]], max_new, stop_ids):
                 row.done_s = clock() - t0
             else:
@@ -177,6 +193,10 @@ def decode_batch(lm: BatchedModel, prompts: Sequence[Sequence[int]], max_new: in
         lm.commit(kept)
         active = [active[s] for s in still]
         lm.keep_rows(still)
+        if draft is not None:
+            draft.settle(taken)
+            draft.keep_rows(still)
+            draft.tidy(compact_at)
         if active and lm.holes > compact_at * lm.slots * lm.rows:
             lm.compact()
     return BatchRun(method, len(prompts), rows, clock() - t0, forwards, widest)
