@@ -18,6 +18,7 @@ from decoders.methods.shared.ngram import NgramIndex
 
 if TYPE_CHECKING:
     from decoders.backends.capabilities import BatchedModel
+    from decoders.methods.batch.adaptive import BatchDraftPolicy
 
 #: The largest batch a user can ask for.
 MAX_BATCH = 64
@@ -92,6 +93,9 @@ class BatchRun:
     wall_s: float
     forwards: int
     max_slots: int = 0  # the widest the cache grew (columns, holes included)
+    #: per iteration after the prefill: the draft length sent (the adaptive policy's K; with a
+    #: fixed one the longest draft of any row)
+    draft_lengths: list[int] = field(default_factory=list)
 
     @property
     def tokens(self) -> int:
@@ -123,11 +127,14 @@ def _emit(row: SeqRecord, tokens: list[int], max_new: int, stop_ids: frozenset[i
 def decode_batch(lm: BatchedModel, prompts: Sequence[Sequence[int]], max_new: int, method: str = "ar",
                  gamma: int = 10, stop_ids: frozenset[int] = frozenset(),
                  clock: Callable[[], float] = time.perf_counter, compact_at: float = 0.5, n_min: int = 1,
-                 n_max: int = 3, make: Callable[[list[int]], Drafter] | None = None) -> BatchRun:
+                 n_max: int = 3, make: Callable[[list[int]], Drafter] | None = None,
+                 policy: BatchDraftPolicy | None = None) -> BatchRun:
     """Decode ``prompts`` together, greedy, ``max_new`` tokens each at most: ``method`` "ar" or
     "pld" (``gamma``: its copy length k). A finished row leaves the batch at once; the cache's
     holes are squeezed out when they pass ``compact_at`` of its slots. ``make``: each row's
-    drafter from its prompt and first token, in place of ``method``'s (a test's)."""
+    drafter from its prompt and first token, in place of ``method``'s (a test's). ``policy``: the
+    draft length K of each iteration, for every row together, from the cost model
+    (`decoders.methods.batch.adaptive`; None: each row sends all it drafts)."""
     make = make or drafter_for(method, gamma, n_min, n_max)
     rows = [SeqRecord(list(p)) for p in prompts]
     t0 = clock()
@@ -146,6 +153,7 @@ def decode_batch(lm: BatchedModel, prompts: Sequence[Sequence[int]], max_new: in
             last[i] = token
             drafters[i] = make(rows_prompts[i] + [token])
     lm.keep_rows(active)
+    lengths: list[int] = []
     while active:
         new, drafts = [], []
         for i in active:
@@ -155,6 +163,11 @@ def decode_batch(lm: BatchedModel, prompts: Sequence[Sequence[int]], max_new: in
             budget = max_new - len(row.out) - 1
             d = drafter.propose(row.seq, budget) if budget > 0 else []
             drafts.append(d)
+        if policy is not None:
+            k = policy.choose(active, [len(d) for d in drafts])
+            drafts = [d[:k] for d in drafts]
+        lengths.append(max(len(d) for d in drafts))
+        for i, d in zip(active, drafts, strict=True):
             new.append([last[i]] + d)
         best = lm.step(new).argmax(-1).tolist()  # the one host transfer of the iteration
         forwards += 1
@@ -167,6 +180,8 @@ def decode_batch(lm: BatchedModel, prompts: Sequence[Sequence[int]], max_new: in
                 n += 1
             row.drafted += len(d)
             row.accepted += n
+            if policy is not None:
+                policy.observe(i, len(d), n)
             row.iterations += 1
             kept.append(1 + n)  # the last token and the accepted drafts are cached now
             if _emit(row, d[:n] + [b[n]], max_new, stop_ids):
@@ -179,4 +194,4 @@ def decode_batch(lm: BatchedModel, prompts: Sequence[Sequence[int]], max_new: in
         lm.keep_rows(still)
         if active and lm.holes > compact_at * lm.slots * lm.rows:
             lm.compact()
-    return BatchRun(method, len(prompts), rows, clock() - t0, forwards, widest)
+    return BatchRun(method, len(prompts), rows, clock() - t0, forwards, widest, lengths)
