@@ -27,6 +27,7 @@ import msgspec
 from decoders.bench.batch_surface import WIDTHS
 from decoders.bench.suite import REPORT_SCHEMA
 from decoders.core.errors import DecodeError
+from decoders.methods.batch.adaptive import BatchDraftPolicy
 from decoders.methods.batch.chain import BATCH_METHODS, MAX_BATCH, BatchRun, decode_batch
 from decoders.records.codec import Record
 
@@ -60,6 +61,43 @@ def check_methods(methods: Sequence[str]) -> list[str]:
     if odd:
         raise DecodeError(f"--batch runs {', '.join(BATCH_METHODS)} only so far, not {', '.join(odd)}; "
                           f"give --methods {','.join(BATCH_METHODS)}")
+    return rows
+
+
+class RowSpec(Record, kw_only=True):
+    """A row of the batch bench: ``method`` drafting up to ``k`` tokens, its draft length fixed or
+    from the cost model (`decoders.methods.batch.adaptive`), under ``label``."""
+
+    label: str
+    method: str
+    k: int
+    policy: str = "fixed"
+
+
+#: The parameters a batch bench variant may set (``--variants 'pld[num_pred 2, draft_policy fixed]'``).
+BATCH_VARIANT_PARAMS = ("num_pred", "draft_policy")
+
+
+def row_specs(methods: Sequence[str], k: int, policy: str, variants: Sequence[Any] | None = None) -> list[RowSpec]:
+    """The rows besides autoregressive decoding: one per method of ``methods`` at the run's ``k``
+    and ``policy``, or one per ``--variants`` item (`decoders.bench.variants.Variant`); DecodeError
+    for a method that does not decode at batch > 1 or a variant item the batch bench cannot vary."""
+    if variants is None:
+        return [RowSpec(label=m, method=m, k=k, policy=policy) for m in check_methods(methods)]
+    rows = []
+    for variant in variants:
+        check_methods([variant.method])
+        values = dict(variant.overrides)
+        odd = [name for name in values if name not in BATCH_VARIANT_PARAMS]
+        if variant.draft is not None:
+            raise DecodeError(f"--batch drafts spec with the loaded --helper or --self-draft int4, not with a variant's "
+                              f"draft ({variant.label}); give --methods ar,spec and --self-draft {variant.draft}")
+        if odd:
+            raise DecodeError(f"--batch varies only {', '.join(BATCH_VARIANT_PARAMS)}, not "
+                              f"{', '.join(odd)} in {variant.label}; give e.g. "
+                              "--variants 'pld[num_pred 2, draft_policy fixed],pld'")
+        rows.append(RowSpec(label=variant.label, method=variant.method, k=int(values.get("num_pred", k)),
+                            policy=str(values.get("draft_policy", policy))))
     return rows
 
 
@@ -149,6 +187,9 @@ class BatchRow(Record, kw_only=True):
     forwards: int  # verify forwards of the last round
     accepted_per_forward: float  # tokens per forward per sequence (tau at batch B)
     identical: bool  # every sequence equal to its batch-1 autoregressive output
+    policy: str = "fixed"  # the draft length: "fixed" (up to k) or "adaptive" (the cost model's K)
+    k: int = 0  # the longest draft (adaptive: its cap)
+    draft_lengths: list[int] = msgspec.field(default_factory=list)  # K sent per iteration, last round
 
 
 class Divergence(Record, kw_only=True):
@@ -203,16 +244,23 @@ def _margin(lm_factory: Callable[[int], BatchedModel], prompt: list[int], prefix
 def run_batch_bench(family, prompts: Sequence[list[int]], batches: Sequence[int], methods: Sequence[str],
                     max_new: int, rounds: int = 2, k: int = 10, surface_repeats: int = 5, surface_widths: int = WIDTHS,
                     progress: Callable[[str], None] | None = None, clock: Callable[[], float] = time.perf_counter,
-                    machine: dict[str, Any] | None = None) -> BatchReport:
-    """Every method in ``methods`` at every batch size beside autoregressive decoding, ``rounds``
-    rounds each (round r takes the prompts from offset r * B, so rounds differ in prompts too),
-    the surface T(B, k) first, each sequence checked against its batch-1 output."""
+                    machine: dict[str, Any] | None = None, policy: str = "fixed",
+                    variants: Sequence[Any] | None = None) -> BatchReport:
+    """Every method in ``methods`` (or every variant of ``variants``) at every batch size beside
+    autoregressive decoding, ``rounds`` rounds each (round r takes the prompts from offset r * B,
+    so rounds differ in prompts too), the surface T(B, k) first, each sequence checked against its
+    batch-1 output. ``policy`` "adaptive": each iteration's draft length from the cost model over
+    the measured surface (`decoders.methods.batch.adaptive`), else up to ``k`` tokens."""
+    from decoders.bench.batch_spec import spec_drafts
     from decoders.bench.batch_surface import measure_surface
 
-    lm = batch_maker(family, max(len(p) for p in prompts) + max_new + k + 1)
+    specs = row_specs(methods, k, policy, variants)
+    widest_k = max([k, *(spec.k for spec in specs)])
+    lm = batch_maker(family, max(len(p) for p in prompts) + max_new + widest_k + 1)
     say = progress or (lambda message: None)
     started = clock()
-    rows_methods = check_methods(methods)
+    rows_methods = [spec.label for spec in specs]
+    spec_of = {spec.label: spec for spec in specs}
     say("measuring T(B, k)")
     timed = batch_maker(family, len(prompts[0]) + surface_widths)
     surface, unit_ms = measure_surface(family.main_model, prompts[0], batches, widths=surface_widths,
@@ -229,20 +277,7 @@ def run_batch_bench(family, prompts: Sequence[list[int]], batches: Sequence[int]
 
     report_rows: list[BatchRow] = []
     divergences: list[Divergence] = []
-    drafter = None
-    if "spec" in rows_methods:
-        from decoders.bench.batch_spec import check_spec, draft_module
-
-        check_spec(family)
-        drafter = draft_module(family)
-
-    def draft(method: str):
-        if method != "spec":
-            return None
-        from decoders.backends.batched import BatchedLM
-        from decoders.methods.batch.model_draft import ModelDraft
-
-        return ModelDraft(BatchedLM(drafter, family.context_length), k)
+    draft = spec_drafts(family, specs)
 
     for size in batches:
         runs: dict[str, list[BatchRun]] = {m: [] for m in ["ar", *rows_methods]}
@@ -251,8 +286,10 @@ def run_batch_bench(family, prompts: Sequence[list[int]], batches: Sequence[int]
             chosen = [(round_ * size + i) % len(prompts) for i in range(size)]
             sets.append(chosen)
             for method in ["ar", *rows_methods]:
-                run = decode_batch(lm(size), [prompts[i] for i in chosen], max_new, method, gamma=k, stop_ids=stop,
-                                   clock=clock, draft=draft(method))
+                spec = spec_of.get(method) or RowSpec(label="ar", method="ar", k=0)
+                chooser = BatchDraftPolicy(spec.k, surface) if spec.policy == "adaptive" and spec.k else None
+                run = decode_batch(lm(size), [prompts[i] for i in chosen], max_new, spec.method, gamma=spec.k,
+                                   stop_ids=stop, clock=clock, policy=chooser, draft=draft(spec))
                 runs[method].append(run)
                 say(f"batch {size} round {round_ + 1}: {method} {run.throughput:.1f} tok/s")
         for method in ["ar", *rows_methods]:
@@ -277,23 +314,36 @@ def run_batch_bench(family, prompts: Sequence[list[int]], batches: Sequence[int]
                 spread=round(2 * stdev(ratios) / math.sqrt(len(ratios)), 3) if len(ratios) > 1 else None,
                 forwards=last.forwards,
                 accepted_per_forward=round(last.tokens / max(1, sum(r.iterations for r in last.rows)), 3),
-                identical=identical))
+                identical=identical, policy=spec_of[method].policy if method in spec_of else "fixed",
+                k=spec_of[method].k if method in spec_of else 0, draft_lengths=list(last.draft_lengths)))
     cross = {m: crossover([r for r in report_rows if r.method == m]) for m in rows_methods}
     return BatchReport(
         created=time.strftime("%Y-%m-%dT%H:%M:%S%z"), family=family.describe(), machine=machine or {},
         settings={"batches": list(batches), "methods": ["ar", *rows_methods], "max_new_tokens": max_new,
-                  "rounds": rounds, "k": k, "prompts": len(prompts)},
+                  "rounds": rounds, "k": k, "prompts": len(prompts), "draft_policy": policy},
         surface={str(b): row for b, row in surface.items()}, surface_unit_ms=unit_ms, rows=report_rows,
         crossover=cross, divergences=divergences, elapsed_s=round(clock() - started, 1))
 
 
+def draft_length_text(row: BatchRow) -> str:
+    """The draft length a row sent: "–" (none), "≤4" (fixed), "K 0×5, 2×3, 4×10" (adaptive: how
+    many iterations of the last round chose each K)."""
+    if row.method == "ar" or not row.k:
+        return "–"
+    if row.policy != "adaptive":
+        return f"≤{row.k}"
+    counts = {k: row.draft_lengths.count(k) for k in sorted(set(row.draft_lengths))}
+    return "K " + ", ".join(f"{k}×{n}" for k, n in counts.items()) if counts else "adaptive"
+
+
 def rows_table(report: BatchReport) -> str:
-    lines = ["| method | batch | tok/s (all sequences) | latency / sequence | AR tok/s | speedup | ± | tokens / "
-             "forward / seq | identical |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| row | batch | tok/s (all sequences) | latency / sequence | AR tok/s | speedup | ± | tokens / "
+             "forward / seq | draft length | identical |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in report.rows:
         spread = "–" if r.spread is None else f"{r.spread:.3f}"
         lines.append(f"| {r.method} | {r.batch} | {r.throughput:.1f} | {r.latency_s:.2f} s | {r.ar_throughput:.1f} | "
-                     f"{r.speedup:.3f}x | {spread} | {r.accepted_per_forward:.2f} | {'yes' if r.identical else 'no'} |")
+                     f"{r.speedup:.3f}x | {spread} | {r.accepted_per_forward:.2f} | {draft_length_text(r)} | "
+                     f"{'yes' if r.identical else 'no'} |")
     return "\n".join(lines)
 
 
@@ -310,6 +360,10 @@ def render_markdown(report: BatchReport) -> str:
              rows_table(report), ""]
     for method, text in report.crossover.items():
         parts.append(f"- {method}: {text}")
+    adaptive = [r for r in report.rows if r.policy == "adaptive" and r.draft_lengths]
+    if adaptive:
+        parts += ["", "## Draft length per iteration (the cost model's K, last round; 0: a plain step)", ""]
+        parts += [f"- {r.method} at batch {r.batch}: {' '.join(map(str, r.draft_lengths))}" for r in adaptive]
     if report.divergences:
         parts += ["", "## Divergences from batch 1", ""]
         parts += [f"- {d.method} at batch {d.batch}, row {d.row}: position {d.position}, batch-1 top-2 margin "

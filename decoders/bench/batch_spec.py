@@ -48,3 +48,17 @@ def draft_module(family):
 
         return int4_copy(family.main_model)
     return family.helper_model
+
+
+def spec_drafts(family, specs):
+    """For each row spec, a fresh batched model draft where it is a spec row drafting its ``k``
+    tokens (None for the rows that draft without a model); `check_spec` runs first, once, and
+    only where some row is a spec row."""
+    if not any(spec.method == "spec" for spec in specs):
+        return lambda spec: None
+    from decoders.backends.batched import BatchedLM
+    from decoders.methods.batch.model_draft import ModelDraft
+
+    check_spec(family)
+    module = draft_module(family)
+    return lambda spec: ModelDraft(BatchedLM(module, family.context_length), spec.k) if spec.method == "spec" else None

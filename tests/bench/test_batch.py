@@ -124,7 +124,41 @@ def test_the_batch_bench_runs_spec_beside_autoregressive(tiny_folder, helper_fol
     assert set(data["crossover"]) == {"spec"} and "| spec | 3 |" in printed
 
 
+def test_the_adaptive_row_runs_beside_fixed_k_rows_and_saves_its_k_per_iteration(tiny_folder, prompts, tmp_path,
+                                                                                    capsys):
+    out = tmp_path / "out"
+    code = cli_main(["bench", "--prompts", str(prompts), "--main", str(tiny_folder), "--batch", "1,2",
+                     "--max-new-tokens", "8", "--threads", "1", "--out", str(out), "--variants",
+                     "pld[num_pred 2, draft_policy fixed],pld[num_pred 4, draft_policy fixed],pld[num_pred 4]"])
+    printed, err = capsys.readouterr()
+    assert code == 0, err
+    data = json.loads((out / "report.json").read_text())
+    labels = ["ar", "pld[num_pred 2, draft_policy fixed]", "pld[num_pred 4, draft_policy fixed]", "pld[num_pred 4]"]
+    assert [r["method"] for r in data["rows"]] == labels * 2
+    by = {(r["method"], r["batch"]): r for r in data["rows"]}
+    assert all(r["identical"] for r in data["rows"]) and data["divergences"] == []
+    for b in (1, 2):
+        adaptive = by[("pld[num_pred 4]", b)]
+        assert adaptive["policy"] == "adaptive" and adaptive["k"] == 4
+        # one K per iteration after the prefill, each within the cap
+        assert len(adaptive["draft_lengths"]) == adaptive["forwards"] - 1
+        assert all(0 <= k <= 4 for k in adaptive["draft_lengths"])
+        fixed = by[("pld[num_pred 2, draft_policy fixed]", b)]
+        assert fixed["policy"] == "fixed" and fixed["k"] == 2 and max(fixed["draft_lengths"]) <= 2
+    assert data["settings"]["draft_policy"] == "adaptive"
+    assert "| pld[num_pred 2, draft_policy fixed] | 2 |" in printed and "| ≤2 |" in printed
+    assert "## Draft length per iteration" in printed and "- pld[num_pred 4] at batch 2: " in printed
+    assert load_report(out / "report.json").rows[-1].draft_lengths == by[("pld[num_pred 4]", 2)]["draft_lengths"]
+
+
 @pytest.mark.parametrize("flags,line", [
+    (["--batch", "2", "--variants", "pld[branches 3]"],
+     "--batch varies only num_pred, draft_policy, not branches in pld[branches 3]; give e.g. --variants "
+     "'pld[num_pred 2, draft_policy fixed],pld'"),
+    (["--batch", "2", "--variants", "spec[int4]"],
+     "--batch drafts spec with the loaded --helper or --self-draft int4, not with a variant's draft (spec[int4]); "
+     "give --methods ar,spec and --self-draft int4"),
+    (["--batch", "2", "--variants", "jacobi"], "--batch runs ar, pld, spec only so far, not jacobi"),
     (["--batch", "0"], "batch size must be 1..64, got 0"),
     (["--batch", "1,2", "--methods", "ar,jacobi"],
      "--batch runs ar, pld, spec only so far, not jacobi; give --methods ar,pld,spec"),
@@ -223,3 +257,12 @@ def test_spec_at_batch_on_llama_cpp_is_one_line(llamacpp_prompts, tmp_path, caps
     assert code == 2 and err.strip().count("\n") == 0, err
     assert "--batch runs spec on the torch backend only (drafting with a helper or int4 draft); drop spec from " \
         "--methods or use --backend torch" in err
+
+
+def test_a_batch_row_saved_before_the_adaptive_policy_still_opens():
+    import msgspec
+
+    old = {"method": "pld", "batch": 2, "throughput": 1.0, "latency_s": 1.0, "ar_throughput": 1.0, "speedup": 1.0,
+           "spread": None, "forwards": 3, "accepted_per_forward": 1.0, "identical": True}
+    row_ = msgspec.convert(old, BatchRow)
+    assert (row_.policy, row_.k, row_.draft_lengths) == ("fixed", 0, [])

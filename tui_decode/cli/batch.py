@@ -15,9 +15,9 @@ def cmd_batch_bench(namespace: argparse.Namespace, args, prompts) -> int:
 
     from decoders.bench.batch import (
         check_batches,
-        check_methods,
         parse_batches,
         render_markdown,
+        row_specs,
         run_batch_bench,
         write_batch_report,
     )
@@ -30,16 +30,21 @@ def cmd_batch_bench(namespace: argparse.Namespace, args, prompts) -> int:
     from tui_decode.cli.main import family_spec, load_with_progress
 
     batches = parse_batches(args.batch)
-    for other, flag in ((args.sweep, "--sweep"), (args.variants, "--variants"), (args.backends, "--backends")):
+    from decoders.bench.variants import parse_variants
+
+    for other, flag in ((args.sweep, "--sweep"), (args.backends, "--backends")):
         if other is not None:
             raise DecodeError(f"--batch and {flag} do not go together; drop one of the two")
-    methods = check_methods((args.methods or "ar,pld").split(","))
+    methods = (args.methods or "ar,pld").split(",")
+    variants = parse_variants(args.variants) if args.variants is not None else None
     if not args.out.strip():
         raise DecodeError("--out is empty; give the report folder (it is created if missing)")
     check_folder_destination(args.out, "--out", "the report")
     _check_counts(args)
     chosen = dict(args.params)
     params = DecodeParams(method="pld", max_new_tokens=args.max_new_tokens, record=False, **chosen).validated()
+    specs = row_specs(methods, params.num_pred, params.draft_policy, variants)  # refused here, before the model loads
+    widest = max([params.num_pred, *(spec.k for spec in specs)])
     if args.threads:
         import torch
 
@@ -60,7 +65,7 @@ def cmd_batch_bench(namespace: argparse.Namespace, args, prompts) -> int:
     if longest + args.max_new_tokens > family.context_length:
         raise DecodeError(f"the longest prompt ({longest} tokens) plus --max-new-tokens ({args.max_new_tokens}) "
                           f"exceeds the model's context of {family.context_length}; lower --max-new-tokens")
-    check_batches(family, batches, longest, args.max_new_tokens, params.num_pred + 1, host_available_memory())
+    check_batches(family, batches, longest, args.max_new_tokens, widest + 1, host_available_memory())
 
     def progress(message: str) -> None:
         print(f"bench: {message}", file=sys.stderr, flush=True)
@@ -69,7 +74,8 @@ def cmd_batch_bench(namespace: argparse.Namespace, args, prompts) -> int:
     machine = {"cpu": model, "vector": flags, "cpus": os.cpu_count(), "threads": torch.get_num_threads(),
                "load_before": before}
     report = run_batch_bench(family, ids, batches, methods, args.max_new_tokens, rounds=max(2, args.repeats),
-                             k=params.num_pred, progress=progress, machine=machine)
+                             k=params.num_pred, progress=progress, machine=machine, policy=params.draft_policy,
+                             variants=variants)
     report.machine["load_after"] = load_average()
     md, js = write_batch_report(report, args.out)
     print(render_markdown(report))

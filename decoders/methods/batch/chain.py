@@ -19,6 +19,7 @@ from decoders.methods.shared.ngram import NgramIndex
 
 if TYPE_CHECKING:
     from decoders.backends.capabilities import BatchedModel
+    from decoders.methods.batch.adaptive import BatchDraftPolicy
     from decoders.methods.batch.model_draft import ModelDraft
 
 #: The largest batch a user can ask for.
@@ -96,6 +97,9 @@ class BatchRun:
     wall_s: float
     forwards: int
     max_slots: int = 0  # the widest the cache grew (columns, holes included)
+    #: per iteration after the prefill: the draft length sent (the adaptive policy's K; with a
+    #: fixed one the longest draft of any row)
+    draft_lengths: list[int] = field(default_factory=list)
 
     @property
     def tokens(self) -> int:
@@ -128,14 +132,19 @@ def decode_batch(lm: BatchedModel, prompts: Sequence[Sequence[int]], max_new: in
                  gamma: int = 10, stop_ids: frozenset[int] = frozenset(),
                  clock: Callable[[], float] = time.perf_counter, compact_at: float = 0.5, n_min: int = 1,
                  n_max: int = 3, make: Callable[[list[int]], Drafter] | None = None,
-                 draft: ModelDraft | None = None) -> BatchRun:
+                 draft: ModelDraft | None = None, policy: BatchDraftPolicy | None = None) -> BatchRun:
     """Decode ``prompts`` together, greedy, ``max_new`` tokens each at most: ``method`` "ar",
     "pld" (``gamma``: its copy length k) or "spec" (``draft`` drafts every row's chain, its γ
     set when it was made). A finished row leaves the batch at once; the cache's
     holes are squeezed out when they pass ``compact_at`` of its slots. ``make``: each row's
-    drafter from its prompt and first token, in place of ``method``'s (a test's)."""
+    drafter from its prompt and first token, in place of ``method``'s (a test's). ``policy``: the
+    draft length K of each iteration, for every row together, from the cost model
+    (`decoders.methods.batch.adaptive`; None: each row sends all it drafts; a model draft keeps
+    the γ it was made with)."""
     if method == "spec" and draft is None and make is None:
         raise DecodeError("speculative decoding at batch B needs its draft model (decode_batch's draft)")
+    if draft is not None:
+        policy = None
     make = make or (None if draft is not None else drafter_for(method, gamma, n_min, n_max))
     rows = [SeqRecord(list(p)) for p in prompts]
     t0 = clock()
@@ -159,6 +168,7 @@ def decode_batch(lm: BatchedModel, prompts: Sequence[Sequence[int]], max_new: in
     lm.keep_rows(active)
     if draft is not None:
         draft.keep_rows(active)
+    lengths: list[int] = []
     while active:
         if draft is not None:  # every row's chain from the draft model's γ batched steps
             drafts = draft.propose([rows[i].seq for i in active], [max_new - len(rows[i].out) - 1 for i in active])
@@ -170,6 +180,10 @@ def decode_batch(lm: BatchedModel, prompts: Sequence[Sequence[int]], max_new: in
                 drafter.extend(row.seq)
                 budget = max_new - len(row.out) - 1
                 drafts.append(drafter.propose(row.seq, budget) if budget > 0 else [])
+        if policy is not None:
+            k = policy.choose(active, [len(d) for d in drafts])
+            drafts = [d[:k] for d in drafts]
+        lengths.append(max(len(d) for d in drafts))
         new = [[last[i]] + d for i, d in zip(active, drafts, strict=True)]
         best = lm.step(new).argmax(-1).tolist()  # the one host transfer of the iteration
         forwards += 1
@@ -182,6 +196,8 @@ def decode_batch(lm: BatchedModel, prompts: Sequence[Sequence[int]], max_new: in
                 n += 1
             row.drafted += len(d)
             row.accepted += n
+            if policy is not None:
+                policy.observe(i, len(d), n)
             row.iterations += 1
             kept.append(1 + n)  # the last token and the accepted drafts are cached now
             taken.append(n)
@@ -199,4 +215,4 @@ def decode_batch(lm: BatchedModel, prompts: Sequence[Sequence[int]], max_new: in
             draft.tidy(compact_at)
         if active and lm.holes > compact_at * lm.slots * lm.rows:
             lm.compact()
-    return BatchRun(method, len(prompts), rows, clock() - t0, forwards, widest)
+    return BatchRun(method, len(prompts), rows, clock() - t0, forwards, widest, lengths)

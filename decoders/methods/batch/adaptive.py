@@ -1,0 +1,124 @@
+"""The draft length at batch B from the cost model (issue 39, item 4).
+
+At batch B every row's draft is verified in one forward, so the draft length K is chosen once per
+iteration for all the rows together: the K that maximises expected tokens per unit of time,
+
+    U(K) = sum over rows of E[accepted + 1 | K]  /  (T(B, w(K)) + c * K),
+
+where w(K) = 1 + the longest draft any row sends at K (a row with a shorter draft pads), T(B, k) is
+the measured verify-cost surface (`decoders.bench.batch_surface`, in one-position steps of one
+sequence; interpolated between the batch sizes measured, extrapolated beyond its widths), ``c`` the
+draft's cost per drafted position in the same unit (0 for prompt lookup: its draft is a copy), and
+E from each row's conditional per-position acceptance measured so far: position j's acceptance
+given that the positions before it were accepted, as a Beta posterior mean (the batch-1 policy's
+prior before any is measured, `decoders.methods.shared.draft_policy.PRIOR_ACCEPT`). K = 0 (a plain
+autoregressive step for the batch) is always a candidate; ties go to the shorter draft.
+
+`best_draft_length` is the pure decision; `BatchDraftPolicy` keeps the per-row counts and, like
+the batch-1 policy, re-measures with a short draft after `EXPLORE_EVERY` undrafted iterations in a
+row (else estimates that switched drafting off would never be measured again). The policy only
+shortens drafts, so each row's greedy output is the one it has at any K.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Mapping, Sequence
+
+from decoders.methods.shared.draft_policy import EXPLORE_EVERY, PRIOR_ACCEPT, PRIOR_SLOPE
+
+#: A draft length chosen to re-measure acceptance after plain steps.
+EXPLORE_K = 2
+
+
+def expected_tokens(acceptance: Sequence[float], k: int) -> float:
+    """E[accepted + 1] of a draft of ``k`` positions, ``acceptance[j]``: position j's acceptance
+    given positions < j accepted."""
+    survive, total = 1.0, 1.0
+    for j in range(k):
+        survive *= acceptance[j]
+        total += survive
+    return total
+
+
+def surface_cost(surface: Mapping[int, Sequence[float]] | None, batch: int, width: int) -> float:
+    """T(``batch``, ``width``) from the measured surface: linear in B between the sizes measured
+    (beyond the largest, along its last segment; below the smallest, the smallest's), in k beyond
+    the widths measured along the last step; a wider forward never cheaper than a narrower one.
+    Without a surface, the batch-1 policy's prior slope."""
+    if not surface:
+        return 1.0 + PRIOR_SLOPE * (width - 1)
+
+    def along_k(b: int) -> float:
+        row = surface[b]
+        if width <= len(row):
+            return max(row[:width])
+        step = row[-1] - row[-2] if len(row) > 1 else PRIOR_SLOPE
+        return row[-1] + max(0.0, step) * (width - len(row))
+
+    sizes = sorted(surface)
+    if batch in surface or len(sizes) == 1 or batch < sizes[0]:
+        return along_k(batch if batch in surface else sizes[0])
+    at = min(max(bisect.bisect_left(sizes, batch), 1), len(sizes) - 1)
+    lo, hi = sizes[at - 1], sizes[at]
+    t_lo, t_hi = along_k(lo), along_k(hi)
+    return max(t_lo, t_lo + (t_hi - t_lo) * (batch - lo) / (hi - lo))
+
+
+def best_draft_length(cost: Callable[[int], float], acceptances: Sequence[Sequence[float]],
+                      available: Sequence[int], draft_cost: float = 0.0) -> tuple[int, list[float]]:
+    """``(K, [U(0), U(1), ...])``: the draft length for the batch and each candidate's expected
+    tokens per unit of time. ``cost(w)``: T(B, w) at this batch; ``acceptances[r]``: row r's
+    conditional per-position acceptance (at least ``available[r]`` long); ``available[r]``: the
+    longest draft row r has (0: none)."""
+    longest = max(available, default=0)
+    rates = []
+    for k in range(longest + 1):
+        tokens = sum(expected_tokens(acc, min(k, n)) for acc, n in zip(acceptances, available, strict=True))
+        width = 1 + max((min(k, n) for n in available), default=0)
+        rates.append(tokens / (cost(width) + draft_cost * k))
+    best = max(range(len(rates)), key=lambda k: (rates[k], -k))
+    return best, rates
+
+
+class BatchDraftPolicy:
+    """Chooses K for each batched iteration from the surface and each row's acceptance so far."""
+
+    def __init__(self, max_k: int, surface: Mapping[int, Sequence[float]] | None = None, draft_cost: float = 0.0,
+                 prior: tuple[float, float] = PRIOR_ACCEPT):
+        self.max_k = max_k
+        self.surface = {int(b): list(row) for b, row in (surface or {}).items()}
+        self.draft_cost = draft_cost
+        self.prior = prior
+        self._counts: dict[int, list[list[int]]] = {}  # row -> per position [accepted, tried]
+        self._undrafted = 0
+
+    def acceptance(self, row: int) -> list[float]:
+        """Row ``row``'s conditional acceptance at positions 0..max_k - 1."""
+        counts = self._counts.get(row) or [[0, 0]] * self.max_k
+        a, b = self.prior
+        return [(acc + a) / (tried + a + b) for acc, tried in counts]
+
+    def choose(self, rows: Sequence[int], available: Sequence[int]) -> int:
+        """The draft length for the batch of ``rows`` (the forward's rows, by a stable id), each
+        with a draft of ``available[i]`` positions at most."""
+        available = [min(n, self.max_k) for n in available]
+        batch = len(rows)
+        k, _ = best_draft_length(lambda w: surface_cost(self.surface, batch, w),
+                                 [self.acceptance(r) for r in rows], available, self.draft_cost)
+        if k == 0 and max(available, default=0) > 0:
+            self._undrafted += 1
+            if self._undrafted >= EXPLORE_EVERY:
+                self._undrafted = 0
+                return min(EXPLORE_K, max(available))
+        elif k:
+            self._undrafted = 0
+        return k
+
+    def observe(self, row: int, drafted: int, accepted: int) -> None:
+        """Row ``row`` sent ``drafted`` positions and the first ``accepted`` of them passed."""
+        counts = self._counts.setdefault(row, [[0, 0] for _ in range(self.max_k)])
+        for j in range(min(accepted + 1, drafted, self.max_k)):
+            counts[j][1] += 1
+            if j < accepted:
+                counts[j][0] += 1
