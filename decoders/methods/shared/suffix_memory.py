@@ -158,6 +158,7 @@ class SuffixMemory:
         self.tokens = 0
         self.evicted = 0
         self.path: Path | None = None  # where it is kept, when it is
+        self.source: Path | None = None  # the file it was read from without being kept there (`read_memory`)
         self.save_error: str | None = None  # why the last write after a run failed (`save_quietly`)
 
     def __len__(self) -> int:
@@ -244,13 +245,25 @@ class SuffixMemory:
         except DecodeError as err:
             self.save_error = str(err)
 
-    def load(self, path: str | Path, vocab_size: int) -> None:
+    def copy(self) -> SuffixMemory:
+        """Another memory holding the same responses in a tree of its own (`SuffixTree.to_parts`:
+        a copy of its arrays, no rebuild), kept nowhere: what is added to either leaves the other."""
+        twin = SuffixMemory(self.depth, self.max_requests, self.max_nodes, self.identity, self.model)
+        arrays, free = self.tree.to_parts()
+        twin.tree = SuffixTree.from_parts(self.depth, self.tree.nodes, arrays, free)
+        twin.entries = OrderedDict((i, Entry(e.prompt, list(e.tokens))) for i, e in self.entries.items())
+        twin._next, twin.tokens, twin.source = self._next, self.tokens, self.source
+        return twin
+
+    def load(self, path: str | Path, vocab_size: int, kept: MemoryFile | None = None) -> None:
         """Fill from ``path`` (kept for this identity); DecodeError in one line, the file untouched
         and this memory unchanged, when it is not a memory for this model and tokenizer, or it
-        holds more than this memory's bounds."""
+        holds more than this memory's bounds. ``kept``: the file as `check_memory_file` already
+        read it (not read again)."""
         from decoders.records.inputs import read_bytes
 
-        kept = _decode(read_bytes(path, "the suffix memory", MAX_FILE_BYTES, FIX), path)
+        if kept is None:
+            kept = _decode(read_bytes(path, "the suffix memory", MAX_FILE_BYTES, FIX), path)
         _check_kept(kept, path)
         if kept.identity != self.identity:
             raise DecodeError(f"the suffix memory {path} was built for another model or tokenizer "
@@ -391,6 +404,19 @@ def open_memory_file(family: Family, path: str, depth: int, mb: float | None = N
     else:
         check_destination(path, "--suffix-memory", "the suffix memory")
     memory.path = Path(path)
+    return memory
+
+
+def read_memory(family: Family, path: str, depth: int, mb: float | None = None,
+                kept: MemoryFile | None = None) -> SuffixMemory:
+    """The memory kept in ``path`` for ``family``'s model, read with `open_memory_file`'s checks
+    (refused in one line when damaged, foreign or over the ``mb`` bound) but held apart: not the
+    model's memory, and never written back (``bench --suffix-memory``: the bench measures, it does
+    not write the user's memory). ``kept``: the file as `check_memory_file` already read it."""
+    memory = SuffixMemory(depth, max_nodes=nodes_for_mb(mb if mb is not None else DEFAULT_MB))
+    memory.identity, memory.model = identity(family)
+    memory.load(path, family.vocab_size, kept)
+    memory.path, memory.source = None, Path(path)
     return memory
 
 
