@@ -158,7 +158,7 @@ def run_bench(family: Family, prompts: Sequence[BenchPrompt], methods: Sequence[
         session = session_figures(lane.samples, figures.labels, memory_rows)
         settings.workload = "session"
     if memory is not None:
-        settings.suffix_memory = started_from
+        settings.suffix_memory = started_from or UNSET
     return BenchReport(
         family=figures.info,
         machine=BenchMachine(**machine_info(), load_average_at_start=run.load_at_start,

@@ -38,7 +38,21 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 import msgspec
 
 from decoders.core.errors import DecodeError
-from decoders.methods.shared.suffix_tree import BYTES_PER_NODE, FIELDS, SuffixTree
+from decoders.methods.shared.suffix_memory_file import (  # noqa: F401 (the file's names, imported from here too)
+    FIX,
+    FORMAT,
+    MAX_FILE_BYTES,
+    MAX_MB,
+    VERSION,
+    MemoryFile,
+    TreeFile,
+    check_kept,
+    check_memory_file,
+    decode,
+    digest,
+    read_memory_file,
+)
+from decoders.methods.shared.suffix_tree import BYTES_PER_NODE, SuffixTree
 
 if TYPE_CHECKING:
     from decoders.models.family import Family
@@ -46,15 +60,8 @@ if TYPE_CHECKING:
 DEFAULT_DEPTH = 24  # a memory's depth until a run asks for another (`--suffix-depth`'s default)
 MAX_REQUESTS = 10_000  # responses kept (vLLM's default cache size)
 DEFAULT_MB = 2_800  # the size bound in MB (`--suffix-memory-mb`): MAX_REQUESTS of the bundled model's answers
-MAX_MB = 16_384  # the largest size bound one may ask for (16 GB)
 MAX_NODES = DEFAULT_MB * 1_000_000 // BYTES_PER_NODE  # the default size bound in tree nodes
 MAX_RESPONSE_TOKENS = 1 << 20  # tokens of one response kept (the rest is cut)
-#: the largest memory file read: the largest tree's arrays (a node: one 4-byte entry per array)
-#: and its responses (a token: a few bytes of msgpack) with room to spare
-MAX_FILE_BYTES = MAX_MB * 1_000_000 // BYTES_PER_NODE * 4 * len(FIELDS) + (512 << 20)
-FORMAT = "tui-decode suffix memory"
-VERSION = 2  # 1: JSON, the responses only (read, and rebuilt)
-FIX = "delete it or give --suffix-memory another path to start a new memory"
 
 
 def nodes_for_mb(mb: float) -> int:
@@ -66,28 +73,6 @@ def mb_for_nodes(nodes: int) -> float:
     return nodes * BYTES_PER_NODE / 1_000_000
 
 
-class TreeFile(msgspec.Struct, forbid_unknown_fields=True):
-    """The tree as its arrays (`SuffixTree.to_parts`), at its depth, with its node count."""
-
-    depth: int
-    nodes: int
-    arrays: list[bytes]
-    free: list[int]
-
-
-class MemoryFile(msgspec.Struct, forbid_unknown_fields=True):
-    """The file: what it is, whose it is, and the responses oldest first as (prompt key, tokens);
-    from version 2 on also the tree and a digest over both (msgpack, not JSON)."""
-
-    format: str
-    version: int
-    identity: str  # the model and tokenizer it was built with (`identity`)
-    model: str  # the model, in words, for the refusal message
-    responses: list[tuple[str, list[int]]]
-    tree: TreeFile | None = None
-    digest: str = ""
-
-
 @dataclass
 class Entry:
     prompt: str  # the prompt's key (`prompt_key`); "" for a corpus document
@@ -97,51 +82,6 @@ class Entry:
 def prompt_key(prompt_ids: Sequence[int]) -> str:
     """A short digest of the prompt's token ids: the same prompt gives the same key."""
     return hashlib.sha256(",".join(map(str, prompt_ids)).encode()).hexdigest()[:20]
-
-
-def _digest(kept: MemoryFile) -> str:
-    h = hashlib.sha256()
-    h.update(msgspec.msgpack.encode([kept.format, kept.version, kept.identity, kept.model, kept.responses]))
-    if kept.tree is not None:
-        h.update(msgspec.msgpack.encode([kept.tree.depth, kept.tree.nodes, kept.tree.free]))
-        for part in kept.tree.arrays:
-            h.update(part)
-    return h.hexdigest()
-
-
-def read_memory_file(path: str | Path) -> MemoryFile:
-    """The file as it is kept (either version), no checks beyond its shape: tests and tools."""
-    from decoders.records.inputs import read_bytes
-
-    return _decode(read_bytes(path, "the suffix memory", MAX_FILE_BYTES, FIX), path)
-
-
-def _decode(data: bytes, path: str | Path) -> MemoryFile:
-    try:
-        if data[:1] == b"{":  # version 1 was JSON
-            return msgspec.json.decode(data, type=MemoryFile)
-        return msgspec.msgpack.decode(data, type=MemoryFile)
-    except (msgspec.DecodeError, msgspec.ValidationError) as err:
-        raise DecodeError(f"the suffix memory {path} is damaged or not a memory file ({_first_line(err)}); "
-                          f"{FIX}") from None
-
-
-def check_memory_file(path: str | Path) -> MemoryFile:
-    """The memory file at ``path`` read and its digest checked, before a model loads (whose model
-    it is is checked when one has: `SuffixMemory.load`); DecodeError in one line when damaged."""
-    from decoders.records.inputs import read_bytes
-
-    kept = _decode(read_bytes(path, "the suffix memory", MAX_FILE_BYTES, FIX), path)
-    _check_kept(kept, path)
-    return kept
-
-
-def _check_kept(kept: MemoryFile, path: str | Path) -> None:
-    if kept.format != FORMAT or kept.version not in (1, VERSION):
-        raise DecodeError(f"{path} is not a suffix memory of this version (format {kept.format[:60]!r}, "
-                          f"version {kept.version}); {FIX}")
-    if kept.version == VERSION and (kept.tree is None or kept.digest != _digest(kept)):
-        raise DecodeError(f"the suffix memory {path} is damaged (its digest does not match what it holds); {FIX}")
 
 
 class SuffixMemory:
@@ -226,7 +166,7 @@ class SuffixMemory:
         kept = MemoryFile(FORMAT, VERSION, self.identity, self.model,
                           [(e.prompt, e.tokens) for e in self.entries.values()],
                           TreeFile(self.depth, self.tree.nodes, arrays, free))
-        kept.digest = _digest(kept)
+        kept.digest = digest(kept)
         return msgspec.msgpack.encode(kept)
 
     def save(self, path: str | Path | None = None) -> None:
@@ -263,8 +203,8 @@ class SuffixMemory:
         from decoders.records.inputs import read_bytes
 
         if kept is None:
-            kept = _decode(read_bytes(path, "the suffix memory", MAX_FILE_BYTES, FIX), path)
-        _check_kept(kept, path)
+            kept = decode(read_bytes(path, "the suffix memory", MAX_FILE_BYTES, FIX), path)
+        check_kept(kept, path)
         if kept.identity != self.identity:
             raise DecodeError(f"the suffix memory {path} was built for another model or tokenizer "
                               f"({kept.model[:120]}), not {self.model[:120]}; {FIX}")
@@ -307,10 +247,6 @@ class SuffixMemory:
     def figures(self) -> dict[str, Any]:
         return {"responses": len(self.entries), "tokens": self.tokens, "nodes": self.tree.nodes,
                 "evicted": self.evicted}
-
-
-def _first_line(err: Exception) -> str:
-    return (str(err).splitlines() or [type(err).__name__])[0][:200]
 
 
 # --- one memory per loaded model -----------------------------------------------------------------
