@@ -20,6 +20,7 @@ its backend's label beside the agreement of their outputs.
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -48,6 +49,7 @@ from decoders.bench.variants import Variant
 from decoders.core.declarations import get_method
 from decoders.core.errors import DecodeError
 from decoders.core.params import DecodeParams
+from decoders.methods.shared.suffix_memory import SuffixMemory, memory_in_use
 
 if TYPE_CHECKING:
     from decoders.engine import Engine
@@ -234,10 +236,12 @@ def run_lanes(families: Mapping[str, Family], prompts: Sequence[BenchPrompt], me
               max_new_tokens: int, limit: int | None, repeats: int, progress: ProgressFn | None, *,
               params: DecodeParams | None, references: Mapping[str, Reference] | None, record_overhead_every: int,
               bandwidth_bytes: int, warm_up: bool, variants: Sequence[Variant] | None,
-              early_exit_layer: int | None, workload: str = "prompts") -> LaneRun:
+              early_exit_layer: int | None, workload: str = "prompts", memory: SuffixMemory | None = None) -> LaneRun:
     """Every row on every prompt on each backend of ``families`` (one: a plain run), each beside its
     reference (``references``, else each family's own); the arguments are `decoders.bench.suite.run_bench`'s.
     In a run on several backends, notes and progress carry the backend, and each sample names it."""
+    if memory is not None and len(families) > 1:
+        raise ValueError("a suffix memory is read for one model: give it to a run on one backend")
     started = time.perf_counter()
     say = progress or (lambda message: None)
     base = base_params(params, max_new_tokens, repeats)
@@ -263,7 +267,14 @@ def run_lanes(families: Mapping[str, Family], prompts: Sequence[BenchPrompt], me
     bandwidth = [measure_read_bandwidth(bandwidth_bytes)]
     for lane in lanes:
         notes += noted(lane.label, [pairing_note(lane.engine)])
-    _measure(lanes, runs, base, repeats, record_overhead_every, warm_up, say, notes, session=workload == "session")
+    session = workload == "session"
+    # the memory read from a file (``--suffix-memory``): in a session each memory row starts from a
+    # copy of it; otherwise it is the model's memory while the prompts run (the bench's answers join
+    # it in this process only: it is kept nowhere)
+    in_use = memory_in_use(lanes[0].family, memory) if memory is not None and not session else nullcontext()
+    with in_use:
+        _measure(lanes, runs, base, repeats, record_overhead_every, warm_up, say, notes, session=session,
+                 seed=memory)
     middle = sorted(runs, key=lambda run: len(run[1][lanes[0].backend]))[len(runs) // 2][1]
     curves = {}
     for lane in lanes:
@@ -281,21 +292,25 @@ def _where(lanes: Sequence[Lane], lane: Lane) -> str:
 
 
 def _measure(lanes: Sequence[Lane], runs: PromptRuns, base: DecodeParams, repeats: int, record_overhead_every: int,
-             warm_up: bool, say: ProgressFn, notes: list[str], session: bool = False) -> None:
+             warm_up: bool, say: ProgressFn, notes: list[str], session: bool = False,
+             seed: SuffixMemory | None = None) -> None:
     """Every lane warmed up (``warm_up``), then every prompt run on every lane, the lanes taking
     turns going first; each lane's samples appended to it. ``session`` (`decoders.bench.session`):
     the prompts in order as one session, every turn of a multi-turn question after the one
-    before it, each row that drafts from a memory with its own (new at each repeat), and each
+    before it, each row that drafts from a memory with its own (new at each repeat: empty, or a
+    copy of ``seed``), and each
     sample numbered by its place in the session."""
     if warm_up:
         for lane in lanes:
             prompt, ids = shortest([(p, i[lane.backend]) for p, i in runs])
             say(f"warm-up on {prompt.name}{_where(lanes, lane)}")
-            warm_up_rows(lane.engine, lane.reference, prompt, ids, base, lane.rows)
+            # in a session from a memory file, the warm-up drafts from a copy of it too (as the rows will)
+            with memory_in_use(lane.family, seed.copy()) if session and seed is not None else nullcontext():
+                warm_up_rows(lane.engine, lane.reference, prompt, ids, base, lane.rows)
     total = sum(len(session_turns(prompt)) if session else 1 for prompt, _ in runs) * repeats
     number = 0
     for repeat in range(repeats):
-        memories = {lane.backend: SessionMemories(lane.family) for lane in lanes} if session else {}
+        memories = {lane.backend: SessionMemories(lane.family, seed) for lane in lanes} if session else {}
         position = 0
         for prompt, prompt_ids in runs:
             here: dict[str, tuple[BenchPrompt, list[int]]] = {lane.backend: (prompt, prompt_ids[lane.backend])

@@ -111,9 +111,21 @@ def prompts_line(report: BenchReport) -> str:
             + ("; each repeat the session again, from empty memories" if st.repeats > 1 else ""))
 
 
+def memory_lines(report: BenchReport) -> list[str]:
+    """The suffix memory the memory rows started from (``--suffix-memory``), where there was one."""
+    kept = known(report.settings.suffix_memory)
+    if kept is None:
+        return []
+    how = ("each memory row started the session from its own copy of it" if known(report.session) is not None
+           else "the bench's answers joined a copy of it in memory")
+    return [f"- suffix memory: {kept.path}, {kept.responses} responses, {kept.tokens} tokens, read at the start; "
+            f"{how}, the file left as it was"]
+
+
 SESSION_NOTE = (
     "The prompts ran as one session in the order above. Each row that drafts from a memory of earlier responses "
-    "(suffix decoding drafting from both trees) has a memory of its own, empty at the session's start; its answer "
+    "(suffix decoding drafting from both trees) has a memory of its own, empty at the session's start (or a copy "
+    "of the suffix memory above, where there is one); its answer "
     "to each prompt joins it after the run's and its baseline's clocks stopped, before the next prompt, and a "
     "prompt's own baseline output is never in it. Only those rows are shown: nothing any other row drafts from "
     "changes between positions. Each third is pooled as the overall table pools (speedup, +/- its spread, n "
@@ -126,6 +138,7 @@ def settings_lines(report: BenchReport) -> list[str]:
         f"- model: {fam['label']} ({fam['main']}, {fam['dtype']} on {fam['device']}, backend {fam['backend']}); "
         f"helper: {fam['helper'] or 'none'}",
         prompts_line(report),
+        *memory_lines(report),
         params_line(report),
         pairing_line(st.pairing or None, list(report.overall)),
         f"- machine: {mach.processor}, {mach.cpus} CPUs, {mach.torch_threads} torch threads; "

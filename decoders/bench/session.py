@@ -9,7 +9,8 @@ other. Every row runs every position as in a run of separate prompts (each besid
 baseline, warmed up first); what differs is the memory:
 
 * each row that drafts from a memory (`drafts_from_memory`) has its own (`SessionMemories`),
-  empty at the session's start (and at each repeat's: a repeat is the session again), made the
+  empty at the session's start (and at each repeat's: a repeat is the session again; with
+  ``--suffix-memory PATH``, a copy of that file's memory, the file left as it is), made the
   model's memory while that row runs (`decoders.methods.shared.suffix_memory.memory_in_use`), so
   that the engine joins the row's answer to it after the run's and its baseline's clocks stopped,
   as in the app; a prompt's own baseline output never joins it, and suffix decoding forgets a
@@ -47,22 +48,28 @@ def remembers(row: Row) -> bool:
 
 
 class SessionMemories:
-    """Each memory row's own memory over one session of one backend, by row label."""
+    """Each memory row's own memory over one session of one backend, by row label: empty, or a
+    copy of ``seed`` (``bench --suffix-memory``: the file's memory, never written)."""
 
-    def __init__(self, family: Family):
-        self.family = family
+    def __init__(self, family: Family, seed: SuffixMemory | None = None):
+        self.family, self.seed = family, seed
         self.held: dict[str, SuffixMemory] = {}
 
     def sizes(self, rows: Sequence[Row]) -> dict[str, int]:
         """Responses in each memory row's memory now (before it runs the next position)."""
-        return {row.label: len(self.held[row.label]) if row.label in self.held else 0 for row in rows if remembers(row)}
+        start = len(self.seed) if self.seed is not None else 0
+        return {row.label: len(self.held[row.label]) if row.label in self.held else start
+                for row in rows if remembers(row)}
 
     def of(self, row: Row) -> ContextManager[Any]:
         """While inside, ``row``'s runs draft from and join its own memory (nothing for a row
         that drafts from none)."""
         if not remembers(row):
             return nullcontext()
-        memory = self.held.setdefault(row.label, SuffixMemory(row.params.suffix_depth))
+        memory = self.held.get(row.label)
+        if memory is None:
+            memory = self.seed.copy() if self.seed is not None else SuffixMemory(row.params.suffix_depth)
+            self.held[row.label] = memory
         return memory_in_use(self.family, memory)
 
 

@@ -33,6 +33,15 @@ class RowSettings(Record, kw_only=True):
     backend: str | UnsetType = UNSET  # the backend it ran on, in a run on several ("torch", "llamacpp")
 
 
+class MemorySettings(Record, kw_only=True):
+    """The suffix memory the bench's memory rows drafted from (``bench --suffix-memory PATH``), as
+    read at the start: a datastore or a memory kept by ``run``; the bench never writes it."""
+
+    path: str  # the file, as given
+    responses: int  # the responses it held
+    tokens: int  # their tokens
+
+
 class BenchSettings(Record, kw_only=True):
     """What the run was asked to do: its rows, its budget, its parameters, its references and how
     each row was paired with autoregressive decoding. The fields are in report.json's key order."""
@@ -71,6 +80,9 @@ class BenchSettings(Record, kw_only=True):
     references: dict[str, str] | UnsetType = UNSET  # backend -> the reference beside it
     # "session": the prompts ran in order as one session (`decoders.bench.session`); UNSET: each on its own
     workload: Literal["session"] | UnsetType = UNSET
+    # the memory file the suffix rows started from (``--suffix-memory``); UNSET: an empty memory (and
+    # in reports from before the bench could read one)
+    suffix_memory: MemorySettings | UnsetType = UNSET
 
     @property
     def rows(self) -> list[RowSettings]:

@@ -29,13 +29,14 @@ from decoders.bench.machine import BenchMachine, CostCurve, Floor, machine_info
 from decoders.bench.prompts import BenchPrompt, PromptRecord
 from decoders.bench.reference import Reference
 from decoders.bench.session import WORKLOADS, SessionFigures, remembers, session_figures
-from decoders.bench.settings import BenchSettings
+from decoders.bench.settings import BenchSettings, MemorySettings
 from decoders.bench.targets import Target
 from decoders.bench.variants import Variant
 from decoders.core.params import DecodeParams
 from decoders.records.codec import Record
 
 if TYPE_CHECKING:
+    from decoders.methods.shared.suffix_memory import SuffixMemory
     from decoders.models.family import Family
 
 REPORT_SCHEMA = 1
@@ -121,7 +122,7 @@ def run_bench(family: Family, prompts: Sequence[BenchPrompt], methods: Sequence[
               reference: Reference | None = None, record_overhead_every: int = 3,
               bandwidth_bytes: int = 1 << 30, warm_up: bool = True,
               variants: Sequence[Variant] | None = None, early_exit_layer: int | None = None,
-              workload: str = "prompts") -> BenchReport:
+              workload: str = "prompts", memory: SuffixMemory | None = None) -> BenchReport:
     """Run every row on every prompt, ours and transformers' interleaved; the report.
 
     ``methods``: names of registered methods, each a row as ``params`` sets it; ``variants``:
@@ -137,13 +138,18 @@ def run_bench(family: Family, prompts: Sequence[BenchPrompt], methods: Sequence[
     ``workload``: "prompts", each prompt on its own, or "session", the prompts in order as one
     session, every turn of a multi-turn question, each row that drafts from a memory with its own
     (`decoders.bench.session`).
+    ``memory``: a suffix memory read from a file (`decoders.methods.shared.suffix_memory.read_memory`):
+    the memory rows draft from it (in a session, each from a copy of its own); it is never written.
     """
     if workload not in WORKLOADS:
         raise ValueError(f"workload must be one of {', '.join(WORKLOADS)}, got {workload!r}")
+    # the memory as read, before the bench's answers join it (outside a session they join it)
+    started_from = (MemorySettings(path=str(memory.source or ""), responses=len(memory), tokens=memory.tokens)
+                    if memory is not None else None)
     run = run_lanes({family.backend: family}, prompts, methods, max_new_tokens, limit, repeats, progress,
                     params=params, references={family.backend: reference} if reference is not None else None,
                     record_overhead_every=record_overhead_every, bandwidth_bytes=bandwidth_bytes, warm_up=warm_up,
-                    variants=variants, early_exit_layer=early_exit_layer, workload=workload)
+                    variants=variants, early_exit_layer=early_exit_layer, workload=workload, memory=memory)
     (lane,), (figures,) = run.lanes, run.figures
     settings = lane_settings(run.base, lane.rows, limit, repeats, lane.reference, record_overhead_every, lane.pairing)
     session: SessionFigures | UnsetType = UNSET
@@ -151,6 +157,8 @@ def run_bench(family: Family, prompts: Sequence[BenchPrompt], methods: Sequence[
         memory_rows = [row.label for row in lane.rows if remembers(row)]
         session = session_figures(lane.samples, figures.labels, memory_rows)
         settings.workload = "session"
+    if memory is not None:
+        settings.suffix_memory = started_from or UNSET
     return BenchReport(
         family=figures.info,
         machine=BenchMachine(**machine_info(), load_average_at_start=run.load_at_start,

@@ -44,12 +44,10 @@ def prompts_file(tmp_path_factory):
     return str(path)
 
 
-@pytest.fixture(scope="module")
-def session_run(tiny_folder, prompts_file, tmp_path_factory):
-    """One session, every memory row's drafting watched: after suffix decoding forgets the prompt's own
-    earlier responses (`SuffixMemory.forget`, outside `add`), what its memory holds; and every run's
-    prompt with its baseline's output (`Engine._result`)."""
-    out_dir = tmp_path_factory.mktemp("bench-out")
+def watched_bench(argv: list[str], out_dir) -> dict:
+    """``tui-decode bench ARGV --out OUT_DIR`` with every memory row's drafting watched: after suffix
+    decoding forgets the prompt's own earlier responses (`SuffixMemory.forget`, outside `add`), what
+    its memory holds; and every run's prompt with its baseline's output (`Engine._result`)."""
     drafted_from: list[tuple[str, list[tuple[str, list[int]]]]] = []
     baselines: dict[str, list[int]] = {}
     runs: list[tuple[str, str]] = []  # (prompt key, method) of every run
@@ -82,15 +80,22 @@ def session_run(tiny_folder, prompts_file, tmp_path_factory):
     stdout, stderr = io.StringIO(), io.StringIO()
     try:
         with redirect_stdout(stdout), redirect_stderr(stderr), torch_threads(1):
-            code = main(["bench", "--prompts", prompts_file, "--main", tiny_folder, *ROWS, "--workload", "session",
-                         "--draft-policy", "fixed", "--record-overhead-every", "1", "--max-new-tokens", "8",
-                         "--bandwidth-mb", "1", "--out", str(out_dir)])
+            code = main(["bench", *argv, "--out", str(out_dir)])
     finally:
         mp.undo()
         reset_memories()
+    assert code == 0, stderr.getvalue()
     return {"code": code, "out": stdout.getvalue(), "err": stderr.getvalue(), "dir": out_dir,
             "report": json.loads((out_dir / "report.json").read_text()), "drafted_from": drafted_from,
             "baselines": baselines, "runs": runs}
+
+
+@pytest.fixture(scope="module")
+def session_run(tiny_folder, prompts_file, tmp_path_factory):
+    """One session, every memory row's drafting watched (`watched_bench`)."""
+    return watched_bench(["--prompts", prompts_file, "--main", tiny_folder, *ROWS, "--workload", "session",
+                          "--draft-policy", "fixed", "--record-overhead-every", "1", "--max-new-tokens", "8",
+                          "--bandwidth-mb", "1"], tmp_path_factory.mktemp("bench-out"))
 
 
 def test_the_session_runs_every_turn_in_the_reports_order_and_each_memory_row_grows_its_own(session_run):

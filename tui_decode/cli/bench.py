@@ -17,6 +17,7 @@ from tui_decode.cli.main import MAX_THREADS
 from tui_decode.cli.views import BenchArgs
 
 if TYPE_CHECKING:
+    from decoders.methods.shared.suffix_memory import MemoryFile
     from decoders.records.folder import FolderLock
 
 DEFAULT_OUT = "bench-out"
@@ -30,6 +31,7 @@ def add_bench_parser(sub) -> None:
     from decoders.bench.session import WORKLOADS
     from decoders.bench.sweep import sweep_names, sweepable
     from decoders.bench.variants import MAX_VARIANTS, Variant, example, shape_items
+    from tui_decode.cli.datastore import add_memory_mb_arg
     from tui_decode.cli.main import add_model_args
 
     d = DecodeParams()
@@ -66,6 +68,13 @@ def add_bench_parser(sub) -> None:
                         "it, each row that drafts from a memory (suffix) with its own, its answers joining it "
                         "before the next prompt; the report adds the speedup by position (first third against "
                         "last) and per turn")
+    p.add_argument("--suffix-memory", metavar="PATH",
+                   help="the suffix rows draft from the memory kept in PATH (a datastore from `tui-decode datastore "
+                        "build`, or a memory kept by `run --suffix-memory`; for this model), read once at the start; "
+                        "the bench measures, it never writes the memory: the file is left as it is (with --workload "
+                        "session each memory row starts from its own copy of it; otherwise the bench's answers join "
+                        "a copy in memory only). Not with --sweep, --batch or --backends")
+    add_memory_mb_arg(p)
     p.add_argument("--sweep", metavar="NAME=A..B",
                    help=f"instead of the suite, sweep one parameter ({sweep_names()}) and print measured "
                         f"speedup against the Theorem 3.8 prediction for each value, e.g. {sweep_example}=1..8")
@@ -128,6 +137,32 @@ def _check_session(args: BenchArgs, prompts) -> None:
                               f"one backend; drop one of the two")
     for prompt in select_prompts(prompts, args.limit):
         session_turns(prompt)
+
+
+def _check_memory(args: BenchArgs) -> MemoryFile | None:
+    """``--suffix-memory PATH``: an existing memory file, whole (`run`'s checks: its digest, its
+    format), read once before any model loads; alone with the suite."""
+    from pathlib import Path
+
+    from decoders.core.errors import DecodeError
+    from tui_decode.cli.main import check_memory_path
+
+    if args.suffix_memory is None:
+        if args.suffix_memory_mb is not None:
+            raise DecodeError("--suffix-memory-mb bounds the memory read with --suffix-memory; give "
+                              "--suffix-memory PATH too, or drop --suffix-memory-mb")
+        return None
+    for flag, given in (("--sweep", args.sweep), ("--batch", args.batch), ("--backends", args.backends)):
+        if given is not None:
+            raise DecodeError(f"--suffix-memory and {flag} do not go together: the memory is read for the suite's "
+                              f"rows on one backend; drop one of the two")
+    if not args.suffix_memory.strip():
+        raise DecodeError("--suffix-memory is empty; give the path of a memory file (see `tui-decode datastore build`)")
+    if not Path(args.suffix_memory).exists():
+        raise DecodeError(f"--suffix-memory {args.suffix_memory} does not exist: the bench reads a memory, it never "
+                          "makes one; build one with `tui-decode datastore build` or keep one with "
+                          "`tui-decode run --suffix-memory`")
+    return check_memory_path(args.suffix_memory)
 
 
 def _backend_specs(args: argparse.Namespace, backends) -> dict:
@@ -205,6 +240,7 @@ def _cmd_bench(namespace: argparse.Namespace, take_out: Callable[[], None]) -> i
     prompts = load_prompts(args.prompts)
     if args.workload == "session":
         _check_session(args, prompts)
+    kept = _check_memory(args)
     if args.batch is not None:
         from tui_decode.cli.batch import cmd_batch_bench
 
@@ -248,6 +284,14 @@ def _cmd_bench(namespace: argparse.Namespace, take_out: Callable[[], None]) -> i
         family = families[backends[0]]
     else:
         family = load_with_progress(family_spec(namespace), Console(stderr=True))
+    memory = None
+    if args.suffix_memory is not None:
+        from decoders.methods.shared.suffix_memory import read_memory
+
+        # whose memory it is, and its bounds, checked now the model has loaded (refused in one line)
+        memory = read_memory(family, args.suffix_memory, params.suffix_depth, args.suffix_memory_mb, kept)
+        print(f"bench: suffix memory: {len(memory)} responses, {memory.tokens} tokens from {args.suffix_memory} "
+              "(read only: the bench never writes it)", file=sys.stderr, flush=True)
 
     def progress(message: str) -> None:
         print(f"bench: {message}", file=sys.stderr, flush=True)
@@ -265,7 +309,8 @@ def _cmd_bench(namespace: argparse.Namespace, take_out: Callable[[], None]) -> i
     else:
         report = run_bench(family, prompts, methods, args.max_new_tokens, args.limit, args.repeats, progress,
                            params=params, record_overhead_every=args.record_overhead_every,
-                           bandwidth_bytes=args.bandwidth_mb << 20, variants=variants, workload=args.workload)
+                           bandwidth_bytes=args.bandwidth_mb << 20, variants=variants, workload=args.workload,
+                           memory=memory)
     from decoders.core.errors import DecodeError
 
     failed: DecodeError | None = None

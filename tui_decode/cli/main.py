@@ -12,7 +12,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from decoders import __version__
 from decoders.core.declarations import COMMON_PARAMS, default_method
@@ -24,6 +24,9 @@ from tui_decode.cli.parser import OneLineParser
 from tui_decode.cli.signals import Handlers, Terminated
 from tui_decode.cli.views import AppArgs, DecodeFlags, PromptFlags
 from tui_decode.state.crash_report import report_crash
+
+if TYPE_CHECKING:
+    from decoders.methods.shared.suffix_memory import MemoryFile
 
 MAX_THREADS = 1024  # torch threads a user can ask for
 
@@ -149,21 +152,22 @@ def load_with_progress(spec, console):
         return load_family(spec, progress=progress)
 
 
-def check_memory_path(path: str | None) -> None:
+def check_memory_path(path: str | None) -> MemoryFile | None:
     """``--suffix-memory PATH`` checked before any model loads: a file that can be made, or one
-    that is a whole memory file (its digest; whose model it is, once the model has loaded)."""
+    that is a whole memory file (its digest; whose model it is, once the model has loaded): that
+    file as read (None where there is none yet)."""
     if path is None:
-        return
+        return None
     if not path.strip():
         raise DecodeError("--suffix-memory is empty; give the path of a memory file (it is made when missing)")
     if not Path(path).exists():
         from decoders.records.atomic import check_destination
 
         check_destination(path, "--suffix-memory", "the suffix memory")
-        return
+        return None
     from decoders.methods.shared.suffix_memory import check_memory_file
 
-    check_memory_file(path)
+    return check_memory_file(path)
 
 
 def cmd_families(args: argparse.Namespace) -> int:

@@ -141,6 +141,8 @@ class BenchArgs:
     model: ModelFlags
     batch: str | None = None
     workload: str = "prompts"
+    suffix_memory: str | None = None
+    suffix_memory_mb: int | None = None
 
     @classmethod
     def of(cls, args: argparse.Namespace) -> BenchArgs:
@@ -151,7 +153,8 @@ class BenchArgs:
                    sweep=args.sweep, bandwidth_mb=args.bandwidth_mb, record_overhead_every=args.record_overhead_every,
                    backends=args.backends, wait=args.wait, threads=args.threads,
                    params=tuple(_present(args, list(method_param_specs())).items()), model=ModelFlags.of(args),
-                   batch=args.batch, workload=args.workload)
+                   batch=args.batch, workload=args.workload, suffix_memory=args.suffix_memory,
+                   suffix_memory_mb=args.suffix_memory_mb)
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,21 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 import msgspec
 
 from decoders.core.errors import DecodeError
-from decoders.methods.shared.suffix_tree import BYTES_PER_NODE, FIELDS, SuffixTree
+from decoders.methods.shared.suffix_memory_file import (  # noqa: F401 (the file's names, imported from here too)
+    FIX,
+    FORMAT,
+    MAX_FILE_BYTES,
+    MAX_MB,
+    VERSION,
+    MemoryFile,
+    TreeFile,
+    check_kept,
+    check_memory_file,
+    decode,
+    digest,
+    read_memory_file,
+)
+from decoders.methods.shared.suffix_tree import BYTES_PER_NODE, SuffixTree
 
 if TYPE_CHECKING:
     from decoders.models.family import Family
@@ -46,15 +60,8 @@ if TYPE_CHECKING:
 DEFAULT_DEPTH = 24  # a memory's depth until a run asks for another (`--suffix-depth`'s default)
 MAX_REQUESTS = 10_000  # responses kept (vLLM's default cache size)
 DEFAULT_MB = 2_800  # the size bound in MB (`--suffix-memory-mb`): MAX_REQUESTS of the bundled model's answers
-MAX_MB = 16_384  # the largest size bound one may ask for (16 GB)
 MAX_NODES = DEFAULT_MB * 1_000_000 // BYTES_PER_NODE  # the default size bound in tree nodes
 MAX_RESPONSE_TOKENS = 1 << 20  # tokens of one response kept (the rest is cut)
-#: the largest memory file read: the largest tree's arrays (a node: one 4-byte entry per array)
-#: and its responses (a token: a few bytes of msgpack) with room to spare
-MAX_FILE_BYTES = MAX_MB * 1_000_000 // BYTES_PER_NODE * 4 * len(FIELDS) + (512 << 20)
-FORMAT = "tui-decode suffix memory"
-VERSION = 2  # 1: JSON, the responses only (read, and rebuilt)
-FIX = "delete it or give --suffix-memory another path to start a new memory"
 
 
 def nodes_for_mb(mb: float) -> int:
@@ -66,28 +73,6 @@ def mb_for_nodes(nodes: int) -> float:
     return nodes * BYTES_PER_NODE / 1_000_000
 
 
-class TreeFile(msgspec.Struct, forbid_unknown_fields=True):
-    """The tree as its arrays (`SuffixTree.to_parts`), at its depth, with its node count."""
-
-    depth: int
-    nodes: int
-    arrays: list[bytes]
-    free: list[int]
-
-
-class MemoryFile(msgspec.Struct, forbid_unknown_fields=True):
-    """The file: what it is, whose it is, and the responses oldest first as (prompt key, tokens);
-    from version 2 on also the tree and a digest over both (msgpack, not JSON)."""
-
-    format: str
-    version: int
-    identity: str  # the model and tokenizer it was built with (`identity`)
-    model: str  # the model, in words, for the refusal message
-    responses: list[tuple[str, list[int]]]
-    tree: TreeFile | None = None
-    digest: str = ""
-
-
 @dataclass
 class Entry:
     prompt: str  # the prompt's key (`prompt_key`); "" for a corpus document
@@ -97,51 +82,6 @@ class Entry:
 def prompt_key(prompt_ids: Sequence[int]) -> str:
     """A short digest of the prompt's token ids: the same prompt gives the same key."""
     return hashlib.sha256(",".join(map(str, prompt_ids)).encode()).hexdigest()[:20]
-
-
-def _digest(kept: MemoryFile) -> str:
-    h = hashlib.sha256()
-    h.update(msgspec.msgpack.encode([kept.format, kept.version, kept.identity, kept.model, kept.responses]))
-    if kept.tree is not None:
-        h.update(msgspec.msgpack.encode([kept.tree.depth, kept.tree.nodes, kept.tree.free]))
-        for part in kept.tree.arrays:
-            h.update(part)
-    return h.hexdigest()
-
-
-def read_memory_file(path: str | Path) -> MemoryFile:
-    """The file as it is kept (either version), no checks beyond its shape: tests and tools."""
-    from decoders.records.inputs import read_bytes
-
-    return _decode(read_bytes(path, "the suffix memory", MAX_FILE_BYTES, FIX), path)
-
-
-def _decode(data: bytes, path: str | Path) -> MemoryFile:
-    try:
-        if data[:1] == b"{":  # version 1 was JSON
-            return msgspec.json.decode(data, type=MemoryFile)
-        return msgspec.msgpack.decode(data, type=MemoryFile)
-    except (msgspec.DecodeError, msgspec.ValidationError) as err:
-        raise DecodeError(f"the suffix memory {path} is damaged or not a memory file ({_first_line(err)}); "
-                          f"{FIX}") from None
-
-
-def check_memory_file(path: str | Path) -> MemoryFile:
-    """The memory file at ``path`` read and its digest checked, before a model loads (whose model
-    it is is checked when one has: `SuffixMemory.load`); DecodeError in one line when damaged."""
-    from decoders.records.inputs import read_bytes
-
-    kept = _decode(read_bytes(path, "the suffix memory", MAX_FILE_BYTES, FIX), path)
-    _check_kept(kept, path)
-    return kept
-
-
-def _check_kept(kept: MemoryFile, path: str | Path) -> None:
-    if kept.format != FORMAT or kept.version not in (1, VERSION):
-        raise DecodeError(f"{path} is not a suffix memory of this version (format {kept.format[:60]!r}, "
-                          f"version {kept.version}); {FIX}")
-    if kept.version == VERSION and (kept.tree is None or kept.digest != _digest(kept)):
-        raise DecodeError(f"the suffix memory {path} is damaged (its digest does not match what it holds); {FIX}")
 
 
 class SuffixMemory:
@@ -158,6 +98,7 @@ class SuffixMemory:
         self.tokens = 0
         self.evicted = 0
         self.path: Path | None = None  # where it is kept, when it is
+        self.source: Path | None = None  # the file it was read from without being kept there (`read_memory`)
         self.save_error: str | None = None  # why the last write after a run failed (`save_quietly`)
 
     def __len__(self) -> int:
@@ -225,7 +166,7 @@ class SuffixMemory:
         kept = MemoryFile(FORMAT, VERSION, self.identity, self.model,
                           [(e.prompt, e.tokens) for e in self.entries.values()],
                           TreeFile(self.depth, self.tree.nodes, arrays, free))
-        kept.digest = _digest(kept)
+        kept.digest = digest(kept)
         return msgspec.msgpack.encode(kept)
 
     def save(self, path: str | Path | None = None) -> None:
@@ -244,14 +185,26 @@ class SuffixMemory:
         except DecodeError as err:
             self.save_error = str(err)
 
-    def load(self, path: str | Path, vocab_size: int) -> None:
+    def copy(self) -> SuffixMemory:
+        """Another memory holding the same responses in a tree of its own (`SuffixTree.to_parts`:
+        a copy of its arrays, no rebuild), kept nowhere: what is added to either leaves the other."""
+        twin = SuffixMemory(self.depth, self.max_requests, self.max_nodes, self.identity, self.model)
+        arrays, free = self.tree.to_parts()
+        twin.tree = SuffixTree.from_parts(self.depth, self.tree.nodes, arrays, free)
+        twin.entries = OrderedDict((i, Entry(e.prompt, list(e.tokens))) for i, e in self.entries.items())
+        twin._next, twin.tokens, twin.source = self._next, self.tokens, self.source
+        return twin
+
+    def load(self, path: str | Path, vocab_size: int, kept: MemoryFile | None = None) -> None:
         """Fill from ``path`` (kept for this identity); DecodeError in one line, the file untouched
         and this memory unchanged, when it is not a memory for this model and tokenizer, or it
-        holds more than this memory's bounds."""
+        holds more than this memory's bounds. ``kept``: the file as `check_memory_file` already
+        read it (not read again)."""
         from decoders.records.inputs import read_bytes
 
-        kept = _decode(read_bytes(path, "the suffix memory", MAX_FILE_BYTES, FIX), path)
-        _check_kept(kept, path)
+        if kept is None:
+            kept = decode(read_bytes(path, "the suffix memory", MAX_FILE_BYTES, FIX), path)
+        check_kept(kept, path)
         if kept.identity != self.identity:
             raise DecodeError(f"the suffix memory {path} was built for another model or tokenizer "
                               f"({kept.model[:120]}), not {self.model[:120]}; {FIX}")
@@ -294,10 +247,6 @@ class SuffixMemory:
     def figures(self) -> dict[str, Any]:
         return {"responses": len(self.entries), "tokens": self.tokens, "nodes": self.tree.nodes,
                 "evicted": self.evicted}
-
-
-def _first_line(err: Exception) -> str:
-    return (str(err).splitlines() or [type(err).__name__])[0][:200]
 
 
 # --- one memory per loaded model -----------------------------------------------------------------
@@ -391,6 +340,19 @@ def open_memory_file(family: Family, path: str, depth: int, mb: float | None = N
     else:
         check_destination(path, "--suffix-memory", "the suffix memory")
     memory.path = Path(path)
+    return memory
+
+
+def read_memory(family: Family, path: str, depth: int, mb: float | None = None,
+                kept: MemoryFile | None = None) -> SuffixMemory:
+    """The memory kept in ``path`` for ``family``'s model, read with `open_memory_file`'s checks
+    (refused in one line when damaged, foreign or over the ``mb`` bound) but held apart: not the
+    model's memory, and never written back (``bench --suffix-memory``: the bench measures, it does
+    not write the user's memory). ``kept``: the file as `check_memory_file` already read it."""
+    memory = SuffixMemory(depth, max_nodes=nodes_for_mb(mb if mb is not None else DEFAULT_MB))
+    memory.identity, memory.model = identity(family)
+    memory.load(path, family.vocab_size, kept)
+    memory.path, memory.source = None, Path(path)
     return memory
 
 

@@ -1,0 +1,92 @@
+"""The suffix memory's file (``--suffix-memory PATH``): its format (`MemoryFile`: msgpack, the
+tree's arrays and the responses under a digest; version 1 was JSON, the responses only), read and
+checked in one line (`check_memory_file`) before anything trusts it. Nothing here imports torch."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import msgspec
+
+from decoders.core.errors import DecodeError
+from decoders.methods.shared.suffix_tree import BYTES_PER_NODE, FIELDS
+
+MAX_MB = 16_384  # the largest size bound one may ask for (16 GB)
+#: the largest memory file read: the largest tree's arrays (a node: one 4-byte entry per array)
+#: and its responses (a token: a few bytes of msgpack) with room to spare
+MAX_FILE_BYTES = MAX_MB * 1_000_000 // BYTES_PER_NODE * 4 * len(FIELDS) + (512 << 20)
+FORMAT = "tui-decode suffix memory"
+VERSION = 2  # 1: JSON, the responses only (read, and rebuilt)
+FIX = "delete it or give --suffix-memory another path to start a new memory"
+
+
+class TreeFile(msgspec.Struct, forbid_unknown_fields=True):
+    """The tree as its arrays (`SuffixTree.to_parts`), at its depth, with its node count."""
+
+    depth: int
+    nodes: int
+    arrays: list[bytes]
+    free: list[int]
+
+
+class MemoryFile(msgspec.Struct, forbid_unknown_fields=True):
+    """The file: what it is, whose it is, and the responses oldest first as (prompt key, tokens);
+    from version 2 on also the tree and a digest over both (msgpack, not JSON)."""
+
+    format: str
+    version: int
+    identity: str  # the model and tokenizer it was built with (`identity`)
+    model: str  # the model, in words, for the refusal message
+    responses: list[tuple[str, list[int]]]
+    tree: TreeFile | None = None
+    digest: str = ""
+
+
+def digest(kept: MemoryFile) -> str:
+    h = hashlib.sha256()
+    h.update(msgspec.msgpack.encode([kept.format, kept.version, kept.identity, kept.model, kept.responses]))
+    if kept.tree is not None:
+        h.update(msgspec.msgpack.encode([kept.tree.depth, kept.tree.nodes, kept.tree.free]))
+        for part in kept.tree.arrays:
+            h.update(part)
+    return h.hexdigest()
+
+
+def read_memory_file(path: str | Path) -> MemoryFile:
+    """The file as it is kept (either version), no checks beyond its shape: tests and tools."""
+    from decoders.records.inputs import read_bytes
+
+    return decode(read_bytes(path, "the suffix memory", MAX_FILE_BYTES, FIX), path)
+
+
+def decode(data: bytes, path: str | Path) -> MemoryFile:
+    try:
+        if data[:1] == b"{":  # version 1 was JSON
+            return msgspec.json.decode(data, type=MemoryFile)
+        return msgspec.msgpack.decode(data, type=MemoryFile)
+    except (msgspec.DecodeError, msgspec.ValidationError) as err:
+        raise DecodeError(f"the suffix memory {path} is damaged or not a memory file ({_first_line(err)}); "
+                          f"{FIX}") from None
+
+
+def check_memory_file(path: str | Path) -> MemoryFile:
+    """The memory file at ``path`` read and its digest checked, before a model loads (whose model
+    it is is checked when one has: `SuffixMemory.load`); DecodeError in one line when damaged."""
+    from decoders.records.inputs import read_bytes
+
+    kept = decode(read_bytes(path, "the suffix memory", MAX_FILE_BYTES, FIX), path)
+    check_kept(kept, path)
+    return kept
+
+
+def check_kept(kept: MemoryFile, path: str | Path) -> None:
+    if kept.format != FORMAT or kept.version not in (1, VERSION):
+        raise DecodeError(f"{path} is not a suffix memory of this version (format {kept.format[:60]!r}, "
+                          f"version {kept.version}); {FIX}")
+    if kept.version == VERSION and (kept.tree is None or kept.digest != digest(kept)):
+        raise DecodeError(f"the suffix memory {path} is damaged (its digest does not match what it holds); {FIX}")
+
+
+def _first_line(err: Exception) -> str:
+    return (str(err).splitlines() or [type(err).__name__])[0][:200]
