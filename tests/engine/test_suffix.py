@@ -5,6 +5,7 @@ output, the memory's bounds and its file, and exact sampling with a one-hot draf
 from __future__ import annotations
 
 import json
+import os
 import time
 from array import array
 
@@ -36,6 +37,7 @@ from decoders.methods.shared.verify import Verdict, verify_sampling
 from decoders.methods.suffix import SuffixMatch
 from tests.support.bigram import bigram_family, marginals
 from tests.support.engine import PROMPT, tiny_family
+from tests.support.writers import run_python
 
 
 @pytest.fixture(autouse=True)
@@ -267,6 +269,47 @@ def test_a_damaged_forged_foreign_or_oversized_memory_file_is_refused_in_one_lin
     path.write_bytes(kept)
     reset_memories()
     assert len(open_memory_file(family, str(path), 8)) == 1  # intact: read as it was
+
+
+KEEP_ELSEWHERE = """
+import sys
+from decoders.core.errors import DecodeError
+from decoders.methods.shared.suffix_memory import open_memory_file
+from tests.support.engine import tiny_family
+try:
+    memory = open_memory_file(tiny_family(fast=False), sys.argv[1], 8)
+except DecodeError as err:
+    print(err)
+    sys.exit(2)
+memory.add("q", [4, 5, 6])
+memory.save()
+"""
+
+
+@pytest.mark.slow  # a process of its own
+def test_a_second_process_on_the_same_memory_file_is_told_who_keeps_it_and_nothing_is_lost(tmp_path):
+    """Two runs (or datastore builds) on one memory file each read it, added their own responses
+    and rewrote the whole file: the last to write kept only its own (issue 40's sweep); now the
+    second is one line naming the first and its process, and writes nothing."""
+    family = tiny_family(fast=False)
+    path = tmp_path / "memory.bin"
+    memory = open_memory_file(family, str(path), 8)
+    memory.add("p", [1, 2, 3])
+    memory.save()
+    kept = path.read_bytes()
+    second = run_python(KEEP_ELSEWHERE, str(path))
+    said = second.stdout.strip()
+    assert second.returncode == 2 and "\n" not in said, second.stdout + second.stderr
+    assert said.startswith(f"The suffix memory {path} is being written by process {os.getpid()} (`"), said
+    assert said.endswith("; wait for it to end, or give --suffix-memory another path"), said
+    assert path.read_bytes() == kept
+    memory.add("p2", [2, 3, 4])
+    memory.save()
+    reset_memories()  # this process is done with it: the next one may keep it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["memory.bin"]  # no lock file left behind
+    after = run_python(KEEP_ELSEWHERE, str(path))
+    assert after.returncode == 0, after.stdout + after.stderr
+    assert [prompt for prompt, _ in read_memory_file(path).responses] == ["p", "p2", "q"]
 
 
 def test_a_memory_file_of_the_first_version_is_read_and_rebuilt(tmp_path):

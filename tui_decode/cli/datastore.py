@@ -45,13 +45,14 @@ def cmd_datastore(args: argparse.Namespace) -> int:
 
     from decoders.methods.shared.suffix_memory import open_memory_file
     from decoders.training.datastore import build, documents
-    from tui_decode.cli.main import load_with_progress, stdout_console
+    from tui_decode.cli.main import check_memory_path, load_with_progress, stdout_console
     from tui_decode.cli.model_args import family_spec
 
     if not args.corpus.strip() or not args.out.strip():
         raise DecodeError("--corpus and --out need paths; give the corpus and the memory file to write")
     if not Path(args.corpus).exists():
         raise DecodeError(f"the corpus {args.corpus} does not exist; give a corpus folder, .jsonl or text file")
+    check_memory_path(args.out)  # a whole memory file (or one that can be made), kept by no other process
     err = Console(stderr=True)
     family = load_with_progress(family_spec(args), err)
     # refuses a damaged or foreign file, or one over the size bound, untouched

@@ -269,19 +269,21 @@ def cmd_run(namespace: argparse.Namespace) -> int:
 
 def check_memory_path(path: str | None) -> None:
     """``--suffix-memory PATH`` checked before any model loads: a file that can be made, or one
-    that is a whole memory file (its digest; whose model it is, once the model has loaded)."""
+    that is a whole memory file (its digest; whose model it is, once the model has loaded), and
+    not kept by another process (its lock, held from here until this process ends)."""
     if path is None:
         return
     if not path.strip():
         raise DecodeError("--suffix-memory is empty; give the path of a memory file (it is made when missing)")
+    from decoders.methods.shared.suffix_memory import check_memory_file, lock_memory_file
+
     if not Path(path).exists():
         from decoders.records.atomic import check_destination
 
         check_destination(path, "--suffix-memory", "the suffix memory")
-        return
-    from decoders.methods.shared.suffix_memory import check_memory_file
-
-    check_memory_file(path)
+    else:
+        check_memory_file(path)
+    lock_memory_file(path)
 
 
 def cmd_families(args: argparse.Namespace) -> int:

@@ -352,24 +352,56 @@ def remember(family: Family, prompt_ids: Sequence[int], tokens: Sequence[int]) -
     return memory
 
 
+_LOCKS: dict[str, Any] = {}  # the memory files this process keeps: their locks, held until it ends
+
+
+def lock_memory_file(path: str | Path) -> None:
+    """Hold ``path``'s lock for the rest of this process (one process a memory file: two that read
+    it, each adding its own responses and rewriting the whole file, lost the first one's); a
+    second process is told who holds it (`FolderBusy`, one line, exit 2). Its lock file
+    (``.NAME.tui-decode.lock`` beside it) goes when the process ends."""
+    import atexit
+    import os
+
+    from decoders.records.folder import FolderLock
+
+    key = os.path.realpath(path)
+    if key in _LOCKS:
+        return
+    where = Path(path)
+    lock = FolderLock(where.parent, "the suffix memory", wait_hint="give --suffix-memory another path",
+                      lock_name=f".{where.name}.tui-decode.lock", shown=where)
+    lock.acquire()
+    if not _LOCKS:
+        atexit.register(_release_locks)
+    _LOCKS[key] = lock
+
+
+def _release_locks() -> None:
+    while _LOCKS:
+        _LOCKS.popitem()[1].release()
+
+
 def open_memory_file(family: Family, path: str, depth: int, mb: float | None = None) -> SuffixMemory:
     """Keep ``family``'s memory in ``path``: load it when the file exists (refused in one line when
-    it is not this model's memory), and write it there after each response joins. ``mb``: its size
-    bound (`nodes_for_mb`; None: the default)."""
+    it is not this model's memory), and write it there after each response joins, this process
+    holding its lock (`lock_memory_file`). ``mb``: its size bound (`nodes_for_mb`; None: the default)."""
     from decoders.records.atomic import check_destination
 
+    if not Path(path).exists():
+        check_destination(path, "--suffix-memory", "the suffix memory")
+    lock_memory_file(path)
     memory = memory_for(family, depth)
     if not memory.identity:
         memory.identity, memory.model = identity(family)
     memory.bound(max_nodes=nodes_for_mb(mb if mb is not None else DEFAULT_MB))
     if Path(path).exists():
         memory.load(path, family.vocab_size)
-    else:
-        check_destination(path, "--suffix-memory", "the suffix memory")
     memory.path = Path(path)
     return memory
 
 
 def reset_memories() -> None:
-    """Forget every model's memory (tests)."""
+    """Forget every model's memory and let go of their files (tests)."""
     _MEMORIES.clear()
+    _release_locks()
