@@ -229,11 +229,13 @@ class FolderLock:
             pass
 
 
-def sweep_temps(folder: str | os.PathLike[str], locked: bool = False) -> list[str]:
+def sweep_temps(folder: str | os.PathLike[str], locked: bool = False, file_name: str | None = None) -> list[str]:
     """Remove the temporary files (``.tmp-*``) of writes whose process is gone (killed mid-write)
     from ``folder``; the names removed. A file of a live process is left alone; one without a
     process id in its name (an older version's) goes once it is an hour old, or at once when the
-    caller holds the folder's lock (``locked``: no other writer can be half way)."""
+    caller holds the folder's lock (``locked``: no other writer can be half way). ``file_name``: only
+    the temporary files of that one file (a folder that is not tui-decode's own: a suffix memory's)."""
+    only = None if file_name is None else f"{TEMP_PREFIX}{file_name}."
     removed: list[str] = []
     try:
         entries = list(os.scandir(os.fspath(folder)))
@@ -242,7 +244,7 @@ def sweep_temps(folder: str | os.PathLike[str], locked: bool = False) -> list[st
     now = time.time()
     for entry in entries:
         name = entry.name
-        if not name.startswith(TEMP_PREFIX):
+        if not name.startswith(TEMP_PREFIX) or (only is not None and not name.startswith(only)):
             continue
         try:
             if not entry.is_file(follow_symlinks=False):

@@ -37,7 +37,7 @@ from decoders.methods.shared.verify import Verdict, verify_sampling
 from decoders.methods.suffix import SuffixMatch
 from tests.support.bigram import bigram_family, marginals
 from tests.support.engine import PROMPT, tiny_family
-from tests.support.writers import run_python
+from tests.support.writers import dead_pid, run_python
 
 
 @pytest.fixture(autouse=True)
@@ -310,6 +310,29 @@ def test_a_second_process_on_the_same_memory_file_is_told_who_keeps_it_and_nothi
     after = run_python(KEEP_ELSEWHERE, str(path))
     assert after.returncode == 0, after.stdout + after.stderr
     assert [prompt for prompt, _ in read_memory_file(path).responses] == ["p", "p2", "q"]
+
+
+@pytest.mark.slow  # a process of its own
+def test_a_save_killed_half_way_leaves_the_memory_whole_and_its_temporary_file_goes_at_the_next_start(tmp_path):
+    """A run killed while it rewrote its memory (SIGKILL between the write and the rename) left
+    the memory as it was, and a ``.tmp-memory.bin.PID.*`` beside it for good (issue 40's sweep):
+    the next process to take the memory removes it, and no other file's."""
+    family = tiny_family(fast=False)
+    path = tmp_path / "memory.bin"
+    memory = open_memory_file(family, str(path), 8)
+    memory.add("p", [1, 2, 3])
+    memory.save()
+    reset_memories()
+    kept = path.read_bytes()
+    killed = run_python(KEEP_ELSEWHERE, str(path), kill_at="write:memory.bin")
+    assert killed.returncode == -9, killed.stdout + killed.stderr
+    left = [p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp-memory.bin.")]
+    assert len(left) == 1 and path.read_bytes() == kept
+    others = [f".tmp-notes.txt.{dead_pid()}.abcdef", ".tmp-mine"]  # not the memory's: left alone
+    for name in others:
+        (tmp_path / name).write_text("x")
+    assert len(open_memory_file(family, str(path), 8)) == 1
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp-")) == sorted(others)
 
 
 def test_a_memory_file_of_the_first_version_is_read_and_rebuilt(tmp_path):

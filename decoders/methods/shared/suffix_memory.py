@@ -359,11 +359,12 @@ def lock_memory_file(path: str | Path) -> None:
     """Hold ``path``'s lock for the rest of this process (one process a memory file: two that read
     it, each adding its own responses and rewriting the whole file, lost the first one's); a
     second process is told who holds it (`FolderBusy`, one line, exit 2). Its lock file
-    (``.NAME.tui-decode.lock`` beside it) goes when the process ends."""
+    (``.NAME.tui-decode.lock`` beside it) goes when the process ends; the temporary files of its
+    writes killed half way go when the next process takes the lock."""
     import atexit
     import os
 
-    from decoders.records.folder import FolderLock
+    from decoders.records.folder import FolderLock, sweep_temps
 
     key = os.path.realpath(path)
     if key in _LOCKS:
@@ -372,6 +373,8 @@ def lock_memory_file(path: str | Path) -> None:
     lock = FolderLock(where.parent, "the suffix memory", wait_hint="give --suffix-memory another path",
                       lock_name=f".{where.name}.tui-decode.lock", shown=where)
     lock.acquire()
+    real = Path(key)  # a write killed half way (its process gone) left its temporary file beside it
+    sweep_temps(real.parent, file_name=real.name)
     if not _LOCKS:
         atexit.register(_release_locks)
     _LOCKS[key] = lock
