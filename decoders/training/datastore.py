@@ -38,11 +38,29 @@ class BuildReport:
     file_bytes: int
 
 
-def documents(path: str | Path, family: Family) -> list[list[int]]:
-    """The corpus's documents as token ids (raw text, no chat template, no special tokens added)."""
+def documents(path: str | Path, family: Family, texts: list[str] | None = None) -> list[list[int]]:
+    """The corpus's documents as token ids (raw text, no chat template, no special tokens added);
+    ``texts``: the file's documents as `read_texts` read them (None: read here)."""
     path = Path(path)
     if path.is_dir():
         return _corpus_folder(path, family)
+    if texts is None:
+        texts = read_texts(path)
+    tok = family.tokenizer
+    return [list(tok(t, add_special_tokens=False)["input_ids"]) for t in texts]
+
+
+def read_texts(path: str | Path) -> list[str] | None:
+    """A corpus file's documents as text, checked without the model (so that a corpus that is not
+    text, empty, or a JSONL without text fields fails in one line before any model loads); None
+    for a corpus folder (its marks checked here, its token ids read once the model has loaded)."""
+    path = Path(path)
+    if path.is_dir():
+        from decoders.training.corpus import INDEX, META
+
+        if not (path / META).exists() or not (path / INDEX).exists():
+            raise DecodeError(f"the folder {path} is not a train-head corpus (no {META} and {INDEX}); {FIX}")
+        return None
     from decoders.records.inputs import read_text
 
     text = read_text(path, "the corpus", MAX_CORPUS_BYTES, FIX)
@@ -54,8 +72,7 @@ def documents(path: str | Path, family: Family) -> list[list[int]]:
         raise DecodeError(f"the corpus {path} holds no text; {FIX}")
     if len(texts) > MAX_DOCUMENTS:
         raise DecodeError(f"the corpus {path} holds {len(texts)} documents, more than {MAX_DOCUMENTS}; split it")
-    tok = family.tokenizer
-    return [list(tok(t, add_special_tokens=False)["input_ids"]) for t in texts]
+    return texts
 
 
 def _jsonl(text: str, path: Path) -> list[str]:

@@ -75,6 +75,32 @@ def test_a_corpus_that_is_not_text_is_one_line(capsys, tmp_path, smollm2):
     assert "is not UTF-8 text" in err and not (tmp_path / "m.json").exists()
 
 
+@pytest.mark.parametrize("name,content,message", [
+    ("c.txt", b"\x7fELF\x02\x01\x01\x00\xf0\x9f", "is not UTF-8 text"),
+    ("c.txt", b"", "holds no text"),
+    ("c.jsonl", b'{"body": "hello"}\n', "line 1 of the corpus"),
+    ("c.jsonl", b'{"text": "one"}\n{"text": 5}\n', "line 2 of the corpus"),
+    ("folder", None, "is not a train-head corpus"),
+])
+def test_a_bad_corpus_is_refused_before_the_model_loads(capsys, tmp_path, monkeypatch, name, content, message):
+    """A corpus that is not text, empty, or a JSONL line without a text field was said only after
+    the model had loaded (20 to 120 s on a busy machine, issue 40's sweep); now at once."""
+    import tui_decode.cli.main as cli_main
+
+    def no_model(*_):
+        raise AssertionError("the model loaded before the corpus was checked")
+
+    monkeypatch.setattr(cli_main, "load_with_progress", no_model)
+    corpus = tmp_path / name
+    if content is None:
+        corpus.mkdir()
+    else:
+        corpus.write_bytes(content)
+    err = error_line(capsys, ["datastore", "build", "--corpus", str(corpus), "--out", str(tmp_path / "m.bin"),
+                              *MODEL])
+    assert message in err and not (tmp_path / "m.bin").exists()
+
+
 @pytest.mark.parametrize("argv,message", [
     (["run", "--method", "suffix", "--prompt", "Hi.", "--suffix-memory-mb", "16385"],
      "--suffix-memory-mb must be in 1..16384, got 16385"),
