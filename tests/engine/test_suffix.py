@@ -335,6 +335,29 @@ def test_a_save_killed_half_way_leaves_the_memory_whole_and_its_temporary_file_g
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp-")) == sorted(others)
 
 
+def test_a_memory_in_a_folder_that_cannot_be_written_is_refused_in_one_line_before_it_is_used(tmp_path, monkeypatch):
+    """A memory on a read-only file system was read, a whole run made, and then nothing written
+    (issue 40's sweep); now it is refused before anything runs, naming the memory, not its lock."""
+    import errno
+
+    from decoders.records.atomic import write_error
+    from decoders.records.folder import FolderLock
+
+    path = tmp_path / "memory.bin"
+    path.write_bytes(b"kept")
+
+    def read_only(lock):
+        raise write_error(lock.folder / lock.lock_name, OSError(errno.EROFS, os.strerror(errno.EROFS)), "the lock")
+
+    monkeypatch.setattr(FolderLock, "acquire", read_only)
+    with pytest.raises(DecodeError) as err:
+        open_memory_file(tiny_family(fast=False), str(path), 8)
+    assert str(err.value) == (f"the suffix memory {path} cannot be kept: its folder cannot be written (read-only "
+                              "file system), and the memory is rewritten after each run; copy it to a writable "
+                              "folder, or give --suffix-memory another path")
+    assert path.read_bytes() == b"kept"
+
+
 def test_a_memory_file_of_the_first_version_is_read_and_rebuilt(tmp_path):
     family = tiny_family(fast=False)
     ident, words = identity(family)

@@ -364,6 +364,7 @@ def lock_memory_file(path: str | Path) -> None:
     import atexit
     import os
 
+    from decoders.records.atomic import WriteError, reason, shown_path
     from decoders.records.folder import FolderLock, sweep_temps
 
     key = os.path.realpath(path)
@@ -372,7 +373,12 @@ def lock_memory_file(path: str | Path) -> None:
     where = Path(path)
     lock = FolderLock(where.parent, "the suffix memory", wait_hint="give --suffix-memory another path",
                       lock_name=f".{where.name}.tui-decode.lock", shown=where)
-    lock.acquire()
+    try:
+        lock.acquire()
+    except WriteError as err:  # no lock file can be made: nor could the memory be rewritten
+        raise DecodeError(f"the suffix memory {shown_path(path)} cannot be kept: its folder cannot be written "
+                          f"({reason(err)}), and the memory is rewritten after each run; copy it to a writable "
+                          "folder, or give --suffix-memory another path") from None
     real = Path(key)  # a write killed half way (its process gone) left its temporary file beside it
     sweep_temps(real.parent, file_name=real.name)
     if not _LOCKS:
