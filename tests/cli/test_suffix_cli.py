@@ -117,6 +117,20 @@ def test_every_memory_and_replay_size_has_an_upper_bound_said_in_one_line(capsys
     assert message in error_line(capsys, argv)
 
 
+@pytest.mark.parametrize("argv", [["run", "--method", "suffix", "--prompt", "Hi.", "--suffix-memory"],
+                                  ["datastore", "build", "--corpus", "c.txt", "--out"]])
+def test_a_file_that_is_no_memory_at_all_is_left_and_never_said_to_be_deleted(capsys, tmp_path, monkeypatch, argv):
+    """`datastore build --out notes.txt` said "delete it" of the user's notes (issue 40's sweep)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "c.txt").write_text("a document\n")
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\nline two\n")
+    err = error_line(capsys, [*argv, str(notes), *MODEL])
+    assert f"{notes} is not a suffix memory file (" in err and "delete" not in err
+    assert err.strip().endswith("it was left as it is: give the path of a memory file, or a new path to start one")
+    assert notes.read_text() == "my notes\nline two\n"
+
+
 def test_the_app_refuses_a_damaged_memory_file_before_it_starts(capsys, tmp_path):
     path = tmp_path / "memory.bin"
     path.write_bytes(b"\x87\xa6format")

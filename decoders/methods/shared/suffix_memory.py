@@ -121,6 +121,9 @@ def _decode(data: bytes, path: str | Path) -> MemoryFile:
             return msgspec.json.decode(data, type=MemoryFile)
         return msgspec.msgpack.decode(data, type=MemoryFile)
     except (msgspec.DecodeError, msgspec.ValidationError) as err:
+        if b"format" not in data[:16]:  # not a memory at all (notes, a corpus): never "delete it"
+            raise DecodeError(f"{path} is not a suffix memory file ({_first_line(err)}); it was left as it is: "
+                              "give the path of a memory file, or a new path to start one") from None
         raise DecodeError(f"the suffix memory {path} is damaged or not a memory file ({_first_line(err)}); "
                           f"{FIX}") from None
 
