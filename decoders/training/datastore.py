@@ -40,12 +40,12 @@ class BuildReport:
 
 def documents(path: str | Path, family: Family, texts: list[str] | None = None) -> list[list[int]]:
     """The corpus's documents as token ids (raw text, no chat template, no special tokens added);
-    ``texts``: the file's documents as `read_texts` read them (None: read here)."""
+    ``texts``: the file's documents as `read_texts` read them (None: read here, or a corpus folder)."""
     path = Path(path)
-    if path.is_dir():
-        return _corpus_folder(path, family)
     if texts is None:
         texts = read_texts(path)
+    if texts is None:  # a corpus folder
+        return _corpus_folder(path, family)
     tok = family.tokenizer
     return [list(tok(t, add_special_tokens=False)["input_ids"]) for t in texts]
 
