@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from decoders.core.errors import DecodeError
-from decoders.methods.shared.suffix_memory import SuffixMemory
+from decoders.methods.shared.suffix_memory import MAX_RESPONSE_TOKENS, SuffixMemory
 
 if TYPE_CHECKING:
     from decoders.models.family import Family
@@ -36,6 +36,7 @@ class BuildReport:
     evicted: int
     seconds: float
     file_bytes: int
+    cut: int = 0  # documents longer than a response's bound, cut to it (MAX_RESPONSE_TOKENS)
 
 
 def documents(path: str | Path, family: Family, texts: list[str] | None = None) -> list[list[int]]:
@@ -109,11 +110,12 @@ def build(memory: SuffixMemory, docs: list[list[int]], out: str | Path) -> Build
     """Add ``docs`` to ``memory`` and write it to ``out`` (atomically)."""
     t0 = time.perf_counter()
     before = memory.evicted
-    tokens = 0
+    tokens = cut = 0
     for doc in docs:
         memory.add("", doc)
-        tokens += len(doc)
+        tokens += min(len(doc), MAX_RESPONSE_TOKENS)  # what joined: a longer document is cut to the bound
+        cut += len(doc) > MAX_RESPONSE_TOKENS
     memory.save(out)
     seconds = time.perf_counter() - t0
     return BuildReport(len(docs), tokens, len(memory), memory.nodes, memory.evicted - before, seconds,
-                       Path(out).stat().st_size)
+                       Path(out).stat().st_size, cut)

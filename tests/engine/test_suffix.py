@@ -554,7 +554,8 @@ def test_the_replay_never_drafts_a_requests_own_earlier_response():
 
 
 # --- the datastore -----------------------------------------------------------------------------------
-def test_a_datastore_is_built_from_text_documents_and_a_bad_jsonl_line_is_named(tmp_path):
+def test_a_datastore_is_built_from_text_documents_and_a_bad_jsonl_line_is_named(tmp_path, monkeypatch):
+    import decoders.training.datastore as datastore_module
     from decoders.training.datastore import build, documents
 
     family = tiny_family(fast=False)
@@ -566,6 +567,10 @@ def test_a_datastore_is_built_from_text_documents_and_a_bad_jsonl_line_is_named(
     report = build(memory, docs, tmp_path / "m.bin")
     assert (report.documents, report.responses, report.tokens) == (2, 2, sum(map(len, docs)))
     assert report.nodes == memory.nodes > 1 and report.file_bytes == (tmp_path / "m.bin").stat().st_size
+    monkeypatch.setattr(datastore_module, "MAX_RESPONSE_TOKENS", 3)
+    monkeypatch.setattr(suffix_memory_module, "MAX_RESPONSE_TOKENS", 3)
+    report = build(SuffixMemory(depth=6), [[1, 2, 3, 4, 5], [1, 2]], tmp_path / "n.bin")
+    assert (report.tokens, report.cut) == (5, 1)  # what joined, and the documents cut (the count said 7, none cut)
     bad = tmp_path / "c.jsonl"
     bad.write_text('{"text": "w10"}\n{"title": "w11"}\n')
     with pytest.raises(DecodeError, match="line 2 of the corpus .* has none of the text fields text, response"):

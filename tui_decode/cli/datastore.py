@@ -43,7 +43,7 @@ def cmd_datastore(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
-    from decoders.methods.shared.suffix_memory import open_memory_file
+    from decoders.methods.shared.suffix_memory import MAX_RESPONSE_TOKENS, open_memory_file
     from decoders.training.datastore import build, documents, read_texts
     from tui_decode.cli.main import check_memory_path, load_with_progress, stdout_console
     from tui_decode.cli.model_args import family_spec
@@ -66,6 +66,8 @@ def cmd_datastore(args: argparse.Namespace) -> int:
     out.print(f"memory {args.out}: {report.responses} responses, {memory.tokens} tokens, {report.nodes} tree nodes "
               f"(depth {args.depth}), {report.file_bytes / 1e6:.1f} MB on disk; added {report.documents} documents "
               f"({report.tokens} tokens) in {report.seconds:.2f} s"
+              + (f"; {report.cut} longer than {MAX_RESPONSE_TOKENS:,} tokens cut to their first "
+                 f"{MAX_RESPONSE_TOKENS:,} (split them into documents to keep the rest)" if report.cut else "")
               + (f"; {report.evicted} oldest evicted to stay within the bounds" if report.evicted else ""),
               markup=False, highlight=False, soft_wrap=True)
     return 0
