@@ -37,7 +37,7 @@ KILL_ENV = "TUI_DECODE_TEST_KILL_AT"  # test-only: the writer kills itself (SIGK
 OLD_TEMP_SECONDS = 3600.0  # a temporary file without a process id (an older version's) older than this is gone
 _PID_TEMP = re.compile(r"^\.tmp-.+\.(?P<pid>\d+)\.[A-Za-z0-9_]{6,}$")
 
-_held: dict[tuple[str, int], list] = {}  # (folder, thread) -> [fd, count]: re-entrant in one thread
+_held: dict[tuple[str, int], list] = {}  # (lock file, thread) -> [fd, count]: re-entrant in one thread
 _held_guard = threading.Lock()
 
 
@@ -115,8 +115,11 @@ class FolderLock:
     to wait instead ("add --wait to wait for it"); ``on_wait`` hears one line when it waits."""
 
     def __init__(self, folder: str | os.PathLike, what: str, wait: bool = False,
-                 wait_hint: str = "add --wait to wait for it", on_wait: Callable[[str], None] | None = None):
+                 wait_hint: str = "add --wait to wait for it", on_wait: Callable[[str], None] | None = None,
+                 lock_name: str = LOCK_FILE, shown: str | os.PathLike | None = None):
         self.folder = Path(folder)
+        self.lock_name = lock_name  # another name: one lock a file (a suffix memory), not the folder's
+        self.shown = Path(shown) if shown is not None else self.folder  # what the message names
         self.what = what
         self.wait = wait
         self.wait_hint = wait_hint
@@ -130,7 +133,7 @@ class FolderLock:
             return self
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            key = (os.path.realpath(self.folder), threading.get_ident())
+            key = (os.path.join(os.path.realpath(self.folder), self.lock_name), threading.get_ident())
         except OSError as err:
             raise write_error(self.folder, err, f"{self.what} folder") from None
         with _held_guard:
@@ -157,7 +160,7 @@ class FolderLock:
         is done, so a lock taken on a file that is no longer the folder's is let go and taken again."""
         import fcntl
 
-        path = self.folder / LOCK_FILE
+        path = self.folder / self.lock_name
         told = False
         while True:
             try:
@@ -170,7 +173,7 @@ class FolderLock:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
-                    busy = (f"{self.what[:1].upper()}{self.what[1:]} {self.folder} is being written by "
+                    busy = (f"{self.what[:1].upper()}{self.what[1:]} {self.shown} is being written by "
                             f"{_holder(fd)}")
                     if not self.wait:
                         raise FolderBusy(f"{busy}; wait for it to end, or {self.wait_hint}") from None
@@ -204,7 +207,7 @@ class FolderLock:
             del _held[key]
         fd = entry[0]
         try:
-            os.unlink(os.path.join(key[0], LOCK_FILE))  # nothing left in the folder; a waiter locks anew
+            os.unlink(key[0])  # nothing left in the folder; a waiter locks anew
         except OSError:
             pass
         os.close(fd)  # releases the lock
@@ -226,11 +229,13 @@ class FolderLock:
             pass
 
 
-def sweep_temps(folder: str | os.PathLike[str], locked: bool = False) -> list[str]:
+def sweep_temps(folder: str | os.PathLike[str], locked: bool = False, file_name: str | None = None) -> list[str]:
     """Remove the temporary files (``.tmp-*``) of writes whose process is gone (killed mid-write)
     from ``folder``; the names removed. A file of a live process is left alone; one without a
     process id in its name (an older version's) goes once it is an hour old, or at once when the
-    caller holds the folder's lock (``locked``: no other writer can be half way)."""
+    caller holds the folder's lock (``locked``: no other writer can be half way). ``file_name``: only
+    the temporary files of that one file (a folder that is not tui-decode's own: a suffix memory's)."""
+    only = None if file_name is None else f"{TEMP_PREFIX}{file_name}."
     removed: list[str] = []
     try:
         entries = list(os.scandir(os.fspath(folder)))
@@ -239,7 +244,7 @@ def sweep_temps(folder: str | os.PathLike[str], locked: bool = False) -> list[st
     now = time.time()
     for entry in entries:
         name = entry.name
-        if not name.startswith(TEMP_PREFIX):
+        if not name.startswith(TEMP_PREFIX) or (only is not None and not name.startswith(only)):
             continue
         try:
             if not entry.is_file(follow_symlinks=False):

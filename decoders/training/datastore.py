@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from decoders.core.errors import DecodeError
-from decoders.methods.shared.suffix_memory import SuffixMemory
+from decoders.methods.shared.suffix_memory import MAX_RESPONSE_TOKENS, SuffixMemory
 
 if TYPE_CHECKING:
     from decoders.models.family import Family
@@ -36,13 +36,32 @@ class BuildReport:
     evicted: int
     seconds: float
     file_bytes: int
+    cut: int = 0  # documents longer than a response's bound, cut to it (MAX_RESPONSE_TOKENS)
 
 
-def documents(path: str | Path, family: Family) -> list[list[int]]:
-    """The corpus's documents as token ids (raw text, no chat template, no special tokens added)."""
+def documents(path: str | Path, family: Family, texts: list[str] | None = None) -> list[list[int]]:
+    """The corpus's documents as token ids (raw text, no chat template, no special tokens added);
+    ``texts``: the file's documents as `read_texts` read them (None: read here, or a corpus folder)."""
+    path = Path(path)
+    if texts is None:
+        texts = read_texts(path)
+    if texts is None:  # a corpus folder
+        return _corpus_folder(path, family)
+    tok = family.tokenizer
+    return [list(tok(t, add_special_tokens=False)["input_ids"]) for t in texts]
+
+
+def read_texts(path: str | Path) -> list[str] | None:
+    """A corpus file's documents as text, checked without the model (so that a corpus that is not
+    text, empty, or a JSONL without text fields fails in one line before any model loads); None
+    for a corpus folder (its marks checked here, its token ids read once the model has loaded)."""
     path = Path(path)
     if path.is_dir():
-        return _corpus_folder(path, family)
+        from decoders.training.corpus import INDEX, META
+
+        if not (path / META).exists() or not (path / INDEX).exists():
+            raise DecodeError(f"the folder {path} is not a train-head corpus (no {META} and {INDEX}); {FIX}")
+        return None
     from decoders.records.inputs import read_text
 
     text = read_text(path, "the corpus", MAX_CORPUS_BYTES, FIX)
@@ -54,8 +73,7 @@ def documents(path: str | Path, family: Family) -> list[list[int]]:
         raise DecodeError(f"the corpus {path} holds no text; {FIX}")
     if len(texts) > MAX_DOCUMENTS:
         raise DecodeError(f"the corpus {path} holds {len(texts)} documents, more than {MAX_DOCUMENTS}; split it")
-    tok = family.tokenizer
-    return [list(tok(t, add_special_tokens=False)["input_ids"]) for t in texts]
+    return texts
 
 
 def _jsonl(text: str, path: Path) -> list[str]:
@@ -92,11 +110,12 @@ def build(memory: SuffixMemory, docs: list[list[int]], out: str | Path) -> Build
     """Add ``docs`` to ``memory`` and write it to ``out`` (atomically)."""
     t0 = time.perf_counter()
     before = memory.evicted
-    tokens = 0
+    tokens = cut = 0
     for doc in docs:
         memory.add("", doc)
-        tokens += len(doc)
+        tokens += min(len(doc), MAX_RESPONSE_TOKENS)  # what joined: a longer document is cut to the bound
+        cut += len(doc) > MAX_RESPONSE_TOKENS
     memory.save(out)
     seconds = time.perf_counter() - t0
     return BuildReport(len(docs), tokens, len(memory), memory.nodes, memory.evicted - before, seconds,
-                       Path(out).stat().st_size)
+                       Path(out).stat().st_size, cut)

@@ -75,6 +75,32 @@ def test_a_corpus_that_is_not_text_is_one_line(capsys, tmp_path, smollm2):
     assert "is not UTF-8 text" in err and not (tmp_path / "m.json").exists()
 
 
+@pytest.mark.parametrize("name,content,message", [
+    ("c.txt", b"\x7fELF\x02\x01\x01\x00\xf0\x9f", "is not UTF-8 text"),
+    ("c.txt", b"", "holds no text"),
+    ("c.jsonl", b'{"body": "hello"}\n', "line 1 of the corpus"),
+    ("c.jsonl", b'{"text": "one"}\n{"text": 5}\n', "line 2 of the corpus"),
+    ("folder", None, "is not a train-head corpus"),
+])
+def test_a_bad_corpus_is_refused_before_the_model_loads(capsys, tmp_path, monkeypatch, name, content, message):
+    """A corpus that is not text, empty, or a JSONL line without a text field was said only after
+    the model had loaded (20 to 120 s on a busy machine, issue 40's sweep); now at once."""
+    import tui_decode.cli.main as cli_main
+
+    def no_model(*_):
+        raise AssertionError("the model loaded before the corpus was checked")
+
+    monkeypatch.setattr(cli_main, "load_with_progress", no_model)
+    corpus = tmp_path / name
+    if content is None:
+        corpus.mkdir()
+    else:
+        corpus.write_bytes(content)
+    err = error_line(capsys, ["datastore", "build", "--corpus", str(corpus), "--out", str(tmp_path / "m.bin"),
+                              *MODEL])
+    assert message in err and not (tmp_path / "m.bin").exists()
+
+
 @pytest.mark.parametrize("argv,message", [
     (["run", "--method", "suffix", "--prompt", "Hi.", "--suffix-memory-mb", "16385"],
      "--suffix-memory-mb must be in 1..16384, got 16385"),
@@ -89,6 +115,20 @@ def test_a_corpus_that_is_not_text_is_one_line(capsys, tmp_path, smollm2):
 ])
 def test_every_memory_and_replay_size_has_an_upper_bound_said_in_one_line(capsys, argv, message):
     assert message in error_line(capsys, argv)
+
+
+@pytest.mark.parametrize("argv", [["run", "--method", "suffix", "--prompt", "Hi.", "--suffix-memory"],
+                                  ["datastore", "build", "--corpus", "c.txt", "--out"]])
+def test_a_file_that_is_no_memory_at_all_is_left_and_never_said_to_be_deleted(capsys, tmp_path, monkeypatch, argv):
+    """`datastore build --out notes.txt` said "delete it" of the user's notes (issue 40's sweep)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "c.txt").write_text("a document\n")
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\nline two\n")
+    err = error_line(capsys, [*argv, str(notes), *MODEL])
+    assert f"{notes} is not a suffix memory file (" in err and "delete" not in err
+    assert err.strip().endswith("it was left as it is: give the path of a memory file, or a new path to start one")
+    assert notes.read_text() == "my notes\nline two\n"
 
 
 def test_the_app_refuses_a_damaged_memory_file_before_it_starts(capsys, tmp_path):

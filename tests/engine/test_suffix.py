@@ -5,6 +5,7 @@ output, the memory's bounds and its file, and exact sampling with a one-hot draf
 from __future__ import annotations
 
 import json
+import os
 import time
 from array import array
 
@@ -37,6 +38,7 @@ from decoders.methods.shared.verify import Verdict, verify_sampling
 from decoders.methods.suffix import SuffixMatch
 from tests.support.bigram import bigram_family, marginals
 from tests.support.engine import PROMPT, tiny_family
+from tests.support.writers import dead_pid, run_python
 
 
 @pytest.fixture(autouse=True)
@@ -270,6 +272,93 @@ def test_a_damaged_forged_foreign_or_oversized_memory_file_is_refused_in_one_lin
     assert len(open_memory_file(family, str(path), 8)) == 1  # intact: read as it was
 
 
+KEEP_ELSEWHERE = """
+import sys
+from decoders.core.errors import DecodeError
+from decoders.methods.shared.suffix_memory import open_memory_file
+from tests.support.engine import tiny_family
+try:
+    memory = open_memory_file(tiny_family(fast=False), sys.argv[1], 8)
+except DecodeError as err:
+    print(err)
+    sys.exit(2)
+memory.add("q", [4, 5, 6])
+memory.save()
+"""
+
+
+@pytest.mark.slow  # a process of its own
+def test_a_second_process_on_the_same_memory_file_is_told_who_keeps_it_and_nothing_is_lost(tmp_path):
+    """Two runs (or datastore builds) on one memory file each read it, added their own responses
+    and rewrote the whole file: the last to write kept only its own (issue 40's sweep); now the
+    second is one line naming the first and its process, and writes nothing."""
+    family = tiny_family(fast=False)
+    path = tmp_path / "memory.bin"
+    memory = open_memory_file(family, str(path), 8)
+    memory.add("p", [1, 2, 3])
+    memory.save()
+    kept = path.read_bytes()
+    second = run_python(KEEP_ELSEWHERE, str(path))
+    said = second.stdout.strip()
+    assert second.returncode == 2 and "\n" not in said, second.stdout + second.stderr
+    assert said.startswith(f"The suffix memory {path} is being written by process {os.getpid()} (`"), said
+    assert said.endswith("; wait for it to end, or give --suffix-memory another path"), said
+    assert path.read_bytes() == kept
+    memory.add("p2", [2, 3, 4])
+    memory.save()
+    reset_memories()  # this process is done with it: the next one may keep it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["memory.bin"]  # no lock file left behind
+    after = run_python(KEEP_ELSEWHERE, str(path))
+    assert after.returncode == 0, after.stdout + after.stderr
+    assert [prompt for prompt, _ in read_memory_file(path).responses] == ["p", "p2", "q"]
+
+
+@pytest.mark.slow  # a process of its own
+def test_a_save_killed_half_way_leaves_the_memory_whole_and_its_temporary_file_goes_at_the_next_start(tmp_path):
+    """A run killed while it rewrote its memory (SIGKILL between the write and the rename) left
+    the memory as it was, and a ``.tmp-memory.bin.PID.*`` beside it for good (issue 40's sweep):
+    the next process to take the memory removes it, and no other file's."""
+    family = tiny_family(fast=False)
+    path = tmp_path / "memory.bin"
+    memory = open_memory_file(family, str(path), 8)
+    memory.add("p", [1, 2, 3])
+    memory.save()
+    reset_memories()
+    kept = path.read_bytes()
+    killed = run_python(KEEP_ELSEWHERE, str(path), kill_at="write:memory.bin")
+    assert killed.returncode == -9, killed.stdout + killed.stderr
+    left = [p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp-memory.bin.")]
+    assert len(left) == 1 and path.read_bytes() == kept
+    others = [f".tmp-notes.txt.{dead_pid()}.abcdef", ".tmp-mine"]  # not the memory's: left alone
+    for name in others:
+        (tmp_path / name).write_text("x")
+    assert len(open_memory_file(family, str(path), 8)) == 1
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp-")) == sorted(others)
+
+
+def test_a_memory_in_a_folder_that_cannot_be_written_is_refused_in_one_line_before_it_is_used(tmp_path, monkeypatch):
+    """A memory on a read-only file system was read, a whole run made, and then nothing written
+    (issue 40's sweep); now it is refused before anything runs, naming the memory, not its lock."""
+    import errno
+
+    from decoders.records.atomic import write_error
+    from decoders.records.folder import FolderLock
+
+    path = tmp_path / "memory.bin"
+    path.write_bytes(b"kept")
+
+    def read_only(lock):
+        raise write_error(lock.folder / lock.lock_name, OSError(errno.EROFS, os.strerror(errno.EROFS)), "the lock")
+
+    monkeypatch.setattr(FolderLock, "acquire", read_only)
+    with pytest.raises(DecodeError) as err:
+        open_memory_file(tiny_family(fast=False), str(path), 8)
+    assert str(err.value) == (f"the suffix memory {path} cannot be kept: its folder cannot be written (read-only "
+                              "file system), and the memory is rewritten after each run; copy it to a writable "
+                              "folder, or give --suffix-memory another path")
+    assert path.read_bytes() == b"kept"
+
+
 def test_a_memory_file_of_the_first_version_is_read_and_rebuilt(tmp_path):
     family = tiny_family(fast=False)
     ident, words = identity(family)
@@ -466,7 +555,8 @@ def test_the_replay_never_drafts_a_requests_own_earlier_response():
 
 
 # --- the datastore -----------------------------------------------------------------------------------
-def test_a_datastore_is_built_from_text_documents_and_a_bad_jsonl_line_is_named(tmp_path):
+def test_a_datastore_is_built_from_text_documents_and_a_bad_jsonl_line_is_named(tmp_path, monkeypatch):
+    import decoders.training.datastore as datastore_module
     from decoders.training.datastore import build, documents
 
     family = tiny_family(fast=False)
@@ -478,6 +568,10 @@ def test_a_datastore_is_built_from_text_documents_and_a_bad_jsonl_line_is_named(
     report = build(memory, docs, tmp_path / "m.bin")
     assert (report.documents, report.responses, report.tokens) == (2, 2, sum(map(len, docs)))
     assert report.nodes == memory.nodes > 1 and report.file_bytes == (tmp_path / "m.bin").stat().st_size
+    monkeypatch.setattr(datastore_module, "MAX_RESPONSE_TOKENS", 3)
+    monkeypatch.setattr(suffix_memory_module, "MAX_RESPONSE_TOKENS", 3)
+    report = build(SuffixMemory(depth=6), [[1, 2, 3, 4, 5], [1, 2]], tmp_path / "n.bin")
+    assert (report.tokens, report.cut) == (5, 1)  # what joined, and the documents cut (the count said 7, none cut)
     bad = tmp_path / "c.jsonl"
     bad.write_text('{"text": "w10"}\n{"title": "w11"}\n')
     with pytest.raises(DecodeError, match="line 2 of the corpus .* has none of the text fields text, response"):

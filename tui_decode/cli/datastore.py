@@ -43,27 +43,31 @@ def cmd_datastore(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
-    from decoders.methods.shared.suffix_memory import open_memory_file
-    from decoders.training.datastore import build, documents
-    from tui_decode.cli.main import load_with_progress, stdout_console
+    from decoders.methods.shared.suffix_memory import MAX_RESPONSE_TOKENS, open_memory_file
+    from decoders.training.datastore import build, documents, read_texts
+    from tui_decode.cli.main import check_memory_path, load_with_progress, stdout_console
     from tui_decode.cli.model_args import family_spec
 
     if not args.corpus.strip() or not args.out.strip():
         raise DecodeError("--corpus and --out need paths; give the corpus and the memory file to write")
     if not Path(args.corpus).exists():
         raise DecodeError(f"the corpus {args.corpus} does not exist; give a corpus folder, .jsonl or text file")
+    check_memory_path(args.out)  # a whole memory file (or one that can be made), kept by no other process
+    texts = read_texts(args.corpus)  # a corpus that is not text, or empty, fails before the model loads
     err = Console(stderr=True)
     family = load_with_progress(family_spec(args), err)
     # refuses a damaged or foreign file, or one over the size bound, untouched
     memory = open_memory_file(family, args.out, args.depth, args.suffix_memory_mb)
     with err.status("reading the corpus ..."):
-        docs = documents(args.corpus, family)
+        docs = documents(args.corpus, family, texts)
     with err.status(f"building the memory from {len(docs)} documents ..."):
         report = build(memory, docs, args.out)
     out = stdout_console()
     out.print(f"memory {args.out}: {report.responses} responses, {memory.tokens} tokens, {report.nodes} tree nodes "
               f"(depth {args.depth}), {report.file_bytes / 1e6:.1f} MB on disk; added {report.documents} documents "
               f"({report.tokens} tokens) in {report.seconds:.2f} s"
+              + (f"; {report.cut} longer than {MAX_RESPONSE_TOKENS:,} tokens cut to their first "
+                 f"{MAX_RESPONSE_TOKENS:,} (split them into documents to keep the rest)" if report.cut else "")
               + (f"; {report.evicted} oldest evicted to stay within the bounds" if report.evicted else ""),
               markup=False, highlight=False, soft_wrap=True)
     return 0

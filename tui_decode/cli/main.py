@@ -152,22 +152,27 @@ def load_with_progress(spec, console):
         return load_family(spec, progress=progress)
 
 
-def check_memory_path(path: str | None) -> MemoryFile | None:
+def check_memory_path(path: str | None, lock: bool = True) -> MemoryFile | None:
     """``--suffix-memory PATH`` checked before any model loads: a file that can be made, or one
-    that is a whole memory file (its digest; whose model it is, once the model has loaded): that
-    file as read (None where there is none yet)."""
+    that is a whole memory file (its digest; whose model it is, once the model has loaded), and
+    not kept by another process (its lock, held from here until this process ends, where ``lock``:
+    the bench reads a memory and never writes it): that file as read (None where there is none yet)."""
     if path is None:
         return None
     if not path.strip():
         raise DecodeError("--suffix-memory is empty; give the path of a memory file (it is made when missing)")
+    from decoders.methods.shared.suffix_memory import check_memory_file, lock_memory_file
+
     if not Path(path).exists():
         from decoders.records.atomic import check_destination
 
         check_destination(path, "--suffix-memory", "the suffix memory")
-        return None
-    from decoders.methods.shared.suffix_memory import check_memory_file
-
-    return check_memory_file(path)
+        kept = None
+    else:
+        kept = check_memory_file(path)
+    if lock:
+        lock_memory_file(path)
+    return kept
 
 
 def cmd_families(args: argparse.Namespace) -> int:

@@ -50,7 +50,9 @@ from decoders.methods.shared.suffix_memory_file import (  # noqa: F401 (the file
     check_memory_file,
     decode,
     digest,
+    lock_memory_file,
     read_memory_file,
+    release_locks,
 )
 from decoders.methods.shared.suffix_tree import BYTES_PER_NODE, SuffixTree
 
@@ -327,18 +329,19 @@ def remember(family: Family, prompt_ids: Sequence[int], tokens: Sequence[int]) -
 
 def open_memory_file(family: Family, path: str, depth: int, mb: float | None = None) -> SuffixMemory:
     """Keep ``family``'s memory in ``path``: load it when the file exists (refused in one line when
-    it is not this model's memory), and write it there after each response joins. ``mb``: its size
-    bound (`nodes_for_mb`; None: the default)."""
+    it is not this model's memory), and write it there after each response joins, this process
+    holding its lock (`lock_memory_file`). ``mb``: its size bound (`nodes_for_mb`; None: the default)."""
     from decoders.records.atomic import check_destination
 
+    if not Path(path).exists():
+        check_destination(path, "--suffix-memory", "the suffix memory")
+    lock_memory_file(path)
     memory = memory_for(family, depth)
     if not memory.identity:
         memory.identity, memory.model = identity(family)
     memory.bound(max_nodes=nodes_for_mb(mb if mb is not None else DEFAULT_MB))
     if Path(path).exists():
         memory.load(path, family.vocab_size)
-    else:
-        check_destination(path, "--suffix-memory", "the suffix memory")
     memory.path = Path(path)
     return memory
 
@@ -357,5 +360,6 @@ def read_memory(family: Family, path: str, depth: int, mb: float | None = None,
 
 
 def reset_memories() -> None:
-    """Forget every model's memory (tests)."""
+    """Forget every model's memory and let go of their files (tests)."""
     _MEMORIES.clear()
+    release_locks()

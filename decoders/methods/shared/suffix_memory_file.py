@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -66,6 +67,9 @@ def decode(data: bytes, path: str | Path) -> MemoryFile:
             return msgspec.json.decode(data, type=MemoryFile)
         return msgspec.msgpack.decode(data, type=MemoryFile)
     except (msgspec.DecodeError, msgspec.ValidationError) as err:
+        if b"format" not in data[:16]:  # not a memory at all (notes, a corpus): never "delete it"
+            raise DecodeError(f"{path} is not a suffix memory file ({_first_line(err)}); it was left as it is: "
+                              "give the path of a memory file, or a new path to start one") from None
         raise DecodeError(f"the suffix memory {path} is damaged or not a memory file ({_first_line(err)}); "
                           f"{FIX}") from None
 
@@ -90,3 +94,42 @@ def check_kept(kept: MemoryFile, path: str | Path) -> None:
 
 def _first_line(err: Exception) -> str:
     return (str(err).splitlines() or [type(err).__name__])[0][:200]
+
+
+_LOCKS: dict[str, Any] = {}  # the memory files this process keeps: their locks, held until it ends
+
+
+def lock_memory_file(path: str | Path) -> None:
+    """Hold ``path``'s lock for the rest of this process (one process a memory file: two that read
+    it, each adding its own responses and rewriting the whole file, lost the first one's); a
+    second process is told who holds it (`FolderBusy`, one line, exit 2). Its lock file
+    (``.NAME.tui-decode.lock`` beside it) goes when the process ends; the temporary files of its
+    writes killed half way go when the next process takes the lock."""
+    import atexit
+    import os
+
+    from decoders.records.atomic import WriteError, reason, shown_path
+    from decoders.records.folder import FolderLock, sweep_temps
+
+    key = os.path.realpath(path)
+    if key in _LOCKS:
+        return
+    where = Path(path)
+    lock = FolderLock(where.parent, "the suffix memory", wait_hint="give --suffix-memory another path",
+                      lock_name=f".{where.name}.tui-decode.lock", shown=where)
+    try:
+        lock.acquire()
+    except WriteError as err:  # no lock file can be made: nor could the memory be rewritten
+        raise DecodeError(f"the suffix memory {shown_path(path)} cannot be kept: its folder cannot be written "
+                          f"({reason(err)}), and the memory is rewritten after each run; copy it to a writable "
+                          "folder, or give --suffix-memory another path") from None
+    real = Path(key)  # a write killed half way (its process gone) left its temporary file beside it
+    sweep_temps(real.parent, file_name=real.name)
+    if not _LOCKS:
+        atexit.register(release_locks)
+    _LOCKS[key] = lock
+
+
+def release_locks() -> None:
+    while _LOCKS:
+        _LOCKS.popitem()[1].release()
