@@ -91,7 +91,8 @@ def row_specs(methods: Sequence[str], k: int, policy: str, variants: Sequence[An
         odd = [name for name in values if name not in BATCH_VARIANT_PARAMS]
         if variant.draft is not None:
             raise DecodeError("--batch drafts spec with the loaded --helper or --self-draft int4, not with a "
-                              f"variant's draft ({variant.label}); give --methods ar,spec and --self-draft {variant.draft}")
+                              f"variant's draft ({variant.label}); give --methods ar,spec and --self-draft "
+                              f"{variant.draft}")
         if odd:
             raise DecodeError(f"--batch varies only {', '.join(BATCH_VARIANT_PARAMS)}, not "
                               f"{', '.join(odd)} in {variant.label}; give e.g. "
