@@ -82,9 +82,10 @@ class Engine(DraftSwitching, Calibrating, CostCurves):
             self._drafts.keep(loaded, family.helper)
         self._own_helper = family if own_helper_model(family) else None
         # the machine's run-to-run noise that widens every spread (`decoders.analysis.calibration`):
-        # read on the first run (`find_calibration`); ``calibration_note`` says why there is none
+        # read on the first run (`find_calibration`); ``calibration_note`` says why there is none,
+        # ``calibration_problem`` why the file could not be read (damaged)
         self.calibration = None
-        self.calibration_note = None
+        self.calibration_note = self.calibration_problem = None
         self._calibration_read = False
         self.warmed: set[tuple] = set()  # what a consumer has warmed (`warm`) and need not warm again
         # why the suffix memory's file could not be written after the last run (a read-only folder,

@@ -24,6 +24,7 @@ class Calibrating:
     family: Family
     calibration: Calibration | None
     calibration_note: str | None  # why there is none (`find_calibration`)
+    calibration_problem: str | None  # why the file could not be read (damaged, foreign): a note of its own
     _calibration_read: bool
 
     def machine(self) -> tuple[str, dict[str, str]]:
@@ -41,7 +42,7 @@ class Calibrating:
 
             self._calibration_read = True
             kept, problem = read_calibrations()
-            self.calibration = kept.get(self.machine()[0])
+            self.calibration, self.calibration_problem = kept.get(self.machine()[0]), problem
             self.calibration_note = problem or (None if self.calibration is not None else
                                                 f"no run-to-run calibration for this machine in {calibration_path()} "
                                                 "yet: spreads are step jitter only")
@@ -70,6 +71,7 @@ class Calibrating:
             prompt_tokens=max((s.prompt_tokens or 0 for s in measured), default=0), noise=run_noise(speeds, spreads))
         save_calibration(calibration)
         self.calibration, self.calibration_note, self._calibration_read = calibration, None, True
+        self.calibration_problem = None
         return calibration
 
     def forget_calibration(self) -> Calibration | None:

@@ -142,6 +142,9 @@ class FamilySwitching:
                        if described.get(key)]
             self.notify("\n".join(choices) or brief, title="Chosen on this machine", timeout=8)
         self.status.set(ready, "idle")
+        problem = loaded.engine.calibration_problem
+        if problem:  # a damaged file: said as `tui-decode run` says it, left as it is (n replaces it)
+            self.notify(f"{problem} (n calibrates)", title="Calibration not read", severity="warning", timeout=10)
         if self.run_after_load:
             self.run_after_load = False
             self.action_run()
@@ -195,6 +198,8 @@ class FamilySwitching:
 def calibration_words(engine) -> str:
     """What the spreads hold on this machine: its run-to-run noise calibrated (when), or not yet."""
     calibration = engine.calibration
+    if calibration is None and engine.calibration_problem:
+        return "spreads are step jitter only (the calibration file is damaged): n calibrates again"
     if calibration is None:
         return "spreads are step jitter only: n calibrates this machine's run-to-run noise"
     return f"spreads cover a second run (calibrated {calibration.measured[:10]})"
