@@ -197,9 +197,10 @@ def synthetic(ctx: DecodeContext) -> MethodGen:
 
 def check(params, ui: bool = False) -> None:
     if len(params.synthetic_acceptance) > params.gamma:
-        fix = "lower them or raise γ" if ui else f"give at most {params.gamma} rates or raise --gamma"
+        plural = "" if params.gamma == 1 else "s"
+        fix = "lower them or raise γ" if ui else f"give at most {params.gamma} rate{plural} or raise --gamma"
         raise DecodeError(f"synthetic acceptance gives {len(params.synthetic_acceptance)} rates for γ={params.gamma} "
-                          f"draft positions; {fix}")
+                          f"draft position{plural}; {fix}")
 
 
 def _extras(run, stats, params, summary) -> dict:

@@ -148,6 +148,8 @@ def test_the_command_line_runs_it_and_labels_it(tiny_folder, capsys, registry_re
      "to rates in 0..1"),
     (["--synthetic-acceptance", "0.9,0.8,0.7", "--gamma", "2"],
      "synthetic acceptance gives 3 rates for γ=2 draft positions; give at most 2 rates or raise --gamma"),
+    (["--synthetic-acceptance", "0.9,0.8", "--gamma", "1"],  # not "at most 1 rates" (issue 40's sweep, s02)
+     "synthetic acceptance gives 2 rates for γ=1 draft position; give at most 1 rate or raise --gamma"),
     (["--synthetic-acceptance", "0.9", "--mode", "sampling"],
      "Synthetic acceptance decoding is greedy only; use --mode greedy, or --method"),
     (["--synthetic-cost", "0.1"], "--synthetic-cost needs --synthetic-acceptance RATES (e.g. 0.8 or 0.9,0.8,0.7)"),
