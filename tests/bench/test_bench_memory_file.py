@@ -153,7 +153,7 @@ def test_an_old_report_without_the_memory_still_opens(tiny_folder, prompts_file,
 
 @pytest.mark.parametrize("content,message", [
     (None, "does not exist: the bench reads a memory, it never makes one"),
-    (b"\x92\xa5junk", "is damaged or not a memory file"),
+    (b"\x92\xa5junk", "is not a suffix memory file"),  # no "format" in it: never "delete it" (d07)
     (json.dumps({"format": "tui-decode suffix memory", "version": 1, "identity": "x", "model": "another model",
                  "responses": []}).encode(), "was built for another model or tokenizer (another model)"),
 ])

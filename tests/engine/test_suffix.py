@@ -190,7 +190,7 @@ def kept_again(path, change) -> None:
     forged file, not a damaged one)."""
     kept = read_memory_file(path)
     change(kept)
-    kept.digest = suffix_memory_module._digest(kept)
+    kept.digest = suffix_memory_module.digest(kept)
     path.write_bytes(msgspec.msgpack.encode(kept))
 
 
