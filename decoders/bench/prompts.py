@@ -106,7 +106,8 @@ def load_prompts(path: str | os.PathLike) -> list[BenchPrompt]:
     except IsADirectoryError:
         raise DecodeError(f"{path} is a folder; give a Spec-Bench JSONL file to --prompts") from None
     except OSError as exc:
-        raise DecodeError(f"cannot read the prompts file {path}: {exc.strerror or exc}") from None
+        raise DecodeError(f"cannot read the prompts file {path}: {exc.strerror or exc}; give a Spec-Bench JSONL "
+                          "file to --prompts") from None
     if len(raw) > MAX_PROMPTS_BYTES:
         raise DecodeError(f"the prompts file {path} is larger than {MAX_PROMPTS_BYTES >> 20} MiB, the most "
                           "that is read; give a smaller Spec-Bench JSONL file to --prompts")

@@ -1,8 +1,8 @@
 """Reading text a user hands over (prompt files, config files, prompt lists): bounded in size and
 checked to be UTF-8, every failure one line naming the file and what to do.
 
-A file is read up to a bound and never further, so `/dev/zero` or a 2 GB file costs a few MB
-of memory and a clear message, not the machine.
+A file is read up to a bound and never further, so a 2 GB file costs a few MB of memory and a
+clear message, not the machine; a device such as `/dev/zero` is refused unread.
 """
 
 from __future__ import annotations
@@ -35,13 +35,25 @@ class NoWriterError(OSError):
                                        "or give a regular file", str(path))
 
 
+class NotAFileError(OSError):
+    """A device that is not a terminal (``/dev/zero``, a disk): no file, and reading it to the
+    bound costs its whole bound (4 GB of zeros for a memory file) before the refusal."""
+
+    def __init__(self, path: os.PathLike | str, kind: str):
+        super().__init__(errno.EINVAL, f"it is a {kind}, not a file", str(path))
+
+
 def read_upto(path: str | os.PathLike, limit: int) -> bytes:
     """At most ``limit`` bytes of ``path``. A FIFO is opened without waiting for a writer: one with
     none is `NoWriterError`, not a read that never ends; a pipe being written to (``/dev/stdin``
-    of ``echo hi |``) is read as usual. OSError as `open` and `read` raise them."""
+    of ``echo hi |``) is read as usual, and so is a terminal; any other device is `NotAFileError`,
+    unread. OSError as `open` and `read` raise them."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
-        if stat.S_ISFIFO(os.fstat(fd).st_mode):
+        mode = os.fstat(fd).st_mode
+        if (stat.S_ISCHR(mode) and not os.isatty(fd)) or stat.S_ISBLK(mode):
+            raise NotAFileError(path, "character device" if stat.S_ISCHR(mode) else "block device")
+        if stat.S_ISFIFO(mode):
             first, writer = b"", False
             for _ in range(10):  # a writer waiting in its own open() gets a moment to arrive
                 try:

@@ -287,7 +287,7 @@ def test_prompt_file_bad_text(capsys, isolated, tiny_folder, name, data, message
 
 
 @pytest.mark.parametrize("path,message", [
-    ("/dev/zero", "is larger than 4 MiB"),
+    ("/dev/zero", "cannot read the prompt file /dev/zero: it is a character device, not a file; give a readable"),
     ("{tmp}", "it is a folder"),
     ("{tmp}/missing.txt", "it does not exist"),
 ])
@@ -387,7 +387,9 @@ def test_names_too_long_for_the_file_system_are_one_short_line(capsys, isolated,
     assert snapshot(isolated) == before
 
 
-def test_dev_zero_is_not_read_to_the_end(monkeypatch, capsys, isolated):
+def test_a_huge_file_is_not_read_past_the_bound_and_dev_zero_not_at_all(monkeypatch, capsys, isolated):
+    """A 1 GiB file (sparse) is read to the bound and no further; /dev/zero, a device, is not read
+    at all (issue 40's sweep: as a suffix memory it was read to 4 GB, 31 s, before its refusal)."""
     from decoders.records import inputs
 
     reads = []
@@ -401,9 +403,15 @@ def test_dev_zero_is_not_read_to_the_end(monkeypatch, capsys, isolated):
                               "__exit__": lambda s, *a: handle.close()})()
 
     monkeypatch.setattr(os, "fdopen", counting_fdopen)
+    huge = isolated / "huge.txt"
+    with open(huge, "wb") as handle:
+        handle.truncate(1 << 30)
     with pytest.raises(Exception, match="larger than 4 MiB"):
-        inputs.read_text("/dev/zero", "the prompt file", inputs.MAX_PROMPT_BYTES, "fix")
+        inputs.read_text(huge, "the prompt file", inputs.MAX_PROMPT_BYTES, "fix")
     assert reads == [inputs.MAX_PROMPT_BYTES + 1]
+    with pytest.raises(Exception, match="the prompt file /dev/zero: it is a character device, not a file; fix"):
+        inputs.read_text("/dev/zero", "the prompt file", inputs.MAX_PROMPT_BYTES, "fix")
+    assert reads == [inputs.MAX_PROMPT_BYTES + 1]  # nothing more read
 
 
 def test_prompt_with_surrogates(capsys, isolated, tiny_folder):
@@ -1063,7 +1071,7 @@ def test_bench_bad_input_before_any_model_time(monkeypatch, capsys, isolated, ti
 
 def test_bench_prompts_dev_zero(capsys, isolated, tiny_folder):
     hostile(capsys, isolated, ["bench", "--prompts", "/dev/zero", "--main", str(tiny_folder)], 2,
-            "is larger than 64 MiB")
+            "cannot read the prompts file /dev/zero: it is a character device, not a file; give a Spec-Bench")
 
 
 def test_full_disk_on_bench_report_keeps_old_report_and_prints_tables(monkeypatch, capsys, isolated, tiny_folder):
