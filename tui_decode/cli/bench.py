@@ -162,7 +162,7 @@ def _check_memory(args: BenchArgs) -> MemoryFile | None:
         raise DecodeError(f"--suffix-memory {args.suffix_memory} does not exist: the bench reads a memory, it never "
                           "makes one; build one with `tui-decode datastore build` or keep one with "
                           "`tui-decode run --suffix-memory`")
-    return check_memory_path(args.suffix_memory, lock=False)
+    return check_memory_path(args.suffix_memory, lock=False, mb=args.suffix_memory_mb)
 
 
 def _backend_specs(args: argparse.Namespace, backends) -> dict:

@@ -52,12 +52,13 @@ def cmd_datastore(args: argparse.Namespace) -> int:
         raise DecodeError("--corpus and --out need paths; give the corpus and the memory file to write")
     if not Path(args.corpus).exists():
         raise DecodeError(f"the corpus {args.corpus} does not exist; give a corpus folder, .jsonl or text file")
-    check_memory_path(args.out)  # a whole memory file (or one that can be made), kept by no other process
+    # a whole memory file within the bound (or one that can be made), kept by no other process
+    check_memory_path(args.out, mb=args.suffix_memory_mb, flag="--out")
     texts = read_texts(args.corpus)  # a corpus that is not text, or empty, fails before the model loads
     err = Console(stderr=True)
     family = load_with_progress(family_spec(args), err)
     # refuses a damaged or foreign file, or one over the size bound, untouched
-    memory = open_memory_file(family, args.out, args.depth, args.suffix_memory_mb)
+    memory = open_memory_file(family, args.out, args.depth, args.suffix_memory_mb, flag="--out")
     with err.status("reading the corpus ..."):
         docs = documents(args.corpus, family, texts)
     with err.status(f"building the memory from {len(docs)} documents ..."):

@@ -152,26 +152,38 @@ def load_with_progress(spec, console):
         return load_family(spec, progress=progress)
 
 
-def check_memory_path(path: str | None, lock: bool = True) -> MemoryFile | None:
+def check_memory_path(path: str | None, lock: bool = True, mb: int | None = None,
+                      flag: str = "--suffix-memory") -> MemoryFile | None:
     """``--suffix-memory PATH`` checked before any model loads: a file that can be made, or one
-    that is a whole memory file (its digest; whose model it is, once the model has loaded), and
-    not kept by another process (its lock, held from here until this process ends, where ``lock``:
-    the bench reads a memory and never writes it): that file as read (None where there is none yet)."""
+    that is a whole memory file (its digest; whose model it is, once the model has loaded) within
+    the size bound ``mb`` (None: the default), and not kept by another process (its lock, held
+    from here until this process ends, where ``lock``: the bench reads a memory and never writes
+    it): that file as read (None where there is none yet, or it is empty: a new memory).
+    ``flag``: the flag the path was given with (`datastore build`: --out), named in what to do."""
     if path is None:
         return None
     if not path.strip():
-        raise DecodeError("--suffix-memory is empty; give the path of a memory file (it is made when missing)")
-    from decoders.methods.shared.suffix_memory import check_memory_file, lock_memory_file
+        raise DecodeError(f"{flag} is empty; give the path of a memory file (it is made when missing)")
+    from decoders.methods.shared.suffix_memory import (
+        DEFAULT_MB,
+        MAX_REQUESTS,
+        check_bounds,
+        check_memory_file,
+        lock_memory_file,
+        nodes_for_mb,
+    )
 
     if not Path(path).exists():
         from decoders.records.atomic import check_destination
 
-        check_destination(path, "--suffix-memory", "the suffix memory")
+        check_destination(path, flag, "the suffix memory")
         kept = None
     else:
-        kept = check_memory_file(path)
+        kept = check_memory_file(path, flag)
+        if kept is not None:  # over the bound: refused now, not after the model's load (issue 40)
+            check_bounds(kept, path, MAX_REQUESTS, nodes_for_mb(mb if mb is not None else DEFAULT_MB), flag)
     if lock:
-        lock_memory_file(path)
+        lock_memory_file(path, flag)
     return kept
 
 
@@ -206,7 +218,7 @@ def cmd_app(namespace: argparse.Namespace) -> int:
     if args.open is not None and not args.open.strip():
         raise DecodeError("--open is empty; give the path of a RUN.json saved by tui-decode")
     opened = RunResult.load(args.open) if args.open else None
-    check_memory_path(args.suffix_memory)
+    check_memory_path(args.suffix_memory, mb=args.suffix_memory_mb)
     # the launch flags: the first run's parameters
     settings = Settings(params=decode_params(args.decode) if flags_given(args.decode) else START_PARAMS)
     return run_app(family_spec(namespace), prompt=read_prompt(args.prompt) if args.prompt.given else DEFAULT_PROMPT,

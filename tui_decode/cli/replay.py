@@ -87,8 +87,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     requests = _requests(args)
     memory = SuffixMemory(args.depth, max_requests=10**9, max_nodes=10**12)
     if args.memory:
-        kept = check_memory_file(args.memory)  # whole (its digest); whose it is cannot be told without a model
-        for prompt, tokens in kept.responses:
+        kept = check_memory_file(args.memory, "--memory")  # whole (its digest); whose, not told without a model
+        for prompt, tokens in kept.responses if kept is not None else []:  # None: an empty file
             memory.add(prompt, tokens)
     for _, response in requests[:args.skip]:
         memory.add("", response)

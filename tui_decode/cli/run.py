@@ -94,7 +94,7 @@ def cmd_run(namespace: argparse.Namespace) -> int:
         raise DecodeError("--json is empty; give the path of a file to write the run to (or - for stdout)")
     if args.json and args.json != "-":
         check_destination(args.json, "--json", "the run")  # before any model time is spent
-    check_memory_path(args.suffix_memory)
+    check_memory_path(args.suffix_memory, mb=args.suffix_memory_mb)
     spec = drafts_for(family_spec(namespace), namespace)  # its flags checked before torch loads
     set_threads(args.threads)
     family = load_with_progress(spec, err)

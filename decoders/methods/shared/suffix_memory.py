@@ -40,17 +40,22 @@ import msgspec
 from decoders.core.errors import DecodeError
 from decoders.methods.shared.suffix_memory_file import (  # noqa: F401 (the file's names, imported from here too)
     FIX,
+    FLAG,
     FORMAT,
     MAX_FILE_BYTES,
     MAX_MB,
     VERSION,
     MemoryFile,
     TreeFile,
+    check_bounds,
     check_kept,
     check_memory_file,
     decode,
     digest,
     lock_memory_file,
+    mb_for_nodes,
+    memory_fix,
+    nodes_for_mb,
     read_memory_file,
     release_locks,
 )
@@ -64,15 +69,6 @@ MAX_REQUESTS = 10_000  # responses kept (vLLM's default cache size)
 DEFAULT_MB = 2_800  # the size bound in MB (`--suffix-memory-mb`): MAX_REQUESTS of the bundled model's answers
 MAX_NODES = DEFAULT_MB * 1_000_000 // BYTES_PER_NODE  # the default size bound in tree nodes
 MAX_RESPONSE_TOKENS = 1 << 20  # tokens of one response kept (the rest is cut)
-
-
-def nodes_for_mb(mb: float) -> int:
-    """The node bound of a memory of ``mb`` megabytes (at the measured `BYTES_PER_NODE`)."""
-    return int(mb * 1_000_000 // BYTES_PER_NODE)
-
-
-def mb_for_nodes(nodes: int) -> float:
-    return nodes * BYTES_PER_NODE / 1_000_000
 
 
 @dataclass
@@ -197,32 +193,31 @@ class SuffixMemory:
         twin._next, twin.tokens, twin.source = self._next, self.tokens, self.source
         return twin
 
-    def load(self, path: str | Path, vocab_size: int, kept: MemoryFile | None = None) -> None:
+    def load(self, path: str | Path, vocab_size: int, kept: MemoryFile | None = None, flag: str = FLAG) -> None:
         """Fill from ``path`` (kept for this identity); DecodeError in one line, the file untouched
         and this memory unchanged, when it is not a memory for this model and tokenizer, or it
         holds more than this memory's bounds. ``kept``: the file as `check_memory_file` already
-        read it (not read again)."""
+        read it (not read again). An empty file holds nothing: this memory stays as it is.
+        ``flag``: the flag the file was given with, named in what to do."""
         from decoders.records.inputs import read_bytes
 
+        fix = memory_fix(flag)
         if kept is None:
-            kept = decode(read_bytes(path, "the suffix memory", MAX_FILE_BYTES, FIX), path)
-        check_kept(kept, path)
+            data = read_bytes(path, "the suffix memory", MAX_FILE_BYTES, fix)
+            if not data:  # a new memory (`check_memory_file`)
+                self.path = Path(path)
+                return
+            kept = decode(data, path, flag)
+        check_kept(kept, path, flag)
         if kept.identity != self.identity:
             raise DecodeError(f"the suffix memory {path} was built for another model or tokenizer "
-                              f"({kept.model[:120]}), not {self.model[:120]}; {FIX}")
+                              f"({kept.model[:120]}), not {self.model[:120]}; {fix}")
         for i, (_, tokens) in enumerate(kept.responses):
             bad = next((t for t in tokens if not 0 <= t < vocab_size), None)
             if bad is not None:
                 raise DecodeError(f"the suffix memory {path} is damaged: response {i} holds token id {bad}, "
-                                  f"outside this tokenizer's {vocab_size} ids; {FIX}")
-        over = (f"{len(kept.responses)} responses, more than this memory's bound of {self.max_requests}"
-                if len(kept.responses) > self.max_requests else
-                f"a tree of {kept.tree.nodes:,} nodes (about {mb_for_nodes(kept.tree.nodes):,.0f} MB), more than "
-                f"this memory's bound of {self.max_nodes:,} ({mb_for_nodes(self.max_nodes):,.0f} MB)"
-                if kept.tree is not None and kept.tree.nodes > self.max_nodes else None)
-        if over:
-            raise DecodeError(f"the suffix memory {path} holds {over}; give a larger --suffix-memory-mb "
-                              f"(at most {MAX_MB}) or {FIX}")
+                                  f"outside this tokenizer's {vocab_size} ids; {fix}")
+        check_bounds(kept, path, self.max_requests, self.max_nodes, flag)
         fresh = SuffixMemory(self.depth, self.max_requests, self.max_nodes, self.identity, self.model)
         tree = kept.tree
         if tree is not None and tree.depth == self.depth:
@@ -230,7 +225,7 @@ class SuffixMemory:
                 fresh.tree = SuffixTree.from_parts(tree.depth, tree.nodes, tree.arrays, tree.free)
             except ValueError as err:
                 raise DecodeError(f"the suffix memory {path} is damaged: its tree does not hold together ({err}); "
-                                  f"{FIX}") from None
+                                  f"{fix}") from None
             for prompt, tokens in kept.responses:
                 fresh.entries[fresh._next] = Entry(prompt, tokens)
                 fresh._next += 1
@@ -241,7 +236,7 @@ class SuffixMemory:
             if fresh.evicted:
                 raise DecodeError(f"the suffix memory {path} holds more than this memory's bounds "
                                   f"({self.max_requests} responses, {self.max_nodes:,} nodes at depth {self.depth}); "
-                                  f"give a larger --suffix-memory-mb (at most {MAX_MB}) or {FIX}")
+                                  f"give a larger --suffix-memory-mb (at most {MAX_MB}) or {fix}")
         self.tree, self.entries, self._next, self.tokens = fresh.tree, fresh.entries, fresh._next, fresh.tokens
         self.evicted = 0
         self.path = Path(path)
@@ -327,21 +322,23 @@ def remember(family: Family, prompt_ids: Sequence[int], tokens: Sequence[int]) -
     return memory
 
 
-def open_memory_file(family: Family, path: str, depth: int, mb: float | None = None) -> SuffixMemory:
+def open_memory_file(family: Family, path: str, depth: int, mb: float | None = None,
+                     flag: str = FLAG) -> SuffixMemory:
     """Keep ``family``'s memory in ``path``: load it when the file exists (refused in one line when
     it is not this model's memory), and write it there after each response joins, this process
-    holding its lock (`lock_memory_file`). ``mb``: its size bound (`nodes_for_mb`; None: the default)."""
+    holding its lock (`lock_memory_file`). ``mb``: its size bound (`nodes_for_mb`; None: the default).
+    ``flag``: the flag ``path`` was given with (`datastore build`: --out), named in what to do."""
     from decoders.records.atomic import check_destination
 
     if not Path(path).exists():
-        check_destination(path, "--suffix-memory", "the suffix memory")
-    lock_memory_file(path)
+        check_destination(path, flag, "the suffix memory")
+    lock_memory_file(path, flag)
     memory = memory_for(family, depth)
     if not memory.identity:
         memory.identity, memory.model = identity(family)
     memory.bound(max_nodes=nodes_for_mb(mb if mb is not None else DEFAULT_MB))
     if Path(path).exists():
-        memory.load(path, family.vocab_size)
+        memory.load(path, family.vocab_size, flag=flag)
     memory.path = Path(path)
     return memory
 

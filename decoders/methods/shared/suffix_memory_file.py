@@ -19,7 +19,15 @@ MAX_MB = 16_384  # the largest size bound one may ask for (16 GB)
 MAX_FILE_BYTES = MAX_MB * 1_000_000 // BYTES_PER_NODE * 4 * len(FIELDS) + (512 << 20)
 FORMAT = "tui-decode suffix memory"
 VERSION = 2  # 1: JSON, the responses only (read, and rebuilt)
-FIX = "delete it or give --suffix-memory another path to start a new memory"
+FLAG = "--suffix-memory"  # the flag a memory file is given with (`datastore build`: --out)
+
+
+def memory_fix(flag: str = FLAG) -> str:
+    """What to do with a memory file that cannot be used, naming the flag the user gave."""
+    return f"delete it or give {flag} another path to start a new memory"
+
+
+FIX = memory_fix()
 
 
 class TreeFile(msgspec.Struct, forbid_unknown_fields=True):
@@ -54,6 +62,15 @@ def digest(kept: MemoryFile) -> str:
     return h.hexdigest()
 
 
+def nodes_for_mb(mb: float) -> int:
+    """The node bound of a memory of ``mb`` megabytes (at the measured `BYTES_PER_NODE`)."""
+    return int(mb * 1_000_000 // BYTES_PER_NODE)
+
+
+def mb_for_nodes(nodes: int) -> float:
+    return nodes * BYTES_PER_NODE / 1_000_000
+
+
 def read_memory_file(path: str | Path) -> MemoryFile:
     """The file as it is kept (either version), no checks beyond its shape: tests and tools."""
     from decoders.records.inputs import read_bytes
@@ -61,7 +78,7 @@ def read_memory_file(path: str | Path) -> MemoryFile:
     return decode(read_bytes(path, "the suffix memory", MAX_FILE_BYTES, FIX), path)
 
 
-def decode(data: bytes, path: str | Path) -> MemoryFile:
+def decode(data: bytes, path: str | Path, flag: str = FLAG) -> MemoryFile:
     try:
         if data[:1] == b"{":  # version 1 was JSON
             return msgspec.json.decode(data, type=MemoryFile)
@@ -71,25 +88,63 @@ def decode(data: bytes, path: str | Path) -> MemoryFile:
             raise DecodeError(f"{path} is not a suffix memory file ({_first_line(err)}); it was left as it is: "
                               "give the path of a memory file, or a new path to start one") from None
         raise DecodeError(f"the suffix memory {path} is damaged or not a memory file ({_first_line(err)}); "
-                          f"{FIX}") from None
+                          f"{memory_fix(flag)}") from None
 
 
-def check_memory_file(path: str | Path) -> MemoryFile:
+def check_memory_file(path: str | Path, flag: str = FLAG) -> MemoryFile | None:
     """The memory file at ``path`` read and its digest checked, before a model loads (whose model
-    it is is checked when one has: `SuffixMemory.load`); DecodeError in one line when damaged."""
+    it is is checked when one has: `SuffixMemory.load`); DecodeError in one line when damaged, or
+    not a file at all (a device, a FIFO: refused unread). None: an empty file, a new memory
+    (nothing in it to lose: written after the run, as a missing file is)."""
     from decoders.records.inputs import read_bytes
 
-    kept = decode(read_bytes(path, "the suffix memory", MAX_FILE_BYTES, FIX), path)
-    check_kept(kept, path)
+    check_is_file(path, flag)
+    data = read_bytes(path, "the suffix memory", MAX_FILE_BYTES, memory_fix(flag))
+    if not data:
+        return None
+    kept = decode(data, path, flag)
+    check_kept(kept, path, flag)
     return kept
 
 
-def check_kept(kept: MemoryFile, path: str | Path) -> None:
+def check_is_file(path: str | Path, flag: str = FLAG) -> None:
+    """DecodeError, at once, when ``path`` is there but neither a file nor a folder (read_bytes
+    says a folder): /dev/zero was read to 4 GB before its refusal, and a FIFO cannot be rewritten."""
+    import os
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # missing, unreadable: said by the read
+    kinds = ((stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"),
+             (stat.S_ISFIFO, "FIFO (named pipe)"), (stat.S_ISSOCK, "socket"))
+    kind = next((name for test, name in kinds if test(mode)), None)
+    if kind is not None:
+        raise DecodeError(f"the suffix memory {path} is not a file but a {kind}; it was left as it is: give {flag} "
+                          "the path of a memory file, or a new path to start one")
+
+
+def check_kept(kept: MemoryFile, path: str | Path, flag: str = FLAG) -> None:
     if kept.format != FORMAT or kept.version not in (1, VERSION):
         raise DecodeError(f"{path} is not a suffix memory of this version (format {kept.format[:60]!r}, "
-                          f"version {kept.version}); {FIX}")
+                          f"version {kept.version}); {memory_fix(flag)}")
     if kept.version == VERSION and (kept.tree is None or kept.digest != digest(kept)):
-        raise DecodeError(f"the suffix memory {path} is damaged (its digest does not match what it holds); {FIX}")
+        raise DecodeError(f"the suffix memory {path} is damaged (its digest does not match what it holds); "
+                          f"{memory_fix(flag)}")
+
+
+def check_bounds(kept: MemoryFile, path: str | Path, max_requests: int, max_nodes: int, flag: str = FLAG) -> None:
+    """DecodeError when the file holds more responses or tree nodes than a memory's bounds (the
+    tree as kept: one of another depth is rebuilt, and checked again then)."""
+    over = (f"{len(kept.responses)} responses, more than this memory's bound of {max_requests}"
+            if len(kept.responses) > max_requests else
+            f"a tree of {kept.tree.nodes:,} nodes (about {mb_for_nodes(kept.tree.nodes):,.0f} MB), more than "
+            f"this memory's bound of {max_nodes:,} ({mb_for_nodes(max_nodes):,.0f} MB)"
+            if kept.tree is not None and kept.tree.nodes > max_nodes else None)
+    if over:
+        raise DecodeError(f"the suffix memory {path} holds {over}; give a larger --suffix-memory-mb "
+                          f"(at most {MAX_MB}) or {memory_fix(flag)}")
 
 
 def _first_line(err: Exception) -> str:
@@ -99,7 +154,7 @@ def _first_line(err: Exception) -> str:
 _LOCKS: dict[str, Any] = {}  # the memory files this process keeps: their locks, held until it ends
 
 
-def lock_memory_file(path: str | Path) -> None:
+def lock_memory_file(path: str | Path, flag: str = FLAG) -> None:
     """Hold ``path``'s lock for the rest of this process (one process a memory file: two that read
     it, each adding its own responses and rewriting the whole file, lost the first one's); a
     second process is told who holds it (`FolderBusy`, one line, exit 2). Its lock file
@@ -115,14 +170,14 @@ def lock_memory_file(path: str | Path) -> None:
     if key in _LOCKS:
         return
     where = Path(path)
-    lock = FolderLock(where.parent, "the suffix memory", wait_hint="give --suffix-memory another path",
+    lock = FolderLock(where.parent, "the suffix memory", wait_hint=f"give {flag} another path",
                       lock_name=f".{where.name}.tui-decode.lock", shown=where)
     try:
         lock.acquire()
     except WriteError as err:  # no lock file can be made: nor could the memory be rewritten
         raise DecodeError(f"the suffix memory {shown_path(path)} cannot be kept: its folder cannot be written "
                           f"({reason(err)}), and the memory is rewritten after each run; copy it to a writable "
-                          "folder, or give --suffix-memory another path") from None
+                          f"folder, or give {flag} another path") from None
     real = Path(key)  # a write killed half way (its process gone) left its temporary file beside it
     sweep_temps(real.parent, file_name=real.name)
     if not _LOCKS:
