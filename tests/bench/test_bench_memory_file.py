@@ -185,3 +185,20 @@ def test_a_bad_memory_flag_is_one_line_before_the_model_loads(capsys, prompts_fi
 def test_the_file_as_read_is_the_memory_the_rows_start_from(memory_file):
     kept = read_memory_file(memory_file)
     assert [p for p, _ in kept.responses][0] == "elsewhere" and len(kept.responses) == 5
+
+
+def test_an_empty_memory_file_is_read_as_an_empty_memory_and_left_empty(tiny_folder, prompts_file, tmp_path, capsys):
+    """`touch mem.bin` (issue 40's sweep, m07): nothing in it to lose, nor damaged; the bench reads
+    it as a memory of no responses and, as ever, writes nothing to it."""
+    from tui_decode.cli.main import main
+
+    path = tmp_path / "memory.bin"
+    path.touch()
+    reset_memories()
+    code = main(["bench", "--prompts", prompts_file, "--main", tiny_folder, "--methods", "ar,suffix", "--limit", "1",
+                 "--record-overhead-every", "0", "--max-new-tokens", "2", "--bandwidth-mb", "1",
+                 "--out", str(tmp_path / "out"), "--suffix-memory", str(path)])
+    assert code == 0, capsys.readouterr().err
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["settings"]["suffix_memory"]["responses"] == 0
+    assert path.read_bytes() == b""
