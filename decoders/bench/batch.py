@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from statistics import mean, stdev
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -294,8 +295,7 @@ def run_batch_bench(family, prompts: Sequence[list[int]], batches: Sequence[int]
                 chooser = BatchDraftPolicy(spec.k, surface) if spec.policy == "adaptive" and spec.k else None
                 run = decode_batch(lm(size), [prompts[i] for i in chosen], max_new, spec.method, gamma=spec.k,
                                    stop_ids=stop, clock=clock, policy=chooser, draft=draft(spec),
-                                   on_step=None if on_step is None else
-                                   lambda rows, m=method, b=size: on_step(m, b, rows))
+                                   on_step=None if on_step is None else partial(on_step, method, size))
                 runs[method].append(run)
                 say(f"batch {size} round {round_ + 1}: {method} {run.throughput:.1f} tok/s")
         for method in ["ar", *rows_methods]:

@@ -100,6 +100,7 @@ class Point:
     value: int
     speedup: float
     spread: float | None = None
+    glyph: str = "●"  # its series' mark (the batch screen's methods, each its own)
 
 
 @dataclass
@@ -114,6 +115,7 @@ class PlotData:
     best_curve: int | str | None = None
     best_cost_aware: int | str | None = None
     extrapolated: bool = False  # the best lengths rest on alpha_hat near 1 from few drafts
+    series: tuple[tuple[str, str], ...] = ()  # (glyph, name) per series of points; (): one, "measured"
 
     def best(self, series: list[list[float]] | None) -> int | None:
         return int(max(series, key=lambda row: row[1])[0]) if series else None
@@ -159,8 +161,10 @@ def legend(data: PlotData, styles: dict[str, Style]) -> Text:
         together = sum(len(t.plain) for t in first) + 2 * (len(first) - 1) <= LEGEND_WIDTH
         out.append_text(Text("  " if together else "\n").join(first))
         out.append("\n")
+    names = [(f"{glyph} {name}", styles.get("measured", "")) for glyph, name in data.series] or \
+        [("● measured", styles.get("measured", ""))]
     out.append_text(Text.assemble(("┈ break-even 1.0x", styles.get("even", "")), "  ",
-                                  ("● measured", styles.get("measured", "")), " ",
+                                  *[part for name in names for part in (name, " ")],
                                   ("│ spread", styles.get("measured", ""))))
     return out
 
@@ -212,7 +216,7 @@ class GammaPlot(Widget):
                 _, lo = to_dot(p.value, p.speedup - p.spread)
                 _, hi = to_dot(p.value, p.speedup + p.spread)
                 canvas.line(x, hi, x, lo, "measured")
-            canvas.mark(x, y, "●", "measured")
+            canvas.mark(x, y, p.glyph, "measured")
 
         places = 1 if top - bottom >= 1.0 else 2  # 0.86x and 0.97x apart on a narrow range
         for row in range(rows):

@@ -1,0 +1,149 @@
+"""The batch screen (b, issue 39) on a tiny random model: it opens by its key, runs prompt lookup
+beside autoregressive decoding at batch 1 and 2, and shows each sequence's progress, the table
+rows, the plot of speedup against batch size with break-even and where each method stops paying;
+a bad batch size or method is one line in the screen, what was typed kept; ctrl+s saves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from textual.widgets import Input
+
+from decoders.bench.batch import BatchRow
+from tests.support.app import make_app, wait_for
+from tui_decode.screens.batch_screen import BatchScreen, batch_plot
+from tui_decode.state.batch_plan import parse_sizes, project_prompts
+from tui_decode.widgets.gamma_plot import GammaPlot
+
+pytestmark = pytest.mark.anyio
+SIZE = (140, 45)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+def shown(screen, selector: str) -> str:
+    widget = screen.query_one(selector)
+    return "\n".join(line.text for line in widget.render_lines(widget.region.reset_offset))
+
+
+async def open_batch(pilot, app) -> BatchScreen:
+    await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+    await pilot.press("b")
+    screen = app.screen
+    assert isinstance(screen, BatchScreen)
+    return screen
+
+
+async def type_into(pilot, screen, selector: str, text: str) -> None:
+    field = screen.query_one(selector, Input)
+    field.value = text
+    field.focus()
+    await pilot.pause()
+
+
+async def test_b_runs_each_method_beside_autoregressive_decoding_at_each_batch_size(tiny_spec, loader, tmp_path):
+    app = make_app(tiny_spec, loader, tmp_path, method="pld", max_new_tokens=8)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        screen = await open_batch(pilot, app)
+        assert screen.query_one("#batch-methods", Input).value == "pld"  # the chosen method, it runs batched
+        await type_into(pilot, screen, "#batch-sizes", "2,1")
+        await pilot.press("enter")
+        assert screen.running and app.main_screen.running  # the main screen's keys wait
+        await wait_for(pilot, lambda: not screen.running, timeout=120)
+        await pilot.pause()
+        assert screen.error is None and screen.report is not None
+        assert [(r.method, r.batch) for r in screen.rows] == [("ar", 1), ("pld", 1), ("ar", 2), ("pld", 2)]
+        table = shown(screen, "#batch-table")
+        assert table.splitlines()[0].split()[:4] == ["method", "B", "speedup", "±"]
+        for method, batch in (("pld", "1"), ("pld", "2"), ("ar", "2")):
+            assert any(line.split()[:2] == [method, batch] and "x" in line for line in table.splitlines()[1:])
+        plot = screen.query_one("#batch-plot", GammaPlot)
+        assert sorted(p.value for p in plot.data.points) == [1, 2] and plot.data.name == "B"
+        drawn = shown(screen, "#batch-plot")
+        assert "┈ break-even 1.0x" in drawn and "● pld" in drawn and "1.0" in drawn
+        assert shown(screen, "#batch-crossover").startswith("pld: ")
+        # the last batch's two sequences, one line each, the selected one's text in full
+        seqs = shown(screen, "#batch-seqs")
+        assert "pld at B=2" in seqs and "▸ seq  1" in seqs and "  seq  2" in seqs and "8/8 tokens" in seqs
+        assert shown(screen, "#batch-text").startswith("seq 1: ")
+        await pilot.press("down")
+        assert "▸ seq  2" in shown(screen, "#batch-seqs") and shown(screen, "#batch-text").startswith("seq 2: ")
+        assert str(screen.query_one("#batch-status").content).startswith("done: 4 rows measured")
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        saved = sorted((tmp_path / "runs").glob("*-batch.*"))
+        assert [p.suffix for p in saved] == [".csv", ".md"]
+        assert len(saved[0].read_text(encoding="utf-8").splitlines()) == 5  # a header and four rows
+        assert "## Speedup against batch size" in saved[1].read_text(encoding="utf-8")
+        await pilot.press("escape")  # closes once done
+        assert app.screen is app.main_screen
+        assert not app.main_screen.running and not app.main_screen._decode_lock.locked()
+
+
+@pytest.mark.parametrize("field,text,line", [
+    ("#batch-sizes", "0,2", "batch sizes: each must be 1..64, got 0; give e.g. 1,2,4,8"),
+    ("#batch-sizes", "1,65", "batch sizes: each must be 1..64, got 65; give e.g. 1,2,4,8"),
+    ("#batch-sizes", "1,two", "batch sizes: give whole numbers 1..64 separated by commas, such as 1,2,4; got '1,two'"),
+    ("#batch-methods", "jacobi", "methods: 'jacobi' does not decode at batch > 1 here; give pld, spec"),
+])
+async def test_bad_input_is_one_line_in_the_screen_and_keeps_what_was_typed(tiny_spec, loader, tmp_path, field,
+                                                                            text, line):
+    app = make_app(tiny_spec, loader, tmp_path, method="pld", max_new_tokens=8)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        screen = await open_batch(pilot, app)
+        await type_into(pilot, screen, field, text)
+        await pilot.press("enter")
+        assert str(screen.query_one("#batch-error").content) == line
+        assert not screen.running and screen.rows == [] and not app.main_screen.running
+        assert screen.query_one(field, Input).value == text  # nothing lost
+
+
+async def test_spec_without_a_draft_that_runs_batched_is_refused_in_one_line(tiny_spec, loader, tmp_path):
+    app = make_app(tiny_spec, loader, tmp_path, method="spec", max_new_tokens=8)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        screen = await open_batch(pilot, app)
+        assert screen.query_one("#batch-methods", Input).value == "pld"  # spec cannot run batched here
+        await type_into(pilot, screen, "#batch-methods", "pld,spec")
+        await pilot.press("enter")
+        assert str(screen.query_one("#batch-error").content) == (
+            "methods: spec cannot run at batch > 1 on this family: spec drafts at batch > 1 with a helper model or "
+            "the int4 self-draft only; choose the int4 draft in the parameters pane, or a family with a helper (f)")
+        assert not screen.running
+
+
+async def test_b_waits_for_a_model(tiny_spec, loader, tmp_path):
+    app = make_app(None, loader, tmp_path)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await pilot.press("b")
+        assert app.screen is app.main_screen
+        assert any("No model is loaded yet" in n.message for n in app._notifications)
+
+
+def test_the_prompts_are_the_projects_own_each_once():
+    prompts = project_prompts(128)
+    assert len(prompts) == len(set(prompts)) == 128
+    from decoders.bench.prompts import load_prompts
+
+    bench = {p.text for path in sorted(ROOT.glob("bench/*.jsonl")) for p in load_prompts(path)}
+    assert bench and not set(prompts) & bench  # none of the bench's Spec-Bench prompts
+
+
+def test_sizes_are_sorted_and_bounded():
+    assert parse_sizes(" 4, 1,2,2") == [1, 2, 4]
+    with pytest.raises(Exception, match="at most 6"):
+        parse_sizes("1,2,3,4,5,6,7")
+
+
+def test_the_plot_gives_each_method_its_glyph_and_leaves_the_baseline_as_break_even():
+    def row(method: str, batch: int, speedup: float) -> BatchRow:
+        return BatchRow(method=method, batch=batch, throughput=1.0, latency_s=1.0, ar_throughput=1.0,
+                        speedup=speedup, spread=0.1, forwards=1, accepted_per_forward=1.0, identical=True)
+
+    data = batch_plot([row("ar", 1, 1.0), row("pld", 1, 1.3), row("spec", 1, 1.6), row("pld", 4, 0.8)])
+    assert [(p.value, p.speedup, p.glyph) for p in data.points] == [(1, 1.3, "●"), (1, 1.6, "■"), (4, 0.8, "●")]
+    assert data.series == (("●", "pld"), ("■", "spec"))
