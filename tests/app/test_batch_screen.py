@@ -12,8 +12,9 @@ from textual.widgets import Input
 
 from decoders.bench.batch import BatchRow
 from tests.support.app import make_app, wait_for
-from tui_decode.screens.batch_screen import BatchScreen, batch_plot
+from tui_decode.screens.batch_screen import BatchScreen
 from tui_decode.state.batch_plan import parse_sizes, project_prompts
+from tui_decode.widgets.batch_views import batch_plot
 from tui_decode.widgets.gamma_plot import GammaPlot
 
 pytestmark = pytest.mark.anyio
@@ -53,19 +54,19 @@ async def test_b_runs_each_method_beside_autoregressive_decoding_at_each_batch_s
         assert screen.query_one("#batch-methods", Input).value == "pld"  # the chosen method, it runs batched
         await type_into(pilot, screen, "#batch-sizes", "2,1")
         await pilot.press("enter")
-        assert screen.running and app.main_screen.running  # the main screen's keys wait
         await wait_for(pilot, lambda: not screen.running, timeout=120)
         await pilot.pause()
         assert screen.error is None and screen.report is not None
         assert [(r.method, r.batch) for r in screen.rows] == [("ar", 1), ("pld", 1), ("ar", 2), ("pld", 2)]
         table = shown(screen, "#batch-table")
         assert table.splitlines()[0].split()[:4] == ["method", "B", "speedup", "±"]
-        for method, batch in (("pld", "1"), ("pld", "2"), ("ar", "2")):
-            assert any(line.split()[:2] == [method, batch] and "x" in line for line in table.splitlines()[1:])
+        for method, batch, speed in (("pld", "1", "x"), ("pld", "2", "x"), ("ar", "2", "baseline")):
+            assert any(line.split()[:2] == [method, batch] and speed in line for line in table.splitlines()[1:])
         plot = screen.query_one("#batch-plot", GammaPlot)
-        assert sorted(p.value for p in plot.data.points) == [1, 2] and plot.data.name == "B"
+        assert sorted(p.value for p in plot.data.points) == [0, 1] and plot.data.name == "B"  # log2 B
         drawn = shown(screen, "#batch-plot")
         assert "┈ break-even 1.0x" in drawn and "● pld" in drawn and "1.0" in drawn
+        assert drawn.splitlines()[-1].split() == ["B", "1", "2"]
         assert shown(screen, "#batch-crossover").startswith("pld: ")
         # the last batch's two sequences, one line each, the selected one's text in full
         seqs = shown(screen, "#batch-seqs")
@@ -83,6 +84,48 @@ async def test_b_runs_each_method_beside_autoregressive_decoding_at_each_batch_s
         await pilot.press("escape")  # closes once done
         assert app.screen is app.main_screen
         assert not app.main_screen.running and not app.main_screen._decode_lock.locked()
+
+
+async def test_escape_cancels_at_the_next_iteration_keeps_the_rows_and_frees_the_engine(tiny_spec, loader, tmp_path,
+                                                                                        monkeypatch):
+    """At 80x24 too: the table's columns uncut below the plot (the body scrolls)."""
+    import time
+
+    from decoders.backends.batched import BatchedLM
+
+    real_step = BatchedLM.step
+
+    def slow_step(self, new):
+        time.sleep(0.03)
+        return real_step(self, new)
+
+    monkeypatch.setattr(BatchedLM, "step", slow_step)
+    monkeypatch.setattr("decoders.bench.batch_surface.measure_surface",  # slow steps in the decoding only
+                        lambda model, prompt, batches, **kw: ({b: [1.0] * 16 for b in batches}, 1.0))
+    app = make_app(tiny_spec, loader, tmp_path, method="pld", max_new_tokens=16)
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        screen = await open_batch(pilot, app)
+        await type_into(pilot, screen, "#batch-sizes", "1,2,4")
+        await pilot.press("enter")
+        assert screen.running and app.main_screen.running  # the main screen's keys wait
+        assert all(field.disabled for field in screen.query(Input))
+        await wait_for(pilot, lambda: len(screen.rows) >= 2, timeout=120)  # batch 1 measured
+        await pilot.press("ctrl+r")  # no run while the batch holds the engine
+        assert any("batch run is going" in n.message for n in app._notifications)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not screen.running, timeout=60)
+        await pilot.pause()
+        assert screen.cancelled and screen.report is None and 2 <= len(screen.rows) < 6
+        assert str(screen.query_one("#batch-status").content).startswith("cancelled: ")
+        assert shown(screen, "#batch-table").splitlines()[0].split() == \
+            ["method", "B", "speedup", "±", "spread", "tok/s", "AR", "tok/s", "latency", "same"]
+        assert not app.main_screen.running and not app.main_screen._decode_lock.locked()
+        await pilot.press("ctrl+s")  # the rows so far, said to be cancelled
+        await pilot.pause()
+        markdown = next((tmp_path / "runs").glob("*-batch.md")).read_text(encoding="utf-8")
+        assert "note: cancelled: the rows measured before escape" in markdown
+        await pilot.press("escape")
+        assert app.screen is app.main_screen
 
 
 @pytest.mark.parametrize("field,text,line", [
@@ -145,5 +188,6 @@ def test_the_plot_gives_each_method_its_glyph_and_leaves_the_baseline_as_break_e
                         speedup=speedup, spread=0.1, forwards=1, accepted_per_forward=1.0, identical=True)
 
     data = batch_plot([row("ar", 1, 1.0), row("pld", 1, 1.3), row("spec", 1, 1.6), row("pld", 4, 0.8)])
-    assert [(p.value, p.speedup, p.glyph) for p in data.points] == [(1, 1.3, "●"), (1, 1.6, "■"), (4, 0.8, "●")]
+    assert [(p.value, p.speedup, p.glyph) for p in data.points] == [(0, 1.3, "●"), (0, 1.6, "■"), (2, 0.8, "●")]
     assert data.series == (("●", "pld"), ("■", "spec"))
+    assert data.ticks == ((0, "1"), (2, "4"))  # log2 of the batch size, each measured size labelled

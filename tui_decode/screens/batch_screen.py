@@ -19,12 +19,11 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from rich.table import Table
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
@@ -32,19 +31,20 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from decoders.core.errors import DecodeError
 from tui_decode.state.batch_plan import (
-    GLYPHS,
     ROUNDS,
     family_methods,
     parse_methods,
     parse_sizes,
     progress_line,
     prompt_ids,
+    report_markdown,
     rows_csv,
     start_methods,
     variants,
 )
 from tui_decode.state.batching import BATCH_INTERVAL
-from tui_decode.widgets.gamma_plot import GammaPlot, PlotData, Point
+from tui_decode.widgets.batch_views import batch_plot, batch_table
+from tui_decode.widgets.gamma_plot import GammaPlot
 from tui_decode.workers.draw_gate import DrawGate
 from tui_decode.workers.messages import failure_message
 
@@ -62,16 +62,6 @@ SHOWN_SEQUENCES = 8
 
 class Stopped(Exception):
     """The worker's own stop: escape asked for it at the last hand-over."""
-
-
-def batch_plot(rows: list[BatchRow]) -> PlotData:
-    """Each method's speedup against batch size with its spread, one glyph per method; break-even
-    (1.0x: autoregressive decoding at the same batch size) marked."""
-    measured = [r for r in rows if r.method != "ar"]
-    points = [Point(r.batch, r.speedup, r.spread, GLYPHS.get(r.method, "◆")) for r in measured]
-    methods = list(dict.fromkeys(r.method for r in measured))
-    first = min((r.batch for r in measured), default=1)
-    return PlotData([], None, first, points, "B", series=tuple((GLYPHS.get(m, "◆"), m) for m in methods))
 
 
 class BatchScreen(ModalScreen[None]):
@@ -94,20 +84,29 @@ class BatchScreen(ModalScreen[None]):
         #batch-sizes { width: 24; }
         #batch-methods { width: 24; }
         #batch-error { height: auto; color: $text-error; }
-        #batch-seqs { height: auto; max-height: 10; }
+        #batch-body { height: 1fr; }
+        #batch-top { height: auto; }
+        #batch-left { width: 1fr; height: auto; }
+        #batch-seqs { height: auto; }
         #batch-text { height: auto; max-height: 5; overflow-y: auto; color: $text-muted; }
-        #batch-plot { height: 1fr; min-height: 8; }
-        #batch-table { height: auto; max-height: 14; }
+        #batch-plot { width: 1fr; height: 14; }
+        #batch-table { height: auto; margin-top: 1; }
         #batch-crossover { height: auto; }
-        #batch-status { height: 1; color: $text-muted; }
+        #batch-status { height: auto; color: $text-muted; }
+        &.-narrow #batch-top { layout: vertical; }
+        &.-narrow #batch-plot { width: 100%; height: 12; }
     }
     """
+    #: Below this many columns the plot goes under the sequences, not beside them.
+    WIDE = 120
     BINDINGS = [
         Binding("escape", "stop", "Cancel / close"),
         Binding("ctrl+r", "refuse_run", show=False, priority=True),  # the main screen's run waits
         Binding("ctrl+s", "save", "Save table", priority=True),  # not the main screen's save beneath
         Binding("up", "select(-1)", "Sequence ↑", show=False),
         Binding("down", "select(1)", "Sequence ↓", show=False),
+        Binding("pageup", "scroll_body(-1)", "Scroll", show=False),  # a short terminal: the table below
+        Binding("pagedown", "scroll_body(1)", "Scroll", show=False),
     ]
 
     class Progress(Message):
@@ -148,7 +147,7 @@ class BatchScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="batch-box") as box:
             box.border_title = f"Batch: speedup against batch size · {self.loaded.label}"
-            box.border_subtitle = "enter runs · ↑↓ a sequence · escape cancels, then closes · ctrl+s saves"
+            box.border_subtitle = "enter runs · ↑↓ sequence · pgup/pgdn scroll · escape cancels/closes · ctrl+s saves"
             with Horizontal(id="batch-fields"):
                 yield Label("batch sizes")
                 yield Input("1,2,4", id="batch-sizes", max_length=40)
@@ -156,14 +155,21 @@ class BatchScreen(ModalScreen[None]):
                 yield Input(start_methods(self.settings.params.method, self.offered), id="batch-methods",
                             max_length=40)
             yield Static(id="batch-error")
-            yield Static(id="batch-seqs")
-            yield Static(id="batch-text")
-            yield GammaPlot(id="batch-plot")
-            yield Static(id="batch-table")
-            yield Static(id="batch-crossover")
+            with VerticalScroll(id="batch-body", can_focus=False):
+                with Horizontal(id="batch-top"):
+                    with Vertical(id="batch-left"):
+                        yield Static(id="batch-seqs")
+                        yield Static(id="batch-text")
+                    yield GammaPlot(id="batch-plot")
+                yield Static(id="batch-table")
+                yield Static(id="batch-crossover")
             yield Static(id="batch-status")
 
+    def on_resize(self) -> None:
+        self.set_class(self.app.size.width < self.WIDE, "-narrow")
+
     def on_mount(self) -> None:
+        self.on_resize()
         can = [m for m, why in self.offered.items() if why is None]
         self.status(f"enter runs {ROUNDS} rounds per batch size, each method beside autoregressive decoding; "
                     f"this family runs {', '.join(can)} at batch > 1")
@@ -265,7 +271,8 @@ class BatchScreen(ModalScreen[None]):
     @on(Progress)
     def progress(self, event: Progress) -> None:
         if self.running and not self.cancelled:
-            self.status(f"{len(self.rows)} rows measured; {event.text} …")
+            wait = " (escape stops after it)" if "T(B, k)" in event.text else ""
+            self.status(f"{len(self.rows)} rows measured; {event.text} …{wait}")
 
     @on(Stepped)
     def step(self, event: Stepped) -> None:
@@ -281,8 +288,7 @@ class BatchScreen(ModalScreen[None]):
         start = max(0, min(self.selected - SHOWN_SEQUENCES // 2, count - SHOWN_SEQUENCES))
         shown = range(start, min(count, start + SHOWN_SEQUENCES))
         max_new = int(self.settings.params.max_new_tokens)
-        lines = [f"{event.method} at B={event.batch}: {count} sequences together "
-                 "(sequence 1 is the prompt shown in each batch size's first round)"]
+        lines = [f"{event.method} at B={event.batch}, {count} sequences (seq 1 of round 1: the prompt shown)"]
         lines += [progress_line(i, len(event.outs[i]), max_new, event.done[i], i == self.selected) for i in shown]
         if count > len(shown):
             lines.append(f"  … {count - len(shown)} more (↑↓)")
@@ -295,6 +301,10 @@ class BatchScreen(ModalScreen[None]):
             self.selected = max(0, min(self.selected + direction, len(self.stepped.outs) - 1))
             self.show_sequences()
 
+    def action_scroll_body(self, direction: int) -> None:
+        body = self.query_one("#batch-body", VerticalScroll)
+        (body.scroll_page_down if direction > 0 else body.scroll_page_up)()
+
     @on(RowMeasured)
     def row_measured(self, event: RowMeasured) -> None:
         self.rows.append(event.row)
@@ -304,21 +314,10 @@ class BatchScreen(ModalScreen[None]):
         from decoders.bench.batch import crossover
 
         self.query_one("#batch-plot", GammaPlot).plot(batch_plot(self.rows) if self.rows else None)
-        self.query_one("#batch-table", Static).update(self.table())
+        self.query_one("#batch-table", Static).update(batch_table(self.rows))
         methods = dict.fromkeys(r.method for r in self.rows if r.method != "ar")
         words = [f"{m}: {crossover([r for r in self.rows if r.method == m])}" for m in methods]
         self.query_one("#batch-crossover", Static).update("\n".join(words))
-
-    def table(self) -> Table:
-        grid = Table(box=None, padding=(0, 1), show_edge=False, header_style="bold")
-        for column in ("method", "B", "speedup ± spread", "tok/s", "AR tok/s", "latency / seq", "identical"):
-            grid.add_column(column, no_wrap=True)
-        for r in self.rows:
-            speed = "1.00x (the baseline)" if r.method == "ar" else \
-                f"{r.speedup:.2f}x" + ("" if r.spread is None else f" ± {r.spread:.2f}")
-            grid.add_row(r.method, str(r.batch), speed, f"{r.throughput:.1f}", f"{r.ar_throughput:.1f}",
-                         f"{r.latency_s:.2f} s", "yes" if r.identical else "no")
-        return grid
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """A worker that failed outside its own handling must not leave the run going forever."""
@@ -374,16 +373,6 @@ class BatchScreen(ModalScreen[None]):
         self.notify(f"Saved {md.name} and {md.stem}.csv in {folder}", title="Batch")
 
     def markdown(self) -> str:
-        """The bench's report (`decoders.bench.batch_report`) of the run, or of the rows so far."""
-        from decoders.bench.batch import BatchReport, crossover
-        from decoders.bench.batch_report import render_markdown
-
-        report = self.report
-        if report is None:
-            methods = dict.fromkeys(r.method for r in self.rows if r.method != "ar")
-            report = BatchReport(family=self.loaded.engine.family.describe(), machine={},
-                                 settings={"max_new_tokens": self.settings.params.max_new_tokens, "rounds": ROUNDS},
-                                 surface={}, surface_unit_ms=0.0, rows=list(self.rows),
-                                 crossover={m: crossover([r for r in self.rows if r.method == m]) for m in methods},
-                                 notes=["cancelled: the rows measured before escape"])
-        return render_markdown(report) + f"\nprompt shown (sequence 1 of each first round): {self.prompt[:200]!r}\n"
+        """The bench's report of the run (`decoders.bench.batch_report`), or of the rows so far."""
+        return report_markdown(self.report, self.rows, self.loaded.engine.family.describe(),
+                               int(self.settings.params.max_new_tokens), self.prompt)

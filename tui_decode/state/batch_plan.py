@@ -13,7 +13,7 @@ from decoders.core.errors import DecodeError
 from decoders.methods.batch.chain import MAX_BATCH
 
 if TYPE_CHECKING:
-    from decoders.bench.batch import BatchRow
+    from decoders.bench.batch import BatchReport, BatchRow
     from decoders.core.params import DecodeParams
     from tui_decode.state.settings import Settings
 
@@ -142,3 +142,19 @@ def rows_csv(rows: Sequence[BatchRow]) -> str:
         lines.append(f"{r.method},{r.batch},{r.speedup},{'' if r.spread is None else r.spread},{r.throughput},"
                      f"{r.ar_throughput},{r.latency_s},{r.accepted_per_forward},{'yes' if r.identical else 'no'}")
     return "\n".join(lines) + "\n"
+
+
+def report_markdown(report: BatchReport | None, rows: Sequence[BatchRow], family: dict[str, Any], max_new: int,
+                    prompt: str) -> str:
+    """The saved Markdown: the bench's report of the run (`decoders.bench.batch_report`), or of
+    the rows measured before a cancel; the prompt shown named."""
+    from decoders.bench.batch import BatchReport, crossover
+    from decoders.bench.batch_report import render_markdown
+
+    if report is None:
+        methods = dict.fromkeys(r.method for r in rows if r.method != "ar")
+        report = BatchReport(family=family, machine={}, settings={"max_new_tokens": max_new, "rounds": ROUNDS},
+                             surface={}, surface_unit_ms=0.0, rows=list(rows),
+                             crossover={m: crossover([r for r in rows if r.method == m]) for m in methods},
+                             notes=["cancelled: the rows measured before escape"])
+    return render_markdown(report) + f"\nprompt shown (sequence 1 of each first round): {prompt[:200]!r}\n"
