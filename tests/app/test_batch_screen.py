@@ -70,7 +70,7 @@ async def test_b_runs_each_method_beside_autoregressive_decoding_at_each_batch_s
         assert shown(screen, "#batch-crossover").startswith("pld: ")
         # the last batch's two sequences, one line each, the selected one's text in full
         seqs = shown(screen, "#batch-seqs")
-        assert "pld at B=2" in seqs and "▸ seq  1" in seqs and "  seq  2" in seqs and "8/8 tokens" in seqs
+        assert "pld at B=2, round 2/2, 2 sequences (the project's prompts)" in seqs and "▸ seq  1" in seqs and "  seq  2" in seqs and "8/8 tokens" in seqs
         assert shown(screen, "#batch-text").startswith("seq 1: ")
         await pilot.press("down")
         assert "▸ seq  2" in shown(screen, "#batch-seqs") and shown(screen, "#batch-text").startswith("seq 2: ")
@@ -191,3 +191,15 @@ def test_the_plot_gives_each_method_its_glyph_and_leaves_the_baseline_as_break_e
     assert [(p.value, p.speedup, p.glyph) for p in data.points] == [(0, 1.3, "●"), (0, 1.6, "■"), (2, 0.8, "●")]
     assert data.series == (("●", "pld"), ("■", "spec"))
     assert data.ticks == ((0, "1"), (2, "4"))  # log2 of the batch size, each measured size labelled
+
+
+def test_the_prompt_shown_is_the_first_sequence_and_the_others_fit_the_room(tiny_family):
+    from decoders.core.errors import DecodeError
+    from tests.support.app import PROMPT
+    from tui_decode.state.batch_plan import prompt_ids
+
+    ids = prompt_ids(tiny_family, PROMPT, False, 4, 40)
+    assert ids[0] == tiny_family.encode_prompt(PROMPT, False) and len(ids) == 4
+    assert all(0 < len(i) <= 40 for i in ids[1:]) and len({tuple(i) for i in ids}) == 4
+    with pytest.raises(DecodeError, match=r"^the prompt \(\d+ tokens\) leaves no room"):
+        prompt_ids(tiny_family, PROMPT, False, 4, 3)

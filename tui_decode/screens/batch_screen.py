@@ -117,9 +117,10 @@ class BatchScreen(ModalScreen[None]):
     class Stepped(Message):
         """Every sequence's tokens so far in the run that goes (a copy, taken off the clock)."""
 
-        def __init__(self, method: str, batch: int, outs: list[list[int]], done: list[str | None]) -> None:
+        def __init__(self, method: str, batch: int, round_: int, outs: list[list[int]],
+                     done: list[str | None]) -> None:
             super().__init__()
-            self.method, self.batch, self.outs, self.done = method, batch, outs, done
+            self.method, self.batch, self.round, self.outs, self.done = method, batch, round_, outs, done
 
     class RowMeasured(Message):
         def __init__(self, row: BatchRow) -> None:
@@ -219,6 +220,7 @@ class BatchScreen(ModalScreen[None]):
         # each message waits until it is drawn, between two timed forwards (no UI work on a timed clock)
         gate = DrawGate(self, lambda: worker.is_cancelled)
         last = [0.0]
+        runs: dict[tuple[str, int], list[int]] = {}  # per row and batch size: the records' ids, a run each
 
         def check() -> None:
             if worker.is_cancelled:
@@ -233,7 +235,10 @@ class BatchScreen(ModalScreen[None]):
             done = [None if r.finish != "eos" and len(r.out) < max_new else r.finish for r in rows]
             if time.monotonic() - last[0] < BATCH_INTERVAL and not all(d is not None for d in done):
                 return
-            gate.post(self.Stepped(method, batch, [list(r.out) for r in rows], done))
+            seen = runs.setdefault((method, batch), [])
+            if id(rows) not in seen:  # each run (round) decodes into a list of its own
+                seen.append(id(rows))
+            gate.post(self.Stepped(method, batch, len(seen), [list(r.out) for r in rows], done))
             last[0] = time.monotonic()
 
         def on_row(row: BatchRow) -> None:
@@ -288,7 +293,8 @@ class BatchScreen(ModalScreen[None]):
         start = max(0, min(self.selected - SHOWN_SEQUENCES // 2, count - SHOWN_SEQUENCES))
         shown = range(start, min(count, start + SHOWN_SEQUENCES))
         max_new = int(self.settings.params.max_new_tokens)
-        lines = [f"{event.method} at B={event.batch}, {count} sequences (seq 1 of round 1: the prompt shown)"]
+        first = " (seq 1: the prompt shown)" if event.round == 1 else " (the project's prompts)"
+        lines = [f"{event.method} at B={event.batch}, round {event.round}/{ROUNDS}, {count} sequences{first}"]
         lines += [progress_line(i, len(event.outs[i]), max_new, event.done[i], i == self.selected) for i in shown]
         if count > len(shown):
             lines.append(f"  … {count - len(shown)} more (↑↓)")
