@@ -159,6 +159,19 @@ async def test_spec_without_a_draft_that_runs_batched_is_refused_in_one_line(tin
         assert not screen.running
 
 
+async def test_the_palette_and_the_help_offer_the_batch_screen(tiny_spec, loader, tmp_path):
+    from tui_decode.state.help_text import KEYS
+
+    assert any(key == "b" and "batch" in text for key, text in KEYS)
+    app = make_app(tiny_spec, loader, tmp_path, method="pld", max_new_tokens=8)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.main_screen.loaded is not None)
+        command = next(c for c in app.get_system_commands(app.screen) if c.title == "Batch sizes")
+        command.callback()
+        await pilot.pause()
+        assert isinstance(app.screen, BatchScreen)
+
+
 async def test_b_waits_for_a_model(tiny_spec, loader, tmp_path):
     app = make_app(None, loader, tmp_path)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
