@@ -128,6 +128,41 @@ async def test_escape_cancels_at_the_next_iteration_keeps_the_rows_and_frees_the
         assert app.screen is app.main_screen
 
 
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    """A tiny main model with a tiny helper model: speculative decoding drafts batched with it."""
+    from decoders.models.drafts import HelperModel
+    from decoders.models.family import FamilySpec, load_family
+    from tests.support.tiny import save_tiny_model
+
+    root = tmp_path_factory.mktemp("batchpair")
+    main = save_tiny_model(root / "main", vocab=64, layers=3)
+    helper = save_tiny_model(root / "helper", vocab=64, layers=2, seed=1)
+    spec = FamilySpec(name="pair", main=str(main), draft=HelperModel(source=str(helper)), device="cpu",
+                      dtype="float32", label="tiny pair")
+    return spec, load_family(spec)
+
+
+async def test_a_family_with_a_helper_runs_spec_beside_prompt_lookup(pair, tmp_path):
+    spec, family = pair
+    app = make_app(spec, lambda s, progress: family, tmp_path, method="spec", max_new_tokens=8)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        screen = await open_batch(pilot, app)
+        assert screen.query_one("#batch-methods", Input).value == "spec"  # the chosen method runs batched here
+        await type_into(pilot, screen, "#batch-methods", "pld,spec")
+        await type_into(pilot, screen, "#batch-sizes", "1,2")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: not screen.running, timeout=120)
+        await pilot.pause()
+        assert screen.error is None
+        assert [(r.method, r.batch) for r in screen.rows] == [("ar", 1), ("pld", 1), ("spec", 1), ("ar", 2),
+                                                             ("pld", 2), ("spec", 2)]
+        assert all(r.identical for r in screen.rows)  # each sequence equals its batch-1 output
+        drawn = shown(screen, "#batch-plot")
+        assert "● pld" in drawn and "■ spec" in drawn
+        assert shown(screen, "#batch-crossover").splitlines()[1].startswith("spec: ")
+
+
 @pytest.mark.parametrize("field,text,line", [
     ("#batch-sizes", "0,2", "batch sizes: each must be 1..64, got 0; give e.g. 1,2,4,8"),
     ("#batch-sizes", "1,65", "batch sizes: each must be 1..64, got 65; give e.g. 1,2,4,8"),
