@@ -194,6 +194,8 @@ class TuiDecodeApp(App[int]):
                             main.action_toggle_chat_template)
         yield SystemCommand("Sweep the draft length", "Run up to 8 draft lengths and plot each speedup (s)",
                             main.action_sweep)
+        yield SystemCommand("Batch sizes", "Each method beside autoregressive decoding at batch > 1: speedup against "
+                            "batch size, break-even marked (b)", main.action_batch)
         yield SystemCommand("Show iteration detail", "Maximise the selected iteration's detail (d)",
                             main.action_toggle_detail)
         yield SystemCommand("Statistics", "Focus the statistics pane; the arrows scroll its figures (i)",

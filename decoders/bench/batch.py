@@ -10,8 +10,8 @@ stops paying (its crossover). Each sequence's output is compared with its batch-
 output; where they part, the position and the batch-1 top-2 margin there are reported (a margin
 near float32 noise is a near tie the batched kernels broke the other way).
 
-Saved as report.json of kind "batch" (schema `REPORT_SCHEMA`) beside report.md; reports of the
-other kinds read back as before.
+Saved as report.json of kind "batch" (schema `REPORT_SCHEMA`) beside report.md
+(`decoders.bench.batch_report`); reports of the other kinds read back as before.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from statistics import mean, stdev
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -246,12 +247,15 @@ def run_batch_bench(family, prompts: Sequence[list[int]], batches: Sequence[int]
                     max_new: int, rounds: int = 2, k: int = 10, surface_repeats: int = 5, surface_widths: int = WIDTHS,
                     progress: Callable[[str], None] | None = None, clock: Callable[[], float] = time.perf_counter,
                     machine: dict[str, Any] | None = None, policy: str = "fixed",
-                    variants: Sequence[Any] | None = None) -> BatchReport:
+                    variants: Sequence[Any] | None = None, on_step: Callable[[str, int, list], None] | None = None,
+                    on_row: Callable[[BatchRow], None] | None = None) -> BatchReport:
     """Every method in ``methods`` (or every variant of ``variants``) at every batch size beside
     autoregressive decoding, ``rounds`` rounds each (round r takes the prompts from offset r * B,
     so rounds differ in prompts too), the surface T(B, k) first, each sequence checked against its
     batch-1 output. ``policy`` "adaptive": each iteration's draft length from the cost model over
-    the measured surface (`decoders.methods.batch.adaptive`), else up to ``k`` tokens."""
+    the measured surface (`decoders.methods.batch.adaptive`), else up to ``k`` tokens. ``on_step``:
+    (row label, batch size, every sequence's record) after each iteration, off the clock;
+    ``on_row``: each row once measured (a screen's table, as it fills)."""
     from decoders.bench.batch_spec import spec_drafts
     from decoders.bench.batch_surface import measure_surface
 
@@ -290,7 +294,8 @@ def run_batch_bench(family, prompts: Sequence[list[int]], batches: Sequence[int]
                 spec = spec_of.get(method) or RowSpec(label="ar", method="ar", k=0)
                 chooser = BatchDraftPolicy(spec.k, surface) if spec.policy == "adaptive" and spec.k else None
                 run = decode_batch(lm(size), [prompts[i] for i in chosen], max_new, spec.method, gamma=spec.k,
-                                   stop_ids=stop, clock=clock, policy=chooser, draft=draft(spec))
+                                   stop_ids=stop, clock=clock, policy=chooser, draft=draft(spec),
+                                   on_step=None if on_step is None else partial(on_step, method, size))
                 runs[method].append(run)
                 say(f"batch {size} round {round_ + 1}: {method} {run.throughput:.1f} tok/s")
         for method in ["ar", *rows_methods]:
@@ -317,6 +322,8 @@ def run_batch_bench(family, prompts: Sequence[list[int]], batches: Sequence[int]
                 accepted_per_forward=round(last.tokens / max(1, sum(r.iterations for r in last.rows)), 3),
                 identical=identical, policy=spec_of[method].policy if method in spec_of else "fixed",
                 k=spec_of[method].k if method in spec_of else 0, draft_lengths=list(last.draft_lengths)))
+            if on_row is not None:
+                on_row(report_rows[-1])
     cross = {m: crossover([r for r in report_rows if r.method == m]) for m in rows_methods}
     return BatchReport(
         created=time.strftime("%Y-%m-%dT%H:%M:%S%z"), family=family.describe(), machine=machine or {},
@@ -324,71 +331,3 @@ def run_batch_bench(family, prompts: Sequence[list[int]], batches: Sequence[int]
                   "rounds": rounds, "k": k, "prompts": len(prompts), "draft_policy": policy},
         surface={str(b): row for b, row in surface.items()}, surface_unit_ms=unit_ms, rows=report_rows,
         crossover=cross, divergences=divergences, elapsed_s=round(clock() - started, 1))
-
-
-def draft_length_text(row: BatchRow) -> str:
-    """The draft length a row sent: "–" (none), "≤4" (fixed), "K 0×5, 2×3, 4×10" (adaptive: how
-    many iterations of the last round chose each K)."""
-    if row.method == "ar" or not row.k:
-        return "–"
-    if row.policy != "adaptive":
-        return f"≤{row.k}"
-    counts = {k: row.draft_lengths.count(k) for k in sorted(set(row.draft_lengths))}
-    return "K " + ", ".join(f"{k}×{n}" for k, n in counts.items()) if counts else "adaptive"
-
-
-def rows_table(report: BatchReport) -> str:
-    lines = ["| row | batch | tok/s (all sequences) | latency / sequence | AR tok/s | speedup | ± | tokens / "
-             "forward / seq | draft length | identical |", "|---|---|---|---|---|---|---|---|---|---|"]
-    for r in report.rows:
-        spread = "–" if r.spread is None else f"{r.spread:.3f}"
-        lines.append(f"| {r.method} | {r.batch} | {r.throughput:.1f} | {r.latency_s:.2f} s | {r.ar_throughput:.1f} | "
-                     f"{r.speedup:.3f}x | {spread} | {r.accepted_per_forward:.2f} | {draft_length_text(r)} | "
-                     f"{'yes' if r.identical else 'no'} |")
-    return "\n".join(lines)
-
-
-def render_markdown(report: BatchReport) -> str:
-    from decoders.bench.batch_surface import surface_table
-
-    m = report.machine
-    parts = [f"# Batch bench: {report.family.get('label', '')}", "",
-             f"{report.created}; cpu {m.get('cpu', '?')}; vector {m.get('vector', '?')}; threads "
-             f"{m.get('threads', '?')}; load average before {m.get('load_before')}, after {m.get('load_after')}; "
-             f"{report.settings.get('max_new_tokens')} tokens per sequence, {report.settings.get('rounds')} rounds",
-             "", surface_table({int(b): row for b, row in report.surface.items()}, report.surface_unit_ms), "",
-             "## Speedup against batch size (each beside autoregressive decoding at the same batch size)", "",
-             rows_table(report), ""]
-    for method, text in report.crossover.items():
-        parts.append(f"- {method}: {text}")
-    adaptive = [r for r in report.rows if r.policy == "adaptive" and r.draft_lengths]
-    if adaptive:
-        parts += ["", "## Draft length per iteration (the cost model's K, last round; 0: a plain step)", ""]
-        parts += [f"- {r.method} at batch {r.batch}: {' '.join(map(str, r.draft_lengths))}" for r in adaptive]
-    if report.divergences:
-        parts += ["", "## Divergences from batch 1", ""]
-        parts += [f"- {d.method} at batch {d.batch}, row {d.row}: position {d.position}, batch-1 top-2 margin "
-                  f"{d.margin:g}" for d in report.divergences]
-    else:
-        parts += ["", "Every sequence equals its batch-1 output."]
-    for note in report.notes:
-        parts.append(f"note: {note}")
-    return "\n".join(parts) + "\n"
-
-
-def write_batch_report(report: BatchReport, out_dir) -> tuple[Any, Any]:
-    from pathlib import Path
-
-    from decoders.records import atomic
-    from decoders.records.codec import json_text
-
-    out = Path(out_dir)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise DecodeError(f"cannot write the report into {out}: {exc.strerror or exc}; give a writable folder to "
-                          "--out") from None
-    md, js = out / "report.md", out / "report.json"
-    atomic.write_text(md, render_markdown(report), what="the report")
-    atomic.write_text(js, json_text(report.to_json(), ensure_ascii=False, indent=1), what="the report")
-    return md, js

@@ -207,7 +207,7 @@ def render_markdown(report: Report | dict[str, Any]) -> str:
     if isinstance(report, SweepReport):
         return render_sweep_markdown(report)
     if isinstance(report, BatchReport):
-        from decoders.bench.batch import render_markdown as render_batch
+        from decoders.bench.batch_report import render_markdown as render_batch
 
         return render_batch(report)
     parts = ["# tui-decode bench", "", *settings_lines(report), "", HOW_TO_READ, ""]

@@ -129,3 +129,29 @@ def test_bad_steps_are_refused(model):
     lm.step([[1, 2], [3]])
     with pytest.raises(ValueError, match="kept must give 0..2 for each of the 2 rows"):
         lm.commit([3, 1])
+
+
+def test_the_step_callback_sees_every_row_grow_and_its_time_stays_off_the_clock(model):
+    """``on_step`` (a screen's progress, issue 39) gets every row's record after the prefill and
+    each iteration; what it spends is taken off the run's wall time and each row's done time."""
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 1.0  # every reading of the clock: one unit
+        return now[0]
+
+    plain = decode_batch(BatchedLM(model, 256), PROMPTS, 12, "pld", gamma=3, clock=clock)
+    seen: list[list[int]] = []
+
+    def on_step(rows) -> None:
+        seen.append([len(r.out) for r in rows])
+        now[0] += 1000.0  # a slow draw: none of it may land on the run's clock
+
+    now[0] = 0.0
+    watched = decode_batch(BatchedLM(model, 256), PROMPTS, 12, "pld", gamma=3, clock=clock, on_step=on_step)
+    assert [r.out for r in watched.rows] == [r.out for r in plain.rows]
+    assert len(seen) == watched.forwards  # the prefill and every iteration
+    assert seen[0] == [1] * len(PROMPTS) and seen[-1] == [len(r.out) for r in watched.rows]
+    assert all(a <= b for before, after in zip(seen, seen[1:], strict=False)
+               for a, b in zip(before, after, strict=True))
+    assert watched.wall_s < 1000.0 and all(r.done_s < 1000.0 for r in watched.rows)

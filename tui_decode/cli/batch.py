@@ -13,14 +13,8 @@ from decoders.core.errors import DecodeError
 def cmd_batch_bench(namespace: argparse.Namespace, args, prompts) -> int:
     from rich.console import Console
 
-    from decoders.bench.batch import (
-        check_batches,
-        parse_batches,
-        render_markdown,
-        row_specs,
-        run_batch_bench,
-        write_batch_report,
-    )
+    from decoders.bench.batch import check_batches, parse_batches, row_specs, run_batch_bench
+    from decoders.bench.batch_report import render_markdown, write_batch_report
     from decoders.bench.machine import load_average
     from decoders.bench.prompts import select_prompts
     from decoders.core.host_memory import host_available_memory

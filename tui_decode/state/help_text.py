@@ -179,6 +179,8 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("i", "the statistics pane: the arrow and page keys scroll its figures (tab reaches it too)"),
     ("s", "sweep the draft length over up to 8 values and plot each measured speedup"),
     ("r", "repeat the current settings 5 times, each beside its own baseline, and pool the speedups"),
+    ("b", "batch: each method beside autoregressive decoding at batch sizes you type (1..64), a line per "
+          "sequence, speedup against batch size with break-even marked"),
     ("n", "calibrate: this machine's run-to-run noise (autoregressive against itself, 6 runs), kept; "
           "every spread then covers a second run"),
     ("h", "the run history: the last two runs marked; enter compares them, space marks others, x exports it"),

@@ -97,16 +97,17 @@ class BrailleCanvas:
 class Point:
     """One measured run: its draft length, its speedup and that speedup's spread (None: unknown)."""
 
-    value: int
+    value: float  # where it sits on the x axis (the batch screen: log2 of the batch size)
     speedup: float
     spread: float | None = None
+    glyph: str = "●"  # its series' mark (the batch screen's methods, each its own)
 
 
 @dataclass
 class PlotData:
     curve: list[list[float]]  # [[gamma, predicted speedup], ...] (Theorem 3.8); [] for no prediction
     cost_aware: list[list[float]] | None  # the same with the measured verify cost T(gamma + 1)
-    gamma: int  # the draft length of the shown run (a tick on the axis)
+    gamma: float  # the draft length of the shown run (a tick on the axis)
     points: list[Point] = field(default_factory=list)  # measured runs
     name: str = "γ"  # what the x axis counts
     # each curve's best draft length over the whole range (the run's `gamma_star`s), where the
@@ -114,6 +115,8 @@ class PlotData:
     best_curve: int | str | None = None
     best_cost_aware: int | str | None = None
     extrapolated: bool = False  # the best lengths rest on alpha_hat near 1 from few drafts
+    series: tuple[tuple[str, str], ...] = ()  # (glyph, name) per series of points; (): one, "measured"
+    ticks: tuple[tuple[float, str], ...] = ()  # (x, label) under the axis; (): each whole x and the run's
 
     def best(self, series: list[list[float]] | None) -> int | None:
         return int(max(series, key=lambda row: row[1])[0]) if series else None
@@ -159,8 +162,10 @@ def legend(data: PlotData, styles: dict[str, Style]) -> Text:
         together = sum(len(t.plain) for t in first) + 2 * (len(first) - 1) <= LEGEND_WIDTH
         out.append_text(Text("  " if together else "\n").join(first))
         out.append("\n")
+    names = [(f"{glyph} {name}", styles.get("measured", "")) for glyph, name in data.series] or \
+        [("● measured", styles.get("measured", ""))]
     out.append_text(Text.assemble(("┈ break-even 1.0x", styles.get("even", "")), "  ",
-                                  ("● measured", styles.get("measured", "")), " ",
+                                  *[part for name in names for part in (name, " ")],
                                   ("│ spread", styles.get("measured", ""))))
     return out
 
@@ -212,7 +217,7 @@ class GammaPlot(Widget):
                 _, lo = to_dot(p.value, p.speedup - p.spread)
                 _, hi = to_dot(p.value, p.speedup + p.spread)
                 canvas.line(x, hi, x, lo, "measured")
-            canvas.mark(x, y, "●", "measured")
+            canvas.mark(x, y, p.glyph, "measured")
 
         places = 1 if top - bottom >= 1.0 else 2  # 0.86x and 0.97x apart on a narrow range
         for row in range(rows):
@@ -248,8 +253,8 @@ class GammaPlot(Widget):
         lo = int(min([g for g, _ in data.curve] + [p.value for p in data.points] + [data.gamma]))
         hi = int(max([g for g, _ in data.curve] + [p.value for p in data.points] + [data.gamma]))
         taken: list[tuple[int, int]] = []
-        for g in [data.gamma] + list(range(lo, hi + 1)):
-            label = str(g)
+        labels = list(data.ticks) or [(g, str(g)) for g in [data.gamma] + list(range(lo, hi + 1))]
+        for g, label in labels:
             start = min(max(x_of(g) // 2 - len(label) // 2, 0), columns - len(label))
             span = (start - 1, start + len(label))
             if any(a <= span[1] and span[0] <= b for a, b in taken):

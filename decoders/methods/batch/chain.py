@@ -132,7 +132,8 @@ def decode_batch(lm: BatchedModel, prompts: Sequence[Sequence[int]], max_new: in
                  gamma: int = 10, stop_ids: frozenset[int] = frozenset(),
                  clock: Callable[[], float] = time.perf_counter, compact_at: float = 0.5, n_min: int = 1,
                  n_max: int = 3, make: Callable[[list[int]], Drafter] | None = None,
-                 draft: ModelDraft | None = None, policy: BatchDraftPolicy | None = None) -> BatchRun:
+                 draft: ModelDraft | None = None, policy: BatchDraftPolicy | None = None,
+                 on_step: Callable[[list[SeqRecord]], None] | None = None) -> BatchRun:
     """Decode ``prompts`` together, greedy, ``max_new`` tokens each at most: ``method`` "ar",
     "pld" (``gamma``: its copy length k) or "spec" (``draft`` drafts every row's chain, its γ
     set when it was made). A finished row leaves the batch at once; the cache's
@@ -140,14 +141,26 @@ def decode_batch(lm: BatchedModel, prompts: Sequence[Sequence[int]], max_new: in
     drafter from its prompt and first token, in place of ``method``'s (a test's). ``policy``: the
     draft length K of each iteration, for every row together, from the cost model
     (`decoders.methods.batch.adaptive`; None: each row sends all it drafts; a model draft keeps
-    the γ it was made with)."""
+    the γ it was made with). ``on_step``: called with every row's record after the prefill and
+    after each iteration (a screen's progress), its time off the clock."""
     if method == "spec" and draft is None and make is None:
         raise DecodeError("speculative decoding at batch B needs its draft model (decode_batch's draft)")
     if draft is not None:
         policy = None
     make = make or (None if draft is not None else drafter_for(method, gamma, n_min, n_max))
     rows = [SeqRecord(list(p)) for p in prompts]
-    t0 = clock()
+    off = [0.0]  # seconds spent in ``on_step``, taken off every time this returns
+
+    def now() -> float:
+        return clock() - off[0]
+
+    def stepped() -> None:
+        if on_step is not None:
+            start = clock()
+            on_step(rows)
+            off[0] += clock() - start
+
+    t0 = now()
     logits = lm.start(rows_prompts := [r.prompt for r in rows])
     forwards, widest = 1, lm.slots
     if draft is not None:
@@ -159,7 +172,7 @@ def decode_batch(lm: BatchedModel, prompts: Sequence[Sequence[int]], max_new: in
     for i, token in enumerate(first):
         rows[i].iterations = 1
         if _emit(rows[i], [token], max_new, stop_ids):
-            rows[i].done_s = clock() - t0
+            rows[i].done_s = now() - t0
         else:
             active.append(i)
             last[i] = token
@@ -168,6 +181,7 @@ def decode_batch(lm: BatchedModel, prompts: Sequence[Sequence[int]], max_new: in
     lm.keep_rows(active)
     if draft is not None:
         draft.keep_rows(active)
+    stepped()
     lengths: list[int] = []
     while active:
         if draft is not None:  # every row's chain from the draft model's γ batched steps
@@ -202,7 +216,7 @@ def decode_batch(lm: BatchedModel, prompts: Sequence[Sequence[int]], max_new: in
             kept.append(1 + n)  # the last token and the accepted drafts are cached now
             taken.append(n)
             if _emit(row, d[:n] + [b[n]], max_new, stop_ids):
-                row.done_s = clock() - t0
+                row.done_s = now() - t0
             else:
                 last[i] = b[n]
                 still.append(slot)
@@ -215,4 +229,5 @@ def decode_batch(lm: BatchedModel, prompts: Sequence[Sequence[int]], max_new: in
             draft.tidy(compact_at)
         if active and lm.holes > compact_at * lm.slots * lm.rows:
             lm.compact()
-    return BatchRun(method, len(prompts), rows, clock() - t0, forwards, widest, lengths)
+        stepped()
+    return BatchRun(method, len(prompts), rows, now() - t0, forwards, widest, lengths)

@@ -1,12 +1,14 @@
-"""The s, r and n keys of the main screen: a sweep of the method's draft length, the current
-settings run `REPEATS` times and pooled, or this machine's noise calibrated, each on the prompt
-shown in a screen of its own (`tui_decode.screens.sweep`); or one line saying why not now.
+"""The s, r, n and b keys of the main screen: a sweep of the method's draft length, the current
+settings run `REPEATS` times and pooled, this machine's noise calibrated (`tui_decode.screens.sweep`),
+or the methods at batch > 1 (`tui_decode.screens.batch_screen`), each on the prompt shown in a
+screen of its own; or one line saying why not now.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tui_decode.screens.batch_screen import BatchScreen
 from tui_decode.screens.sweep import (
     CALIBRATION_RUNS,
     REPEATS,
@@ -80,3 +82,16 @@ def start_calibration(main: MainScreen) -> None:
         return
     main.app.push_screen(CalibrateScreen(main, loaded, prompt, main.settings, "run",
                                          list(range(1, CALIBRATION_RUNS + 1)), "run"))
+
+
+def start_batch(main: MainScreen) -> None:
+    """The b key: the batch screen, where enter runs the methods at the batch sizes typed; or say why not."""
+    loaded = _idle_with_model(main, "ctrl+r loads it and runs, then b opens the batch screen")
+    if loaded is None:
+        return
+    prompt = main.prompt_pane.text
+    error = input_error(prompt, main.settings)
+    if error is not None:
+        main.report_error(error)
+        return
+    main.app.push_screen(BatchScreen(main, loaded, prompt, main.settings))

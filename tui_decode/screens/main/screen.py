@@ -31,7 +31,7 @@ from tui_decode.screens.history_screen import compare_with_baseline, open_histor
 from tui_decode.screens.keys import QUIT
 from tui_decode.screens.main.family import FamilySwitching
 from tui_decode.screens.main.layout import ResponsiveLayout, page_tabs
-from tui_decode.screens.main.measuring import start_calibration, start_repeat, start_sweep
+from tui_decode.screens.main.measuring import start_batch, start_calibration, start_repeat, start_sweep
 from tui_decode.screens.main.running import RunLifecycle
 from tui_decode.screens.main.saving import RunFiles
 from tui_decode.screens.main.showing import RunView
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
 #: Actions on one-letter keys: off while the prompt editor has focus, so typing stays typing.
 LETTER_ACTIONS = frozenset({"cycle_method", "toggle_mode", "draft_length", "toggle_chat_template",
                             "pick_family", "edit_prompt", "toggle_detail", "sweep", "history",
-                            "compare_baseline", "pick_prompt", "repeat", "calibrate", "focus_stats"})
+                            "compare_baseline", "pick_prompt", "repeat", "calibrate", "focus_stats", "batch"})
 
 
 class MainScreen(ResponsiveLayout, RunView, RunLifecycle, RunFiles, FamilySwitching, FamilyLoadWorker, DraftBuildWorker,
@@ -95,6 +95,8 @@ class MainScreen(ResponsiveLayout, RunView, RunLifecycle, RunFiles, FamilySwitch
         Binding("c", "compare_baseline", "Compare", tooltip="The run shown beside its autoregressive baseline"),
         Binding("n", "calibrate", "Calibrate", show=False,
                 tooltip="Measure this machine's run-to-run noise (autoregressive against itself, 6 runs)"),
+        Binding("b", "batch", "Batch", show=False,
+                tooltip="Each method beside autoregressive decoding at batch sizes 1..64; speedup against batch size"),
     ]
 
     running: var[bool] = var(False, bindings=True)
@@ -220,6 +222,9 @@ class MainScreen(ResponsiveLayout, RunView, RunLifecycle, RunFiles, FamilySwitch
 
     def action_calibrate(self) -> None:
         start_calibration(self)
+
+    def action_batch(self) -> None:
+        start_batch(self)
 
     def action_pick_prompt(self) -> None:
         open_prompt_library(self)

@@ -1,0 +1,160 @@
+"""What the batch screen (b, issue 39) runs and shows, apart from the screen: the batch sizes and
+methods typed into it (each refused in one line), the B prompts (the prompt shown first, then the
+project's own prompt sets, never the bench's Spec-Bench prompts), the rows each method runs as,
+each sequence's one-line progress and the saved CSV."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from decoders.core.errors import DecodeError
+from decoders.methods.batch.chain import MAX_BATCH
+
+if TYPE_CHECKING:
+    from decoders.bench.batch import BatchReport, BatchRow
+    from decoders.core.params import DecodeParams
+    from tui_decode.state.settings import Settings
+
+#: Batch sizes one screen run takes at most (each runs every method beside autoregressive decoding).
+MAX_SIZES = 6
+#: Rounds per batch size: the fewest that give a spread (round r takes the next B prompts).
+ROUNDS = 2
+#: The longest a prompt of the project's sets is cut to (its last tokens), in tokens.
+MOST_PROMPT_TOKENS = 256
+#: Each method's glyph on the plot (autoregressive decoding is the 1.0x line itself).
+GLYPHS = {"pld": "●", "spec": "■"}
+
+
+def parse_sizes(text: str) -> list[int]:
+    """``"1,2,4"`` as ascending distinct batch sizes, each 1..`MAX_BATCH`, at most `MAX_SIZES`
+    of them; DecodeError in one line saying what to type."""
+    parts = [part.strip() for part in text.split(",")]
+    if not text.strip() or not all(part.isdigit() for part in parts):
+        raise DecodeError(f"batch sizes: give whole numbers 1..{MAX_BATCH} separated by commas, such as 1,2,4; "
+                          f"got {text.strip()!r}")
+    sizes = sorted({int(part) for part in parts})
+    odd = [size for size in sizes if not 1 <= size <= MAX_BATCH]
+    if odd:
+        raise DecodeError(f"batch sizes: each must be 1..{MAX_BATCH}, got {odd[0]}; give e.g. 1,2,4,8")
+    if len(sizes) > MAX_SIZES:
+        raise DecodeError(f"batch sizes: at most {MAX_SIZES} at a time (each runs every method twice), got "
+                          f"{len(sizes)}")
+    return sizes
+
+
+def family_methods(settings: Settings, backend: str, has_helper: bool) -> dict[str, str | None]:
+    """The methods the loaded family can run at batch > 1 besides autoregressive decoding, with
+    the draft the settings choose: each name with None where it can, else the line saying why not
+    (what is left, a model the batched path cannot take, the run itself says)."""
+    from decoders.methods.batch.model_draft import BATCHED_DRAFTS
+
+    kind = settings.self_draft or ("early-exit" if settings.draft is not None else "helper" if has_helper else None)
+    why: str | None = None
+    if backend != "torch":
+        why = "spec runs at batch > 1 on the torch backend only; pick a torch family (f) or leave spec out"
+    elif kind not in BATCHED_DRAFTS:
+        why = ("spec drafts at batch > 1 with a helper model or the int4 self-draft only; choose the int4 draft in "
+               "the parameters pane, or a family with a helper (f)")
+    return {"pld": None, "spec": why}
+
+
+def parse_methods(text: str, offered: dict[str, str | None]) -> list[str]:
+    """``"pld,spec"`` as the rows to run beside autoregressive decoding; DecodeError in one line
+    for a method that does not decode at batch > 1 or that this family cannot run so."""
+    names = [name.strip() for name in text.split(",") if name.strip() and name.strip() != "ar"]
+    if not names:
+        raise DecodeError(f"methods: give one or more of {', '.join(offered)} (autoregressive decoding runs beside "
+                          "each anyway)")
+    for name in names:
+        if name not in offered:
+            raise DecodeError(f"methods: {name!r} does not decode at batch > 1 here; give {', '.join(offered)}")
+        if offered[name] is not None:
+            raise DecodeError(f"methods: {name} cannot run at batch > 1 on this family: {offered[name]}")
+    return list(dict.fromkeys(names))
+
+
+def start_methods(method: str, offered: dict[str, str | None]) -> str:
+    """What the methods field starts with: the chosen method where it runs at batch > 1, else pld."""
+    return method if offered.get(method, "no") is None else "pld"
+
+
+@dataclass(frozen=True)
+class BatchVariant:
+    """A row as `decoders.bench.batch.row_specs` takes a ``--variants`` item: ``method`` at the
+    app's draft length and policy for it, labelled by its name alone."""
+
+    method: str
+    overrides: tuple[tuple[str, Any], ...]
+    draft: str | None = None
+
+    @property
+    def label(self) -> str:
+        return self.method
+
+
+def variants(methods: Sequence[str], params: DecodeParams) -> list[BatchVariant]:
+    """Each method's row at the draft length the parameters pane gives it (prompt lookup's k,
+    speculative decoding's γ) and the pane's draft policy."""
+    lengths = {"pld": params.num_pred, "spec": params.gamma}
+    return [BatchVariant(m, (("num_pred", int(lengths[m])), ("draft_policy", str(params.draft_policy))))
+            for m in methods]
+
+
+def project_prompts(count: int) -> list[str]:
+    """``count`` requests from the project's own prompt sets (`decoders.training.prompts`): the
+    draft choice's three first, then the other sets from their ends, each once."""
+    from decoders.models.draft_choice import choice_prompts
+    from decoders.training.prompts import more_prompts, training_prompts
+
+    out = list(dict.fromkeys(choice_prompts()))
+    for a, b in zip(reversed(more_prompts()), reversed(training_prompts()), strict=False):
+        if len(out) >= count:
+            break
+        out += [p for p in (a, b) if p not in out]
+    return out[:count]
+
+
+def prompt_ids(family, current: str, chat_template: bool, count: int, room: int) -> list[list[int]]:
+    """The current prompt's ids first, then ``count - 1`` of the project's, each cut to its last
+    ``room`` tokens (at most `MOST_PROMPT_TOKENS`); DecodeError where the current one has no room."""
+    first = family.encode_prompt(current, chat_template)
+    if len(first) > room:
+        raise DecodeError(f"the prompt ({len(first)} tokens) leaves no room for the tokens asked in the model's "
+                          f"context of {family.context_length}; shorten it or lower max new tokens")
+    most = min(room, MOST_PROMPT_TOKENS)
+    return [first] + [family.encode_prompt(text, chat_template)[-most:] for text in project_prompts(count - 1)]
+
+
+def progress_line(index: int, tokens: int, max_new: int, finish: str | None, selected: bool) -> str:
+    """One sequence's line: its number, a bar, its tokens so far and whether it is done."""
+    width = 12
+    filled = round(width * min(tokens, max_new) / max(max_new, 1))
+    state = "" if finish is None else f" · done ({finish})"
+    return f"{'▸' if selected else ' '} seq {index + 1:>2} {'█' * filled}{'░' * (width - filled)} " \
+           f"{tokens:>4}/{max_new} tokens{state}"
+
+
+def rows_csv(rows: Sequence[BatchRow]) -> str:
+    lines = ["method,batch,speedup,spread,throughput,ar_throughput,latency_s,accepted_per_forward,identical"]
+    for r in rows:
+        lines.append(f"{r.method},{r.batch},{r.speedup},{'' if r.spread is None else r.spread},{r.throughput},"
+                     f"{r.ar_throughput},{r.latency_s},{r.accepted_per_forward},{'yes' if r.identical else 'no'}")
+    return "\n".join(lines) + "\n"
+
+
+def report_markdown(report: BatchReport | None, rows: Sequence[BatchRow], family: dict[str, Any], max_new: int,
+                    prompt: str) -> str:
+    """The saved Markdown: the bench's report of the run (`decoders.bench.batch_report`), or of
+    the rows measured before a cancel; the prompt shown named."""
+    from decoders.bench.batch import BatchReport, crossover
+    from decoders.bench.batch_report import render_markdown
+
+    if report is None:
+        methods = dict.fromkeys(r.method for r in rows if r.method != "ar")
+        report = BatchReport(family=family, machine={}, settings={"max_new_tokens": max_new, "rounds": ROUNDS},
+                             surface={}, surface_unit_ms=0.0, rows=list(rows),
+                             crossover={m: crossover([r for r in rows if r.method == m]) for m in methods},
+                             notes=["cancelled: the rows measured before escape"])
+    return render_markdown(report) + f"\nprompt shown (sequence 1 of each first round): {prompt[:200]!r}\n"
