@@ -25,6 +25,9 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 
 from decoders.bench.batch_surface import WIDTHS
+from decoders.bench.common import known, known_or
+from decoders.bench.machine import BatchMachine
+from decoders.bench.settings import BatchSettings
 from decoders.bench.suite import REPORT_SCHEMA
 from decoders.core.errors import DecodeError
 from decoders.methods.batch.adaptive import BatchDraftPolicy
@@ -210,8 +213,8 @@ class BatchReport(Record, kw_only=True):
     kind: Literal["batch"] = "batch"
     created: str = ""
     family: dict[str, Any]
-    machine: dict[str, Any]  # cpu, vector features, threads, load average before and after
-    settings: dict[str, Any]  # batch sizes, methods, tokens, rounds, prompts
+    machine: BatchMachine  # cpu, vector features, threads, load average before and after
+    settings: BatchSettings  # batch sizes, methods, tokens, rounds, prompts
     surface: dict[str, list[float]]  # T(B, k) by B (as text), k = 1..16
     surface_unit_ms: float
     rows: list[BatchRow] = msgspec.field(default_factory=list)
@@ -245,7 +248,7 @@ def _margin(lm_factory: Callable[[int], BatchedModel], prompt: list[int], prefix
 def run_batch_bench(family, prompts: Sequence[list[int]], batches: Sequence[int], methods: Sequence[str],
                     max_new: int, rounds: int = 2, k: int = 10, surface_repeats: int = 5, surface_widths: int = WIDTHS,
                     progress: Callable[[str], None] | None = None, clock: Callable[[], float] = time.perf_counter,
-                    machine: dict[str, Any] | None = None, policy: str = "fixed",
+                    machine: BatchMachine | None = None, policy: str = "fixed",
                     variants: Sequence[Any] | None = None) -> BatchReport:
     """Every method in ``methods`` (or every variant of ``variants``) at every batch size beside
     autoregressive decoding, ``rounds`` rounds each (round r takes the prompts from offset r * B,
@@ -319,9 +322,9 @@ def run_batch_bench(family, prompts: Sequence[list[int]], batches: Sequence[int]
                 k=spec_of[method].k if method in spec_of else 0, draft_lengths=list(last.draft_lengths)))
     cross = {m: crossover([r for r in report_rows if r.method == m]) for m in rows_methods}
     return BatchReport(
-        created=time.strftime("%Y-%m-%dT%H:%M:%S%z"), family=family.describe(), machine=machine or {},
-        settings={"batches": list(batches), "methods": ["ar", *rows_methods], "max_new_tokens": max_new,
-                  "rounds": rounds, "k": k, "prompts": len(prompts), "draft_policy": policy},
+        created=time.strftime("%Y-%m-%dT%H:%M:%S%z"), family=family.describe(), machine=machine or BatchMachine(),
+        settings=BatchSettings(batches=list(batches), methods=["ar", *rows_methods], max_new_tokens=max_new,
+                               rounds=rounds, k=k, prompts=len(prompts), draft_policy=policy),
         surface={str(b): row for b, row in surface.items()}, surface_unit_ms=unit_ms, rows=report_rows,
         crossover=cross, divergences=divergences, elapsed_s=round(clock() - started, 1))
 
@@ -351,11 +354,11 @@ def rows_table(report: BatchReport) -> str:
 def render_markdown(report: BatchReport) -> str:
     from decoders.bench.batch_surface import surface_table
 
-    m = report.machine
+    m, st = report.machine, report.settings
     parts = [f"# Batch bench: {report.family.get('label', '')}", "",
-             f"{report.created}; cpu {m.get('cpu', '?')}; vector {m.get('vector', '?')}; threads "
-             f"{m.get('threads', '?')}; load average before {m.get('load_before')}, after {m.get('load_after')}; "
-             f"{report.settings.get('max_new_tokens')} tokens per sequence, {report.settings.get('rounds')} rounds",
+             f"{report.created}; cpu {known_or(m.cpu, '?')}; vector {known_or(m.vector, '?')}; threads "
+             f"{known_or(m.threads, '?')}; load average before {known(m.load_before)}, after {known(m.load_after)}; "
+             f"{st.max_new_tokens} tokens per sequence, {st.rounds} rounds",
              "", surface_table({int(b): row for b, row in report.surface.items()}, report.surface_unit_ms), "",
              "## Speedup against batch size (each beside autoregressive decoding at the same batch size)", "",
              rows_table(report), ""]
