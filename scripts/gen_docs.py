@@ -220,13 +220,15 @@ def run_file_page() -> str:
 
 
 def bench_report_page() -> str:
+    from decoders.bench.batch import BatchReport
     from decoders.bench.suite import BenchReport
     from decoders.bench.sweep import SweepReport
 
     out = ["# The bench report", "", GENERATED.format(source="the msgspec records in `decoders/bench/`"), "",
            "`tui-decode bench` writes `report.md` (tables for reading) and `report.json`, a `BenchReport`; "
-           "`--sweep` writes a `SweepReport`. Both are read back by `decoders/bench/files.py`.", ""]
-    for cls in records(BenchReport, SweepReport):
+           "`--sweep` writes a `SweepReport` and `--batch` a `BatchReport`. All three are read back by "
+           "`decoders/bench/files.py`.", ""]
+    for cls in records(BenchReport, SweepReport, BatchReport):
         out += record_section(cls)
     return "\n".join(out).rstrip() + "\n"
 

@@ -57,6 +57,13 @@ class TreeDrafter(Protocol):
 
 
 @runtime_checkable
+class NamedSource(Protocol):
+    """A built draft that names where it came from (a trained head: its folder), as a run records it."""
+
+    source: str
+
+
+@runtime_checkable
 class OwnBytes(Protocol):
     """A self-draft that reads some of its target's weights: the bytes it holds of its own."""
 

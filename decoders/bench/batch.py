@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 
 from decoders.bench.batch_surface import WIDTHS
+from decoders.bench.machine import BatchMachine
+from decoders.bench.settings import BatchSettings
 from decoders.bench.suite import REPORT_SCHEMA
 from decoders.core.errors import DecodeError
 from decoders.methods.batch.adaptive import BatchDraftPolicy
@@ -211,8 +213,8 @@ class BatchReport(Record, kw_only=True):
     kind: Literal["batch"] = "batch"
     created: str = ""
     family: dict[str, Any]
-    machine: dict[str, Any]  # cpu, vector features, threads, load average before and after
-    settings: dict[str, Any]  # batch sizes, methods, tokens, rounds, prompts
+    machine: BatchMachine  # cpu, vector features, threads, load average before and after
+    settings: BatchSettings  # batch sizes, methods, tokens, rounds, prompts
     surface: dict[str, list[float]]  # T(B, k) by B (as text), k = 1..16
     surface_unit_ms: float
     rows: list[BatchRow] = msgspec.field(default_factory=list)
@@ -246,7 +248,7 @@ def _margin(lm_factory: Callable[[int], BatchedModel], prompt: list[int], prefix
 def run_batch_bench(family, prompts: Sequence[list[int]], batches: Sequence[int], methods: Sequence[str],
                     max_new: int, rounds: int = 2, k: int = 10, surface_repeats: int = 5, surface_widths: int = WIDTHS,
                     progress: Callable[[str], None] | None = None, clock: Callable[[], float] = time.perf_counter,
-                    machine: dict[str, Any] | None = None, policy: str = "fixed",
+                    machine: BatchMachine | None = None, policy: str = "fixed",
                     variants: Sequence[Any] | None = None, on_step: Callable[[str, int, list], None] | None = None,
                     on_row: Callable[[BatchRow], None] | None = None) -> BatchReport:
     """Every method in ``methods`` (or every variant of ``variants``) at every batch size beside
@@ -326,8 +328,8 @@ def run_batch_bench(family, prompts: Sequence[list[int]], batches: Sequence[int]
                 on_row(report_rows[-1])
     cross = {m: crossover([r for r in report_rows if r.method == m]) for m in rows_methods}
     return BatchReport(
-        created=time.strftime("%Y-%m-%dT%H:%M:%S%z"), family=family.describe(), machine=machine or {},
-        settings={"batches": list(batches), "methods": ["ar", *rows_methods], "max_new_tokens": max_new,
-                  "rounds": rounds, "k": k, "prompts": len(prompts), "draft_policy": policy},
+        created=time.strftime("%Y-%m-%dT%H:%M:%S%z"), family=family.describe(), machine=machine or BatchMachine(),
+        settings=BatchSettings(batches=list(batches), methods=["ar", *rows_methods], max_new_tokens=max_new,
+                               rounds=rounds, k=k, prompts=len(prompts), draft_policy=policy),
         surface={str(b): row for b, row in surface.items()}, surface_unit_ms=unit_ms, rows=report_rows,
         crossover=cross, divergences=divergences, elapsed_s=round(clock() - started, 1))

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from decoders.bench.common import known, known_or
+
 if TYPE_CHECKING:
     from decoders.bench.batch import BatchReport, BatchRow
 
@@ -34,11 +36,11 @@ def rows_table(report: BatchReport) -> str:
 def render_markdown(report: BatchReport) -> str:
     from decoders.bench.batch_surface import surface_table
 
-    m = report.machine
+    m, st = report.machine, report.settings
     parts = [f"# Batch bench: {report.family.get('label', '')}", "",
-             f"{report.created}; cpu {m.get('cpu', '?')}; vector {m.get('vector', '?')}; threads "
-             f"{m.get('threads', '?')}; load average before {m.get('load_before')}, after {m.get('load_after')}; "
-             f"{report.settings.get('max_new_tokens')} tokens per sequence, {report.settings.get('rounds')} rounds",
+             f"{report.created}; cpu {known_or(m.cpu, '?')}; vector {known_or(m.vector, '?')}; threads "
+             f"{known_or(m.threads, '?')}; load average before {known(m.load_before)}, after {known(m.load_after)}; "
+             f"{st.max_new_tokens} tokens per sequence, {st.rounds} rounds",
              "", surface_table({int(b): row for b, row in report.surface.items()}, report.surface_unit_ms), "",
              "## Speedup against batch size (each beside autoregressive decoding at the same batch size)", "",
              rows_table(report), ""]

@@ -42,6 +42,11 @@ def known(value: T | UnsetType) -> T | None:
     return None if isinstance(value, UnsetType) else value
 
 
+def known_or(value: T | UnsetType, missing: str) -> T | str:
+    """A field's value, ``missing`` where the report leaves it out (UNSET)."""
+    return missing if isinstance(value, UnsetType) else value
+
+
 #: How a row label carries the backend it ran on in a run of several (`decoders.bench.multi`):
 #: "ar [llama.cpp]", "pld[branches 3] [torch]".
 BACKEND_LABELS = {"torch": "torch", "llamacpp": "llama.cpp"}

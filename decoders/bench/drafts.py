@@ -93,7 +93,7 @@ class Drafts:
 
     @property
     def n_layers(self) -> int:
-        return int(getattr(self.family.main, "n_layers", 0) or 0)
+        return int(self.family.main.n_layers or 0)
 
     def layer(self, variant: Variant) -> int:
         """The early-exit layer of ``variant``: its own, the family's, the bench's, else two thirds up."""

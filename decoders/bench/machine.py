@@ -8,6 +8,7 @@ import platform
 import time
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 from msgspec import UNSET, UnsetType
 
 from decoders.bench.common import ratio, rounded
@@ -51,9 +52,9 @@ class CostCurve(Record, kw_only=True):
     t: list[float]  # T(k), k = 1..16: a k-token forward over a one-token forward; empty: the context had no room
 
 
-class BenchMachine(Record, kw_only=True):
-    """The machine a bench ran on, as report.json's ``machine`` holds it (`machine_info` and what
-    the run adds). The fields are in report.json's key order."""
+class MachineInfo(Record, kw_only=True):
+    """The machine and the versions a run measured on (`machine_info`), as a sweep's report.json
+    holds them under ``machine``; a bench's (`BenchMachine`) adds what its run measured."""
 
     platform: str  # `platform.platform()`: "Linux-6.1-x86_64-with-glibc2.36"
     processor: str  # the processor's name, else the machine type ("x86_64")
@@ -63,27 +64,48 @@ class BenchMachine(Record, kw_only=True):
     transformers: str  # transformers' version
     python: str  # Python's version
     load_average: list[float] | None  # 1/5/15-minute load average at the end; None where unknown
+
+
+class BenchMachine(MachineInfo, kw_only=True):
+    """The machine a bench ran on, as report.json's ``machine`` holds it (`machine_info` and what
+    the run adds). The fields are in report.json's key order."""
+
     load_average_at_start: list[float] | None  # the same before the first prompt
     # the main (first) backend's T(k); UNSET in reports from before it was measured
     verify_cost_curve: CostCurve | UnsetType = UNSET
     # a run on several backends only: llama-cpp-python's version (None: not installed)
     llama_cpp_python: str | None | UnsetType = UNSET
 
+    @classmethod
+    def of(cls, info: MachineInfo, load_average_at_start: list[float] | None, verify_cost_curve: CostCurve,
+           llama_cpp_python: str | None | UnsetType = UNSET) -> BenchMachine:
+        """``info`` with what the bench's run measured besides."""
+        return cls(**msgspec.structs.asdict(info), load_average_at_start=load_average_at_start,
+                   verify_cost_curve=verify_cost_curve, llama_cpp_python=llama_cpp_python)
 
-def machine_info() -> dict[str, Any]:
+
+class BatchMachine(Record, kw_only=True):
+    """The machine a batch bench ran on, as its report.json holds it under ``machine`` (what
+    ``tui-decode bench --batch`` measured; each key UNSET where the caller of `run_batch_bench` gave
+    no machine). The fields are in report.json's key order."""
+
+    cpu: str | UnsetType = UNSET  # the processor's model name (`decoders.models.machine.cpu_features`)
+    vector: str | UnsetType = UNSET  # its vector features ("avx2 avx512f"), as `cpu_features` names them
+    cpus: int | None | UnsetType = UNSET  # `os.cpu_count()`; None where it is unknown
+    threads: int | UnsetType = UNSET  # the threads torch decoded with
+    load_before: list[float] | None | UnsetType = UNSET  # 1/5/15-minute load average before the model loaded
+    load_after: list[float] | None | UnsetType = UNSET  # the same after the last batch
+
+
+def machine_info() -> MachineInfo:
     import torch
     import transformers
 
-    return {
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "cpus": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "torch": str(torch.__version__),  # a TorchVersion, a str subclass that msgspec does not encode
-        "transformers": transformers.__version__,
-        "python": platform.python_version(),
-        "load_average": load_average(),
-    }
+    return MachineInfo(
+        platform=platform.platform(), processor=platform.processor() or platform.machine(), cpus=os.cpu_count(),
+        torch_threads=torch.get_num_threads(),
+        torch=str(torch.__version__),  # a TorchVersion, a str subclass that msgspec does not encode
+        transformers=transformers.__version__, python=platform.python_version(), load_average=load_average())
 
 
 def load_average() -> list[float] | None:

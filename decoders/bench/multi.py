@@ -185,8 +185,7 @@ def _report(run: LaneRun, limit, repeats: int, record_overhead_every: int, agree
     first = sides[lanes[0].backend]
     from decoders.backends.llamacpp_model import version
 
-    machine = BenchMachine(**machine_info(), load_average_at_start=run.load_at_start,
-                           verify_cost_curve=first.verify_cost_curve, llama_cpp_python=version())
+    machine = BenchMachine.of(machine_info(), run.load_at_start, first.verify_cost_curve, llama_cpp_python=version())
     return BenchReport(
         family=first.family, machine=machine, settings=_settings_of(lanes, base, limit, repeats, record_overhead_every),
         prompts=prompt_records([(p, ids[lanes[0].backend]) for p, ids in run.runs]),

@@ -321,7 +321,7 @@ def reference_for(family: Family) -> Reference:
     model = family.main_model
     if model is None:
         model = transformers_model(family.main)
-    helper_model = getattr(family, "helper_model", None)
+    helper_model = family.helper_model
     early_exit = None
     if family.helper is not None and helper_model is None and isinstance(family.draft, EarlyExit):
         early_exit = int(family.draft.layer)

@@ -279,9 +279,9 @@ def render_sweep_markdown(report: SweepReport) -> str:
     sw, st, fam = report.sweep, report.settings, report.family
     lines = [f"# tui-decode bench: sweep of {sw.heading()}", "",
              f"- model: {fam['label']} ({fam['backend']}); helper: {fam['helper'] or 'none'}",
-             f"- prompts: {len(report.prompts)}, {st['max_new_tokens']} new tokens, greedy, {st['repeats']} "
+             f"- prompts: {len(report.prompts)}, {st.max_new_tokens} new tokens, greedy, {st.repeats} "
              f"repeat(s); our AR: {num(report.ar_ms_per_token, 1)} ms/token",
-             sweep_pairing_line(st.get("pairing")),
+             sweep_pairing_line(known(st.pairing)),
              f"- run took {report.elapsed_s:.0f} s, {report.created}", "",
              "Measured: mean tokens/s over mean AR tokens/s (Spec-Bench). Theorem 3.8: E[tokens] / (value * c + 1) "
              "from each run's own acceptance (alpha_hat for speculative decoding) and draft cost c (0 for prompt "

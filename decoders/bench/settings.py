@@ -1,5 +1,5 @@
 """What a bench run was asked to do, as report.json's ``settings`` holds it (`BenchSettings`), and
-each row's own settings (`RowSettings`).
+each row's own settings (`RowSettings`); a sweep's (`SweepSettings`) and a batch bench's (`BatchSettings`).
 
 Reports written before a key existed leave it out: such a field is UNSET (the key stays out when
 the report is written back, so an old report.json reads back as written). Keys a report holds that
@@ -88,3 +88,39 @@ class BenchSettings(Record, kw_only=True):
     def rows(self) -> list[RowSettings]:
         """Each row's settings; empty in a report from before variants."""
         return self.variants or []
+
+
+class SweepSettings(Record, kw_only=True):
+    """What a sweep was asked to do, as its report.json's ``settings`` holds it. The fields are in
+    report.json's key order."""
+
+    max_new_tokens: int  # the token budget of every decode
+    limit: int | None  # --limit: at most this many prompts; None: every prompt
+    repeats: int  # how many times each prompt ran
+    # only in the earliest reports, which wrote these beside ``decode_params`` (which holds them too):
+    gamma: int | UnsetType = UNSET  # (earliest reports) speculative decoding's draft length
+    num_pred: int | UnsetType = UNSET  # (earliest reports) prompt lookup's tokens proposed per match
+    ngram: tuple[int, int] | UnsetType = UNSET  # (earliest reports) prompt lookup's [shortest, longest] n-gram
+    block: int | UnsetType = UNSET  # (earliest reports) Jacobi decoding's block of tokens guessed at once
+    jacobi_init: str | UnsetType = UNSET  # (earliest reports) how Jacobi decoding fills its first guess ("repeat")
+    draft_policy: str | None | UnsetType = UNSET  # (earliest reports) "fixed" or "adaptive" draft length
+    # every decoding parameter every value's run had (the swept one aside), as `DecodeParams.to_json` writes them
+    decode_params: dict[str, Any]
+    # how each value's run was paired with autoregressive decoding; UNSET in reports from before
+    # runs were paired (sequential then)
+    pairing: Pairing | UnsetType = UNSET
+
+
+class BatchSettings(Record, kw_only=True):
+    """What a batch bench was asked to do, as its report.json's ``settings`` holds it. The fields
+    are in report.json's key order."""
+
+    batches: list[int]  # the batch sizes, ascending
+    methods: list[str]  # every row's label, autoregressive decoding's ("ar") first
+    max_new_tokens: int  # the token budget of every sequence
+    rounds: int  # how many rounds each row ran at each batch size
+    k: int  # the longest draft of a row that names none
+    prompts: int  # the prompts the rounds drew from
+    # the draft length of a row that names none: "fixed" (up to k) or "adaptive" (the cost model's);
+    # UNSET in reports from before the cost model (fixed then)
+    draft_policy: str | UnsetType = UNSET

@@ -161,8 +161,7 @@ def run_bench(family: Family, prompts: Sequence[BenchPrompt], methods: Sequence[
         settings.suffix_memory = started_from or UNSET
     return BenchReport(
         family=figures.info,
-        machine=BenchMachine(**machine_info(), load_average_at_start=run.load_at_start,
-                             verify_cost_curve=run.curves[lane.backend]),
+        machine=BenchMachine.of(machine_info(), run.load_at_start, run.curves[lane.backend]),
         settings=settings,
         prompts=prompt_records(lane.runnable), bandwidth=run.bandwidth_record(), floor=figures.floor,
         overall=figures.figures.overall, groups=figures.figures.groups, group_prompts=figures.figures.group_prompts,

@@ -12,9 +12,10 @@ from decoders.bench.aggregate import SideStats
 from decoders.bench.common import known, mean, off_by, rounded
 from decoders.bench.entries import OursEntry
 from decoders.bench.inputs import ProgressFn, base_params, created, head, prepare, prompt_records, shortest
-from decoders.bench.machine import family_info, machine_info
+from decoders.bench.machine import MachineInfo, family_info, machine_info
 from decoders.bench.measure import bench_engine, pairing_note, pairing_of
 from decoders.bench.prompts import BenchPrompt, PromptRecord
+from decoders.bench.settings import SweepSettings
 from decoders.bench.suite import REPORT_SCHEMA
 from decoders.core.declarations import all_methods, get_method
 from decoders.core.errors import DecodeError
@@ -208,9 +209,9 @@ class SweepReport(Record, kw_only=True):
     kind: Literal["sweep"] = "sweep"
     created: str = msgspec.field(default_factory=created)
     family: dict[str, Any]
-    machine: dict[str, Any]
+    machine: MachineInfo
     sweep: Sweep
-    settings: dict[str, Any]
+    settings: SweepSettings
     prompts: list[PromptRecord]
     ar_ms_per_token: float | None
     rows: list[SweepRow]
@@ -284,9 +285,9 @@ def run_sweep(family: Family, prompts: Sequence[BenchPrompt], sweep: Sweep, max_
     first = ar_samples[sweep.values[0]]
     return SweepReport(
         family=family_info(family), machine=machine_info(), sweep=sweep,
-        settings={"max_new_tokens": base.max_new_tokens, "limit": limit, "repeats": repeats,
-                  "decode_params": base.replace(**method.swept(sweep.name)).to_json(),  # as every run had them
-                  "pairing": pairing_of(engine)},
+        settings=SweepSettings(max_new_tokens=base.max_new_tokens, limit=limit, repeats=repeats,
+                               decode_params=base.replace(**method.swept(sweep.name)).to_json(),  # as every run had
+                               pairing=pairing_of(engine)),
         prompts=prompt_records(runnable), ar_ms_per_token=SideStats.of(first, first).ms_per_token,
         rows=[SweepRow.of(v, per_value[v], ar_samples[v]) for v in sweep.values], samples=per_value, notes=notes,
         elapsed_s=round(time.perf_counter() - started, 1))

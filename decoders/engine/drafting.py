@@ -30,7 +30,7 @@ def torch_backend(family: Family) -> bool:
 
 def own_helper_model(family: Family) -> bool:
     """Whether the family's helper is a model of its own (a transformers module, or a GGUF on llama.cpp)."""
-    if getattr(family, "helper_model", None) is not None:
+    if family.helper_model is not None:
         return True
     return not torch_backend(family) and family.helper is not None
 

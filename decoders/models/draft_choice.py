@@ -26,9 +26,12 @@ from __future__ import annotations
 import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from decoders.analysis.theory import chain_speedup
+
+if TYPE_CHECKING:
+    from decoders.backends.hf import Backend
 
 # a passage of ordinary prose for timing and agreement (written for this; not a bench prompt)
 PASSAGE = ("A small workshop at the edge of town repairs old radios. Every morning the owner opens the shutters, "
@@ -131,18 +134,21 @@ class Acceptance:
                 f"sets, {tokens} tokens: {taken} of {drafted} drafts judged were accepted")
 
 
-def measure_acceptance(main_backend, draft_backend, prompts: list[list[int]], stop_ids=frozenset(),
+def measure_acceptance(main_backend: Backend, draft_backend: Backend, prompts: list[list[int]], stop_ids=frozenset(),
                        new_tokens: int = ACCEPT_TOKENS, gamma: int = ACCEPT_GAMMA) -> tuple[Acceptance, int]:
     """Greedy speculative decoding of each prompt (`decoders.methods.speculative`'s loop, chains of
     ``gamma``), counting per depth the drafts judged and accepted; returns them and the tokens made."""
     import torch
 
+    from decoders.backends.capabilities import CappedDraft
     from decoders.backends.runner import KVRunner
     from decoders.methods.shared.common import draft_chain
     from decoders.methods.shared.verify import accept_prefix
 
     target, draft = KVRunner(main_backend), KVRunner(draft_backend)
-    gamma = max(1, min(gamma, getattr(draft_backend, "max_draft", gamma)))
+    if isinstance(draft_backend, CappedDraft):  # Medusa: no head beyond its last
+        gamma = min(gamma, draft_backend.max_draft)
+    gamma = max(1, gamma)
     counts = Acceptance([0] * gamma, [0] * gamma)
     made = 0
     for prompt in prompts:
@@ -248,7 +254,7 @@ def build_draft(spec, main_backend, main_model, kind: str) -> tuple[Any, str]:
     return backend, source_of(draft, backend)
 
 
-def choose_for_family(spec, main_backend, main_model, tokenizer, report, stop_ids=frozenset(),
+def choose_for_family(spec, main_backend: Backend, main_model, tokenizer, report, stop_ids=frozenset(),
                       measured: dict[str, tuple[list[float], str]] | None = None, at: float = 0.93,
                       ) -> tuple[Any, str, str, DraftChoice]:
     """Build the drafts ``spec``'s main model can have (int4, the trained head), measure, choose:
@@ -278,7 +284,7 @@ def choose_for_family(spec, main_backend, main_model, tokenizer, report, stop_id
         warm_up(backend)
     report("Timing the drafts on this machine and measuring how often each is accepted", at)
     ids = passage_ids(tokenizer)
-    most = max(8, getattr(main_backend, "max_positions", 2048) - ACCEPT_TOKENS - ACCEPT_GAMMA - 2)
+    most = max(8, main_backend.max_positions - ACCEPT_TOKENS - ACCEPT_GAMMA - 2)
     choice = choose(main_backend, built, ids, left_out, choice_prompt_ids(tokenizer, most), stop_ids, measured)
     backend = built[choice.chosen][0]
     return backend, "int4 self-draft" if choice.chosen == "int4" else backend.source, choice.chosen, choice

@@ -337,7 +337,9 @@ class DraftCache:
 def source_of(draft: Draft, backend: Any) -> str:
     """How a built draft is recorded (a run's ``helper``): the backend's own source (a head's
     folder), else the draft's view."""
-    return getattr(backend, "source", None) or draft.view()
+    from decoders.backends.capabilities import NamedSource
+
+    return (backend.source if isinstance(backend, NamedSource) else None) or draft.view()
 
 
 def unavailable(name: str, target: DraftTarget) -> str | None:

@@ -24,7 +24,7 @@ from decoders.records.codec import Record, json_text, one_line
 
 __all__ = [
     "UNSET", "CorpusMeta", "CorpusRow", "CurvePoint", "EagleConfig", "FileSum", "GGUFMarker", "HeadConfigFile",
-    "StoredRecord", "TrainingReport", "UnsetType", "or_default",
+    "StoredRecord", "TrainSettings", "TrainingReport", "UnsetType", "or_default",
 ]
 
 S = TypeVar("S", bound="StoredRecord")
@@ -116,6 +116,24 @@ class CurvePoint(Record, omit_defaults=True):
     mean_accepted: float
 
 
+class TrainSettings(Record, kw_only=True):
+    """What ``tui-decode train-head`` was asked to do (`decoders.training.session.train_head`), as
+    its training report (and each checkpoint) holds it under ``settings``, in that key order."""
+
+    corpus: str  # the corpus folder (`tui-decode corpus`)
+    out: str  # the head's folder
+    main: str = "bundled"  # the target model
+    draft_vocab: int = 8192  # the head's draft vocabulary (the target's most chosen tokens)
+    ttt: int = 3  # training-time test: the chain length trained
+    epochs: float = 4.0
+    lr: float = 1e-3
+    batch_tokens: int = 1024
+    holdout: int = 10  # every holdout-th sample is held out for evaluation
+    max_tokens: int = 0  # 0: the whole corpus
+    seed: int = 0
+    curve_points: int = 6  # held-out evaluations during training (the learning curve)
+
+
 class TrainingReport(StoredRecord):
     """``training.json`` beside a trained head (and its config's ``tui_decode_training``)."""
 
@@ -133,7 +151,7 @@ class TrainingReport(StoredRecord):
     extract_tokens_per_s: float
     learning_curve: list[CurvePoint] = msgspec.field(default_factory=list)
     answer_tokens_heldout_only: bool = True
-    settings: dict[str, Any] = msgspec.field(default_factory=dict)  # train-head's settings, as given
+    settings: TrainSettings | UnsetType = UNSET  # train-head's settings, as given
     this_machine: dict[str, Any] | UnsetType = UNSET  # `--measure-tokens`: the head's run on this machine
     head_id: str | UnsetType = UNSET  # the id of the weights it reports on (their config.json names it too)
 

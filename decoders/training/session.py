@@ -20,14 +20,14 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from decoders.core.errors import DecodeError
 from decoders.records.atomic import write_bytes
 from decoders.records.folder import FolderLock, sweep_temps
-from decoders.records.stored import TrainingReport
+from decoders.records.stored import TrainingReport, TrainSettings
 
 if TYPE_CHECKING:
     from decoders.models.family import Family
@@ -36,22 +36,6 @@ CHECKPOINT = "checkpoint.pt"
 REPORT = TrainingReport.FILE
 CHECKPOINT_SECONDS = 60.0
 MIN_FREE_DISK = 200 * 2**20
-
-
-@dataclass(frozen=True)
-class TrainSettings:
-    corpus: str
-    out: str
-    main: str = "bundled"
-    draft_vocab: int = 8192
-    ttt: int = 3
-    epochs: float = 4.0
-    lr: float = 1e-3
-    batch_tokens: int = 1024
-    holdout: int = 10  # every holdout-th sample is held out for evaluation
-    max_tokens: int = 0  # 0: the whole corpus
-    seed: int = 0
-    curve_points: int = 6  # held-out evaluations during training (the learning curve)
 
 
 BOUNDS = {"draft_vocab": (256, 262_144), "ttt": (1, 8), "epochs": (0.01, 100.0), "batch_tokens": (64, 16_384),
@@ -93,7 +77,7 @@ def save_checkpoint(out: Path, head, optimizer, step: int, settings: TrainSettin
 
     buffer = io.BytesIO()
     torch.save({"head": head.state_dict(), "config": asdict(head.config), "optimizer": optimizer.state_dict()
-                if optimizer is not None else None, "step": step, "settings": asdict(settings), "phase": phase,
+                if optimizer is not None else None, "step": step, "settings": settings.to_json(), "phase": phase,
                 "curve": curve or [], "train_seconds": seconds}, buffer)
     write_bytes(out / CHECKPOINT, buffer.getvalue(), "the training checkpoint")
 
@@ -112,7 +96,7 @@ def load_checkpoint(out: Path, settings: TrainSettings) -> dict | None:
         raise DecodeError(f"The checkpoint {path} cannot be read ({type(err).__name__}); delete it to start "
                           "over.") from None
     same = {k: v for k, v in state.get("settings", {}).items() if k != "epochs"}
-    if same != {k: v for k, v in asdict(settings).items() if k != "epochs"}:
+    if same != {k: v for k, v in settings.to_json().items() if k != "epochs"}:
         raise DecodeError(f"{path} is a checkpoint of a run with other settings; give another --out, or "
                           "add --fresh to start over.")
     epochs = state.get("settings", {}).get("epochs")
@@ -260,6 +244,6 @@ def _train_head(settings: TrainSettings, family: Family, report: Callable[[str],
         "heldout_positions": result.positions, "accept_per_depth": [round(a, 4) for a in result.accept],
         "mean_accepted": round(result.mean_accepted, 4), "train_seconds": round(train_seconds, 3),
         "extract_tokens_per_s": round(extract_rate, 1), "learning_curve": curve,
-        "answer_tokens_heldout_only": True, "settings": asdict(settings)})
+        "answer_tokens_heldout_only": True, "settings": settings.to_json()})
     save_head(head, out, training=summary)  # the weights, training.json, then config.json naming both's id
     return summary

@@ -69,20 +69,12 @@ ALLOWED: dict[tuple[str, str], str] = {
        "Screen in a test's app" for name in ("compare_screen.py", "history_screen.py")},
     **{("tui_decode/workers/draw_gate.py", name): "Textual's private writer thread, absent in headless tests"
        for name in ("_driver", "_queue", "_writer_thread")},
+    ("decoders/models/draft_choice.py", "chat_template"): _TRANSFORMERS,
     # pending the draft's declaration
-    ("decoders/bench/drafts.py", "n_layers"): _DRAFT,
-    ("decoders/bench/reference.py", "helper_model"): _DRAFT,
-    ("decoders/engine/drafting.py", "helper_model"): _DRAFT,
-    **{("decoders/models/draft_choice.py", name): _DRAFT for name in ("chat_template", "max_draft", "max_positions")},
-    ("tui_decode/cli/run.py", "self_draft"): _DRAFT,
-    ("decoders/models/drafts.py", "source"): "a trained head's backend names its folder; a built draft of "
-    "another kind has no source",
     **{("tui_decode/cli/model_args.py", name): _DRAFT
        for name in ("head", "head_vocab", "head_vocab_from", "helper", "self_draft", "self_draft_layer")},
     **{("tui_decode/cli/model_args.py", name): _FAMILY_SPEC_FLAGS
        for name in ("backend", "cuda_graph", "device_map", "remeasure")},
-    **{("tui_decode/state/loaded_family.py", name): _DRAFT
-       for name in ("draft_choice",)},
 }
 
 

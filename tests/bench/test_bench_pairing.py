@@ -251,7 +251,7 @@ def test_the_sweep_pairs_each_value_with_its_own_baseline_after_warming_each_pro
     monkeypatch.setattr(Engine, "run", running)
     report = run_sweep(family, prompts, parse_sweep("num_pred=2,3"), max_new_tokens=10,
                        params=DecodeParams(draft_policy="fixed"))
-    assert report.settings["pairing"] == "interleaved"
+    assert report.settings.pairing == "interleaved"
     timed = [c for c in calls if c[0] == "warm" or c[2].params["max_new_tokens"] == 10]  # not the start's warm-up
     texts = [p.text for p in prompts]
     assert [c[:2] for c in timed] == [(kind, text) for text in texts for kind in ("warm", "run", "run")]

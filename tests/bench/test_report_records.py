@@ -150,3 +150,84 @@ def test_a_wrong_typed_setting_is_refused_in_one_line(tmp_path, change, message)
 def test_a_wrong_typed_machine_field_is_refused_in_one_line(tmp_path, change, message):
     assert damage(tmp_path, "report_bench.json", lambda d: change(d["machine"])).endswith(
         f"is not a valid bench report: {message}")
+
+
+def _sweep_lines(report):
+    return [line for line in render_markdown(report).splitlines() if line.startswith(("- prompts:", "- pairing:"))]
+
+
+def test_sweep_settings_saved_before_open_typed_and_render_as_before(tmp_path):
+    """tests/data/report_sweep.json holds the earliest settings (each method's parameters one key,
+    no pairing); a later sweep's hold ``pairing`` and no such keys. Both read as `SweepSettings`
+    and render the lines they rendered as plain dicts read by key."""
+    earliest = load_report(DATA / "report_sweep.json")
+    st = earliest.settings
+    assert (st.max_new_tokens, st.limit, st.repeats, st.gamma, st.ngram, st.draft_policy) == (8, None, 1, 4, (1, 3),
+                                                                                              "adaptive")
+    assert st.pairing is UNSET and earliest.machine.torch_threads == 1
+    assert _sweep_lines(earliest) == [
+        "- prompts: 2, 8 new tokens, greedy, 1 repeat(s); our AR: 0.9 ms/token",
+        "- pairing: sequential (every value against the prompt's one baseline; not recorded in this report)"]
+    data = json.loads((DATA / "report_sweep.json").read_text())
+    data["settings"] = {"max_new_tokens": 8, "limit": None, "repeats": 2,
+                        "decode_params": data["settings"]["decode_params"], "pairing": "interleaved"}
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(data))
+    later = load_report(path)
+    assert later.settings.pairing == "interleaved" and later.settings.gamma is UNSET
+    assert later.to_json()["settings"] == data["settings"]  # no key the earliest reports had comes back
+    assert _sweep_lines(later)[1].startswith("- pairing: every value interleaved: each with its own autoregressive")
+    data["settings"]["pairing"] = "twice"
+    assert damage(tmp_path, "report_sweep.json", lambda d: d.update(settings=data["settings"])).endswith(
+        "settings.pairing has an invalid value 'twice'")
+
+
+# a batch report as `bench --batch` wrote it before the cost model (no draft_policy in its settings;
+# no policy, k or draft lengths in its rows), when its settings and machine were dicts read by key
+OLD_BATCH = {
+    "schema": 1, "kind": "batch", "created": "2026-12-04T09:00:00+0000",
+    "family": {"label": "model", "main": "/tmp/model", "helper": None, "device": "cpu", "dtype": "float32"},
+    "machine": {"cpu": "Intel Xeon", "vector": "avx2 avx512f", "cpus": 2, "threads": 1, "load_before": [0.5, 0.4, 0.3],
+                "load_after": [1.25, 0.5, 0.3]},
+    "settings": {"batches": [1, 2], "methods": ["ar", "pld"], "max_new_tokens": 8, "rounds": 2, "k": 10, "prompts": 4},
+    "surface": {"1": [1.0, 1.5], "2": [1.8, 2.4]}, "surface_unit_ms": 12.5,
+    "rows": [{"method": "ar", "batch": 1, "throughput": 40.0, "latency_s": 0.2, "ar_throughput": 40.0, "speedup": 1.0,
+              "spread": None, "forwards": 8, "accepted_per_forward": 1.0, "identical": True},
+             {"method": "pld", "batch": 2, "throughput": 90.0, "latency_s": 0.18, "ar_throughput": 75.0,
+              "speedup": 1.2, "spread": 0.05, "forwards": 5, "accepted_per_forward": 1.6, "identical": True}],
+    "crossover": {"pld": "pays at every batch size measured (up to 2)"}, "divergences": [], "notes": [],
+    "elapsed_s": 3.5}
+
+
+@pytest.mark.parametrize("machine, line", [
+    (OLD_BATCH["machine"], "2026-12-04T09:00:00+0000; cpu Intel Xeon; vector avx2 avx512f; threads 1; load average "
+     "before [0.5, 0.4, 0.3], after [1.25, 0.5, 0.3]; 8 tokens per sequence, 2 rounds"),
+    ({}, "2026-12-04T09:00:00+0000; cpu ?; vector ?; threads ?; load average before None, after None; 8 tokens per "
+     "sequence, 2 rounds"),  # `run_batch_bench` called with no machine
+])
+def test_a_batch_report_saved_before_opens_typed_and_renders_as_before(tmp_path, machine, line):
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps({**OLD_BATCH, "machine": machine}))
+    report = load_report(path)
+    st, m = report.settings, report.machine
+    assert (st.batches, st.methods, st.max_new_tokens, st.rounds, st.k, st.prompts) == ([1, 2], ["ar", "pld"], 8, 2,
+                                                                                        10, 4)
+    assert st.draft_policy is UNSET and (m.threads == 1) is bool(machine)
+    assert render_markdown(report).splitlines()[2] == line
+    saved = report.to_json()  # written back as read
+    assert saved["settings"] == OLD_BATCH["settings"] and saved["machine"] == machine
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d["settings"].update(rounds="2"), "settings.rounds must be an integer, got str"),
+    (lambda d: d["settings"].pop("batches"), "settings has no batches"),
+    (lambda d: d["machine"].update(threads=[1]), "machine.threads must be an integer, got array"),
+])
+def test_a_wrong_typed_batch_setting_is_refused_in_one_line(tmp_path, change, message):
+    data = json.loads(json.dumps(OLD_BATCH))
+    change(data)
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(DecodeError) as err:
+        load_report(path)
+    assert str(err.value).endswith(f"is not a valid bench report: {message}") and "\n" not in str(err.value)

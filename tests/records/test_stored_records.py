@@ -33,6 +33,23 @@ def test_the_shipped_heads_files_open_with_every_value_as_written():
     report = TrainingReport.read(HEAD / "training.json")
     assert plain(report) == json.loads((HEAD / "training.json").read_text())
     assert report.learning_curve[-1].step == "end" and report.train_seconds == 2655.6
+    assert report.settings is not UNSET and (report.settings.ttt, report.settings.epochs) == (3, 3.0)
+    assert len(report.accept_per_depth) == report.settings.ttt and report.settings.curve_points == 12
+
+
+def test_a_training_reports_settings_are_typed_and_a_wrong_one_is_one_line(tmp_path):
+    """train-head's settings read as `TrainSettings` (a rename fails the type check, not silently
+    None); a report with none opens with them UNSET and is written back without them."""
+    written = json.loads((HEAD / "training.json").read_text())
+    del written["settings"]
+    bare = TrainingReport.loads(json.dumps(written))
+    assert bare.settings is UNSET and plain(bare) == written
+    written["settings"] = {"corpus": "c", "out": "o", "ttt": "3"}
+    path = tmp_path / "training.json"
+    path.write_text(json.dumps(written))
+    with pytest.raises(DecodeError) as err:
+        TrainingReport.read(path)
+    assert f"The training report {path}: settings.ttt must be an integer, got str" in str(err.value)
 
 
 def test_the_shipped_corpus_files_open_with_every_value_as_written():

@@ -133,7 +133,7 @@ def test_a_finished_head_is_not_trained_again_to_more_epochs_in_silence(tmp_path
     assert again.train_seconds == report["train_seconds"] > 0  # its own training time, not 0
     fresh = train_head(settings(tmp_path, epochs=2.0), family, report=lambda _: None, fresh=True)
     assert md5(head / "model.safetensors") != weights
-    assert fresh.settings["epochs"] == 2.0 and fresh.train_seconds > 0
+    assert fresh.settings.epochs == 2.0 and fresh.train_seconds > 0
     assert json.loads((head / REPORT).read_text())["settings"]["epochs"] == 2.0
 
 

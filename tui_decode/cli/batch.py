@@ -15,7 +15,7 @@ def cmd_batch_bench(namespace: argparse.Namespace, args, prompts) -> int:
 
     from decoders.bench.batch import check_batches, parse_batches, row_specs, run_batch_bench
     from decoders.bench.batch_report import render_markdown, write_batch_report
-    from decoders.bench.machine import load_average
+    from decoders.bench.machine import BatchMachine, load_average
     from decoders.bench.prompts import select_prompts
     from decoders.core.host_memory import host_available_memory
     from decoders.core.params import DecodeParams
@@ -65,12 +65,12 @@ def cmd_batch_bench(namespace: argparse.Namespace, args, prompts) -> int:
         print(f"bench: {message}", file=sys.stderr, flush=True)
 
     model, flags = cpu_features()
-    machine = {"cpu": model, "vector": flags, "cpus": os.cpu_count(), "threads": torch.get_num_threads(),
-               "load_before": before}
+    machine = BatchMachine(cpu=model, vector=flags, cpus=os.cpu_count(), threads=torch.get_num_threads(),
+                           load_before=before)
     report = run_batch_bench(family, ids, batches, methods, args.max_new_tokens, rounds=max(2, args.repeats),
                              k=params.num_pred, progress=progress, machine=machine, policy=params.draft_policy,
                              variants=variants)
-    report.machine["load_after"] = load_average()
+    report.machine.load_after = load_average()
     md, js = write_batch_report(report, args.out)
     print(render_markdown(report))
     print(f"report written to {md} and {js} ({report.elapsed_s:.0f} s)", file=sys.stderr)

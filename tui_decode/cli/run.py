@@ -56,7 +56,7 @@ def drafts_for(spec, args: argparse.Namespace):
 
     if isinstance(spec.draft, Fastest):
         spec = replace(spec, draft=None)
-    asked = getattr(args, "self_draft", None) is not None or args.self_draft_layer is not None
+    asked = args.self_draft is not None or args.self_draft_layer is not None  # run's parser has both flags
     if spec.device_map is None or asked or isinstance(spec.draft, HelperModel):
         return spec
     return replace(spec, draft=None)

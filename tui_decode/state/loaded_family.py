@@ -97,7 +97,7 @@ def load_choice_brief(family: Family) -> str | None:
     dtype = (family.dtype_choice or {}).get("chosen")
     if dtype:
         parts.append(f"{dtype} weights")
-    draft = getattr(family, "draft_choice", None) or {}
+    draft = family.draft_choice or {}
     chosen = draft.get("chosen")
     if chosen:
         candidate = next((c for c in draft.get("candidates") or () if isinstance(c, dict) and c.get("kind") == chosen),
