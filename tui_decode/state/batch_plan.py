@@ -150,10 +150,15 @@ def report_markdown(report: BatchReport | None, rows: Sequence[BatchRow], family
     the rows measured before a cancel; the prompt shown named."""
     from decoders.bench.batch import BatchReport, crossover
     from decoders.bench.batch_report import render_markdown
+    from decoders.bench.machine import BatchMachine
+    from decoders.bench.settings import BatchSettings
 
     if report is None:
         methods = dict.fromkeys(r.method for r in rows if r.method != "ar")
-        report = BatchReport(family=family, machine={}, settings={"max_new_tokens": max_new, "rounds": ROUNDS},
+        batches = sorted({r.batch for r in rows})
+        settings = BatchSettings(batches=batches, methods=["ar", *methods], max_new_tokens=max_new, rounds=ROUNDS,
+                                 k=max((r.k for r in rows), default=0), prompts=0)
+        report = BatchReport(family=family, machine=BatchMachine(), settings=settings,
                              surface={}, surface_unit_ms=0.0, rows=list(rows),
                              crossover={m: crossover([r for r in rows if r.method == m]) for m in methods},
                              notes=["cancelled: the rows measured before escape"])
