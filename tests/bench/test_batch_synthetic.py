@@ -86,7 +86,7 @@ def test_the_prediction_uses_the_verify_cost_measured_at_that_batch_size(model):
     assert rows[0].verify_cost == 4.0 and rows[1].verify_cost == 4.5
     assert rows[0].predicted == round(chain_speedup([0.5], 1, 0.1, 4.0), 3)
     assert rows[1].predicted == round(chain_speedup([0.5], 2, 0.1, 4.5), 3)
-    assert rows[0].ratio == pytest.approx(rows[0].decode_speedup / rows[0].predicted, abs=2e-3)
+    assert rows[0].ratio == pytest.approx(rows[0].decode_speedup / rows[0].predicted, rel=1e-2)
     assert all(r.synthetic and r.judged > 0 for r in rows)
 
 
@@ -119,9 +119,10 @@ def test_the_grid_runs_in_rows_of_its_own_beside_the_real_ones(tiny_folder, prom
         curve = data["surface"][str(r["batch"])]
         assert r["synthetic"] and r["cost"] == 0.05 and r["identical"]
         assert r["verify_cost"] == pytest.approx(curve[r["gamma"]] / curve[0], abs=1e-3)
+        # each figure is saved rounded to 3 decimals: those of the tiny model's noisy timing may be small
         assert r["predicted"] == pytest.approx(chain_speedup([r["alpha"]], r["gamma"], 0.05, r["verify_cost"]),
-                                               abs=2e-3)
-        assert r["ratio"] == pytest.approx(r["decode_speedup"] / r["predicted"], abs=2e-3)
+                                               rel=1e-2)
+        assert r["ratio"] == pytest.approx(r["decode_speedup"] / r["predicted"], rel=1e-2)
     assert data["settings"]["synthetic"] == {"alphas": [0.5, 0.9], "gammas": [1, 3], "cost": 0.05, "seed": 0}
     assert data["divergences"] == []
     assert "## Synthetic acceptance (a measuring instrument, not a method)" in printed
