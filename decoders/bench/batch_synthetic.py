@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from statistics import mean, stdev
 from typing import TYPE_CHECKING
 
-from decoders.analysis.theory import chain_speedup
+from decoders.analysis.theory import chain_speedup, expected_tokens
 from decoders.bench.batch_identity import Divergence, compare_runs
 from decoders.bench.batch_surface import WIDTHS
 from decoders.core.errors import DecodeError
@@ -179,6 +179,9 @@ class SyntheticBatchRow(Record, kw_only=True):
     c_hat: float  # the draft's measured cost per position, in one-token steps of the batch
     identical: bool  # every sequence equal to its batch-1 output
     synthetic: bool = True
+    expected_tokens: float = 0.0  # the theorem's tokens per iteration at α, γ
+    row_tokens: float = 0.0  # what the rows met: a row's tokens after the prefill over its iterations (mean)
+    stretch: float = 0.0  # the batch's verify forwards over a row's iterations (mean): the slowest row's tail
 
 
 def decode_rate(run: BatchRun) -> float:
@@ -235,6 +238,8 @@ def _row(label: str, size: int, alpha: float, gamma: int, cost: float, curve: li
     verify = curve[gamma] / curve[0] if len(curve) > gamma and curve[0] else None
     predicted = chain_speedup([alpha], gamma, cost, verify) if verify is not None else None
     measured = mean(decode) if decode else 0.0
+    rows = [row for _, run in pairs for row in run.rows if row.iterations > 1]
+    iterations = mean(row.iterations - 1 for row in rows) if rows else 0.0
     return SyntheticBatchRow(
         label=label, batch=size, alpha=alpha, gamma=gamma, cost=cost,
         throughput=round(mean(run.throughput for _, run in pairs), 3),
@@ -247,7 +252,9 @@ def _row(label: str, size: int, alpha: float, gamma: int, cost: float, curve: li
         alpha_hat=round(alpha_hat, 4), judged=judged,
         predicted_at_alpha_hat=None if verify is None else round(chain_speedup([alpha_hat], gamma, cost, verify), 3),
         c_hat=round(sum(d.waited_s for d in drafts) / charged / step_s, 3) if charged and step_s else 0.0,
-        identical=identical)
+        identical=identical, expected_tokens=round(expected_tokens(alpha, gamma), 3),
+        row_tokens=round(mean((len(row.out) - 1) / (row.iterations - 1) for row in rows), 3) if rows else 0.0,
+        stretch=round(mean(run.forwards - 1 for _, run in pairs) / iterations, 3) if iterations else 0.0)
 
 
 def format_ratio(row: SyntheticBatchRow) -> str:
@@ -257,7 +264,8 @@ def format_ratio(row: SyntheticBatchRow) -> str:
 
 
 HEADER = ("| row | batch | α | γ | c | speedup (whole run) | decode speedup | ± | T(B,γ+1)/T(B,1) | predicted | "
-          "measured / predicted | alpha_hat | predicted at alpha_hat | measured / that | c_hat | identical |")
+          "measured / predicted | alpha_hat | predicted at alpha_hat | measured / that | E[tokens] | tokens / "
+          "iteration (rows) | forwards / row iterations | c_hat | identical |")
 
 
 def _x(value: float | None, digits: int = 3, suffix: str = "x") -> str:
@@ -270,13 +278,17 @@ def synthetic_section(rows: Sequence[SyntheticBatchRow]) -> list[str]:
     lines = ["## Synthetic acceptance (a measuring instrument, not a method) against Theorem 3.8 at each batch size",
              "", "Each cell beside autoregressive decoding of the same prompts at the same batch size, run just before "
              "it; decode speedup after the prefill; predicted: E[tokens] / (γ c + T(B, γ+1) / T(B, 1)) with T(B, k) "
-             "measured at that batch size.", "", HEADER, "|" + "---|" * (HEADER.count(" | ") + 1)]
+             "measured at that batch size. E[tokens] is the theorem's tokens per iteration; the rows' own (after the "
+             "prefill, over their iterations) fall short of it where the budget cuts the last chain; forwards / row "
+             "iterations is how far the batch's slowest row stretches it past the mean row.", "", HEADER,
+             "|" + "---|" * (HEADER.count(" | ") + 1)]
     for r in rows:
         that = r.decode_speedup / r.predicted_at_alpha_hat if r.predicted_at_alpha_hat else None
         lines.append(f"| {r.label} | {r.batch} | {r.alpha:g} | {r.gamma} | {r.cost:g} | {r.speedup:.3f}x | "
                      f"{r.decode_speedup:.3f}x | {_x(r.spread, 3, '')} | {_x(r.verify_cost, 2, '')} | "
                      f"{_x(r.predicted)} | {_x(r.ratio, 3, '')} | {r.alpha_hat:.3f} | {_x(r.predicted_at_alpha_hat)} | "
-                     f"{_x(that, 3, '')} | {r.c_hat:.3f} | {'yes' if r.identical else 'no'} |")
+                     f"{_x(that, 3, '')} | {r.expected_tokens:.2f} | {r.row_tokens:.2f} | {r.stretch:.2f} | "
+                     f"{r.c_hat:.3f} | {'yes' if r.identical else 'no'} |")
     lines.append("")
     for size in sorted({r.batch for r in rows}):
         at = [r for r in rows if r.batch == size]

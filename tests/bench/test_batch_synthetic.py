@@ -88,6 +88,8 @@ def test_the_prediction_uses_the_verify_cost_measured_at_that_batch_size(model):
     assert rows[1].predicted == round(chain_speedup([0.5], 2, 0.1, 4.5), 3)
     assert rows[0].ratio == pytest.approx(rows[0].decode_speedup / rows[0].predicted, rel=1e-2)
     assert all(r.synthetic and r.judged > 0 for r in rows)
+    assert rows[0].expected_tokens == 1.5 and rows[1].expected_tokens == 1.75  # 1 + α (+ α²)
+    assert 1.0 <= rows[0].row_tokens <= 2.0 and rows[0].stretch >= 1.0  # the batch waits for its slowest row
 
 
 @pytest.fixture(scope="module")
