@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
+from decoders.bench.batch_identity import Divergence, compare_runs
 from decoders.bench.batch_surface import WIDTHS
+from decoders.bench.batch_synthetic import SyntheticBatchRow, SyntheticGrid, measure_synthetic
 from decoders.bench.machine import BatchMachine
 from decoders.bench.settings import BatchSettings
 from decoders.bench.suite import REPORT_SCHEMA
@@ -196,16 +198,6 @@ class BatchRow(Record, kw_only=True):
     draft_lengths: list[int] = msgspec.field(default_factory=list)  # K sent per iteration, last round
 
 
-class Divergence(Record, kw_only=True):
-    """Where a sequence decoded at batch B parted from its batch-1 output."""
-
-    method: str
-    batch: int
-    row: int
-    position: int
-    margin: float  # batch 1's top-1 minus top-2 logit there
-
-
 class BatchReport(Record, kw_only=True):
     """A batch bench as report.json holds it (kind "batch")."""
 
@@ -220,6 +212,8 @@ class BatchReport(Record, kw_only=True):
     rows: list[BatchRow] = msgspec.field(default_factory=list)
     crossover: dict[str, str] = msgspec.field(default_factory=dict)  # per method: where it stops paying
     divergences: list[Divergence] = msgspec.field(default_factory=list)
+    #: the synthetic draft's cells (`decoders.bench.batch_synthetic`), apart from the real rows
+    synthetic: list[SyntheticBatchRow] = msgspec.field(default_factory=list)
     notes: list[str] = msgspec.field(default_factory=list)
     elapsed_s: float = 0.0
 
@@ -237,32 +231,26 @@ def crossover(rows: Sequence[BatchRow]) -> str:
     return f"stops paying at batch {below[0].batch}"
 
 
-def _margin(lm_factory: Callable[[int], BatchedModel], prompt: list[int], prefix: list[int]) -> float:
-    """Batch 1's top-1 minus top-2 logit after ``prompt + prefix``."""
-    lm = lm_factory(1)
-    logits = lm.start([prompt + prefix])[0]
-    top = logits.topk(2).values.tolist()
-    return round(top[0] - top[1], 6)
-
-
 def run_batch_bench(family, prompts: Sequence[list[int]], batches: Sequence[int], methods: Sequence[str],
                     max_new: int, rounds: int = 2, k: int = 10, surface_repeats: int = 5, surface_widths: int = WIDTHS,
                     progress: Callable[[str], None] | None = None, clock: Callable[[], float] = time.perf_counter,
                     machine: BatchMachine | None = None, policy: str = "fixed",
                     variants: Sequence[Any] | None = None, on_step: Callable[[str, int, list], None] | None = None,
-                    on_row: Callable[[BatchRow], None] | None = None) -> BatchReport:
+                    on_row: Callable[[BatchRow], None] | None = None,
+                    synthetic: SyntheticGrid | None = None) -> BatchReport:
     """Every method in ``methods`` (or every variant of ``variants``) at every batch size beside
     autoregressive decoding, ``rounds`` rounds each (round r takes the prompts from offset r * B,
     so rounds differ in prompts too), the surface T(B, k) first, each sequence checked against its
     batch-1 output. ``policy`` "adaptive": each iteration's draft length from the cost model over
     the measured surface (`decoders.methods.batch.adaptive`), else up to ``k`` tokens. ``on_step``:
     (row label, batch size, every sequence's record) after each iteration, off the clock;
-    ``on_row``: each row once measured (a screen's table, as it fills)."""
+    ``on_row``: each row once measured (a screen's table, as it fills). ``synthetic``: its cells at
+    every batch size too, in their own rows (`decoders.bench.batch_synthetic`)."""
     from decoders.bench.batch_spec import spec_drafts
     from decoders.bench.batch_surface import measure_surface
 
     specs = row_specs(methods, k, policy, variants)
-    widest_k = max([k, *(spec.k for spec in specs)])
+    widest_k = max([k, *(spec.k for spec in specs), *(synthetic.gammas if synthetic else [])])
     lm = batch_maker(family, max(len(p) for p in prompts) + max_new + widest_k + 1)
     say = progress or (lambda message: None)
     started = clock()
@@ -284,6 +272,7 @@ def run_batch_bench(family, prompts: Sequence[list[int]], batches: Sequence[int]
 
     report_rows: list[BatchRow] = []
     divergences: list[Divergence] = []
+    synthetic_rows: list[SyntheticBatchRow] = []
     draft = spec_drafts(family, specs)
 
     for size in batches:
@@ -301,16 +290,9 @@ def run_batch_bench(family, prompts: Sequence[list[int]], batches: Sequence[int]
                 runs[method].append(run)
                 say(f"batch {size} round {round_ + 1}: {method} {run.throughput:.1f} tok/s")
         for method in ["ar", *rows_methods]:
-            identical = True
-            for chosen, run in zip(sets, runs[method], strict=True):
-                for row_index, (index, row) in enumerate(zip(chosen, run.rows, strict=True)):
-                    expected = ref(index)
-                    if row.out != expected:
-                        identical = False
-                        at = next((j for j, (a, b) in enumerate(zip(row.out, expected, strict=False)) if a != b),
-                                  min(len(row.out), len(expected)))
-                        divergences.append(Divergence(method=method, batch=size, row=row_index, position=at,
-                                                      margin=_margin(lm, prompts[index], expected[:at])))
+            parted = compare_runs(method, size, sets, runs[method], ref, lm, prompts)
+            divergences += parted
+            identical = not parted
             ratios = [m.throughput / a.throughput for m, a in zip(runs[method], runs["ar"], strict=True)
                       if a.throughput]
             last = runs[method][-1]
@@ -326,10 +308,16 @@ def run_batch_bench(family, prompts: Sequence[list[int]], batches: Sequence[int]
                 k=spec_of[method].k if method in spec_of else 0, draft_lengths=list(last.draft_lengths)))
             if on_row is not None:
                 on_row(report_rows[-1])
+        if synthetic is not None:
+            cells, parted = measure_synthetic(lm, prompts, size, synthetic, rounds, max_new, ref, surface, unit_ms,
+                                              family.vocab_size, stop, clock, say)
+            synthetic_rows += cells
+            divergences += parted
     cross = {m: crossover([r for r in report_rows if r.method == m]) for m in rows_methods}
     return BatchReport(
         created=time.strftime("%Y-%m-%dT%H:%M:%S%z"), family=family.describe(), machine=machine or BatchMachine(),
         settings=BatchSettings(batches=list(batches), methods=["ar", *rows_methods], max_new_tokens=max_new,
-                               rounds=rounds, k=k, prompts=len(prompts), draft_policy=policy),
+                               rounds=rounds, k=k, prompts=len(prompts), draft_policy=policy,
+                               **({"synthetic": synthetic} if synthetic else {})),
         surface={str(b): row for b, row in surface.items()}, surface_unit_ms=unit_ms, rows=report_rows,
-        crossover=cross, divergences=divergences, elapsed_s=round(clock() - started, 1))
+        crossover=cross, divergences=divergences, synthetic=synthetic_rows, elapsed_s=round(clock() - started, 1))

@@ -111,6 +111,20 @@ class SweepSettings(Record, kw_only=True):
     pairing: Pairing | UnsetType = UNSET
 
 
+class SyntheticGrid(Record, kw_only=True):
+    """The cells to measure: every acceptance of ``alphas`` (one rate for every position) with
+    every draft length of ``gammas``, each drafted token costing ``cost`` steps."""
+
+    alphas: list[float]
+    gammas: list[int]
+    cost: float = 0.0
+    seed: int = 0
+
+    def cells(self) -> list[tuple[float, int]]:
+        """α outer, γ inner."""
+        return [(a, g) for a in self.alphas for g in self.gammas]
+
+
 class BatchSettings(Record, kw_only=True):
     """What a batch bench was asked to do, as its report.json's ``settings`` holds it. The fields
     are in report.json's key order."""
@@ -124,3 +138,5 @@ class BatchSettings(Record, kw_only=True):
     # the draft length of a row that names none: "fixed" (up to k) or "adaptive" (the cost model's);
     # UNSET in reports from before the cost model (fixed then)
     draft_policy: str | UnsetType = UNSET
+    # the synthetic grid measured beside the rows (`decoders.bench.batch_synthetic`); UNSET: none
+    synthetic: SyntheticGrid | UnsetType = UNSET

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -70,6 +70,23 @@ def wrong_token(right: int, vocab: int) -> int:
     return (right + 1) % max(2, vocab)
 
 
+def draft_chain(reference: Sequence[int], at: int, budget: int, rates: Sequence[float], rng: random.Random,
+                vocab: int) -> list[int]:
+    """Up to ``budget`` drafts from output position ``at`` of the greedy ``reference`` (fewer where
+    it ends): position j is the reference's token while every draw so far, ``rng.random() <
+    rates[j]``, came out right, and a wrong token from the first wrong draw on (no draw after it).
+    The batch bench's synthetic rows draft with it too (`decoders.bench.batch_synthetic`)."""
+    drafts: list[int] = []
+    right_so_far = True
+    for j in range(budget):
+        if at + j >= len(reference):
+            break
+        right = reference[at + j]
+        right_so_far = right_so_far and rng.random() < rates[j]
+        drafts.append(right if right_so_far else wrong_token(right, vocab))
+    return drafts
+
+
 def busy_wait(seconds: float, clock=time.perf_counter) -> None:
     """Keep the core busy for ``seconds`` (see the module's note on why not sleep)."""
     if seconds <= 0:
@@ -104,10 +121,6 @@ class Oracle:
         if one is None:  # a budget of one token: the prefill is the only forward
             one = self.runner.mean_seconds(None) or 0.0
         return one
-
-    def at(self, out: list[int], position: int) -> int | None:
-        """The greedy token at output ``position`` after ``out``, or None past the reference."""
-        return self.tokens[position] if position < len(self.tokens) else None
 
     def follows(self, out: list[int]) -> bool:
         return self.tokens[: len(out)] == out
@@ -171,14 +184,7 @@ def synthetic(ctx: DecodeContext) -> MethodGen:
             yield from b.yielding(it)
             continue
         t0 = ctx.clock()
-        drafts: list[int] = []
-        right_so_far = True
-        for j in range(budget):
-            right = oracle.at(b.out, len(b.out) + j)
-            if right is None:
-                break
-            right_so_far = right_so_far and rng.random() < rates[j]
-            drafts.append(right if right_so_far else wrong_token(right, vocab))
+        drafts = draft_chain(oracle.tokens, len(b.out), budget, rates, rng, vocab)
         busy_wait(len(drafts) * params.synthetic_cost * step)
         t_draft = ctx.clock() - t0
         g = len(drafts)

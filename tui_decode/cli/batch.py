@@ -22,6 +22,7 @@ def cmd_batch_bench(namespace: argparse.Namespace, args, prompts) -> int:
     from decoders.records.atomic import check_folder_destination
     from tui_decode.cli.bench import _check_counts
     from tui_decode.cli.main import family_spec, load_with_progress
+    from tui_decode.cli.synthetic import synthetic_grid
 
     batches = parse_batches(args.batch)
     from decoders.bench.variants import parse_variants
@@ -29,7 +30,11 @@ def cmd_batch_bench(namespace: argparse.Namespace, args, prompts) -> int:
     for other, flag in ((args.sweep, "--sweep"), (args.backends, "--backends")):
         if other is not None:
             raise DecodeError(f"--batch and {flag} do not go together; drop one of the two")
-    methods = (args.methods or "ar,pld").split(",")
+    grid = synthetic_grid(args)
+    methods = (args.methods or ("ar" if grid is not None else "ar,pld")).split(",")
+    if "synthetic" in methods:
+        raise DecodeError("--batch measures the synthetic draft with --synthetic-grid A[,A...][:G..G], not as one of "
+                          "--methods; give e.g. --methods ar --synthetic-grid 0.5,0.7,0.9:1..8")
     variants = parse_variants(args.variants) if args.variants is not None else None
     if not args.out.strip():
         raise DecodeError("--out is empty; give the report folder (it is created if missing)")
@@ -38,7 +43,7 @@ def cmd_batch_bench(namespace: argparse.Namespace, args, prompts) -> int:
     chosen = dict(args.params)
     params = DecodeParams(method="pld", max_new_tokens=args.max_new_tokens, record=False, **chosen).validated()
     specs = row_specs(methods, params.num_pred, params.draft_policy, variants)  # refused here, before the model loads
-    widest = max([params.num_pred, *(spec.k for spec in specs)])
+    widest = max([params.num_pred, *(spec.k for spec in specs), *(grid.gammas if grid is not None else [])])
     if args.threads:
         import torch
 
@@ -69,7 +74,7 @@ def cmd_batch_bench(namespace: argparse.Namespace, args, prompts) -> int:
                            load_before=before)
     report = run_batch_bench(family, ids, batches, methods, args.max_new_tokens, rounds=max(2, args.repeats),
                              k=params.num_pred, progress=progress, machine=machine, policy=params.draft_policy,
-                             variants=variants)
+                             variants=variants, synthetic=grid)
     report.machine.load_after = load_average()
     md, js = write_batch_report(report, args.out)
     print(render_markdown(report))

@@ -99,6 +99,9 @@ def add_bench_parser(sub) -> None:
                         "--draft-policy adaptive picks each iteration's draft length from T(B, k) and the rows' "
                         "acceptance, and --variants 'pld[num_pred 2, draft_policy fixed],pld' sets rows of fixed K "
                         "beside it; see tui_decode/cli/batch.py")
+    from tui_decode.cli.synthetic import add_synthetic_grid_args
+
+    add_synthetic_grid_args(p)
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help="torch CPU threads for both sides (default: torch's own choice); on a machine shared "
                         "with other busy processes, 1 avoids threads spinning against each other")
@@ -241,6 +244,9 @@ def _cmd_bench(namespace: argparse.Namespace, take_out: Callable[[], None]) -> i
     if args.workload == "session":
         _check_session(args, prompts)
     kept = _check_memory(args)
+    from tui_decode.cli.synthetic import synthetic_grid
+
+    synthetic_grid(args)  # a grid or its cost without --batch refused here
     if args.batch is not None:
         from tui_decode.cli.batch import cmd_batch_bench
 

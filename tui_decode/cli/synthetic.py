@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from decoders.core.errors import DecodeError
 
@@ -41,3 +42,42 @@ def synthetic_method(args: argparse.Namespace) -> str | None:
         setattr(args, COST.name, COST.default)
     args.method = NAME
     return NAME
+
+
+def add_synthetic_grid_args(p: argparse.ArgumentParser) -> None:
+    """`tui-decode bench --batch`'s synthetic cells: ``--synthetic-grid`` and, unless the synthetic
+    method is registered already (its parameters then among the bench's method parameters),
+    ``--synthetic-cost``."""
+    from decoders.bench.batch_synthetic import MAX_ALPHAS, MAX_CELLS, MAX_GAMMA
+    from decoders.core.params import method_param_specs
+    from decoders.methods.synthetic import COST
+
+    g = p.add_argument_group("synthetic acceptance at batch B (a measuring instrument, with --batch; see "
+                             "decoders/bench/batch_synthetic.py)")
+    g.add_argument("--synthetic-grid", default=None, metavar="A[,A...][:G..G]",
+                   help="with --batch, also measure a synthetic draft (each sequence's own batch-1 greedy tokens, "
+                        "right with probability A at every position) for every acceptance A (0..1, at most "
+                        f"{MAX_ALPHAS}) and draft length G (1..{MAX_GAMMA}; default 1..8; at most {MAX_CELLS} cells) "
+                        "at every batch size, beside autoregressive decoding and the cost-aware Theorem 3.8 at "
+                        "T(B, k) measured at that size, in rows of their own labelled synthetic; e.g. "
+                        "0.5,0.7,0.9:1..8 (--methods then defaults to ar)")
+    if COST.name not in method_param_specs():
+        g.add_argument(COST.flag, dest=COST.name, type=float, default=None, metavar="C",
+                       help=f"{COST.help} (0..4; default {COST.default:g}); with --synthetic-grid: per position of "
+                            "the batch's longest chain, in one-token steps of the batch T(B, 1)")
+
+
+def synthetic_grid(args) -> Any:
+    """The `SyntheticGrid` ``args`` (`BenchArgs`) ask for, or None; DecodeError in one line for a
+    grid without --batch, a cost without a grid, or a grid out of its bounds."""
+    from decoders.bench.batch_synthetic import parse_grid
+
+    grid, cost = args.synthetic_grid, args.synthetic_cost
+    if grid is None:
+        if cost is not None:
+            raise DecodeError("--synthetic-cost is the cost of --synthetic-grid's draft; give --synthetic-grid "
+                              "A[,A...][:G..G] too (e.g. 0.5,0.7,0.9:1..8)")
+        return None
+    if args.batch is None:
+        raise DecodeError("--synthetic-grid measures in the batch bench; give --batch too (e.g. --batch 1,4)")
+    return parse_grid(grid, cost)

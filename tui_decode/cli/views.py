@@ -143,6 +143,8 @@ class BenchArgs:
     workload: str = "prompts"
     suffix_memory: str | None = None
     suffix_memory_mb: int | None = None
+    synthetic_grid: str | None = None  # the batch bench's synthetic cells (`tui_decode.cli.synthetic`)
+    synthetic_cost: float | None = None
 
     @classmethod
     def of(cls, args: argparse.Namespace) -> BenchArgs:
@@ -154,7 +156,8 @@ class BenchArgs:
                    backends=args.backends, wait=args.wait, threads=args.threads,
                    params=tuple(_present(args, list(method_param_specs())).items()), model=ModelFlags.of(args),
                    batch=args.batch, workload=args.workload, suffix_memory=args.suffix_memory,
-                   suffix_memory_mb=args.suffix_memory_mb)
+                   suffix_memory_mb=args.suffix_memory_mb, synthetic_grid=args.synthetic_grid,
+                   **_present(args, ["synthetic_cost"]))
 
 
 @dataclass(frozen=True)

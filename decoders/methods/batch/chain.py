@@ -20,7 +20,6 @@ from decoders.methods.shared.ngram import NgramIndex
 if TYPE_CHECKING:
     from decoders.backends.capabilities import BatchedModel
     from decoders.methods.batch.adaptive import BatchDraftPolicy
-    from decoders.methods.batch.model_draft import ModelDraft
 
 #: The largest batch a user can ask for.
 MAX_BATCH = 64
@@ -70,6 +69,21 @@ def drafter_for(method: str, k: int = 10, n_min: int = 1, n_max: int = 3) -> Cal
     raise DecodeError(f"method {method!r} does not decode at batch > 1 yet; choose from {', '.join(BATCH_METHODS)}")
 
 
+class BatchDraft(Protocol):
+    """What drafts every row's chain together (`model_draft.ModelDraft`; the batch bench's
+    synthetic draft, `decoders.bench.batch_synthetic.SyntheticBatchDraft`)."""
+
+    def start(self, prompts: Sequence[Sequence[int]]) -> None: ...
+
+    def propose(self, seqs: Sequence[list[int]], budgets: Sequence[int]) -> list[list[int]]: ...
+
+    def settle(self, accepted: Sequence[int]) -> None: ...
+
+    def keep_rows(self, rows: Sequence[int]) -> None: ...
+
+    def tidy(self, compact_at: float) -> None: ...
+
+
 @dataclass
 class SeqRecord:
     """One row's decode: its output, why it stopped, when (seconds since the batch started)."""
@@ -100,6 +114,8 @@ class BatchRun:
     #: per iteration after the prefill: the draft length sent (the adaptive policy's K; with a
     #: fixed one the longest draft of any row)
     draft_lengths: list[int] = field(default_factory=list)
+    #: seconds until every row's first token (the prompts' prefill; a model draft's too)
+    prefill_s: float = 0.0
 
     @property
     def tokens(self) -> int:
@@ -132,7 +148,7 @@ def decode_batch(lm: BatchedModel, prompts: Sequence[Sequence[int]], max_new: in
                  gamma: int = 10, stop_ids: frozenset[int] = frozenset(),
                  clock: Callable[[], float] = time.perf_counter, compact_at: float = 0.5, n_min: int = 1,
                  n_max: int = 3, make: Callable[[list[int]], Drafter] | None = None,
-                 draft: ModelDraft | None = None, policy: BatchDraftPolicy | None = None,
+                 draft: BatchDraft | None = None, policy: BatchDraftPolicy | None = None,
                  on_step: Callable[[list[SeqRecord]], None] | None = None) -> BatchRun:
     """Decode ``prompts`` together, greedy, ``max_new`` tokens each at most: ``method`` "ar",
     "pld" (``gamma``: its copy length k) or "spec" (``draft`` drafts every row's chain, its γ
@@ -166,6 +182,7 @@ def decode_batch(lm: BatchedModel, prompts: Sequence[Sequence[int]], max_new: in
     if draft is not None:
         draft.start(rows_prompts)
     first = logits.argmax(-1).tolist()
+    prefill_s = now() - t0
     active: list[int] = []
     last: dict[int, int] = {}
     drafters: dict[int, Drafter] = {}
@@ -230,4 +247,4 @@ def decode_batch(lm: BatchedModel, prompts: Sequence[Sequence[int]], max_new: in
         if active and lm.holes > compact_at * lm.slots * lm.rows:
             lm.compact()
         stepped()
-    return BatchRun(method, len(prompts), rows, now() - t0, forwards, widest, lengths)
+    return BatchRun(method, len(prompts), rows, now() - t0, forwards, widest, lengths, prefill_s)
