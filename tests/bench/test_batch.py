@@ -99,6 +99,28 @@ def test_the_batch_bench_writes_its_rows_and_the_surface(tiny_folder, prompts, t
     assert "| pld | 2 |" in printed and "T(B, k)" in printed
 
 
+def test_the_batch_bench_runs_suffix_decoding_beside_prompt_lookup(tiny_folder, prompts, tmp_path, capsys):
+    """`bench --batch 1,2 --methods ar,pld,suffix`: a suffix row at each batch size, its k its
+    --suffix-max, every sequence equal to its batch-1 output; a variant sets its k."""
+    out = tmp_path / "out"
+    code = cli_main(["bench", "--prompts", str(prompts), "--main", str(tiny_folder), "--batch", "1,2",
+                     "--methods", "ar,pld,suffix", "--variants", "pld,suffix,suffix[suffix_max 2, draft_policy fixed]",
+                     "--max-new-tokens", "8", "--num-pred", "4", "--suffix-max", "6", "--threads", "1",
+                     "--out", str(out)])
+    printed, err = capsys.readouterr()
+    assert code == 0, err
+    data = json.loads((out / "report.json").read_text())
+    labels = ["ar", "pld", "suffix", "suffix[suffix_max 2, draft_policy fixed]"]
+    assert [(r["method"], r["batch"]) for r in data["rows"]] == [(m, b) for b in (1, 2) for m in labels]
+    assert all(r["identical"] for r in data["rows"]) and data["divergences"] == []
+    by = {(r["method"], r["batch"]): r for r in data["rows"]}
+    assert by[("suffix", 2)]["k"] == 6 and by[("pld", 2)]["k"] == 4
+    assert by[("suffix[suffix_max 2, draft_policy fixed]", 2)]["k"] == 2
+    assert all(k <= 2 for k in by[("suffix[suffix_max 2, draft_policy fixed]", 2)]["draft_lengths"])
+    assert set(data["crossover"]) == set(labels[1:])
+    assert "| suffix | 2 |" in printed and data["notes"] == []
+
+
 @pytest.fixture(scope="module")
 def helper_folder(tmp_path_factory):
     from tests.support.tiny import perturbed_copy, tiny_model
@@ -153,15 +175,15 @@ def test_the_adaptive_row_runs_beside_fixed_k_rows_and_saves_its_k_per_iteration
 
 @pytest.mark.parametrize("flags,line", [
     (["--batch", "2", "--variants", "pld[branches 3]"],
-     "--batch varies only num_pred, draft_policy, not branches in pld[branches 3]; give e.g. --variants "
+     "--batch varies only num_pred, suffix_max, draft_policy, not branches in pld[branches 3]; give e.g. --variants "
      "'pld[num_pred 2, draft_policy fixed],pld'"),
     (["--batch", "2", "--variants", "spec[int4]"],
      "--batch drafts spec with the loaded --helper or --self-draft int4, not with a variant's draft (spec[int4]); "
      "give --methods ar,spec and --self-draft int4"),
-    (["--batch", "2", "--variants", "jacobi"], "--batch runs ar, pld, spec only so far, not jacobi"),
+    (["--batch", "2", "--variants", "jacobi"], "--batch runs ar, pld, suffix, spec only so far, not jacobi"),
     (["--batch", "0"], "batch size must be 1..64, got 0"),
     (["--batch", "1,2", "--methods", "ar,jacobi"],
-     "--batch runs ar, pld, spec only so far, not jacobi; give --methods ar,pld,spec"),
+     "--batch runs ar, pld, suffix, spec only so far, not jacobi; give --methods ar,pld,suffix,spec"),
     (["--batch", "1,2", "--methods", "ar,spec"],
      "speculative decoding at batch > 1 needs a draft: load a helper model with --helper SRC or draft with "
      "--self-draft int4"),

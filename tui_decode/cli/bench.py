@@ -73,7 +73,8 @@ def add_bench_parser(sub) -> None:
                         "build`, or a memory kept by `run --suffix-memory`; for this model), read once at the start; "
                         "the bench measures, it never writes the memory: the file is left as it is (with --workload "
                         "session each memory row starts from its own copy of it; otherwise the bench's answers join "
-                        "a copy in memory only). Not with --sweep, --batch or --backends")
+                        "a copy in memory only; with --batch the suffix rows only read it, its responses to the "
+                        "bench's prompts left out). Not with --sweep or --backends")
     add_memory_mb_arg(p)
     p.add_argument("--sweep", metavar="NAME=A..B",
                    help=f"instead of the suite, sweep one parameter ({sweep_names()}) and print measured "
@@ -93,9 +94,10 @@ def add_bench_parser(sub) -> None:
                         "backend's bandwidth floor and T(k), and the backends' AR outputs compared token by token")
     p.add_argument("--batch", default=None, metavar="LIST",
                    help="instead of the suite, decode B prompts together for each batch size B in LIST (e.g. 1,2,4; "
-                        "each 1..64): prompt lookup and, with a --helper model or --self-draft int4 on torch, "
-                        "speculative decoding (--methods ar,pld,spec) beside autoregressive decoding at the same batch "
-                        "size, interleaved over max(2, --repeats) rounds, with the verify-cost surface T(B, k); "
+                        "each 1..64): prompt lookup, suffix decoding and, with a --helper model or --self-draft "
+                        "int4 on torch, speculative decoding (--methods ar,pld,suffix,spec) beside autoregressive "
+                        "decoding at the same batch size, interleaved over max(2, --repeats) rounds, with the "
+                        "verify-cost surface T(B, k); "
                         "--draft-policy adaptive picks each iteration's draft length from T(B, k) and the rows' "
                         "acceptance, and --variants 'pld[num_pred 2, draft_policy fixed],pld' sets rows of fixed K "
                         "beside it; see tui_decode/cli/batch.py")
@@ -155,7 +157,7 @@ def _check_memory(args: BenchArgs) -> MemoryFile | None:
             raise DecodeError("--suffix-memory-mb bounds the memory read with --suffix-memory; give "
                               "--suffix-memory PATH too, or drop --suffix-memory-mb")
         return None
-    for flag, given in (("--sweep", args.sweep), ("--batch", args.batch), ("--backends", args.backends)):
+    for flag, given in (("--sweep", args.sweep), ("--backends", args.backends)):
         if given is not None:
             raise DecodeError(f"--suffix-memory and {flag} do not go together: the memory is read for the suite's "
                               f"rows on one backend; drop one of the two")
@@ -250,7 +252,7 @@ def _cmd_bench(namespace: argparse.Namespace, take_out: Callable[[], None]) -> i
     if args.batch is not None:
         from tui_decode.cli.batch import cmd_batch_bench
 
-        return cmd_batch_bench(namespace, args, prompts)
+        return cmd_batch_bench(namespace, args, prompts, kept)
     if not args.out.strip():  # "" is the current folder: its report.md would be written over
         raise DecodeError("--out is empty; give the report folder (it is created if missing), or leave --out out "
                           f"for {DEFAULT_OUT}/")
