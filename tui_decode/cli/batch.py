@@ -54,7 +54,8 @@ def cmd_batch_bench(namespace: argparse.Namespace, args, prompts) -> int:
 
     before = load_average()
     family = load_with_progress(family_spec(namespace), Console(stderr=True))
-    if "spec" in methods:
+    spec = any(s.method == "spec" for s in specs)
+    if spec:
         from decoders.bench.batch_spec import check_spec
 
         check_spec(family)
@@ -64,7 +65,7 @@ def cmd_batch_bench(namespace: argparse.Namespace, args, prompts) -> int:
     if longest + args.max_new_tokens > family.context_length:
         raise DecodeError(f"the longest prompt ({longest} tokens) plus --max-new-tokens ({args.max_new_tokens}) "
                           f"exceeds the model's context of {family.context_length}; lower --max-new-tokens")
-    check_batches(family, batches, longest, args.max_new_tokens, widest + 1, host_available_memory())
+    check_batches(family, batches, longest, args.max_new_tokens, widest + 1, host_available_memory(), spec=spec)
 
     def progress(message: str) -> None:
         print(f"bench: {message}", file=sys.stderr, flush=True)
