@@ -7,7 +7,7 @@ context of its own per batch size (its sequence ids, in one ``llama_decode`` per
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from decoders.core.errors import DecodeError
 from decoders.methods.batch.model_draft import unbatched_draft
@@ -70,7 +70,7 @@ def draft_module(family):
     return family.helper_model
 
 
-def spec_drafts(family, specs, positions: int) -> Callable[[object, int], ModelDraft | None]:
+def spec_drafts(family, specs, positions: int) -> Callable[[Any, int], ModelDraft | None]:
     """For a row spec and a batch size, a fresh batched model draft where it is a spec row drafting
     its ``k`` tokens (None for the rows that draft without a model); each row holds up to
     ``positions`` tokens. On llama.cpp the draft's context of each batch size is made once and
