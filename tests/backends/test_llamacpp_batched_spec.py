@@ -129,3 +129,14 @@ def test_the_batch_bench_runs_spec_on_llama_cpp(alone, helper):
     assert [(r.method, r.batch) for r in report.rows] == [("ar", 1), ("spec", 1), ("ar", 3), ("spec", 3)]
     assert all(r.identical for r in report.rows) and report.divergences == []
     assert report.rows[3].accepted_per_forward > 1.0
+
+
+def test_the_helpers_cache_counts_in_the_memory_a_spec_batch_needs(model, helper):
+    from decoders.backends.llamacpp_batched import check_batch
+
+    check_batch(model, [1, 16], positions=1000, width=11, available=1_200_000_000)  # the target alone fits
+    with pytest.raises(DecodeError) as err:
+        check_batch(model, [1, 16], positions=1000, width=11, available=1_200_000_000, draft=helper)
+    assert str(err.value).startswith("batch size 16 needs about ")
+    assert str(err.value).endswith("for its llama.cpp caches and logits (the target's and the helper's), more than "
+                                   "half of the 1.2 GB available; give smaller --batch sizes or lower --max-new-tokens")
