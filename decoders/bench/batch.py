@@ -146,15 +146,18 @@ def _llamacpp_model(family):
 
 
 def check_batches(family, batches: Sequence[int], prompt_tokens: int, max_new: int, width: int,
-                  available: int | None) -> None:
+                  available: int | None, spec: bool = False) -> None:
     """DecodeError in one line for a batch size ``family``'s backend cannot hold: above what memory
     allows on either backend (saying how much it needs); on llama.cpp also above ``n_seq_max``'s
-    bound or a row longer than the model's context."""
+    bound or a row longer than the model's context, and with ``spec`` (a spec row runs) the GGUF
+    helper's batched cache counted beside the target's."""
     llama = _llamacpp_model(family)
     if llama is not None:
         from decoders.backends.llamacpp_batched import check_batch, positions_per_row
+        from decoders.bench.batch_spec import llamacpp_helper
 
-        check_batch(llama, batches, positions_per_row(prompt_tokens, max_new, width), width, available, MEMORY_SHARE)
+        check_batch(llama, batches, positions_per_row(prompt_tokens, max_new, width), width, available, MEMORY_SHARE,
+                    draft=llamacpp_helper(family) if spec else None)
     elif family.main_model is not None:
         check_memory(family.main_model, batches, prompt_tokens, max_new, width, family.vocab_size, available)
 
@@ -262,7 +265,8 @@ def run_batch_bench(family, prompts: Sequence[list[int]], batches: Sequence[int]
 
     specs = row_specs(methods, k, policy, variants, lengths)
     widest_k = max([k, *(spec.k for spec in specs), *(synthetic.gammas if synthetic else [])])
-    lm = batch_maker(family, max(len(p) for p in prompts) + max_new + widest_k + 1)
+    positions = max(len(p) for p in prompts) + max_new + widest_k + 1
+    lm = batch_maker(family, positions)
     say = progress or (lambda message: None)
     started = clock()
     rows_methods = [spec.label for spec in specs]
@@ -284,7 +288,7 @@ def run_batch_bench(family, prompts: Sequence[list[int]], batches: Sequence[int]
     report_rows: list[BatchRow] = []
     divergences: list[Divergence] = []
     synthetic_rows: list[SyntheticBatchRow] = []
-    draft = spec_drafts(family, specs)
+    draft = spec_drafts(family, specs, positions)
 
     for size in batches:
         runs: dict[str, list[BatchRun]] = {m: [] for m in ["ar", *rows_methods]}
@@ -296,7 +300,7 @@ def run_batch_bench(family, prompts: Sequence[list[int]], batches: Sequence[int]
                 spec = spec_of.get(method) or RowSpec(label="ar", method="ar", k=0)
                 chooser = BatchDraftPolicy(spec.k, surface) if spec.policy == "adaptive" and spec.k else None
                 run = decode_batch(lm(size), [prompts[i] for i in chosen], max_new, spec.method, gamma=spec.k,
-                                   stop_ids=stop, clock=clock, policy=chooser, draft=draft(spec),
+                                   stop_ids=stop, clock=clock, policy=chooser, draft=draft(spec, size),
                                    on_step=None if on_step is None else partial(on_step, method, size),
                                    suffix=suffix)
                 runs[method].append(run)

@@ -1,12 +1,19 @@
 """The batch bench's spec row (`decoders.bench.batch`): which draft of a loaded family drafts at
-batch B (`check_spec`, one line where none can) and the transformers module it runs batched
-(`draft_module`): the helper model itself, or the main model's int4 copy
-(`decoders.backends.batched_int4`) for the int4 self-draft."""
+batch B (`check_spec`, one line where none can) and what it drafts in: on torch the transformers
+module it runs batched (`draft_module`: the helper model itself, or the main model's int4 copy,
+`decoders.backends.batched_int4`); on llama.cpp the GGUF helper's model in a `LlamaCppBatched`
+context of its own per batch size (its sequence ids, in one ``llama_decode`` per draft step)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
 from decoders.core.errors import DecodeError
-from decoders.methods.batch.model_draft import BATCHED_DRAFTS, unbatched_draft
+from decoders.methods.batch.model_draft import unbatched_draft
+
+if TYPE_CHECKING:
+    from decoders.methods.batch.model_draft import ModelDraft
 
 
 def draft_kind(family) -> str | None:
@@ -14,16 +21,29 @@ def draft_kind(family) -> str | None:
     return family.draft.kind if family.helper is not None and family.draft is not None else None
 
 
-def check_spec(family) -> None:
-    """DecodeError in one line where ``family`` cannot run the spec row at batch B: on llama.cpp, a
-    draft of a kind that does not draft batched (`BATCHED_DRAFTS`), or a model the batched path or
-    the int4 kernel cannot take."""
+def llamacpp_helper(family):
+    """The llama.cpp model of ``family``'s GGUF helper (None: not a llama.cpp family, or no helper)."""
     from decoders.backends.llamacpp import LlamaCppBackend
 
-    if isinstance(family.main, LlamaCppBackend):
-        raise DecodeError(f"--batch runs spec on the torch backend only (drafting with a {' or '.join(BATCHED_DRAFTS)} "
-                          "draft); drop spec from --methods or use --backend torch")
+    if isinstance(family.main, LlamaCppBackend) and isinstance(family.helper, LlamaCppBackend):
+        return family.helper.model
+    return None
+
+
+def check_spec(family) -> None:
+    """DecodeError in one line where ``family`` cannot run the spec row at batch B: a draft of a
+    kind that does not draft batched on its backend (`unbatched_draft`: on llama.cpp, anything but
+    a GGUF helper), or on torch a model the batched path or the int4 kernel cannot take."""
+    from decoders.backends.llamacpp import LlamaCppBackend
+
     kind = draft_kind(family)
+    if isinstance(family.main, LlamaCppBackend):
+        reason = unbatched_draft(kind, "llamacpp")
+        if reason is None and llamacpp_helper(family) is None:
+            reason = "the helper keeps no llama.cpp model to draft with at batch > 1; give --helper FILE.gguf"
+        if reason is not None:
+            raise DecodeError(reason)
+        return
     reason = unbatched_draft(kind)
     model = family.helper_model if kind == "helper" else family.main_model
     if reason is None and model is None:
@@ -42,7 +62,7 @@ def check_spec(family) -> None:
 
 
 def draft_module(family):
-    """The transformers module that drafts for ``family`` at batch B (`check_spec` first)."""
+    """The transformers module that drafts for ``family`` at batch B on torch (`check_spec` first)."""
     if draft_kind(family) == "int4":
         from decoders.backends.batched_int4 import int4_copy
 
@@ -50,15 +70,34 @@ def draft_module(family):
     return family.helper_model
 
 
-def spec_drafts(family, specs):
-    """For each row spec, a fresh batched model draft where it is a spec row drafting its ``k``
-    tokens (None for the rows that draft without a model); `check_spec` runs first, once, and
-    only where some row is a spec row."""
+def spec_drafts(family, specs, positions: int) -> Callable[[Any, int], ModelDraft | None]:
+    """For a row spec and a batch size, a fresh batched model draft where it is a spec row drafting
+    its ``k`` tokens (None for the rows that draft without a model); each row holds up to
+    ``positions`` tokens. On llama.cpp the draft's context of each batch size is made once and
+    reused (`LlamaCppBatched.start` clears it). `check_spec` runs first, once, and only where some
+    row is a spec row."""
     if not any(spec.method == "spec" for spec in specs):
-        return lambda spec: None
-    from decoders.backends.batched import BatchedLM
+        return lambda spec, size: None
     from decoders.methods.batch.model_draft import ModelDraft
 
     check_spec(family)
+    helper = llamacpp_helper(family)
+    if helper is not None:
+        from decoders.backends.llamacpp_batched import LlamaCppBatched
+
+        contexts: dict[int, LlamaCppBatched] = {}
+
+        def on_llamacpp(spec, size: int) -> ModelDraft | None:
+            if spec.method != "spec":
+                return None
+            if size not in contexts:
+                contexts[size] = LlamaCppBatched(helper, size, positions)
+            return ModelDraft(contexts[size], spec.k)
+
+        return on_llamacpp
+    from decoders.backends.batched import BatchedLM
+
     module = draft_module(family)
-    return lambda spec: ModelDraft(BatchedLM(module, family.context_length), spec.k) if spec.method == "spec" else None
+    return lambda spec, size: (ModelDraft(BatchedLM(module, family.context_length), spec.k)
+                               if spec.method == "spec" else None)
+

@@ -291,3 +291,16 @@ def test_the_prompt_shown_is_the_first_sequence_and_the_others_fit_the_room(tiny
     assert all(0 < len(i) <= 40 for i in ids[1:]) and len({tuple(i) for i in ids}) == 4
     with pytest.raises(DecodeError, match=r"^the prompt \(\d+ tokens\) leaves no room"):
         prompt_ids(tiny_family, PROMPT, False, 4, 3)
+
+
+def test_the_batch_screen_offers_spec_on_llama_cpp_with_a_gguf_helper_only():
+    from decoders.models.drafts import Int4
+    from tui_decode.state.batch_plan import family_methods
+    from tui_decode.state.settings import Settings
+
+    assert family_methods(Settings(), "llamacpp", has_helper=True) == {"pld": None, "spec": None}
+    for settings, helper in ((Settings(), False), (Settings(draft=Int4()), True)):
+        assert family_methods(settings, "llamacpp", has_helper=helper)["spec"] == (
+            "spec drafts at batch > 1 on llama.cpp with a GGUF helper only; pick a family with a GGUF helper (f) or "
+            "leave spec out")
+    assert family_methods(Settings(), "torch", has_helper=True)["spec"] is None

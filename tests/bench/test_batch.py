@@ -271,14 +271,36 @@ def test_a_batch_beyond_the_llama_cpp_context_is_one_line(llamacpp_prompts, tmp_
 
 
 @pytest.mark.model
-def test_spec_at_batch_on_llama_cpp_is_one_line(llamacpp_prompts, tmp_path, capsys):
+def test_spec_at_batch_on_llama_cpp_without_a_gguf_helper_is_one_line(llamacpp_prompts, tmp_path, capsys):
     pytest.importorskip("llama_cpp")
     code = cli_main(["bench", "--prompts", str(llamacpp_prompts), "--backend", "llamacpp", "--main", "bundled",
                      "--batch", "1,2", "--methods", "ar,spec", "--max-new-tokens", "4", "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err
     assert code == 2 and err.strip().count("\n") == 0, err
-    assert "--batch runs spec on the torch backend only (drafting with a helper or int4 draft); drop spec from " \
-        "--methods or use --backend torch" in err
+    assert "speculative decoding at batch > 1 on llama.cpp needs a GGUF helper model: give --helper FILE.gguf (or " \
+        "--helper bundled), or drop spec from --methods" in err
+
+
+@pytest.mark.model  # the bundled GGUF on llama.cpp, its Q4_0 copy drafting
+def test_the_batch_bench_runs_spec_on_llama_cpp_with_a_gguf_helper(llamacpp_prompts, q4_0_helper_gguf, tmp_path,
+                                                                    capsys, monkeypatch):
+    from functools import partial
+
+    import decoders.bench.batch as batch
+
+    monkeypatch.setattr(batch, "run_batch_bench", partial(batch.run_batch_bench, surface_widths=2, surface_repeats=1))
+    out = tmp_path / "out"
+    code = cli_main(["bench", "--prompts", str(llamacpp_prompts), "--backend", "llamacpp", "--main", "bundled",
+                     "--helper", str(q4_0_helper_gguf), "--batch", "1,2", "--methods", "ar,spec",
+                     "--max-new-tokens", "8", "--num-pred", "3", "--threads", "1", "--out", str(out)])
+    printed, err = capsys.readouterr()
+    assert code == 0, err
+    data = json.loads((out / "report.json").read_text())
+    assert data["family"]["backend"] == "llamacpp"
+    assert [(r["method"], r["batch"]) for r in data["rows"]] == [("ar", 1), ("spec", 1), ("ar", 2), ("spec", 2)]
+    assert all(r["identical"] for r in data["rows"]) and data["divergences"] == []
+    assert data["rows"][3]["accepted_per_forward"] > 1.0 and "| spec | 2 |" in printed
+    assert set(data["crossover"]) == {"spec"}
 
 
 def test_a_batch_row_saved_before_the_adaptive_policy_still_opens():

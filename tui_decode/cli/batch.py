@@ -57,7 +57,8 @@ def cmd_batch_bench(namespace: argparse.Namespace, args, prompts, kept=None) -> 
 
     before = load_average()
     family = load_with_progress(family_spec(namespace), Console(stderr=True))
-    if "spec" in methods:
+    spec = any(s.method == "spec" for s in specs)
+    if spec:
         from decoders.bench.batch_spec import check_spec
 
         check_spec(family)
@@ -67,7 +68,7 @@ def cmd_batch_bench(namespace: argparse.Namespace, args, prompts, kept=None) -> 
     if longest + args.max_new_tokens > family.context_length:
         raise DecodeError(f"the longest prompt ({longest} tokens) plus --max-new-tokens ({args.max_new_tokens}) "
                           f"exceeds the model's context of {family.context_length}; lower --max-new-tokens")
-    check_batches(family, batches, longest, args.max_new_tokens, widest + 1, host_available_memory())
+    check_batches(family, batches, longest, args.max_new_tokens, widest + 1, host_available_memory(), spec=spec)
     suffix, notes = _suffix_shape(family, args, params, ids, kept, any(s.method == "suffix" for s in specs))
 
     def progress(message: str) -> None:

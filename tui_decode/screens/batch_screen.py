@@ -256,7 +256,8 @@ class BatchScreen(ModalScreen[None]):
                 family = self.loaded.engine_for(self.settings).family
                 room = family.context_length - max_new - k - 2
                 ids = prompt_ids(family, self.prompt, bool(params.chat_template), max(sizes) * ROUNDS, room)
-                check_batches(family, sizes, max(len(i) for i in ids), max_new, k + 1, host_available_memory())
+                check_batches(family, sizes, max(len(i) for i in ids), max_new, k + 1, host_available_memory(),
+                              spec="spec" in methods)
                 gate.holding = True  # the UI's loop held from each hand-over to the next
                 shape = suffix_shape(family, params, ids) if "suffix" in methods else None
                 report = run_batch_bench(family, ids, sizes, methods, max_new, rounds=ROUNDS, k=k,

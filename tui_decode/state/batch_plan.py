@@ -48,12 +48,14 @@ def family_methods(settings: Settings, backend: str, has_helper: bool) -> dict[s
     """The methods the loaded family can run at batch > 1 besides autoregressive decoding, with
     the draft the settings choose: each name with None where it can, else the line saying why not
     (what is left, a model the batched path cannot take, the run itself says)."""
-    from decoders.methods.batch.model_draft import BATCHED_DRAFTS
+    from decoders.methods.batch.model_draft import BATCHED_DRAFTS, LLAMACPP_BATCHED_DRAFTS
 
     kind = settings.self_draft or ("early-exit" if settings.draft is not None else "helper" if has_helper else None)
     why: str | None = None
     if backend != "torch":
-        why = "spec runs at batch > 1 on the torch backend only; pick a torch family (f) or leave spec out"
+        if kind not in LLAMACPP_BATCHED_DRAFTS:
+            why = ("spec drafts at batch > 1 on llama.cpp with a GGUF helper only; pick a family with a GGUF helper "
+                   "(f) or leave spec out")
     elif kind not in BATCHED_DRAFTS:
         why = ("spec drafts at batch > 1 with a helper model or the int4 self-draft only; choose the int4 draft in "
                "the parameters pane, or a family with a helper (f)")
