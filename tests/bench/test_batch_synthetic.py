@@ -240,3 +240,18 @@ def test_the_grid_defaults_to_gamma_1_to_8_and_sorts_its_values():
     assert parse_grid("0.5:").gammas == list(range(1, 9))  # nothing after the colon: the default
     with pytest.raises(DecodeError):
         parse_grid("0.5:3..1")  # an empty range
+
+
+def test_the_grid_defaults_to_a_longer_budget_than_the_bench(tiny_folder, prompts, tmp_path, capsys):
+    from decoders.core.params import DecodeParams
+    from tui_decode.cli.views import GRID_TOKENS, bench_tokens
+
+    assert GRID_TOKENS == 128 > DecodeParams().max_new_tokens == bench_tokens(None, None)
+    assert bench_tokens(None, "0.5:1") == GRID_TOKENS and bench_tokens(32, "0.5:1") == 32
+    # the tiny model's 128 positions hold the prompt and 64 tokens, not 128: the grid's default is refused
+    # in one line before a token is decoded (a run with no grid and no --max-new-tokens would fit)
+    code = cli_main(["bench", "--prompts", str(prompts), "--main", str(tiny_folder), "--batch", "1", "--synthetic-grid",
+                     "0.5:1", "--threads", "1", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and "plus --max-new-tokens (128) exceeds the model's context of 128" in err
+    assert "Traceback" not in err
