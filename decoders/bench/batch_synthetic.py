@@ -297,19 +297,22 @@ def synthetic_section(rows: Sequence[SyntheticBatchRow]) -> list[str]:
              "it; decode speedup after the prefill; predicted: E[tokens] / (γ c + T(B, γ+1) / T(B, 1)) with T(B, k) "
              "measured at that batch size. E[tokens] is the theorem's tokens per iteration; the rows' own (after the "
              "prefill, over their iterations) fall short of it where the budget cuts the last chain; forwards / row "
-             "iterations is how far the batch's slowest row stretches it past the mean row. Predicted (finite): what the "
-             "run does (decoders.analysis.finite): each row's budget after the prefill, the batch's verify forwards "
-             "until its slowest row is done, each at T(B', w + 1) of the rows still active and the widest draft, "
-             "plus c w; the theorem's column is its limit for a long budget at batch 1.", "", HEADER,
+             "iterations is how far the batch's slowest row stretches it past the mean row. Predicted (finite): "
+             "what the run does (decoders.analysis.finite): each row's budget after the prefill, the batch's verify "
+             "forwards until its slowest row is done, each at T(B', w + 1) of the rows still active and the widest "
+             "draft, plus c w; the theorem's column is its limit for a long budget at batch 1.", "", HEADER,
              "|" + "---|" * (HEADER.count(" | ") + 1)]
     for r in rows:
         that = r.decode_speedup / r.predicted_at_alpha_hat if r.predicted_at_alpha_hat else None
-        finite_hat = r.decode_speedup / r.predicted_finite_at_alpha_hat if r.predicted_finite_at_alpha_hat else None
+        finite_hat = (r.decode_speedup / r.predicted_finite_at_alpha_hat if r.predicted_finite_at_alpha_hat
+                      else None)
         lines.append(f"| {r.label} | {r.batch} | {r.alpha:g} | {r.gamma} | {r.cost:g} | {r.speedup:.3f}x | "
                      f"{r.decode_speedup:.3f}x | {_x(r.spread, 3, '')} | {_x(r.verify_cost, 2, '')} | "
-                     f"{_x(r.predicted)} | {_x(r.ratio, 3, '')} | {_x(r.predicted_finite)} | {_x(r.ratio_finite, 3, '')} | "
+                     f"{_x(r.predicted)} | {_x(r.ratio, 3, '')} | {_x(r.predicted_finite)} | "
+                     f"{_x(r.ratio_finite, 3, '')} | "
                      f"{r.alpha_hat:.3f} | {_x(r.predicted_at_alpha_hat)} | {_x(that, 3, '')} | "
-                     f"{_x(r.predicted_finite_at_alpha_hat)} | {_x(finite_hat, 3, '')} | {r.expected_tokens:.2f} | {r.row_tokens:.2f} | {r.stretch:.2f} | "
+                     f"{_x(r.predicted_finite_at_alpha_hat)} | {_x(finite_hat, 3, '')} | {r.expected_tokens:.2f} | "
+                     f"{r.row_tokens:.2f} | {r.stretch:.2f} | "
                      f"{r.c_hat:.3f} | {'yes' if r.identical else 'no'} |")
     lines.append("")
     for size in sorted({r.batch for r in rows}):

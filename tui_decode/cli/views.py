@@ -168,7 +168,8 @@ class BenchArgs:
         from decoders.core.params import method_param_specs
 
         return cls(prompts=args.prompts, methods=args.methods, variants=args.variants,
-                   max_new_tokens=bench_tokens(args.max_new_tokens, args.synthetic_grid), limit=args.limit, repeats=args.repeats, out=args.out,
+                   max_new_tokens=bench_tokens(args.max_new_tokens, args.synthetic_grid), limit=args.limit,
+                   repeats=args.repeats, out=args.out,
                    sweep=args.sweep, bandwidth_mb=args.bandwidth_mb, record_overhead_every=args.record_overhead_every,
                    backends=args.backends, wait=args.wait, threads=args.threads,
                    params=tuple(_present(args, list(method_param_specs())).items()), model=ModelFlags.of(args),
