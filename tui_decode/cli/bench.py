@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from decoders.core.declarations import all_methods, baseline_method, method_names
 from decoders.core.params import DecodeParams, method_param_specs
 from tui_decode.cli.main import MAX_THREADS
-from tui_decode.cli.views import BenchArgs
+from tui_decode.cli.views import GRID_TOKENS, BenchArgs
 
 if TYPE_CHECKING:
     from decoders.methods.shared.suffix_memory import MemoryFile
@@ -54,7 +54,9 @@ def add_bench_parser(sub) -> None:
                         + f"or NAME VALUE for a method's parameter; at most {MAX_VARIANTS}). With neither --methods "
                         "nor --variants: every method, a method that drafts with a helper also with each self-draft "
                         f"the family offers, and the variants the methods declare ({', '.join(declared)})")
-    p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, metavar="N")
+    p.add_argument("--max-new-tokens", type=int, default=None, metavar="N",
+                   help=f"tokens per sequence (default {d.max_new_tokens}; with --synthetic-grid {GRID_TOKENS}, so the "
+                        "budget's last chain and the batch's slowest row weigh less)")
     p.add_argument("--limit", type=int, default=None, metavar="N",
                    help="use N prompts, taken round-robin over the task groups (default all)")
     p.add_argument("--repeats", type=int, default=1, metavar="R", help="measure every prompt R times (default 1)")
