@@ -298,7 +298,7 @@ def test_the_batch_screen_offers_spec_on_llama_cpp_with_a_gguf_helper_only():
     from tui_decode.state.batch_plan import family_methods
     from tui_decode.state.settings import Settings
 
-    assert family_methods(Settings(), "llamacpp", has_helper=True) == {"pld": None, "spec": None}
+    assert family_methods(Settings(), "llamacpp", has_helper=True) == {"pld": None, "suffix": None, "spec": None}
     for settings, helper in ((Settings(), False), (Settings(draft=Int4()), True)):
         assert family_methods(settings, "llamacpp", has_helper=helper)["spec"] == (
             "spec drafts at batch > 1 on llama.cpp with a GGUF helper only; pick a family with a GGUF helper (f) or "
