@@ -3,14 +3,14 @@ before the model loads and its memory before the first batch."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
 from decoders.core.errors import DecodeError
+from tui_decode.cli.views import BenchArgs
 
 
-def cmd_batch_bench(namespace: argparse.Namespace, args, prompts) -> int:
+def cmd_batch_bench(args: BenchArgs, prompts) -> int:
     from rich.console import Console
 
     from decoders.bench.batch import check_batches, parse_batches, row_specs, run_batch_bench
@@ -24,6 +24,7 @@ def cmd_batch_bench(namespace: argparse.Namespace, args, prompts) -> int:
     from tui_decode.cli.main import family_spec, load_with_progress
     from tui_decode.cli.synthetic import synthetic_grid
 
+    assert args.batch is not None, "cmd_bench calls this for --batch only"
     batches = parse_batches(args.batch)
     from decoders.bench.variants import parse_variants
 
@@ -53,7 +54,7 @@ def cmd_batch_bench(namespace: argparse.Namespace, args, prompts) -> int:
     from decoders.models.machine import cpu_features
 
     before = load_average()
-    family = load_with_progress(family_spec(namespace), Console(stderr=True))
+    family = load_with_progress(family_spec(args.model), Console(stderr=True))
     if "spec" in methods:
         from decoders.bench.batch_spec import check_spec
 
