@@ -149,7 +149,7 @@ def main() -> None:
     families = {"float32": load("float32"), "float16": load("float16")}
     for name, family in families.items():
         main = family.main
-        print(f"{name}: {type(main).__name__}, {family.describe()['dtype']}, weights read per forward "
+        print(f"{name}: {type(main).__name__}, {family.describe().dtype}, weights read per forward "
               f"{main.weight_bytes / 1e6:.1f} MB, draft {type(family.helper).__name__} "
               f"{family.helper.weight_bytes / 1e6:.1f} MB")
     ids = context_ids(families["float32"], rows)

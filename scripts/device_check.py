@@ -138,7 +138,7 @@ def bundled(device: str, dtype: str, **changes) -> Family:
 
 def identity_runs(engine: Engine, tokens: int, prompts: list[str]) -> None:
     family = engine.family
-    name = f"identity {family.describe()['dtype']} ({family.helper_source})"
+    name = f"identity {family.describe().dtype} ({family.helper_source})"
     for method in ("spec", "pld", "jacobi", "lookahead"):
         for prompt in prompts:
             result = engine.run(prompt, DecodeParams(method=method, max_new_tokens=tokens))

@@ -30,6 +30,7 @@ transformers ``generate()`` token; see scripts/profile_backend.py. Float32 logit
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -185,16 +186,18 @@ class LlamaBackend:
 
         Only a draft of ``source`` may (an early exit, whose layers are the target's first ones, or
         a quantized copy of it): another model's keys and values would mean nothing here."""
-        if source is None or self.draft_of is not source:
+        target = self.draft_of
+        if source is None or target is None or target is not source:
             return "it is not a draft built from that model"
-        return self.cache.layout_mismatch(source.cache)
+        return self.cache.layout_mismatch(target.cache)
 
     def adopt_cache(self, source, start: int, end: int) -> None:
         """Take ``source``'s cached positions ``start .. end - 1`` (keys and values of the layers
         this backend runs) in place of computing them; positions before ``start`` stay."""
-        if self.draft_of is not source:  # the layout is checked by the copy
+        target = self.draft_of
+        if target is None or target is not source:  # the layout is checked by the copy
             raise ValueError("cannot adopt that cache: it is not a draft built from that model")
-        self.cache.copy_from(source.cache, start, end)
+        self.cache.copy_from(target.cache, start, end)
 
     def forward(self, ids: torch.Tensor, keep: int, positions: torch.Tensor | None = None,
                 mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -292,7 +295,9 @@ class LlamaBackend:
 
         x = F.embedding(ids, w.embed)  # [n, hidden], a fresh tensor: residual adds go in place
         tap = self.tap
-        taken = {} if tap is None or tap.layers is None else dict.fromkeys(tap.layers)
+        taken: dict[int, torch.Tensor | None] = {}
+        if tap is not None and tap.layers is not None:
+            taken = dict.fromkeys(tap.layers)
         for i, (layer, kv) in enumerate(zip(self._layers, cache.layers, strict=False)):
             if i in taken:  # the residual stream entering layer i (EAGLE-3's features)
                 taken[i] = x.clone()
@@ -305,7 +310,8 @@ class LlamaBackend:
             gate, up = mm.gate_up(i, h, alpha).chunk(2, dim=-1)
             x = mm.down(i, x, F.silu(gate).mul_(up))
         if tap is not None:
-            tap.write(start, ids, list(taken.values()) if tap.layers is not None else
+            # each tapped layer is one this model runs, so each was filled above
+            tap.write(start, ids, cast("list[torch.Tensor]", list(taken.values())) if tap.layers is not None else
                       [F.rms_norm(x, (x.shape[-1],), w.final_norm, w.eps)])
         last = x[n - keep :]
         if w.norm is None:  # folded into the head

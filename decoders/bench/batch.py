@@ -36,6 +36,7 @@ from decoders.methods.batch.adaptive import BatchDraftPolicy
 from decoders.methods.batch.chain import BATCH_METHODS, MAX_BATCH, BatchRun, decode_batch
 from decoders.methods.batch.suffix import SuffixShape
 from decoders.records.codec import Record
+from decoders.records.family_info import FamilyInfo
 
 if TYPE_CHECKING:
     from decoders.backends.capabilities import BatchedModel
@@ -214,7 +215,7 @@ class BatchReport(Record, kw_only=True):
     schema: int = REPORT_SCHEMA
     kind: Literal["batch"] = "batch"
     created: str = ""
-    family: dict[str, Any]
+    family: FamilyInfo
     machine: BatchMachine  # cpu, vector features, threads, load average before and after
     settings: BatchSettings  # batch sizes, methods, tokens, rounds, prompts
     surface: dict[str, list[float]]  # T(B, k) by B (as text), k = 1..16

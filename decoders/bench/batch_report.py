@@ -37,7 +37,7 @@ def render_markdown(report: BatchReport) -> str:
     from decoders.bench.batch_surface import surface_table
 
     m, st = report.machine, report.settings
-    parts = [f"# Batch bench: {report.family.get('label', '')}", "",
+    parts = [f"# Batch bench: {report.family.label or ''}", "",
              f"{report.created}; cpu {known_or(m.cpu, '?')}; vector {known_or(m.vector, '?')}; threads "
              f"{known_or(m.threads, '?')}; load average before {known(m.load_before)}, after {known(m.load_after)}; "
              f"{st.max_new_tokens} tokens per sequence, {st.rounds} rounds",

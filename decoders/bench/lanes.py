@@ -50,6 +50,7 @@ from decoders.core.declarations import get_method
 from decoders.core.errors import DecodeError
 from decoders.core.params import DecodeParams
 from decoders.methods.shared.suffix_memory import SuffixMemory, memory_in_use
+from decoders.records.family_info import FamilyInfo
 
 if TYPE_CHECKING:
     from decoders.engine import Engine
@@ -186,7 +187,7 @@ class LaneFigures:
     and its targets judged."""
 
     figures: Figures
-    info: dict[str, Any]  # `family_info`: weight_bytes, backend class
+    info: FamilyInfo  # `family_info`: weight_bytes, backend class
     floor: Floor
     targets: list[Target]
     labels: list[str]  # its rows' labels, its AR and AR again first
@@ -199,7 +200,7 @@ def lane_figures(lane: Lane, best: dict[str, Any]) -> LaneFigures:
     figures = aggregate(lane.samples, labels)
     info = family_info(lane.family)
     ar = figures.overall[BASELINE]
-    floor = bandwidth_floor(best, info["weight_bytes"], ar.ours.ms_per_token, ar.ours.decode_step_ms,
+    floor = bandwidth_floor(best, info.weight_bytes or 0, ar.ours.ms_per_token, ar.ours.decode_step_ms,
                             ar.theirs.ms_per_token if ar.theirs else None)
     methods_of = {BASELINE: BASELINE, **{row.label: row.method for row in lane.rows}}
     targets = evaluate_targets(figures, methods_of, lane.samples, floor.floor_ms, lane.reference.ar_goal)

@@ -6,13 +6,14 @@ from __future__ import annotations
 import os
 import platform
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
 from decoders.bench.common import ratio, rounded
 from decoders.records.codec import Record
+from decoders.records.family_info import FamilyInfo
 
 if TYPE_CHECKING:
     from decoders.models.family import Family
@@ -130,13 +131,10 @@ def busy_note(load: list[float] | None) -> str | None:
                 "against them" if torch.get_num_threads() > 1 else ""))
 
 
-def family_info(family: Family) -> dict[str, Any]:
-    """The model family as the report describes it, with its backend and weight bytes."""
-    info: dict[str, Any] = dict(family.describe())
-    info["backend"] = type(family.main).__name__
-    info["weight_bytes"] = int(family.main.weight_bytes or 0)
-    info["n_layers"] = family.main.n_layers
-    return info
+def family_info(family: Family) -> FamilyInfo:
+    """The model family as the report describes it, with its backend's class and weight bytes."""
+    return msgspec.structs.replace(family.describe(), backend=type(family.main).__name__,
+                                   weight_bytes=int(family.main.weight_bytes or 0), n_layers=family.main.n_layers)
 
 
 class Floor(Record, kw_only=True):

@@ -135,8 +135,8 @@ SESSION_NOTE = (
 def settings_lines(report: BenchReport) -> list[str]:
     st, fam, mach = report.settings, report.family, report.machine
     lines = [
-        f"- model: {fam['label']} ({fam['main']}, {fam['dtype']} on {fam['device']}, backend {fam['backend']}); "
-        f"helper: {fam['helper'] or 'none'}",
+        f"- model: {fam.label} ({fam.main}, {fam.dtype} on {fam.device}, backend {fam.backend}); "
+        f"helper: {fam.helper or 'none'}",
         prompts_line(report),
         *memory_lines(report),
         params_line(report),
@@ -152,7 +152,7 @@ def settings_lines(report: BenchReport) -> list[str]:
     if report.sides:
         for side in report.sides.values():
             calls = [f"{method_label(m)}: `{c}`" for m, c in side.counterparts.items() if c]
-            lines.append(f"- {side.label} rows: {side.family.get('backend')}, {side.family.get('dtype')}; "
+            lines.append(f"- {side.label} rows: {side.family.backend or None}, {side.family.dtype or None}; "
                          f"reference (ref) {side.reference}" + (": " + "; ".join(calls) if calls else ""))
         return lines
     counterparts = [f"{method_label(m)}: `{c}`" for m, c in st.transformers_counterparts.items() if c]
@@ -278,7 +278,7 @@ def sweep_pairing_line(pairing: str | None) -> str:
 def render_sweep_markdown(report: SweepReport) -> str:
     sw, st, fam = report.sweep, report.settings, report.family
     lines = [f"# tui-decode bench: sweep of {sw.heading()}", "",
-             f"- model: {fam['label']} ({fam['backend']}); helper: {fam['helper'] or 'none'}",
+             f"- model: {fam.label} ({fam.backend}); helper: {fam.helper or 'none'}",
              f"- prompts: {len(report.prompts)}, {st.max_new_tokens} new tokens, greedy, {st.repeats} "
              f"repeat(s); our AR: {num(report.ar_ms_per_token, 1)} ms/token",
              sweep_pairing_line(known(st.pairing)),

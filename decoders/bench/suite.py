@@ -34,6 +34,7 @@ from decoders.bench.targets import Target
 from decoders.bench.variants import Variant
 from decoders.core.params import DecodeParams
 from decoders.records.codec import Record
+from decoders.records.family_info import FamilyInfo
 
 if TYPE_CHECKING:
     from decoders.methods.shared.suffix_memory import SuffixMemory
@@ -47,7 +48,7 @@ class BackendSide(Record, kw_only=True):
 
     backend: str  # "torch", "llamacpp"
     label: str  # how row labels carry it: "torch", "llama.cpp"
-    family: dict[str, Any]  # `family_info`: weight_bytes, backend class
+    family: FamilyInfo  # `family_info`: weight_bytes, backend class
     floor: Floor
     verify_cost_curve: CostCurve
     reference: str  # the side measured beside it: "transformers", "llama-cpp-python"
@@ -80,7 +81,7 @@ class BenchReport(Record, kw_only=True):
     schema: int = REPORT_SCHEMA
     kind: Literal["bench"] = "bench"
     created: str = msgspec.field(default_factory=created)
-    family: dict[str, Any]
+    family: FamilyInfo
     machine: BenchMachine
     settings: BenchSettings
     prompts: list[PromptRecord]

@@ -21,6 +21,7 @@ from decoders.core.declarations import all_methods, get_method
 from decoders.core.errors import DecodeError
 from decoders.core.params import DecodeParams
 from decoders.records.codec import Record
+from decoders.records.family_info import FamilyInfo
 
 if TYPE_CHECKING:
     from decoders.models.family import Family
@@ -208,7 +209,7 @@ class SweepReport(Record, kw_only=True):
     schema: int = REPORT_SCHEMA
     kind: Literal["sweep"] = "sweep"
     created: str = msgspec.field(default_factory=created)
-    family: dict[str, Any]
+    family: FamilyInfo
     machine: MachineInfo
     sweep: Sweep
     settings: SweepSettings

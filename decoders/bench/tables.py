@@ -58,7 +58,7 @@ def floor_section(report: BenchReport) -> str:
     return "\n".join([
         f"- read bandwidth measured in this run: {f.gb_per_s:.1f} GB/s (best of the runs at start and end: "
         f"{speeds} GB/s; sum of a {runs[0]['bytes'] / 1e9:.2f} GB float32 tensor)",
-        f"- weights read per forward: {f.weight_bytes / 1e6:.1f} MB ({report.family['backend']})",
+        f"- weights read per forward: {f.weight_bytes / 1e6:.1f} MB ({report.family.backend})",
         f"- floor for one decode step: **{ms_text(f.floor_ms)} ms**",
         f"- ours: {ms_text(f.ours_ms_per_token)} ms/token = **{num(f.ours_ms_per_token_x_floor)}x the floor** "
         f"(one-token decode step {ms_text(f.ours_decode_step_ms)} ms = {num(f.ours_decode_step_x_floor)}x; "
@@ -121,7 +121,7 @@ def backends_floor_section(report: BenchReport) -> str:
             ours_decode = stats.ours.decode_ms_per_token
             theirs_decode = stats.theirs.decode_ms_per_token if stats.theirs else None
             ratio = known(stats.ratio_ms_per_token)
-        stored = str(side.family.get("dtype")).removesuffix(" (llama.cpp)")
+        stored = str(side.family.dtype or None).removesuffix(" (llama.cpp)")
         rows.append([side.label, f"{f.weight_bytes / 1e6:.1f} MB ({stored})", f"{ms_text(f.floor_ms)} ms",
                      ms_text(f.ours_ms_per_token), num(f.ours_ms_per_token_x_floor), ms_text(ours_decode),
                      ms_text(f.ours_decode_step_ms), num(f.ours_decode_step_x_floor), side.reference,

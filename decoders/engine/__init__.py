@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence, Union
 
+import msgspec
+
 from decoders.analysis.summary import summarize
 from decoders.backends.capabilities import ChunkedCache, HasChunkedCache, Tapped
 from decoders.backends.hf import twin_of
@@ -178,8 +180,9 @@ class Engine(DraftSwitching, Calibrating, CostCurves):
             from decoders.methods.shared.suffix_memory import remember
 
             self.memory_error = remember(self.family, ids, run.ids).save_error
+        described = msgspec.structs.replace(self.family.describe(), threads=torch.get_num_threads())
         return RunResult(method=run, baseline=baseline, summary=summary, params=params.to_json(), prompt=prompt,
-                         prompt_ids=ids, family={**self.family.describe(), "threads": torch.get_num_threads()})
+                         prompt_ids=ids, family=described)
 
     # -- the interleaved pairing -----------------------------------------------------------------
     def twin_runner(self) -> KVRunner | None:

@@ -38,6 +38,7 @@ from decoders.models import draft_builders as build
 
 if TYPE_CHECKING:
     from decoders.backends.hf import Backend
+    from decoders.records.family_info import FamilyInfo
 
 
 #: An early-exit layer before the model says how many it has (the largest models have ~128).
@@ -230,20 +231,18 @@ def legacy_draft(helper: str | None = None, self_draft_layer: int | None = None,
     return None
 
 
-def run_draft(family: Any) -> Draft | None:
+def run_draft(family: FamilyInfo) -> Draft | None:
     """What drafted for a saved run, from its ``family`` record: its ``draft`` (runs saved since
     `Draft`), else read from the ``helper`` text older runs hold ("early exit @ layer 20", "int4
     self-draft", a head's "eagle3 head FOLDER", else a helper model's source); None: no draft, or
     a record that says nothing readable."""
-    if not isinstance(family, dict):
-        return None
-    if family.get("draft") is not None:
+    if isinstance(family.draft, dict):
         try:
-            return decode_draft(family["draft"])
+            return decode_draft(family.draft)
         except ValueError:
             return None  # a kind this version does not declare: the run opens, its draft unknown
-    helper = family.get("helper")
-    if not isinstance(helper, str) or not helper:
+    helper = family.helper
+    if not helper:
         return None
     match = _EARLY_EXIT_TEXT.fullmatch(helper)
     if match:

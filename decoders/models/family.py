@@ -13,11 +13,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from msgspec import UNSET
+
 from decoders.core.errors import DecodeError
 from decoders.core.events import LoadProgress
 from decoders.models.drafts import Draft, TrainedHead, encode_draft, self_draft_kind
 from decoders.models.family_spec import FamilySpec
 from decoders.models.token_display import BYTE_TOKEN, byte_level_reader, visible_text
+from decoders.records.family_info import FamilyInfo
 
 if TYPE_CHECKING:
     import torch
@@ -112,25 +115,20 @@ class Family:
             return shown
         return f"<id {token_id}>"
 
-    def describe(self) -> dict[str, str | None]:
+    def describe(self) -> FamilyInfo:
         """What a run record needs to say which models produced it."""
         dtype = str(self.dtype).removeprefix("torch.")
         if dtype == "float16" and str(self.device) == "cpu":
             from decoders.backends.fp16_cpu import DESCRIPTION as dtype
         if self.backend != "torch":
             dtype = f"{self.stored_as or 'as stored'} (llama.cpp)"
-        return {
-            "label": self.label,
-            "main": self.main_source,
-            "helper": self.helper_source,
-            "device": str(self.device),
-            "dtype": dtype,
-        } | ({"draft": encode_draft(self.draft)} if self.draft is not None and self.helper is not None else {}) \
-            | ({"device_map": self.device_map} if self.device_map else {}) \
-            | ({"draft_choice": self.draft_choice["sentence"]} if self.draft_choice else {}) \
-            | ({"dtype_choice": self.dtype_choice["sentence"]} if self.dtype_choice else {}) \
-            | ({"choice_measured": self.choice_date} if self.choice_date else {}) \
-            | ({"backend": self.backend} if self.backend != "torch" else {})
+        draft = encode_draft(self.draft) if self.draft is not None and self.helper is not None else None
+        return FamilyInfo(
+            label=self.label, main=self.main_source, helper=self.helper_source, device=str(self.device), dtype=dtype,
+            draft=UNSET if draft is None else draft, device_map=self.device_map or UNSET,
+            draft_choice=self.draft_choice["sentence"] if self.draft_choice else UNSET,
+            dtype_choice=self.dtype_choice["sentence"] if self.dtype_choice else UNSET,
+            choice_measured=self.choice_date or UNSET, backend=self.backend if self.backend != "torch" else UNSET)
 
     def _prepare_display(self) -> None:
         tokenizer = self.tokenizer

@@ -59,8 +59,8 @@ def machine_parts(family: Family, threads: int | None = None) -> dict[str, str]:
     described = family.describe()
     return {"cpu": model, "vector": flags, "cpus": str(os.cpu_count() or 0), "torch": str(torch.__version__),
             "threads": str(threads if threads is not None else torch.get_num_threads()),
-            "model": str(described.get("label")), "device": str(described.get("device")),
-            "dtype": str(described.get("dtype")), "backend": str(described.get("backend") or "torch")}
+            "model": str(described.label), "device": str(described.device),
+            "dtype": str(described.dtype), "backend": str(described.backend or "torch")}
 
 
 def machine_key(parts: dict[str, str]) -> str:

@@ -20,6 +20,7 @@ from decoders.core.errors import DecodeError
 from decoders.records.bounds import PerPromptToken, Prompt, TokenId, max_run_bytes, size_refusal, unbounded_figure
 from decoders.records.codec import json_text, one_line
 from decoders.records.details import Detail, detail_union
+from decoders.records.family_info import FamilyInfo
 from decoders.records.run import SCHEMA_VERSION, Run, RunResult
 from decoders.records.summary import Summary
 
@@ -42,7 +43,7 @@ class RunFile(msgspec.Struct, Generic[D], kw_only=True):
     params: dict[str, Any] = msgspec.field(default_factory=dict)  # the decoding parameters (DecodeParams)
     prompt: Prompt = ""  # the prompt as typed
     prompt_ids: Annotated[list[TokenId], PerPromptToken] = msgspec.field(default_factory=list)  # the prompt's token ids
-    family: dict[str, Any] = msgspec.field(default_factory=dict)  # the models, draft, device and dtype that ran it
+    family: FamilyInfo = msgspec.field(default_factory=FamilyInfo)  # the models, draft, device and dtype that ran it
     runs: Runs[D]  # the baseline's run and the method's
 
 
@@ -59,7 +60,7 @@ class _RunFileRead(msgspec.Struct, Generic[D], kw_only=True):
     params: dict[str, Any] = msgspec.field(default_factory=dict)
     prompt: Prompt = ""
     prompt_ids: Annotated[list[TokenId], PerPromptToken] = msgspec.field(default_factory=list)
-    family: dict[str, Any] = msgspec.field(default_factory=dict)
+    family: FamilyInfo = msgspec.field(default_factory=FamilyInfo)
     runs: Runs[D]
 
 
@@ -129,7 +130,7 @@ def _checked(f: RunFile | _RunFileRead, summary: dict[str, Any]) -> RunResult:
     f.summary.extras = {k: v for k, v in summary.items() if k not in Summary.__struct_fields__}
     unbounded = unbounded_figure(f.summary.extras, "summary")
     unbounded = unbounded or unbounded_figure(f.summary.divergence, "summary.divergence")
-    unbounded = unbounded or unbounded_figure(f.family, "family") or unbounded_figure(f.params, "params")
+    unbounded = unbounded or unbounded_figure(f.family.to_json(), "family") or unbounded_figure(f.params, "params")
     if unbounded:
         raise DecodeError(unbounded)
     for name in ("baseline", "method"):

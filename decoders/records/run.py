@@ -18,6 +18,7 @@ import msgspec
 from decoders.records.bounds import Count, Label, Ms, PerIteration, PerStep, PerToken, Prob, TokenId, TokenText
 from decoders.records.codec import Record, convert
 from decoders.records.details import DETAIL_KINDS, Detail, TopK, detail_union, register_detail
+from decoders.records.family_info import FamilyInfo
 from decoders.records.kinds import STATUS_ACCEPTED, STATUS_REJECTED, EmitKind
 from decoders.records.rows import CHAIN, DraftRow, Emitted, TopEntry
 from decoders.records.summary import Summary
@@ -117,11 +118,11 @@ class RunResult(msgspec.Struct, kw_only=True):
     params: dict[str, Any] = msgspec.field(default_factory=dict)
     prompt: str = ""
     prompt_ids: list[int] = msgspec.field(default_factory=list)
-    family: dict[str, Any] = msgspec.field(default_factory=dict)  # label, main, helper, device, dtype
+    family: FamilyInfo = msgspec.field(default_factory=FamilyInfo)  # the models, draft, device and dtype
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": SCHEMA_VERSION, "summary": self.summary.to_json(), "params": self.params,
-                "prompt": self.prompt, "prompt_ids": self.prompt_ids, "family": self.family,
+                "prompt": self.prompt, "prompt_ids": self.prompt_ids, "family": self.family.to_json(),
                 "runs": {"baseline": self.baseline.to_json(), "method": self.method.to_json()}}
 
     @classmethod

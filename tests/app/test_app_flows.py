@@ -28,7 +28,7 @@ async def test_change_gamma_and_run_reuses_models_and_baseline(tiny_spec, loader
         assert app.main_screen.settings.params.gamma == 5
         first = await run_and_wait(pilot, app)
         assert first.params["gamma"] == 5 and first.method.method == "spec"
-        assert first.family["helper"] == "early exit @ layer 2"
+        assert first.family.helper == "early exit @ layer 2"
         assert app.main_screen.table.row_count == len(first.method.iters)
         assert app.main_screen.stream.token_count == len(first.method.ids) == first.summary.tokens
         assert app.main_screen.status.state == "done"

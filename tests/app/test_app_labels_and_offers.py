@@ -178,7 +178,7 @@ async def test_the_output_title_names_the_draft_not_its_file_path():
     from tui_decode.state.run_summary import run_title
 
     result = RunResult.load(DATA / "run_spec.json")
-    result = msgspec.structs.replace(result, family={**result.family, "helper": f"ptd head {HEAD_PATH}"})
+    result = msgspec.structs.replace(result, family=msgspec.structs.replace(result.family, helper=f"ptd head {HEAD_PATH}"))
     assert run_title(result) == f"{result.method.label} · ptd head smollm2-135m"
     app = TuiDecodeApp(None, opened=result, opened_name="run.json", runs_folder=Path("/nonexistent"),
                        cursor_blink=False)

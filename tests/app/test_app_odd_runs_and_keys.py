@@ -189,14 +189,15 @@ async def test_two_exports_in_one_second_are_two_files(tiny_spec, loader, tmp_pa
 
 @pytest.mark.parametrize("change,shown", [
     (lambda d: d["family"].update(helper="draft [/x] head", label="fam [bold]x"), "draft [/x] head"),
-    (lambda d: d["family"].update(helper=5, device={"gpu": [1]}, dtype=None), "· 5"),
+    (lambda d: d["family"].update(helper="5", device="{'gpu': [1]}", dtype=None), "· 5"),
     (lambda d: d.__setitem__("family", {}), "Speculative"),
     (lambda d: d["params"].update(self_draft="head", head={"path": 7}), "Speculative"),
     (lambda d: d["runs"]["method"].__setitem__("tok_iter", [10**9] * len(d["runs"]["method"]["tok_iter"])),
      "Speculative"),
 ])
 async def test_an_opened_run_with_odd_family_or_extra_fields_is_shown(tiny_spec, loader, tmp_path, change, shown):
-    """Family values are free-form (label, helper, device, dtype): whatever a file holds there is
+    """Family values are free-form text (label, helper, device, dtype; `FamilyInfo` refuses a value
+    of another type in one line, tests/records/test_family_info.py): whatever a file holds there is
     shown as text, never read as markup; fields this version does not know are left alone."""
     path = saved_run(tmp_path, change)
     app = make_app(tiny_spec, loader, tmp_path, opened=RunResult.load(path), opened_name=path.name)

@@ -98,7 +98,7 @@ async def test_choosing_int4_builds_it_beside_the_main_model_and_the_next_run_dr
         assert "beside the main model" in screen.status.message
 
         result = await run_and_wait(pilot, app)
-        assert result.family["helper"] == "int4 self-draft"
+        assert result.family.helper == "int4 self-draft"
         assert str(screen.stream.border_title).endswith("· int4 self-draft")
         assert result.method.ids == result.baseline.ids  # the verifier keeps the target's output
         assert screen.loaded.engine.family.main is main and calls == ["good"]  # no reload of the main model
@@ -106,7 +106,7 @@ async def test_choosing_int4_builds_it_beside_the_main_model_and_the_next_run_dr
         await pilot.press("left")  # back to early exit
         assert screen.settings.self_draft is None and screen.settings.draft_layer == 2
         again = await run_and_wait(pilot, app)
-        assert again.family["helper"] == "early exit @ layer 2"
+        assert again.family.helper == "early exit @ layer 2"
         assert again.summary.pairing == "interleaved" and calls == ["good"]
         assert errors(app) == []
 
@@ -125,7 +125,7 @@ async def test_a_model_the_int4_kernel_cannot_take_is_one_line_and_the_models_st
         assert screen.settings.self_draft is None and screen.settings.draft_layer == 2  # back to early exit
         assert screen.loaded.engine is engine and calls == ["odd"]
         result = await run_and_wait(pilot, app)  # the loaded models still run
-        assert result.family["helper"] == "early exit @ layer 2"
+        assert result.family.helper == "early exit @ layer 2"
 
 
 async def test_too_little_memory_for_int4_is_one_line_and_the_models_stay(families, tmp_path, monkeypatch):
@@ -154,9 +154,9 @@ async def test_a_family_with_a_helper_model_offers_int4_beside_it_and_goes_back(
         await pilot.press("right")  # the helper model -> int4 self-draft
         assert screen.settings.self_draft == "int4"
         await wait_for(pilot, lambda: screen.building_draft is None)
-        assert (await run_and_wait(pilot, app)).family["helper"] == "int4 self-draft"
+        assert (await run_and_wait(pilot, app)).family.helper == "int4 self-draft"
         await pilot.press("left")  # back to the helper model
         assert screen.settings.self_draft is None and screen.settings.draft_layer is None
         assert re.search(named, pane_text(screen.params_pane))
-        assert (await run_and_wait(pilot, app)).family["helper"] == helper
+        assert (await run_and_wait(pilot, app)).family.helper == helper
         assert calls == ["pair"] and errors(app) == []

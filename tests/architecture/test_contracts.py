@@ -19,10 +19,6 @@ ROOT = Path(__file__).resolve().parents[2]
 _TRANSFORMERS = "a transformers config, model or tokenizer: the attribute depends on the model type and version"
 _DEVICE = "a torch.device or a device string"
 _PARTIAL = "__del__ of an object whose __init__ may have failed before setting it"
-#: Pending the draft's declaration (issue 37 item 1 redoes these fields and files): left as they are.
-_DRAFT = "a draft field, redone by the draft's declaration (issue 37 item 1)"
-_FAMILY_SPEC_FLAGS = ("a parser without this flag reaches family_spec (train-head has no draft flags); goes when "
-                      "family_spec takes tui_decode.cli.views.ModelFlags with the draft's rework")
 
 #: (file, attribute) -> why the probe stays.
 ALLOWED: dict[tuple[str, str], str] = {
@@ -70,11 +66,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     **{("tui_decode/workers/draw_gate.py", name): "Textual's private writer thread, absent in headless tests"
        for name in ("_driver", "_queue", "_writer_thread")},
     ("decoders/models/draft_choice.py", "chat_template"): _TRANSFORMERS,
-    # pending the draft's declaration
-    **{("tui_decode/cli/model_args.py", name): _DRAFT
-       for name in ("head", "head_vocab", "head_vocab_from", "helper", "self_draft", "self_draft_layer")},
-    **{("tui_decode/cli/model_args.py", name): _FAMILY_SPEC_FLAGS
-       for name in ("backend", "cuda_graph", "device_map", "remeasure")},
 }
 
 
@@ -121,15 +112,13 @@ def _declared() -> dict[str, set[str]]:
 
 def test_no_probe_reads_a_field_the_engine_types_declare():
     """A Family, FamilySpec, Backend or capability field probed by name is a rename waiting to
-    return None: only the draft's fields (redone by its own declaration) and the listed objects of
-    another type (a transformers config's ``model_type``) may be probed."""
+    return None: only the listed objects of another type (a transformers config's ``model_type``)
+    may be probed."""
     declared = _declared()
     field_names = set().union(*declared.values())
     # names shared by a declared type and an object of another type probed for them
     other_types = {("decoders/bench/reference.py", "main"), ("decoders/models/family.py", "chat_template")}
     suspicious = sorted(f"{file} {name!r} (declared by {', '.join(sorted(t for t, f in declared.items() if name in f))})"
                         for (file, name) in probes()
-                        if name in field_names and ALLOWED.get((file, name)) not in (_DRAFT, _FAMILY_SPEC_FLAGS)
-                        and (file, name) not in other_types)
+                        if name in field_names and (file, name) not in other_types)
     assert not suspicious, "read these declared fields as attributes:\n" + "\n".join(suspicious)
-    assert len([key for key, why in ALLOWED.items() if why == _DRAFT]) <= 30  # shrinks, never grows

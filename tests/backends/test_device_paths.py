@@ -456,7 +456,7 @@ def test_a_model_spread_over_cpu_and_disk_decodes_on_the_transformers_backend(ti
     reason = unsupported_reason(spread.main_model)
     assert reason == "a device map spreads the model over cpu, disk; the fast backend runs a model on one device only"
     assert any("transformers backend: the fast backend cannot (a device map spreads" in m for m in messages)
-    assert spread.describe()["device_map"] == "custom: cpu, disk"
+    assert spread.describe().device_map == "custom: cpu, disk"
     expected = Engine(plain).run("w5 w6 w7 w5 w6", DecodeParams(method="ar", max_new_tokens=10)).method.ids
     engine = Engine(spread)
     for params in (DecodeParams(method="ar"), DecodeParams(method="spec", gamma=3), DecodeParams(method="pld")):
@@ -468,7 +468,7 @@ def test_device_map_auto_on_a_cpu_machine_loads_and_runs(tiny_folder):
     from decoders.models.family import FamilySpec, load_family
 
     family = load_family(FamilySpec(name="t", main=str(tiny_folder), device="cpu", device_map="auto"))
-    assert family.describe()["device_map"].startswith("auto")
+    assert family.describe().device_map.startswith("auto")
     assert len(Engine(family).run("w5 w6", DecodeParams(method="jacobi", max_new_tokens=6)).method.ids) == 6
 
 

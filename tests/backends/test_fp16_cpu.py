@@ -109,7 +109,7 @@ def test_float16_on_cpu_loads_a_float32_model_with_float16_weights(fp16_family, 
     assert isinstance(family.main, Fp16LlamaBackend) and isinstance(family.helper, Fp16LlamaBackend)
     assert next(family.main_model.parameters()).dtype == torch.float32
     assert family.dtype == torch.float16
-    assert family.describe()["dtype"] == "float16 weights, float32 activations"
+    assert family.describe().dtype == "float16 weights, float32 activations"
     # float16 AR is greedy decoding on the rounded matrices in float32 math
     reference = _rounded_reference(family.main_model)
     ids = family.encode_prompt(PROMPT, chat_template=True)
@@ -247,7 +247,7 @@ def test_bundled_float16_weights_read_half_and_every_method_gives_float16_ar(smo
     assert draft.draft_of is fp16 and draft._matmuls.head_matmul is fp16.shared_head
     family = replace(smollm2, main=fp16, helper=draft, helper_source="int4 self-draft", draft=Int4(),
                      dtype=torch.float16)
-    assert family.describe()["dtype"] == "float16 weights, float32 activations"
+    assert family.describe().dtype == "float16 weights, float32 activations"
     engine = Engine(family)
     drafted = accepted = 0
     for prompt in ("Explain why the sky is blue in two sentences.",):

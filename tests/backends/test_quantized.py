@@ -169,7 +169,7 @@ def test_an_engine_switches_between_its_helper_model_int4_and_back(tmp_path):
     assert engine.helper_model_source == str(folders["helper"]) and not engine.has_draft(Int4())
     engine.set_draft(Int4())
     assert isinstance(engine.family.helper, QuantizedLlamaBackend) and engine.family.main is family.main
-    assert engine.run(PROMPT, DecodeParams(method="spec", max_new_tokens=12)).family["helper"] == "int4 self-draft"
+    assert engine.run(PROMPT, DecodeParams(method="spec", max_new_tokens=12)).family.helper == "int4 self-draft"
     draft = engine.family.helper
     engine.set_draft(None)  # the family's own helper model
     assert engine.family.helper is own and engine.family.helper_source == str(folders["helper"])

@@ -57,6 +57,10 @@ def test_a_damaged_report_names_the_field(tmp_path):
     assert damage(tmp_path, "report_bench.json", acceptance).endswith(
         "overall.spec.ours.acceptance must be a number or null, got str")
     assert damage(tmp_path, "report_sweep.json", ids).endswith("samples.2[1].ids[1] must be an integer, got str")
+    assert damage(tmp_path, "report_bench.json", lambda d: d["family"].update(weight_bytes="big")).endswith(
+        "family.weight_bytes must be an integer, got str")
+    assert damage(tmp_path, "report_sweep.json", lambda d: d["family"].update(label=["a"])).endswith(
+        "family.label must be text or null, got array")
     assert "not a bench report of schema 1" in damage(tmp_path, "report_bench.json", lambda d: d.pop("schema"))
 
 

@@ -9,11 +9,12 @@ from decoders.models.families import resolve_family
 from tui_decode.cli.main import build_parser
 from tui_decode.cli.main import main as cli_main
 from tui_decode.cli.model_args import family_spec
+from tui_decode.cli.views import ModelFlags
 
 
 def test_head_flag_asks_for_the_head_draft(tmp_path):
     args = build_parser().parse_args(["run", "--head", str(tmp_path), "--prompt", "x"])
-    spec = family_spec(args)
+    spec = family_spec(ModelFlags.of(args))
     assert spec.self_draft == "head" and spec.head == str(tmp_path) and spec.helper is None
 
 
@@ -40,18 +41,18 @@ def test_families_toml_head_is_the_draft(tmp_path, monkeypatch):
 def test_a_hub_id_is_taken_as_a_head_and_a_path_like_one_is_not(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     args = build_parser().parse_args(["run", "--head", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "--prompt", "x"])
-    assert family_spec(args).head == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
+    assert family_spec(ModelFlags.of(args)).head == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
     for bad in ("a/b/c", "../x", "org/"):
         args = build_parser().parse_args(["run", "--head", bad, "--prompt", "x"])
         with pytest.raises(Exception, match="is not a folder"):
-            family_spec(args)
+            family_spec(ModelFlags.of(args))
 
 
 def test_fr_spec_sizes_are_bounded_and_need_each_other(tmp_path, capsys, monkeypatch):
     (tmp_path / "freq.pt").write_bytes(b"ranking")  # its ids are read once the model loads
     args = build_parser().parse_args(["run", "--head", str(tmp_path), "--head-vocab", "8192", "--head-vocab-from",
                                       str(tmp_path / "freq.pt"), "--prompt", "x"])
-    spec = family_spec(args)
+    spec = family_spec(ModelFlags.of(args))
     assert spec.draft == TrainedHead(folder=str(tmp_path), vocab=8192, vocab_from=str(tmp_path / "freq.pt"))
     for argv, message in ((["--head-vocab", "0"], "--head-vocab must be 1..1048576"),
                           (["--head-vocab", "99999999999"], "--head-vocab must be 1..1048576"),
@@ -107,4 +108,4 @@ def test_head_vocab_with_a_draft_that_is_no_head_is_refused_not_ignored(tmp_path
         err = capsys.readouterr().err
         assert f"this run drafts with {draft}; add --self-draft head" in err and err.count("\n") == 1, err
     args = build_parser().parse_args(["run", "--head-vocab", "64", "--prompt", "x"])  # bundled: fastest may pick it
-    assert head_of(family_spec(args).draft).vocab == 64
+    assert head_of(family_spec(ModelFlags.of(args)).draft).vocab == 64

@@ -47,7 +47,7 @@ def test_every_method_emits_the_llama_cpp_baseline(engine, params):
     result = engine.run(PROMPT, params.replace(max_new_tokens=40))
     assert result.method.ids == result.baseline.ids, result.summary.first_divergence
     assert len(result.method.ids) == 40
-    assert result.family["backend"] == "llamacpp" and result.family["dtype"] == "Q4_1 (llama.cpp)"
+    assert result.family.backend == "llamacpp" and result.family.dtype == "Q4_1 (llama.cpp)"
 
 
 @pytest.mark.model

@@ -31,6 +31,7 @@ from decoders.models.drafts import (
 )
 from decoders.models.families import user_families
 from decoders.models.family import FamilySpec, load_family
+from decoders.records.family_info import FamilyInfo
 from tests.support.app import PROMPT, SIZE, errors, run_and_wait, wait_for
 from tests.support.tiny import save_tiny_model
 from tui_decode.cli.main import main as cli_main
@@ -130,14 +131,17 @@ def test_a_saved_run_names_its_draft_and_an_old_one_is_read_from_its_helper_text
     from tests.support.app import DATA
 
     old = RunResult.load(DATA / "run_spec.json")  # saved before the draft was recorded
-    assert "draft" not in old.family and run_draft(old.family) == EarlyExit(layer=20)
-    assert run_draft({"helper": "int4 self-draft"}) == Int4()
-    assert run_draft({"helper": "eagle3 head /heads/smol"}) == TrainedHead(folder="/heads/smol")
-    assert run_draft({"helper": "org/small"}) == HelperModel(source="org/small")
-    assert run_draft({"helper": None}) is None and run_draft({}) is None
-    assert run_draft({"helper": "early exit @ layer 3", "draft": {"kind": "early-exit", "layer": 3}}) == \
+    assert "draft" not in old.family.to_json() and run_draft(old.family) == EarlyExit(layer=20)
+    def draft_of(family):
+        return run_draft(FamilyInfo.from_json(family))
+
+    assert draft_of({"helper": "int4 self-draft"}) == Int4()
+    assert draft_of({"helper": "eagle3 head /heads/smol"}) == TrainedHead(folder="/heads/smol")
+    assert draft_of({"helper": "org/small"}) == HelperModel(source="org/small")
+    assert draft_of({"helper": None}) is None and draft_of({}) is None
+    assert draft_of({"helper": "early exit @ layer 3", "draft": {"kind": "early-exit", "layer": 3}}) == \
         EarlyExit(layer=3)
-    assert run_draft({"draft": {"kind": "a kind to come"}}) is None  # the run still opens
+    assert draft_of({"draft": {"kind": "a kind to come"}}) is None  # the run still opens
 
 
 def test_a_saved_run_records_its_draft(tiny_folder):
@@ -146,9 +150,10 @@ def test_a_saved_run_records_its_draft(tiny_folder):
 
     family = load_family(FamilySpec(name="t", main=str(tiny_folder), draft=EarlyExit(layer=2), device="cpu"))
     result = Engine(family, pairing="sequential").run("w1 w2 w3", DecodeParams(method="spec", max_new_tokens=4))
-    assert result.family["draft"] == {"kind": "early-exit", "layer": 2}
-    assert result.family["helper"] == "early exit @ layer 2"
-    assert run_draft(msgspec.json.decode(msgspec.json.encode(result.family))) == EarlyExit(layer=2)
+    assert result.family.draft == {"kind": "early-exit", "layer": 2}
+    assert result.family.helper == "early exit @ layer 2"
+    assert run_draft(FamilyInfo.from_json(msgspec.json.decode(msgspec.json.encode(result.family))))\
+        == EarlyExit(layer=2)
 
 
 # -- a kind added by one declaration, one builder and its view --------------------------------------
@@ -226,6 +231,6 @@ async def test_a_kind_declared_here_is_on_the_apps_draft_row(tmp_path, tiny_fold
             assert screen.status.message.startswith("first-layer self-draft ready: ")
             assert re.search(r"draft model +first layer only", pane_text(screen.params_pane))
             result = await run_and_wait(pilot, app)
-            assert result.family["helper"] == "first layer only" and result.family["draft"] == {"kind": "first-layer"}
+            assert result.family.helper == "first layer only" and result.family.draft == {"kind": "first-layer"}
             assert result.method.ids == result.baseline.ids
             assert errors(app) == []

@@ -56,7 +56,7 @@ def test_where_float16_weights_cannot_run_it_is_float32_and_says_why(tmp_path):
     path = save_tiny_model(tmp_path / "m")
     family = load_family(FamilySpec(name="t", main=str(path), device="cpu", dtype="fastest"), fast=False)
     assert family.dtype == torch.float32
-    assert family.describe()["dtype_choice"] == "float32 (float16 weights cannot run here: the transformers backend " \
+    assert family.describe().dtype_choice == "float32 (float16 weights cannot run here: the transformers backend " \
                                                 "was asked for)"
     assert DtypeChoice("float32", left_out="x").sentence() == "float32 (float16 weights cannot run here: x)"
 
@@ -69,21 +69,21 @@ def test_a_family_measures_both_and_keeps_the_winner_only(tmp_path, monkeypatch)
                         lambda backend, seq: 1.0 if isinstance(backend, Fp16LlamaBackend) else 2.0)
     family = load_family(FamilySpec(name="t", main=str(path), device="cpu", dtype="fastest"))
     assert isinstance(family.main, Fp16LlamaBackend) and family.dtype == torch.float16
-    assert family.describe()["dtype"] == "float16 weights, float32 activations"
-    assert family.describe()["dtype_choice"].startswith("float16 weights, the faster here")
+    assert family.describe().dtype == "float16 weights, float32 activations"
+    assert family.describe().dtype_choice.startswith("float16 weights, the faster here")
     monkeypatch.setattr(dtype_choice, "step_ms",
                         lambda backend, seq: 3.0 if isinstance(backend, Fp16LlamaBackend) else 2.0)
     # measured again (the first choice is kept, tests/models/test_kept_choice.py)
     family = load_family(FamilySpec(name="t", main=str(path), device="cpu", dtype="fastest", remeasure=True))
     assert not isinstance(family.main, Fp16LlamaBackend) and family.dtype == torch.float32
-    assert family.describe()["dtype"] == "float32"
+    assert family.describe().dtype == "float32"
     assert sorted(o["dtype"] for o in family.dtype_choice["options"]) == ["float16", "float32"]
 
 
 def test_off_the_cpu_and_in_a_plain_family_nothing_is_measured(tmp_path):
     path = save_tiny_model(tmp_path / "m")
     family = load_family(FamilySpec(name="t", main=str(path), device="cpu"))
-    assert family.dtype_choice is None and "dtype_choice" not in family.describe()
+    assert family.dtype_choice is None and "dtype_choice" not in family.describe().to_json()
     from decoders.models.backend_choice import resolve_dtype
 
     assert resolve_dtype("fastest", torch.device("cpu")) == torch.float32  # loaded so; float16 weights come after
@@ -108,7 +108,7 @@ def test_the_bundled_default_measures_both_targets_and_decodes_with_the_winner()
     assert all(o["step_ms"] > 0 and o["ms_per_token"] > 0 for o in options.values())
     best = min(options.values(), key=lambda o: o["ms_per_token"])
     assert record["chosen"] == best["dtype"]
-    assert family.describe()["dtype"] == ("float16 weights, float32 activations" if best["dtype"] == "float16"
+    assert family.describe().dtype == ("float16 weights, float32 activations" if best["dtype"] == "float16"
                                           else "float32")
     assert family.draft_choice is not None and family.self_draft in ("int4", "head")
     result = Engine(family).run("Count to five.", DecodeParams(method="spec", gamma=3, max_new_tokens=12))
@@ -141,7 +141,7 @@ def test_float16_weights_that_cannot_be_packed_are_skipped_with_a_note(tmp_path,
     from decoders.models.memory import format_bytes
 
     why = f"packing them ran out of memory (they need about {format_bytes(weights * PACKING_BYTES)})"
-    assert family.describe()["dtype_choice"] == f"float32 (float16 weights cannot run here: {why})"
+    assert family.describe().dtype_choice == f"float32 (float16 weights cannot run here: {why})"
     assert family.choice_note == f"float16 weights were not timed: {why}; float32 it is"
     # room again: nothing was kept, so the next start times both (only this patch undone: the
     # conftest's patch keeps the choices in the test's own folder, never the user's cache)

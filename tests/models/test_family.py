@@ -83,7 +83,7 @@ def test_bundled_family_facts(smollm2):
     assert smollm2.self_draft == "int4" and smollm2.helper_source == "int4 self-draft"
     assert smollm2.helper.n_layers == 30 and smollm2.helper.weight_bytes < smollm2.main.weight_bytes / 2
     assert smollm2.has_chat_template
-    assert smollm2.describe() == {
+    assert smollm2.describe().to_json() == {
         "label": "SmolLM2-135M-Instruct (Q4_1 GGUF, bundled)",
         "main": "bundled",
         "helper": "int4 self-draft",

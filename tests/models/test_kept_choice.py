@@ -91,9 +91,9 @@ def test_the_choice_is_kept_and_a_second_load_measures_nothing_and_builds_only_t
     assert spy.measured == 0, spy.calls  # no timing, no acceptance measured
     assert spy.built == [second.self_draft] == [first.self_draft]  # only the chosen draft is built
     assert type(second.main) is type(first.main) and second.dtype == first.dtype
-    assert second.describe()["draft_choice"] == first.describe()["draft_choice"]
-    assert second.describe()["dtype_choice"] == first.describe()["dtype_choice"]
-    assert second.choice_reused and second.describe()["choice_measured"] == kept.date
+    assert second.describe().draft_choice == first.describe().draft_choice
+    assert second.describe().dtype_choice == first.describe().dtype_choice
+    assert second.choice_reused and second.describe().choice_measured == kept.date
     assert second.choice_note == f"as measured on this machine on {kept.date}, kept"
 
 

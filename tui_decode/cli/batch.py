@@ -3,14 +3,14 @@ before the model loads and its memory before the first batch."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
 from decoders.core.errors import DecodeError
+from tui_decode.cli.views import BenchArgs
 
 
-def cmd_batch_bench(namespace: argparse.Namespace, args, prompts, kept=None) -> int:
+def cmd_batch_bench(args: BenchArgs, prompts, kept=None) -> int:
     """``kept``: the ``--suffix-memory`` file as `tui_decode.cli.bench` checked it (None: none given)."""
     from rich.console import Console
 
@@ -25,6 +25,7 @@ def cmd_batch_bench(namespace: argparse.Namespace, args, prompts, kept=None) -> 
     from tui_decode.cli.main import family_spec, load_with_progress
     from tui_decode.cli.synthetic import synthetic_grid
 
+    assert args.batch is not None, "cmd_bench calls this for --batch only"
     batches = parse_batches(args.batch)
     from decoders.bench.variants import parse_variants
 
@@ -56,7 +57,7 @@ def cmd_batch_bench(namespace: argparse.Namespace, args, prompts, kept=None) -> 
     from decoders.models.machine import cpu_features
 
     before = load_average()
-    family = load_with_progress(family_spec(namespace), Console(stderr=True))
+    family = load_with_progress(family_spec(args.model), Console(stderr=True))
     spec = any(s.method == "spec" for s in specs)
     if spec:
         from decoders.bench.batch_spec import check_spec

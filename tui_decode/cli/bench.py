@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from decoders.core.declarations import all_methods, baseline_method, method_names
 from decoders.core.params import DecodeParams, method_param_specs
 from tui_decode.cli.main import MAX_THREADS
-from tui_decode.cli.views import GRID_TOKENS, BenchArgs
+from tui_decode.cli.views import GRID_TOKENS, BenchArgs, ModelFlags
 
 if TYPE_CHECKING:
     from decoders.methods.shared.suffix_memory import MemoryFile
@@ -115,9 +115,9 @@ def add_bench_parser(sub) -> None:
 def _check_counts(args: BenchArgs) -> None:
     from decoders.core.errors import DecodeError
 
-    for name, flag in (("limit", "--limit"), ("repeats", "--repeats"), ("bandwidth_mb", "--bandwidth-mb"),
-                       ("threads", "--threads")):
-        value = getattr(args, name)
+    for name, flag, value in (("limit", "--limit", args.limit), ("repeats", "--repeats", args.repeats),
+                              ("bandwidth_mb", "--bandwidth-mb", args.bandwidth_mb),
+                              ("threads", "--threads", args.threads)):
         if value is not None and value < 1:
             raise DecodeError(f"{name} must be an integer >= 1, got {value}; set {flag} to 1 or more")
         high = COUNT_BOUNDS[name]
@@ -172,13 +172,15 @@ def _check_memory(args: BenchArgs) -> MemoryFile | None:
     return check_memory_path(args.suffix_memory, lock=False, mb=args.suffix_memory_mb)
 
 
-def _backend_specs(args: argparse.Namespace, backends) -> dict:
-    """The FamilySpec of each backend: the model arguments with ``--backend`` set to it, each checked
+def _backend_specs(model: ModelFlags, backends) -> dict:
+    """The FamilySpec of each backend: the model flags with ``--backend`` set to it, each checked
     (a llama.cpp run needs a GGUF file) before anything loads."""
+    from dataclasses import replace
+
     from decoders.models.llamacpp_family import check_backend
     from tui_decode.cli.main import family_spec
 
-    specs = {backend: family_spec(argparse.Namespace(**{**vars(args), "backend": backend})) for backend in backends}
+    specs = {backend: family_spec(replace(model, backend=backend)) for backend in backends}
     for spec in specs.values():
         check_backend(spec)
     return specs
@@ -254,7 +256,7 @@ def _cmd_bench(namespace: argparse.Namespace, take_out: Callable[[], None]) -> i
     if args.batch is not None:
         from tui_decode.cli.batch import cmd_batch_bench
 
-        return cmd_batch_bench(namespace, args, prompts, kept)
+        return cmd_batch_bench(args, prompts, kept)
     if not args.out.strip():  # "" is the current folder: its report.md would be written over
         raise DecodeError("--out is empty; give the report folder (it is created if missing), or leave --out out "
                           f"for {DEFAULT_OUT}/")
@@ -289,11 +291,11 @@ def _cmd_bench(namespace: argparse.Namespace, take_out: Callable[[], None]) -> i
 
         torch.set_num_threads(args.threads)
     if backends is not None:
-        specs = _backend_specs(namespace, backends)  # every backend's checked before any model loads
+        specs = _backend_specs(args.model, backends)  # every backend's checked before any model loads
         families = {backend: load_with_progress(spec, Console(stderr=True)) for backend, spec in specs.items()}
         family = families[backends[0]]
     else:
-        family = load_with_progress(family_spec(namespace), Console(stderr=True))
+        family = load_with_progress(family_spec(args.model), Console(stderr=True))
     memory = None
     if args.suffix_memory is not None:
         from decoders.methods.shared.suffix_memory import read_memory

@@ -49,7 +49,7 @@ def cmd_calibrate(namespace: argparse.Namespace) -> int:
     given = args.prompt.prompt is not None or args.prompt.prompt_file is not None
     prompt = read_prompt(args.prompt) if given else DEFAULT_PROMPT
     set_threads(args.threads)
-    family = load_with_progress(family_spec(namespace), err)
+    family = load_with_progress(family_spec(args.model), err)
     engine = Engine(family)
     engine.forget_calibration()  # the runs that measure the noise are not widened by an older one
     params = engine.calibration_params(args.max_new_tokens)

@@ -9,6 +9,7 @@ import argparse
 from decoders.core.errors import DecodeError
 from tui_decode.cli.model_args import add_model_args
 from tui_decode.cli.numbers import bounded_int
+from tui_decode.cli.views import ModelFlags
 
 MAX_DEPTH = 64
 
@@ -56,7 +57,7 @@ def cmd_datastore(args: argparse.Namespace) -> int:
     check_memory_path(args.out, mb=args.suffix_memory_mb, flag="--out")
     texts = read_texts(args.corpus)  # a corpus that is not text, or empty, fails before the model loads
     err = Console(stderr=True)
-    family = load_with_progress(family_spec(args), err)
+    family = load_with_progress(family_spec(ModelFlags.of(args)), err)
     # refuses a damaged or foreign file, or one over the size bound, untouched
     memory = open_memory_file(family, args.out, args.depth, args.suffix_memory_mb, flag="--out")
     with err.status("reading the corpus ..."):

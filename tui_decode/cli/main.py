@@ -221,7 +221,7 @@ def cmd_app(namespace: argparse.Namespace) -> int:
     check_memory_path(args.suffix_memory, mb=args.suffix_memory_mb)
     # the launch flags: the first run's parameters
     settings = Settings(params=decode_params(args.decode) if flags_given(args.decode) else START_PARAMS)
-    return run_app(family_spec(namespace), prompt=read_prompt(args.prompt) if args.prompt.given else DEFAULT_PROMPT,
+    return run_app(family_spec(args.model), prompt=read_prompt(args.prompt) if args.prompt.given else DEFAULT_PROMPT,
                    settings=settings, opened=opened, opened_name=Path(args.open).name if args.open and opened else "",
                    opened_path=Path(args.open) if args.open and opened else None, threads=args.threads,
                    suffix_memory=args.suffix_memory, suffix_memory_mb=args.suffix_memory_mb)

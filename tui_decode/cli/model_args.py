@@ -21,6 +21,7 @@ from decoders.models.drafts import (
     head_of,
 )
 from decoders.models.families import DEFAULT_FAMILY
+from tui_decode.cli.views import ModelFlags
 
 MAX_LAYERS = MAX_LAYER  # an early-exit layer, before the model says how many it has (the largest have ~128)
 
@@ -83,15 +84,16 @@ def add_remeasure_arg(p: argparse.ArgumentParser) -> None:
                         "choice kept from an earlier start is reused")
 
 
-def family_spec(args: argparse.Namespace):
-    """The FamilySpec the arguments ask for (train-head's have no draft flags)."""
+def family_spec(args: ModelFlags):
+    """The FamilySpec the model flags ask for (`ModelFlags.of` the parsed command line: train-head's
+    have no draft flags, and its view holds them as None)."""
     from decoders.models.families import resolve_family
     from decoders.models.family import FamilySpec
 
-    helper, layer = getattr(args, "helper", None), getattr(args, "self_draft_layer", None)
+    helper, layer = args.helper, args.self_draft_layer
     for flag, value in (("--family", args.family), ("--main", args.main), ("--helper", helper),
-                        ("--self-draft", getattr(args, "self_draft", None)), ("--head", getattr(args, "head", None)),
-                        ("--device-map", getattr(args, "device_map", None))):
+                        ("--self-draft", args.self_draft), ("--head", args.head),
+                        ("--device-map", args.device_map)):
         if value is not None and not value.strip():
             raise DecodeError(f"{flag} is empty; give it a value or leave the flag out (see `tui-decode --help`)")
     if args.main and args.family:
@@ -102,8 +104,8 @@ def family_spec(args: argparse.Namespace):
     if layer is not None and not 1 <= layer <= MAX_LAYERS:
         raise DecodeError(f"--self-draft-layer must be 1..{MAX_LAYERS} (the draft runs the main model's first L "
                           f"layers, fewer than it has), got {layer}")
-    self_draft = getattr(args, "self_draft", None)
-    head = getattr(args, "head", None)
+    self_draft = args.self_draft
+    head = args.head
     if head is not None:
         from pathlib import Path
 
@@ -131,7 +133,7 @@ def family_spec(args: argparse.Namespace):
     draft = asked_draft(helper, layer, self_draft, head, spec.draft)
     if draft is not spec.draft:
         changes["draft"] = draft
-    head_vocab, vocab_from = getattr(args, "head_vocab", None), getattr(args, "head_vocab_from", None)
+    head_vocab, vocab_from = args.head_vocab, args.head_vocab_from
     if head_vocab is not None:
         if not 1 <= head_vocab <= MAX_HEAD_VOCAB:
             raise DecodeError(f"--head-vocab must be 1..{MAX_HEAD_VOCAB} (tokens the head drafts over; FR-Spec uses "
@@ -144,7 +146,7 @@ def family_spec(args: argparse.Namespace):
         from decoders.backends.heads.fr_spec import locate
 
         locate(vocab_from)  # before the model loads; its ids are checked against the model after
-    backend = getattr(args, "backend", None)
+    backend = args.backend
     if backend:
         changes["backend"] = backend
         if backend == "llamacpp":  # the family's own int4 or head draft and its "fastest" dtype are torch's
@@ -156,13 +158,13 @@ def family_spec(args: argparse.Namespace):
         changes["device"] = args.device
     if args.dtype:
         changes["dtype"] = args.dtype
-    if getattr(args, "device_map", None):
+    if args.device_map:
         changes["device_map"] = args.device_map
-    if getattr(args, "cuda_graph", None):
+    if args.cuda_graph:
         changes["cuda_graph"] = args.cuda_graph
     if changes:
         spec = replace(spec, **changes)
-    if getattr(args, "remeasure", False):
+    if args.remeasure:
         if "fastest" not in (spec.dtype, spec.self_draft):
             raise DecodeError("--remeasure measures again the dtype and draft a family chooses at load (dtype or "
                               "self-draft 'fastest', as the bundled family has), and this one fixes both; leave "

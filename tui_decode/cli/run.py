@@ -41,7 +41,7 @@ def add_run_parser(sub) -> None:
     add_synthetic_args(run)
 
 
-def drafts_for(spec, args: argparse.Namespace):
+def drafts_for(spec, args: RunArgs):
     """``spec`` for one run of ``args.method``: a method that drafts with nothing (ar, pld, jacobi,
     lookahead) neither measures nor builds a 'fastest' draft (the dtype is chosen alone, or reused
     from the choice kept here), nor the family's own self-draft, which a device map cannot split
@@ -50,13 +50,13 @@ def drafts_for(spec, args: argparse.Namespace):
 
     from decoders.core.declarations import get_method
 
-    if get_method(args.method).needs_helper:
+    if get_method(args.decode.method).needs_helper:
         return spec
     from decoders.models.drafts import Fastest, HelperModel
 
     if isinstance(spec.draft, Fastest):
         spec = replace(spec, draft=None)
-    asked = args.self_draft is not None or args.self_draft_layer is not None  # run's parser has both flags
+    asked = args.model.self_draft is not None or args.model.self_draft_layer is not None
     if spec.device_map is None or asked or isinstance(spec.draft, HelperModel):
         return spec
     return replace(spec, draft=None)
@@ -82,8 +82,7 @@ def cmd_run(namespace: argparse.Namespace) -> int:
     from tui_decode.state.run_summary import summary_table
     from tui_decode.state.token_text import shown_controls
 
-    synthetic_method(namespace)  # registers the synthetic draft where its flags ask for it
-    args = RunArgs.of(namespace)
+    args = synthetic_method(RunArgs.of(namespace))  # registers the synthetic draft where its flags ask for it
     err = Console(stderr=True)
     check_threads(args.threads)
     params = decode_params(args.decode, args.decode.method)
@@ -95,7 +94,7 @@ def cmd_run(namespace: argparse.Namespace) -> int:
     if args.json and args.json != "-":
         check_destination(args.json, "--json", "the run")  # before any model time is spent
     check_memory_path(args.suffix_memory, mb=args.suffix_memory_mb)
-    spec = drafts_for(family_spec(namespace), namespace)  # its flags checked before torch loads
+    spec = drafts_for(family_spec(args.model), args)  # its flags checked before torch loads
     set_threads(args.threads)
     family = load_with_progress(spec, err)
     memory = None

@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from typing import Any
 
 from decoders.core.errors import DecodeError
+from tui_decode.cli.views import RunArgs
 
 
 def add_synthetic_args(p: argparse.ArgumentParser) -> None:
@@ -24,24 +26,23 @@ def add_synthetic_args(p: argparse.ArgumentParser) -> None:
                    help=f"{COST.help} (0..4; default {COST.default:g}); needs --synthetic-acceptance")
 
 
-def synthetic_method(args: argparse.Namespace) -> str | None:
-    """"synthetic" (registered now) when ``args`` ask for synthetic acceptance, else None;
-    DecodeError for a cost given without rates."""
+def synthetic_method(args: RunArgs) -> RunArgs:
+    """``args`` as the run decodes them: where they ask for synthetic acceptance, with the
+    synthetic method (registered now) and its two parameters (their defaults where not given) in
+    ``decode``; else unchanged. DecodeError for a cost given without rates."""
     from decoders.methods.synthetic import COST, NAME, RATES, enable
 
-    rates = getattr(args, RATES.name, None)
-    cost = getattr(args, COST.name, None)
-    if rates is None and args.method != NAME:
+    rates, cost = args.synthetic_acceptance, args.synthetic_cost
+    if rates is None and args.decode.method != NAME:
         if cost is not None:
             raise DecodeError("--synthetic-cost needs --synthetic-acceptance RATES (e.g. 0.8 or 0.9,0.8,0.7)")
-        return None
+        return args
     enable()
-    if rates is None:
-        setattr(args, RATES.name, RATES.default)
-    if cost is None:
-        setattr(args, COST.name, COST.default)
-    args.method = NAME
-    return NAME
+    rates = RATES.default if rates is None else rates
+    cost = COST.default if cost is None else cost
+    values = {**dict(args.decode.values), RATES.name: rates, COST.name: cost}
+    decode = replace(args.decode, method=NAME, values=tuple(values.items()))
+    return replace(args, decode=decode, synthetic_acceptance=rates, synthetic_cost=cost)
 
 
 def add_synthetic_grid_args(p: argparse.ArgumentParser) -> None:

@@ -105,14 +105,14 @@ def cmd_train_head(namespace: argparse.Namespace) -> int:
         for lock in (head, corpus):  # always the head's first: two commands waiting never wait for each other
             if lock is not None:
                 lock.acquire()
-        return _train(namespace, args, settings, console, corpus)
+        return _train(args, settings, console, corpus)
     finally:
         for lock in (corpus, head):
             if lock is not None:
                 lock.release()
 
 
-def _train(namespace: argparse.Namespace, args: TrainHeadArgs, settings, console, corpus_held: FolderLock | None
+def _train(args: TrainHeadArgs, settings, console, corpus_held: FolderLock | None
            ) -> int:
     from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -123,7 +123,7 @@ def _train(namespace: argparse.Namespace, args: TrainHeadArgs, settings, console
     from tui_decode.cli.model_args import family_spec
 
     set_threads(args.threads)
-    spec = family_spec(namespace)
+    spec = family_spec(args.model)
     spec = replace(spec, draft=None)  # the head is what we train
     family = load_with_progress(spec, console)
     if args.grow:

@@ -15,6 +15,7 @@ from decoders.methods.batch.chain import MAX_BATCH
 if TYPE_CHECKING:
     from decoders.bench.batch import BatchReport, BatchRow
     from decoders.core.params import DecodeParams
+    from decoders.records.family_info import FamilyInfo
     from tui_decode.state.settings import Settings
 
 #: Batch sizes one screen run takes at most (each runs every method beside autoregressive decoding).
@@ -164,7 +165,7 @@ def rows_csv(rows: Sequence[BatchRow]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def report_markdown(report: BatchReport | None, rows: Sequence[BatchRow], family: dict[str, Any], max_new: int,
+def report_markdown(report: BatchReport | None, rows: Sequence[BatchRow], family: FamilyInfo, max_new: int,
                     prompt: str) -> str:
     """The saved Markdown: the bench's report of the run (`decoders.bench.batch_report`), or of
     the rows measured before a cancel; the prompt shown named."""

@@ -13,6 +13,7 @@ from tui_decode.state.settings import DraftOptions, Settings, default_draft_laye
 if TYPE_CHECKING:
     from decoders.engine import Engine
     from decoders.models.family import Family, FamilySpec
+    from decoders.records.family_info import FamilyInfo
 
 @dataclass
 class LoadedFamily:
@@ -82,9 +83,9 @@ class LoadedFamily:
         return self.engine
 
 
-def helper_description(described: dict[str, Any]) -> str:
+def helper_description(described: FamilyInfo) -> str:
     """How a family's helper reads in the parameters pane."""
-    helper = described.get("helper")
+    helper = described.helper
     return short_paths(str(helper)) if helper else "none"  # a head's folder by its name, not its path
 
 

@@ -138,7 +138,7 @@ def short_paths(text: str) -> str:
 def run_title(result: RunResult) -> str:
     """The run's label and, for a method that drafts with a helper, what drafted:
     "Speculative (greedy, γ=4) · int4 self-draft" (a path in it cut to its last part)."""
-    helper = (result.family or {}).get("helper")
+    helper = result.family.helper or None
     try:
         drafts = get_method(result.method.method).needs_helper
     except Exception:  # a saved run of a method this version does not have

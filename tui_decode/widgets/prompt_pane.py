@@ -20,6 +20,7 @@ from textual.widgets import Static, TextArea
 from textual.widgets.text_area import EditResult, Location
 
 from decoders.records.bounds import MAX_PROMPT
+from decoders.records.family_info import FamilyInfo
 from tui_decode.state.token_text import bidi_controls, drawn_in_place
 from tui_decode.widgets.styles import component_style
 
@@ -92,7 +93,7 @@ class PromptPane(Vertical):
         super().__init__(id=id, classes=classes)
         self._initial_prompt = prompt
         self._chat_template = True
-        self._family: dict[str, Any] = {}
+        self._family: FamilyInfo | None = None
         self._family_note = ""
         self._threads: int | None = None
         self._counter: TokenCounter | None = None
@@ -170,10 +171,11 @@ class PromptPane(Vertical):
             title += f" · {hidden} bidi control{'s' * (hidden != 1)} not shown"
         self.border_title = title
 
-    def show_family(self, described: dict[str, Any], note: str = "", threads: int | None = None) -> None:
-        """``described`` as `Family.describe()` gives it; ``note`` says e.g. that it is loading;
-        ``threads`` is the number of torch threads the runs use."""
-        self._family = dict(described)
+    def show_family(self, described: FamilyInfo | None, note: str = "", threads: int | None = None) -> None:
+        """``described`` as `Family.describe()` gives it (None, or a saved run's empty one: no
+        model); ``note`` says e.g. that it is loading; ``threads`` is the number of torch threads
+        the runs use."""
+        self._family = described if described != FamilyInfo() else None
         self._family_note = note
         self._threads = threads
         self._refresh_info()
@@ -187,10 +189,10 @@ class PromptPane(Vertical):
         info = Text()
         info.append("model ", style=label)
         family = self._family
-        if family:
-            info.append(str(family.get("label") or family.get("main") or "?"))
-            where = " · ".join(str(family[k]) for k in ("device", "dtype") if family.get(k))
-            if self._threads and family.get("device") == "cpu":
+        if family is not None:
+            info.append(str(family.label or family.main or "?"))
+            where = " · ".join(str(value) for value in (family.device, family.dtype) if value)
+            if self._threads and family.device == "cpu":
                 where += f" · {self._threads} thread{'s' if self._threads > 1 else ''}"
             if where:
                 info.append(f" · {where}", style="dim")

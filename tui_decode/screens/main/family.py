@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from decoders.core.errors import DecodeError
 from decoders.core.params import METHOD_NAMES
+from decoders.records.family_info import FamilyInfo
 from tui_decode.screens.pickers import family_picker
 from tui_decode.state.loaded_family import helper_description, load_choice_brief
 from tui_decode.state.run_summary import short_paths
@@ -77,7 +78,7 @@ class FamilySwitching:
         self.load_step = (f"loading {spec.label or spec.name}", 0.0, time.monotonic())
         self.status.set(f"loading {spec.label or spec.name} …", "busy", 0.0)
         self.prompt_pane.show_family(
-            self.loaded.engine.family.describe() if self.loaded else {"label": spec.label or spec.main},
+            self.loaded.engine.family.describe() if self.loaded else FamilyInfo(label=spec.label or spec.main),
             note=f"loading {spec.name} …")
         self.load_in_background(spec)
 
@@ -116,7 +117,7 @@ class FamilySwitching:
         if free is not None:  # the chosen draft is not predicted to pay here: the first run shows what does
             self.apply_settings(self.settings.with_params(method=free[0]))
         method = METHOD_NAMES[self.settings.params.method]
-        ready = f"ready: {loaded.label} on {described.get('device')} · {described.get('dtype')}; ctrl+r runs {method}"
+        ready = f"ready: {loaded.label} on {described.device} · {described.dtype}; ctrl+r runs {method}"
         if unable is not None:
             ready += f" ({METHOD_NAMES[unable].lower()} decoding needs a draft model, and this family has none)"
         if free is not None:
@@ -137,9 +138,9 @@ class FamilySwitching:
             # the status line for its seconds; the status line itself says it, in a few words.
             ready += f" · {brief}"
         elif brief is not None:  # the default measured its dtype and drafts: which won, and why
-            choices = [f"{what}: {short_paths(described[key] or '')}"
-                       for what, key in (("Target dtype", "dtype_choice"), ("Draft", "draft_choice"))
-                       if described.get(key)]
+            choices = [f"{what}: {short_paths(choice)}"
+                       for what, choice in (("Target dtype", described.dtype_choice), ("Draft", described.draft_choice))
+                       if choice]
             self.notify("\n".join(choices) or brief, title="Chosen on this machine", timeout=8)
         self.status.set(ready, "idle")
         problem = loaded.engine.calibration_problem
@@ -158,7 +159,7 @@ class FamilySwitching:
             self.spec = self.loaded.spec
             self.status.set(f"could not load {event.spec.name}; still using {self.loaded.label}", "error")
         else:
-            self.prompt_pane.show_family({}, note=f"{event.spec.name} failed to load; f picks another")
+            self.prompt_pane.show_family(None, note=f"{event.spec.name} failed to load; f picks another")
 
     def action_remeasure(self: FamilyHost) -> None:
         """Load the family again, measuring the dtype and draft it chooses ('fastest') afresh on this

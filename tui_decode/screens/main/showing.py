@@ -54,7 +54,7 @@ def texts_from_ids(result: RunResult, loaded: LoadedFamily | None) -> str | None
     loaded family's tokenizer when the run was made with that model, else an id the file gives
     two texts shown as the id. None when they agreed, else the line that says what was done."""
     family = loaded.engine.family if loaded is not None else None
-    if family is not None and result.family.get("main") == family.main_source:
+    if family is not None and result.family.main == family.main_source:
         return token_texts_from_ids(result, family.display, family.decode, f"{family.label}'s tokenizer")
     return token_texts_from_ids(result)
 
