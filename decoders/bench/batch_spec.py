@@ -1,12 +1,13 @@
 """The batch bench's spec row (`decoders.bench.batch`): which draft of a loaded family drafts at
-batch B (`check_spec`, one line where none can) and the transformers module it runs batched
-(`draft_module`): the helper model itself, or the main model's int4 copy
-(`decoders.backends.batched_int4`) for the int4 self-draft."""
+batch B (`check_spec`, one line where none can) and what drafts batched (`spec_drafts`): a model
+draft (`draft_module`: the helper model itself, or the main model's int4 copy,
+`decoders.backends.batched_int4`, for the int4 self-draft) or the trained head over the target's
+hidden states (`decoders.methods.batch.head_draft`)."""
 
 from __future__ import annotations
 
 from decoders.core.errors import DecodeError
-from decoders.methods.batch.model_draft import BATCHED_DRAFTS, unbatched_draft
+from decoders.methods.batch.model_draft import unbatched_draft
 
 
 def draft_kind(family) -> str | None:
@@ -21,13 +22,18 @@ def check_spec(family) -> None:
     from decoders.backends.llamacpp import LlamaCppBackend
 
     if isinstance(family.main, LlamaCppBackend):
-        raise DecodeError(f"--batch runs spec on the torch backend only (drafting with a {' or '.join(BATCHED_DRAFTS)} "
-                          "draft); drop spec from --methods or use --backend torch")
+        raise DecodeError("--batch runs spec on the torch backend only (drafting with a helper model, the int4 "
+                          "self-draft or a trained head); drop spec from --methods or use --backend torch")
     kind = draft_kind(family)
     reason = unbatched_draft(kind)
     model = family.helper_model if kind == "helper" else family.main_model
     if reason is None and model is None:
         reason = f"the {kind} draft keeps no transformers model to draft with at batch > 1; load one with --helper SRC"
+    if reason is None and kind == "head":
+        from decoders.backends.heads.batched import batched_head
+
+        if batched_head(family.helper) is None:
+            reason = "the head draft at batch > 1 takes an EAGLE-1/2, EAGLE-3 or Medusa head loaded with --head FOLDER"
     if reason is None:
         from decoders.backends.batched import batch_unsupported
 
@@ -42,7 +48,7 @@ def check_spec(family) -> None:
 
 
 def draft_module(family):
-    """The transformers module that drafts for ``family`` at batch B (`check_spec` first)."""
+    """The transformers module that drafts for ``family`` at batch B (`check_spec` first; not for a head)."""
     if draft_kind(family) == "int4":
         from decoders.backends.batched_int4 import int4_copy
 
@@ -51,14 +57,26 @@ def draft_module(family):
 
 
 def spec_drafts(family, specs):
-    """For each row spec, a fresh batched model draft where it is a spec row drafting its ``k``
-    tokens (None for the rows that draft without a model); `check_spec` runs first, once, and
-    only where some row is a spec row."""
+    """For each row spec and the target batch it verifies with, a fresh batched draft where it is a
+    spec row drafting its ``k`` tokens (None for the rows that draft without one): a model draft,
+    or a trained head reading that target's hidden states. `check_spec` runs first, once, and only
+    where some row is a spec row."""
     if not any(spec.method == "spec" for spec in specs):
-        return lambda spec: None
+        return lambda spec, target: None
+    check_spec(family)
+    if draft_kind(family) == "head":
+        from decoders.backends.heads.batched import batched_head
+        from decoders.methods.batch.head_draft import HeadDraft
+
+        def head(spec, target):
+            made = batched_head(family.helper)
+            assert made is not None  # check_spec refused any other
+            return HeadDraft(target, made[0], made[1], spec.k) if spec.method == "spec" else None
+
+        return head
     from decoders.backends.batched import BatchedLM
     from decoders.methods.batch.model_draft import ModelDraft
 
-    check_spec(family)
     module = draft_module(family)
-    return lambda spec: ModelDraft(BatchedLM(module, family.context_length), spec.k) if spec.method == "spec" else None
+    return lambda spec, target: ModelDraft(BatchedLM(module, family.context_length), spec.k) \
+        if spec.method == "spec" else None

@@ -156,18 +156,18 @@ def test_the_adaptive_row_runs_beside_fixed_k_rows_and_saves_its_k_per_iteration
      "--batch varies only num_pred, draft_policy, not branches in pld[branches 3]; give e.g. --variants "
      "'pld[num_pred 2, draft_policy fixed],pld'"),
     (["--batch", "2", "--variants", "spec[int4]"],
-     "--batch drafts spec with the loaded --helper or --self-draft int4, not with a variant's draft (spec[int4]); "
-     "give --methods ar,spec and --self-draft int4"),
+     "--batch drafts spec with the loaded --helper, --self-draft int4 or --self-draft head, not with a variant's "
+     "draft (spec[int4]); give --methods ar,spec and --self-draft int4"),
     (["--batch", "2", "--variants", "jacobi"], "--batch runs ar, pld, spec only so far, not jacobi"),
     (["--batch", "0"], "batch size must be 1..64, got 0"),
     (["--batch", "1,2", "--methods", "ar,jacobi"],
      "--batch runs ar, pld, spec only so far, not jacobi; give --methods ar,pld,spec"),
     (["--batch", "1,2", "--methods", "ar,spec"],
      "speculative decoding at batch > 1 needs a draft: load a helper model with --helper SRC or draft with "
-     "--self-draft int4"),
+     "--self-draft int4 or --self-draft head"),
     (["--batch", "1,2", "--methods", "ar,spec", "--self-draft-layer", "1"],
-     "speculative decoding at batch > 1 drafts with a helper model or the int4 self-draft only, not the early-exit "
-     "draft; give --helper SRC or --self-draft int4, or drop spec from --methods"),
+     "speculative decoding at batch > 1 drafts with a helper model, the int4 self-draft or a trained head only, not "
+     "the early-exit draft; give --helper SRC, --self-draft int4 or --self-draft head, or drop spec from --methods"),
     (["--batch", "2", "--sweep", "num_pred=1..3"], "--batch and --sweep do not go together; drop one of the two"),
 ])
 def test_bad_batch_bench_input_is_one_line(tiny_folder, prompts, tmp_path, capsys, flags, line):
@@ -255,7 +255,8 @@ def test_spec_at_batch_on_llama_cpp_is_one_line(llamacpp_prompts, tmp_path, caps
                      "--batch", "1,2", "--methods", "ar,spec", "--max-new-tokens", "4", "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err
     assert code == 2 and err.strip().count("\n") == 0, err
-    assert "--batch runs spec on the torch backend only (drafting with a helper or int4 draft); drop spec from " \
+    assert "--batch runs spec on the torch backend only (drafting with a helper model, the int4 self-draft or a " \
+        "trained head); drop spec from " \
         "--methods or use --backend torch" in err
 
 

@@ -93,7 +93,8 @@ def add_bench_parser(sub) -> None:
                         "backend's bandwidth floor and T(k), and the backends' AR outputs compared token by token")
     p.add_argument("--batch", default=None, metavar="LIST",
                    help="instead of the suite, decode B prompts together for each batch size B in LIST (e.g. 1,2,4; "
-                        "each 1..64): prompt lookup and, with a --helper model or --self-draft int4 on torch, "
+                        "each 1..64): prompt lookup and, with a --helper model, --self-draft int4 or --self-draft "
+                        "head on torch, "
                         "speculative decoding (--methods ar,pld,spec) beside autoregressive decoding at the same batch "
                         "size, interleaved over max(2, --repeats) rounds, with the verify-cost surface T(B, k); "
                         "--draft-policy adaptive picks each iteration's draft length from T(B, k) and the rows' "

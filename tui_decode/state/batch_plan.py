@@ -55,8 +55,8 @@ def family_methods(settings: Settings, backend: str, has_helper: bool) -> dict[s
     if backend != "torch":
         why = "spec runs at batch > 1 on the torch backend only; pick a torch family (f) or leave spec out"
     elif kind not in BATCHED_DRAFTS:
-        why = ("spec drafts at batch > 1 with a helper model or the int4 self-draft only; choose the int4 draft in "
-               "the parameters pane, or a family with a helper (f)")
+        why = ("spec drafts at batch > 1 with a helper model, the int4 self-draft or a trained head only; choose the "
+               "int4 or head draft in the parameters pane, or a family with a helper (f)")
     return {"pld": None, "spec": why}
 
 

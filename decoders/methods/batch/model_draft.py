@@ -11,9 +11,10 @@ the next iteration starts from the row's accepted sequence. The drafts never cha
 output (greedy verification keeps the target's tokens); they only set how many it emits per
 forward.
 
-Only a transformers module drafts batched here (`BATCHED_DRAFTS`): a helper model, or the int4
-self-draft as the main model's int4 copy (`decoders.backends.batched_int4`); the trained head and
-the early exit draft through the engine's one-sequence backends only.
+A transformers module drafts batched here: a helper model, or the int4 self-draft as the main
+model's int4 copy (`decoders.backends.batched_int4`). A trained head drafts batched from the
+target's own hidden states (`decoders.methods.batch.head_draft`); the early exit drafts through
+the engine's one-sequence backends only (`BATCHED_DRAFTS`).
 """
 
 from __future__ import annotations
@@ -25,17 +26,18 @@ if TYPE_CHECKING:
     from decoders.backends.batched import BatchedLM
 
 #: The kinds of draft (`decoders.models.drafts`) that draft at batch B.
-BATCHED_DRAFTS = ("helper", "int4")
+BATCHED_DRAFTS = ("helper", "int4", "head")
 
 
 def unbatched_draft(kind: str | None) -> str | None:
     """Why speculative decoding at batch B cannot draft with ``kind`` (None: it can)."""
     if kind is None:
         return ("speculative decoding at batch > 1 needs a draft: load a helper model with --helper SRC or draft "
-                "with --self-draft int4")
+                "with --self-draft int4 or --self-draft head")
     if kind not in BATCHED_DRAFTS:
-        return (f"speculative decoding at batch > 1 drafts with a helper model or the int4 self-draft only, not the "
-                f"{kind} draft; give --helper SRC or --self-draft int4, or drop spec from --methods")
+        return (f"speculative decoding at batch > 1 drafts with a helper model, the int4 self-draft or a trained head "
+                f"only, not the {kind} draft; give --helper SRC, --self-draft int4 or --self-draft head, or drop spec "
+                "from --methods")
     return None
 
 
