@@ -124,6 +124,24 @@ def test_the_batch_bench_runs_spec_beside_autoregressive(tiny_folder, helper_fol
     assert set(data["crossover"]) == {"spec"} and "| spec | 3 |" in printed
 
 
+def test_the_batch_bench_runs_spec_drafting_with_a_trained_head(tiny_folder, prompts, tmp_path, capsys):
+    from tests.support.heads import write_head
+
+    write_head(tmp_path / "head", "eagle1")  # a head for the two-layer tiny model (EAGLE-3's reads layers 1..3)
+    out = tmp_path / "out"
+    code = cli_main(["bench", "--prompts", str(prompts), "--main", str(tiny_folder), "--self-draft", "head",
+                     "--head", str(tmp_path / "head"), "--batch", "1,2,4", "--methods", "ar,spec",
+                     "--max-new-tokens", "8", "--num-pred", "3", "--threads", "1", "--out", str(out)])
+    printed, err = capsys.readouterr()
+    assert code == 0, err
+    data = json.loads((out / "report.json").read_text())
+    assert [(r["method"], r["batch"]) for r in data["rows"]] == [
+        ("ar", 1), ("spec", 1), ("ar", 2), ("spec", 2), ("ar", 4), ("spec", 4)]
+    assert all(r["identical"] for r in data["rows"]) and data["divergences"] == []
+    assert data["family"]["draft"]["kind"] == "head"
+    assert set(data["crossover"]) == {"spec"} and "| spec | 4 |" in printed
+
+
 def test_the_adaptive_row_runs_beside_fixed_k_rows_and_saves_its_k_per_iteration(tiny_folder, prompts, tmp_path,
                                                                                     capsys):
     out = tmp_path / "out"

@@ -74,7 +74,7 @@ class BatchedEagle:
         feature = feats.view(self.rows, 1, -1)
         drafts = []
         with torch.inference_mode():
-            for step in range(steps):
+            for _ in range(steps):
                 out = self._layer(ids, feature)  # [B, 1, hidden]
                 self.lengths = [n + 1 for n in self.lengths]
                 ids = self.head.draft_ids[self.head.logits(out[:, 0]).argmax(-1)].view(-1, 1)
