@@ -105,6 +105,17 @@ def smollm2():
     return load_family(replace(BUILTIN_FAMILIES["smollm2-135m"], device="cpu", dtype="float32", draft=Int4()))
 
 
+@pytest.fixture(scope="session")
+def q4_0_helper_gguf(tmp_path_factory):
+    """The bundled GGUF requantised to Q4_0 (`tests.support.quantized_gguf`): a llama.cpp helper
+    accepted in part. Skipped where llama_cpp is missing."""
+    pytest.importorskip("llama_cpp")
+    from decoders.models.bundled import bundled_gguf_path
+    from tests.support.quantized_gguf import quantized_copy
+
+    return quantized_copy(bundled_gguf_path(), tmp_path_factory.mktemp("gguf") / "smollm2-q4_0.gguf")
+
+
 APP_TESTS = Path(__file__).parent / "app"
 
 

@@ -90,7 +90,12 @@ class HasChunkedCache(Protocol):
 class BatchedModel(Protocol):
     """B sequences decoded together, each at its own positions, finished ones leaving
     (`decoders.backends.batched.BatchedLM` on torch, `decoders.backends.llamacpp_batched.LlamaCppBatched`
-    on llama.cpp): what `decoders.methods.batch.chain.decode_batch` and the batch bench drive."""
+    on llama.cpp): what `decoders.methods.batch.chain.decode_batch` and the batch bench drive, and
+    what a model draft drafts in (`decoders.methods.batch.model_draft.ModelDraft`: ``next_pos``,
+    `rollback`)."""
+
+    #: each row's next position (its cached token count)
+    next_pos: list[int]
 
     @property
     def rows(self) -> int: ...
@@ -106,6 +111,8 @@ class BatchedModel(Protocol):
     def step(self, new: Sequence[Sequence[int]]) -> torch.Tensor: ...
 
     def commit(self, kept: Sequence[int]) -> None: ...
+
+    def rollback(self, drop: Sequence[int]) -> None: ...
 
     def keep_rows(self, rows: Sequence[int]) -> None: ...
 

@@ -54,9 +54,10 @@ def positions_per_row(prompt_tokens: int, max_new: int, width: int) -> int:
 
 
 def check_batch(model: LlamaModel, batches: Sequence[int], positions: int, width: int,
-                available: int | None, share: float = 0.5) -> None:
+                available: int | None, share: float = 0.5, draft: LlamaModel | None = None) -> None:
     """DecodeError in one line for a batch size llama.cpp cannot hold: above ``n_seq_max``'s bound,
-    rows longer than the model's context, or a cache above ``share`` of the available memory."""
+    rows longer than the model's context, or a cache above ``share`` of the available memory (with
+    ``draft``, a GGUF helper drafting at batch B, its cache and logits too)."""
     from decoders.core.host_memory import format_bytes
 
     bound = max_rows(model)
@@ -70,12 +71,14 @@ def check_batch(model: LlamaModel, batches: Sequence[int], positions: int, width
                           f"width), beyond the model's context of {context}; lower --max-new-tokens or --num-pred")
     if available is None:
         return
+    models = [model] if draft is None else [model, draft]
+    what = "cache and logits" if draft is None else "caches and logits (the target's and the helper's)"
     for size in batches:
-        need = size * (_padded(positions) * kv_bytes_per_cell(model) + 2 * width * model.vocab_size * 4)
+        need = size * sum(_padded(positions) * kv_bytes_per_cell(m) + 2 * width * m.vocab_size * 4 for m in models)
         if need > share * available:
-            raise DecodeError(f"batch size {size} needs about {format_bytes(need)} for its llama.cpp cache and "
-                              f"logits, more than half of the {format_bytes(available)} available; give smaller "
-                              "--batch sizes or lower --max-new-tokens")
+            raise DecodeError(f"batch size {size} needs about {format_bytes(need)} for its llama.cpp {what}, more "
+                              f"than half of the {format_bytes(available)} available; give smaller --batch sizes or "
+                              "lower --max-new-tokens")
 
 
 def _padded(positions: int) -> int:
@@ -188,6 +191,17 @@ class LlamaCppBatched:
             if n < k:
                 self.lib.llama_memory_seq_rm(self.memory, b, self.next_pos[b], -1)
         self._last_k = 0
+
+    def rollback(self, drop: Sequence[int]) -> None:
+        """Each row forgets its last ``drop[b]`` kept tokens (a draft model's rejected drafts, kept
+        over several steps): their cells are removed, the row's next position goes back."""
+        if self._last_k or len(drop) != self.rows or any(not 0 <= n <= self.next_pos[b] for b, n in enumerate(drop)):
+            raise ValueError(f"rollback takes 0..each row's tokens for each of the {self.rows} rows after a commit, "
+                             f"got {list(drop)}")
+        for b, n in enumerate(drop):
+            if n:
+                self.next_pos[b] -= n
+                self.lib.llama_memory_seq_rm(self.memory, b, self.next_pos[b], -1)
 
     def keep_rows(self, rows: Sequence[int]) -> None:
         """Only ``rows`` (ascending indices) stay in the batch: each moves to the sequence of its new index."""

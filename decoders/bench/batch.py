@@ -34,6 +34,7 @@ from decoders.bench.suite import REPORT_SCHEMA
 from decoders.core.errors import DecodeError
 from decoders.methods.batch.adaptive import BatchDraftPolicy
 from decoders.methods.batch.chain import BATCH_METHODS, MAX_BATCH, BatchRun, decode_batch
+from decoders.methods.batch.suffix import SuffixShape
 from decoders.records.codec import Record
 
 if TYPE_CHECKING:
@@ -79,16 +80,20 @@ class RowSpec(Record, kw_only=True):
     policy: str = "fixed"
 
 
-#: The parameters a batch bench variant may set (``--variants 'pld[num_pred 2, draft_policy fixed]'``).
-BATCH_VARIANT_PARAMS = ("num_pred", "draft_policy")
+#: The parameters a batch bench variant may set (``--variants 'pld[num_pred 2, draft_policy fixed]'``;
+#: suffix decoding's k is its ``suffix_max``).
+BATCH_VARIANT_PARAMS = ("num_pred", "suffix_max", "draft_policy")
 
 
-def row_specs(methods: Sequence[str], k: int, policy: str, variants: Sequence[Any] | None = None) -> list[RowSpec]:
+def row_specs(methods: Sequence[str], k: int, policy: str, variants: Sequence[Any] | None = None,
+              lengths: dict[str, int] | None = None) -> list[RowSpec]:
     """The rows besides autoregressive decoding: one per method of ``methods`` at the run's ``k``
-    and ``policy``, or one per ``--variants`` item (`decoders.bench.variants.Variant`); DecodeError
-    for a method that does not decode at batch > 1 or a variant item the batch bench cannot vary."""
+    (``lengths``: another k for a method, e.g. suffix decoding's ``--suffix-max``) and ``policy``,
+    or one per ``--variants`` item (`decoders.bench.variants.Variant`); DecodeError for a method
+    that does not decode at batch > 1 or a variant item the batch bench cannot vary."""
+    lengths = lengths or {}
     if variants is None:
-        return [RowSpec(label=m, method=m, k=k, policy=policy) for m in check_methods(methods)]
+        return [RowSpec(label=m, method=m, k=lengths.get(m, k), policy=policy) for m in check_methods(methods)]
     rows = []
     for variant in variants:
         check_methods([variant.method])
@@ -102,7 +107,9 @@ def row_specs(methods: Sequence[str], k: int, policy: str, variants: Sequence[An
             raise DecodeError(f"--batch varies only {', '.join(BATCH_VARIANT_PARAMS)}, not "
                               f"{', '.join(odd)} in {variant.label}; give e.g. "
                               "--variants 'pld[num_pred 2, draft_policy fixed],pld'")
-        rows.append(RowSpec(label=variant.label, method=variant.method, k=int(values.get("num_pred", k)),
+        default = lengths.get(variant.method, k)
+        length = values.get("suffix_max" if variant.method == "suffix" else "num_pred", default)
+        rows.append(RowSpec(label=variant.label, method=variant.method, k=int(length),
                             policy=str(values.get("draft_policy", policy))))
     return rows
 
@@ -139,15 +146,18 @@ def _llamacpp_model(family):
 
 
 def check_batches(family, batches: Sequence[int], prompt_tokens: int, max_new: int, width: int,
-                  available: int | None) -> None:
+                  available: int | None, spec: bool = False) -> None:
     """DecodeError in one line for a batch size ``family``'s backend cannot hold: above what memory
     allows on either backend (saying how much it needs); on llama.cpp also above ``n_seq_max``'s
-    bound or a row longer than the model's context."""
+    bound or a row longer than the model's context, and with ``spec`` (a spec row runs) the GGUF
+    helper's batched cache counted beside the target's."""
     llama = _llamacpp_model(family)
     if llama is not None:
         from decoders.backends.llamacpp_batched import check_batch, positions_per_row
+        from decoders.bench.batch_spec import llamacpp_helper
 
-        check_batch(llama, batches, positions_per_row(prompt_tokens, max_new, width), width, available, MEMORY_SHARE)
+        check_batch(llama, batches, positions_per_row(prompt_tokens, max_new, width), width, available, MEMORY_SHARE,
+                    draft=llamacpp_helper(family) if spec else None)
     elif family.main_model is not None:
         check_memory(family.main_model, batches, prompt_tokens, max_new, width, family.vocab_size, available)
 
@@ -237,7 +247,8 @@ def run_batch_bench(family, prompts: Sequence[list[int]], batches: Sequence[int]
                     machine: BatchMachine | None = None, policy: str = "fixed",
                     variants: Sequence[Any] | None = None, on_step: Callable[[str, int, list], None] | None = None,
                     on_row: Callable[[BatchRow], None] | None = None,
-                    synthetic: SyntheticGrid | None = None) -> BatchReport:
+                    synthetic: SyntheticGrid | None = None, suffix: SuffixShape | None = None,
+                    lengths: dict[str, int] | None = None) -> BatchReport:
     """Every method in ``methods`` (or every variant of ``variants``) at every batch size beside
     autoregressive decoding, ``rounds`` rounds each (round r takes the prompts from offset r * B,
     so rounds differ in prompts too), the surface T(B, k) first, each sequence checked against its
@@ -245,13 +256,17 @@ def run_batch_bench(family, prompts: Sequence[list[int]], batches: Sequence[int]
     the measured surface (`decoders.methods.batch.adaptive`), else up to ``k`` tokens. ``on_step``:
     (row label, batch size, every sequence's record) after each iteration, off the clock;
     ``on_row``: each row once measured (a screen's table, as it fills). ``synthetic``: its cells at
-    every batch size too, in their own rows (`decoders.bench.batch_synthetic`)."""
+    every batch size too, in their own rows (`decoders.bench.batch_synthetic`). ``suffix``: the
+    suffix rows' depth, factor, minimum probability and memory (None: the batch-1 defaults, no
+    memory; `decoders.methods.batch.suffix`); ``lengths``: a method's own k in place of ``k``
+    (`row_specs`; suffix decoding's ``--suffix-max``)."""
     from decoders.bench.batch_spec import spec_drafts
     from decoders.bench.batch_surface import measure_surface
 
-    specs = row_specs(methods, k, policy, variants)
+    specs = row_specs(methods, k, policy, variants, lengths)
     widest_k = max([k, *(spec.k for spec in specs), *(synthetic.gammas if synthetic else [])])
-    lm = batch_maker(family, max(len(p) for p in prompts) + max_new + widest_k + 1)
+    positions = max(len(p) for p in prompts) + max_new + widest_k + 1
+    lm = batch_maker(family, positions)
     say = progress or (lambda message: None)
     started = clock()
     rows_methods = [spec.label for spec in specs]
@@ -273,7 +288,7 @@ def run_batch_bench(family, prompts: Sequence[list[int]], batches: Sequence[int]
     report_rows: list[BatchRow] = []
     divergences: list[Divergence] = []
     synthetic_rows: list[SyntheticBatchRow] = []
-    draft = spec_drafts(family, specs)
+    draft = spec_drafts(family, specs, positions)
 
     for size in batches:
         runs: dict[str, list[BatchRun]] = {m: [] for m in ["ar", *rows_methods]}
@@ -286,8 +301,9 @@ def run_batch_bench(family, prompts: Sequence[list[int]], batches: Sequence[int]
                 chooser = BatchDraftPolicy(spec.k, surface) if spec.policy == "adaptive" and spec.k else None
                 target = lm(size)
                 run = decode_batch(target, [prompts[i] for i in chosen], max_new, spec.method, gamma=spec.k,
-                                   stop_ids=stop, clock=clock, policy=chooser, draft=draft(spec, target),
-                                   on_step=None if on_step is None else partial(on_step, method, size))
+                                   stop_ids=stop, clock=clock, policy=chooser, draft=draft(spec, size, target),
+                                   on_step=None if on_step is None else partial(on_step, method, size),
+                                   suffix=suffix)
                 runs[method].append(run)
                 say(f"batch {size} round {round_ + 1}: {method} {run.throughput:.1f} tok/s")
         for method in ["ar", *rows_methods]:

@@ -1,13 +1,20 @@
 """The batch bench's spec row (`decoders.bench.batch`): which draft of a loaded family drafts at
-batch B (`check_spec`, one line where none can) and what drafts batched (`spec_drafts`): a model
-draft (`draft_module`: the helper model itself, or the main model's int4 copy,
-`decoders.backends.batched_int4`, for the int4 self-draft) or the trained head over the target's
-hidden states (`decoders.methods.batch.head_draft`)."""
+batch B (`check_spec`, one line where none can) and what it drafts with: on torch the transformers
+module it runs batched (`draft_module`: the helper model itself, or the main model's int4 copy,
+`decoders.backends.batched_int4`) or the trained head over the target's hidden states
+(`decoders.methods.batch.head_draft`); on llama.cpp the GGUF helper's model in a `LlamaCppBatched`
+context of its own per batch size (its sequence ids, in one ``llama_decode`` per draft step)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 from decoders.core.errors import DecodeError
 from decoders.methods.batch.model_draft import unbatched_draft
+
+if TYPE_CHECKING:
+    from decoders.methods.batch.chain import BatchDraft
 
 
 def draft_kind(family) -> str | None:
@@ -15,16 +22,29 @@ def draft_kind(family) -> str | None:
     return family.draft.kind if family.helper is not None and family.draft is not None else None
 
 
-def check_spec(family) -> None:
-    """DecodeError in one line where ``family`` cannot run the spec row at batch B: on llama.cpp, a
-    draft of a kind that does not draft batched (`BATCHED_DRAFTS`), or a model the batched path or
-    the int4 kernel cannot take."""
+def llamacpp_helper(family):
+    """The llama.cpp model of ``family``'s GGUF helper (None: not a llama.cpp family, or no helper)."""
     from decoders.backends.llamacpp import LlamaCppBackend
 
-    if isinstance(family.main, LlamaCppBackend):
-        raise DecodeError("--batch runs spec on the torch backend only (drafting with a helper model, the int4 "
-                          "self-draft or a trained head); drop spec from --methods or use --backend torch")
+    if isinstance(family.main, LlamaCppBackend) and isinstance(family.helper, LlamaCppBackend):
+        return family.helper.model
+    return None
+
+
+def check_spec(family) -> None:
+    """DecodeError in one line where ``family`` cannot run the spec row at batch B: a draft of a
+    kind that does not draft batched on its backend (`unbatched_draft`: on llama.cpp, anything but
+    a GGUF helper), or on torch a model the batched path or the int4 kernel cannot take."""
+    from decoders.backends.llamacpp import LlamaCppBackend
+
     kind = draft_kind(family)
+    if isinstance(family.main, LlamaCppBackend):
+        reason = unbatched_draft(kind, "llamacpp")
+        if reason is None and llamacpp_helper(family) is None:
+            reason = "the helper keeps no llama.cpp model to draft with at batch > 1; give --helper FILE.gguf"
+        if reason is not None:
+            raise DecodeError(reason)
+        return
     reason = unbatched_draft(kind)
     model = family.helper_model if kind == "helper" else family.main_model
     if reason is None and model is None:
@@ -48,7 +68,8 @@ def check_spec(family) -> None:
 
 
 def draft_module(family):
-    """The transformers module that drafts for ``family`` at batch B (`check_spec` first; not for a head)."""
+    """The transformers module that drafts for ``family`` at batch B on torch (`check_spec` first; not
+    for a head)."""
     if draft_kind(family) == "int4":
         from decoders.backends.batched_int4 import int4_copy
 
@@ -56,27 +77,45 @@ def draft_module(family):
     return family.helper_model
 
 
-def spec_drafts(family, specs):
-    """For each row spec and the target batch it verifies with, a fresh batched draft where it is a
-    spec row drafting its ``k`` tokens (None for the rows that draft without one): a model draft,
-    or a trained head reading that target's hidden states. `check_spec` runs first, once, and only
-    where some row is a spec row."""
+def spec_drafts(family, specs, positions: int) -> Callable[..., BatchDraft | None]:
+    """For a row spec, a batch size and the target batch it verifies with (a head needs it), a fresh
+    batched draft where it is a spec row drafting its ``k`` tokens (None for the rows that draft
+    without one): a model draft (each row holds up to ``positions`` tokens), or on torch a trained
+    head reading that target's hidden states. On llama.cpp the draft's context of each batch size is made once and
+    reused (`LlamaCppBatched.start` clears it). `check_spec` runs first, once, and only where some
+    row is a spec row."""
     if not any(spec.method == "spec" for spec in specs):
-        return lambda spec, target: None
+        return lambda spec, size, target=None: None
+    from decoders.methods.batch.model_draft import ModelDraft
+
     check_spec(family)
+    helper = llamacpp_helper(family)
+    if helper is not None:
+        from decoders.backends.llamacpp_batched import LlamaCppBatched
+
+        contexts: dict[int, LlamaCppBatched] = {}
+
+        def on_llamacpp(spec, size: int, target=None) -> ModelDraft | None:
+            if spec.method != "spec":
+                return None
+            if size not in contexts:
+                contexts[size] = LlamaCppBatched(helper, size, positions)
+            return ModelDraft(contexts[size], spec.k)
+
+        return on_llamacpp
     if draft_kind(family) == "head":
         from decoders.backends.heads.batched import batched_head
         from decoders.methods.batch.head_draft import HeadDraft
 
-        def head(spec, target):
+        def head(spec, size: int, target=None) -> HeadDraft | None:
             made = batched_head(family.helper)
-            assert made is not None  # check_spec refused any other
+            assert made is not None and target is not None  # check_spec refused any other; a head reads its target
             return HeadDraft(target, made[0], made[1], spec.k) if spec.method == "spec" else None
 
         return head
     from decoders.backends.batched import BatchedLM
-    from decoders.methods.batch.model_draft import ModelDraft
 
     module = draft_module(family)
-    return lambda spec, target: ModelDraft(BatchedLM(module, family.context_length), spec.k) \
-        if spec.method == "spec" else None
+    return lambda spec, size, target=None: (ModelDraft(BatchedLM(module, family.context_length), spec.k)
+                                            if spec.method == "spec" else None)
+

@@ -17,18 +17,16 @@ with the target's probability of it, a rejection resampled from the rest (`verif
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Callable, Generator, TypeVar
+from typing import TYPE_CHECKING, Annotated, Generator
 
 from decoders.core.declarations import Figure, Method, ParamSpec, register
 from decoders.methods.shared.common import DecodeContext, HostValues, MethodGen, RunBuilder, ms, r
 from decoders.methods.shared.draft_policy import DRAFT_POLICY, EXPLORE_EVERY, VerifyCost
-from decoders.methods.shared.suffix_draft import Draft, TreeDraft, best_path, best_tree
+from decoders.methods.shared.suffix_draft import best_draft, best_path, best_tree
 from decoders.methods.shared.suffix_tree import SuffixTree
 from decoders.methods.shared.verify import accept_prefix, verify_sampling
 from decoders.records.bounds import Count, PerStep, Prob, TokenText
 from decoders.records.run import Detail, Iteration, register_detail
-
-D = TypeVar("D", Draft, TreeDraft)
 
 if TYPE_CHECKING:
     from decoders.methods.shared.suffix_memory import SuffixMemory
@@ -150,23 +148,6 @@ def _bin(prob: float) -> int:
     return sum(prob >= edge for edge in CONF_BINS)
 
 
-def _best(search: Callable[..., D | None], local: SuffixTree, local_active: list[int], memory,
-          global_active: list[int], budget: int, factor: float, min_prob: float, depth: int) -> D | None:
-    """The higher-scoring draft of the request's own tree and the memory's (``search`` is
-    `best_path` or `best_tree`), its ``source`` set; None where neither matches or no budget."""
-    if budget <= 0:
-        return None
-    found = search(local, local_active, budget, factor, min_prob, depth)
-    if found is not None:
-        found.source = "request"
-    if memory is not None:
-        other = search(memory.tree, global_active, budget, factor, min_prob, depth)
-        if other is not None and (found is None or other.score > found.score):
-            other.source = "memory"
-            found = other
-    return found
-
-
 def suffix_decode(ctx: DecodeContext) -> MethodGen:
     import torch
 
@@ -201,7 +182,8 @@ def suffix_decode(ctx: DecodeContext) -> MethodGen:
     while not b.done:
         t0 = ctx.clock()
         budget = min(params.suffix_max, b.remaining - 1)
-        found = _best(best_path, local, local_active, memory, global_active, budget, factor, min_prob, depth)
+        found = best_draft(best_path, local, local_active, memory.tree if memory is not None else None,
+                           global_active, budget, factor, min_prob, depth)
         drafts = found.tokens if found else []
         if policy is not None and drafts:
             drafts = drafts[: policy.choose(found.probs)] if found else []
@@ -271,7 +253,8 @@ def _tree_loop(ctx: DecodeContext, b: RunBuilder, local: SuffixTree, local_activ
     while not b.done:
         t0 = ctx.clock()
         budget = min(params.suffix_max, b.remaining - 1)
-        found = _best(best_tree, local, local_active, memory, global_active, budget, factor, min_prob, depth)
+        found = best_draft(best_tree, local, local_active, memory.tree if memory is not None else None,
+                           global_active, budget, factor, min_prob, depth)
         g = len(found.tokens) if found else 0
         if policy is not None and found is not None:
             g = policy.choose_tree(found.probs, found.parents)

@@ -163,11 +163,49 @@ async def test_a_family_with_a_helper_runs_spec_beside_prompt_lookup(pair, tmp_p
         assert shown(screen, "#batch-crossover").splitlines()[1].startswith("spec: ")
 
 
+async def test_suffix_decoding_runs_at_batch_b_from_the_screen_its_k_the_panes(tiny_spec, loader, tmp_path):
+    app = make_app(tiny_spec, loader, tmp_path, method="suffix", max_new_tokens=8)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        screen = await open_batch(pilot, app)
+        assert screen.query_one("#batch-methods", Input).value == "suffix"  # the chosen method runs batched
+        await type_into(pilot, screen, "#batch-sizes", "1,2")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: not screen.running, timeout=120)
+        await pilot.pause()
+        assert screen.error is None
+        assert [(r.method, r.batch) for r in screen.rows] == [("ar", 1), ("suffix", 1), ("ar", 2), ("suffix", 2)]
+        assert all(r.identical for r in screen.rows)
+        assert screen.rows[-1].k == app.main_screen.settings.params.suffix_max != app.main_screen.settings.params.num_pred
+        assert "▲ suffix" in shown(screen, "#batch-plot")
+
+
+def test_the_screens_suffix_rows_read_the_sessions_memory_without_their_own_prompts_answers(tiny_family):
+    from decoders.core.params import DecodeParams
+    from decoders.methods.shared.suffix_memory import memory_for, prompt_key, reset_memories
+    from tui_decode.state.batch_plan import suffix_shape
+
+    reset_memories()
+    try:
+        prompts = [[1, 2, 3, 4], [5, 6, 7]]
+        memory = memory_for(tiny_family)
+        memory.add(prompt_key(prompts[0]), [9, 10, 11, 12])  # an earlier answer to the first row's prompt
+        memory.add("another prompt", [20, 21, 22])
+        shape = suffix_shape(tiny_family, DecodeParams(method="suffix", suffix_depth=8, suffix_factor=2.0), prompts)
+        assert (shape.depth, shape.factor, shape.min_prob) == (8, 2.0, 0.1)
+        assert shape.memory is not None and shape.memory.walk([9, 10]) is None
+        assert shape.memory.walk([20, 21, 22]) is not None
+        assert len(memory) == 2 and memory.depth == 24  # the session's memory as it was
+        alone = suffix_shape(tiny_family, DecodeParams(method="suffix", suffix_source="request"), prompts)
+        assert alone.memory is None
+    finally:
+        reset_memories()
+
+
 @pytest.mark.parametrize("field,text,line", [
     ("#batch-sizes", "0,2", "batch sizes: each must be 1..64, got 0; give e.g. 1,2,4,8"),
     ("#batch-sizes", "1,65", "batch sizes: each must be 1..64, got 65; give e.g. 1,2,4,8"),
     ("#batch-sizes", "1,two", "batch sizes: give whole numbers 1..64 separated by commas, such as 1,2,4; got '1,two'"),
-    ("#batch-methods", "jacobi", "methods: 'jacobi' does not decode at batch > 1 here; give pld, spec"),
+    ("#batch-methods", "jacobi", "methods: 'jacobi' does not decode at batch > 1 here; give pld, suffix, spec"),
 ])
 async def test_bad_input_is_one_line_in_the_screen_and_keeps_what_was_typed(tiny_spec, loader, tmp_path, field,
                                                                             text, line):
@@ -236,9 +274,11 @@ def test_the_plot_gives_each_method_its_glyph_and_leaves_the_baseline_as_break_e
         return BatchRow(method=method, batch=batch, throughput=1.0, latency_s=1.0, ar_throughput=1.0,
                         speedup=speedup, spread=0.1, forwards=1, accepted_per_forward=1.0, identical=True)
 
-    data = batch_plot([row("ar", 1, 1.0), row("pld", 1, 1.3), row("spec", 1, 1.6), row("pld", 4, 0.8)])
-    assert [(p.value, p.speedup, p.glyph) for p in data.points] == [(0, 1.3, "●"), (0, 1.6, "■"), (2, 0.8, "●")]
-    assert data.series == (("●", "pld"), ("■", "spec"))
+    data = batch_plot([row("ar", 1, 1.0), row("pld", 1, 1.3), row("spec", 1, 1.6), row("pld", 4, 0.8),
+                       row("suffix", 1, 1.1)])
+    assert [(p.value, p.speedup, p.glyph) for p in data.points] == [(0, 1.3, "●"), (0, 1.6, "■"), (2, 0.8, "●"),
+                                                                     (0, 1.1, "▲")]
+    assert data.series == (("●", "pld"), ("■", "spec"), ("▲", "suffix"))
     assert data.ticks == ((0, "1"), (2, "4"))  # log2 of the batch size, each measured size labelled
 
 
@@ -252,3 +292,16 @@ def test_the_prompt_shown_is_the_first_sequence_and_the_others_fit_the_room(tiny
     assert all(0 < len(i) <= 40 for i in ids[1:]) and len({tuple(i) for i in ids}) == 4
     with pytest.raises(DecodeError, match=r"^the prompt \(\d+ tokens\) leaves no room"):
         prompt_ids(tiny_family, PROMPT, False, 4, 3)
+
+
+def test_the_batch_screen_offers_spec_on_llama_cpp_with_a_gguf_helper_only():
+    from decoders.models.drafts import Int4
+    from tui_decode.state.batch_plan import family_methods
+    from tui_decode.state.settings import Settings
+
+    assert family_methods(Settings(), "llamacpp", has_helper=True) == {"pld": None, "suffix": None, "spec": None}
+    for settings, helper in ((Settings(), False), (Settings(draft=Int4()), True)):
+        assert family_methods(settings, "llamacpp", has_helper=helper)["spec"] == (
+            "spec drafts at batch > 1 on llama.cpp with a GGUF helper only; pick a family with a GGUF helper (f) or "
+            "leave spec out")
+    assert family_methods(Settings(), "torch", has_helper=True)["spec"] is None

@@ -99,6 +99,28 @@ def test_the_batch_bench_writes_its_rows_and_the_surface(tiny_folder, prompts, t
     assert "| pld | 2 |" in printed and "T(B, k)" in printed
 
 
+def test_the_batch_bench_runs_suffix_decoding_beside_prompt_lookup(tiny_folder, prompts, tmp_path, capsys):
+    """`bench --batch 1,2 --methods ar,pld,suffix`: a suffix row at each batch size, its k its
+    --suffix-max, every sequence equal to its batch-1 output; a variant sets its k."""
+    out = tmp_path / "out"
+    code = cli_main(["bench", "--prompts", str(prompts), "--main", str(tiny_folder), "--batch", "1,2",
+                     "--methods", "ar,pld,suffix", "--variants", "pld,suffix,suffix[suffix_max 2, draft_policy fixed]",
+                     "--max-new-tokens", "8", "--num-pred", "4", "--suffix-max", "6", "--threads", "1",
+                     "--out", str(out)])
+    printed, err = capsys.readouterr()
+    assert code == 0, err
+    data = json.loads((out / "report.json").read_text())
+    labels = ["ar", "pld", "suffix", "suffix[suffix_max 2, draft_policy fixed]"]
+    assert [(r["method"], r["batch"]) for r in data["rows"]] == [(m, b) for b in (1, 2) for m in labels]
+    assert all(r["identical"] for r in data["rows"]) and data["divergences"] == []
+    by = {(r["method"], r["batch"]): r for r in data["rows"]}
+    assert by[("suffix", 2)]["k"] == 6 and by[("pld", 2)]["k"] == 4
+    assert by[("suffix[suffix_max 2, draft_policy fixed]", 2)]["k"] == 2
+    assert all(k <= 2 for k in by[("suffix[suffix_max 2, draft_policy fixed]", 2)]["draft_lengths"])
+    assert set(data["crossover"]) == set(labels[1:])
+    assert "| suffix | 2 |" in printed and data["notes"] == []
+
+
 @pytest.fixture(scope="module")
 def helper_folder(tmp_path_factory):
     from tests.support.tiny import perturbed_copy, tiny_model
@@ -171,15 +193,15 @@ def test_the_adaptive_row_runs_beside_fixed_k_rows_and_saves_its_k_per_iteration
 
 @pytest.mark.parametrize("flags,line", [
     (["--batch", "2", "--variants", "pld[branches 3]"],
-     "--batch varies only num_pred, draft_policy, not branches in pld[branches 3]; give e.g. --variants "
+     "--batch varies only num_pred, suffix_max, draft_policy, not branches in pld[branches 3]; give e.g. --variants "
      "'pld[num_pred 2, draft_policy fixed],pld'"),
     (["--batch", "2", "--variants", "spec[int4]"],
      "--batch drafts spec with the loaded --helper, --self-draft int4 or --self-draft head, not with a variant's "
      "draft (spec[int4]); give --methods ar,spec and --self-draft int4"),
-    (["--batch", "2", "--variants", "jacobi"], "--batch runs ar, pld, spec only so far, not jacobi"),
+    (["--batch", "2", "--variants", "jacobi"], "--batch runs ar, pld, suffix, spec only so far, not jacobi"),
     (["--batch", "0"], "batch size must be 1..64, got 0"),
     (["--batch", "1,2", "--methods", "ar,jacobi"],
-     "--batch runs ar, pld, spec only so far, not jacobi; give --methods ar,pld,spec"),
+     "--batch runs ar, pld, suffix, spec only so far, not jacobi; give --methods ar,pld,suffix,spec"),
     (["--batch", "1,2", "--methods", "ar,spec"],
      "speculative decoding at batch > 1 needs a draft: load a helper model with --helper SRC or draft with "
      "--self-draft int4 or --self-draft head"),
@@ -267,15 +289,36 @@ def test_a_batch_beyond_the_llama_cpp_context_is_one_line(llamacpp_prompts, tmp_
 
 
 @pytest.mark.model
-def test_spec_at_batch_on_llama_cpp_is_one_line(llamacpp_prompts, tmp_path, capsys):
+def test_spec_at_batch_on_llama_cpp_without_a_gguf_helper_is_one_line(llamacpp_prompts, tmp_path, capsys):
     pytest.importorskip("llama_cpp")
     code = cli_main(["bench", "--prompts", str(llamacpp_prompts), "--backend", "llamacpp", "--main", "bundled",
                      "--batch", "1,2", "--methods", "ar,spec", "--max-new-tokens", "4", "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err
     assert code == 2 and err.strip().count("\n") == 0, err
-    assert "--batch runs spec on the torch backend only (drafting with a helper model, the int4 self-draft or a " \
-        "trained head); drop spec from " \
-        "--methods or use --backend torch" in err
+    assert "speculative decoding at batch > 1 on llama.cpp needs a GGUF helper model: give --helper FILE.gguf (or " \
+        "--helper bundled), or drop spec from --methods" in err
+
+
+@pytest.mark.model  # the bundled GGUF on llama.cpp, its Q4_0 copy drafting
+def test_the_batch_bench_runs_spec_on_llama_cpp_with_a_gguf_helper(llamacpp_prompts, q4_0_helper_gguf, tmp_path,
+                                                                    capsys, monkeypatch):
+    from functools import partial
+
+    import decoders.bench.batch as batch
+
+    monkeypatch.setattr(batch, "run_batch_bench", partial(batch.run_batch_bench, surface_widths=2, surface_repeats=1))
+    out = tmp_path / "out"
+    code = cli_main(["bench", "--prompts", str(llamacpp_prompts), "--backend", "llamacpp", "--main", "bundled",
+                     "--helper", str(q4_0_helper_gguf), "--batch", "1,2", "--methods", "ar,spec",
+                     "--max-new-tokens", "8", "--num-pred", "3", "--threads", "1", "--out", str(out)])
+    printed, err = capsys.readouterr()
+    assert code == 0, err
+    data = json.loads((out / "report.json").read_text())
+    assert data["family"]["backend"] == "llamacpp"
+    assert [(r["method"], r["batch"]) for r in data["rows"]] == [("ar", 1), ("spec", 1), ("ar", 2), ("spec", 2)]
+    assert all(r["identical"] for r in data["rows"]) and data["divergences"] == []
+    assert data["rows"][3]["accepted_per_forward"] > 1.0 and "| spec | 2 |" in printed
+    assert set(data["crossover"]) == {"spec"}
 
 
 def test_a_batch_row_saved_before_the_adaptive_policy_still_opens():

@@ -10,9 +10,17 @@ import math
 
 import pytest
 
+from decoders.analysis.finite import finite_speedup, surface_cost
 from decoders.analysis.theory import chain_speedup
 from decoders.backends.batched import BatchedLM
-from decoders.bench.batch_synthetic import SyntheticBatchDraft, SyntheticGrid, measure_synthetic, parse_grid
+from decoders.bench.batch_synthetic import (
+    SyntheticBatchDraft,
+    SyntheticGrid,
+    cell_seeds,
+    measure_synthetic,
+    parse_grid,
+    synthetic_section,
+)
 from decoders.bench.files import load_report
 from decoders.core.errors import DecodeError
 from decoders.methods.batch.chain import decode_batch
@@ -90,6 +98,43 @@ def test_the_prediction_uses_the_verify_cost_measured_at_that_batch_size(model):
     assert all(r.synthetic and r.judged > 0 for r in rows)
     assert rows[0].expected_tokens == 1.5 and rows[1].expected_tokens == 1.75  # 1 + α (+ α²)
     assert 1.0 <= rows[0].row_tokens <= 2.0 and rows[0].stretch >= 1.0  # the batch waits for its slowest row
+    # what the run does: 11 tokens per row after the prefill, its forwards at T(B', k) of the surface
+    for r in rows:
+        exact = finite_speedup(11, 0.5, r.gamma, 0.1, 2, surface_cost(surface))
+        assert r.predicted_finite == round(exact, 3)
+        assert r.ratio_finite == pytest.approx(r.decode_speedup / r.predicted_finite, rel=1e-2)
+        assert r.predicted_finite_at_alpha_hat == round(finite_speedup(11, r.alpha_hat, r.gamma, 0.1, 2,
+                                                                       surface_cost(surface)), 3)
+    lines = synthetic_section(rows)
+    assert "| predicted (finite) | measured / finite prediction |" in lines[4]
+    assert f"| {rows[0].predicted_finite:.3f}x | {rows[0].ratio_finite:.3f} |" in lines[6]
+    assert lines[-1].startswith("- synthetic at batch 2: measured / finite prediction within 10% in ")
+
+
+def test_every_cell_round_and_row_draws_from_its_own_seed(model):
+    seeds = [seed for cell in range(6) for round_ in range(3) for seed in cell_seeds(7, cell, round_, 3, 4)]
+    assert len(set(seeds)) == len(seeds) == 6 * 3 * 4
+    assert cell_seeds(7, 0, 0, 3, 4)[0] == 7  # the first row of the first cell draws as batch 1 with the seed
+    # the cells of a grid draw differently: at one α two cells of the same γ would share every draw
+    refs = {i: reference(model, p, 24) for i, p in enumerate(PROMPTS[:1])}
+    grid = SyntheticGrid(alphas=[0.5, 0.5000001], gammas=[4], cost=0.0)
+    surface = {1: [1.0] * 6}
+    made: list[tuple] = []  # each draft's first row's draws, as it was made
+    original = SyntheticBatchDraft.__init__
+
+    def spy(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        made.append(self.rngs[0].getstate())
+
+    SyntheticBatchDraft.__init__ = spy
+    try:
+        measure_synthetic(lambda rows: BatchedLM(model), PROMPTS[:1], 1, grid, rounds=2, max_new=24,
+                          ref=refs.__getitem__, surface=surface, unit_ms=1.0, vocab=64, stop_ids=frozenset(),
+                          wait=lambda seconds: None)
+    finally:
+        SyntheticBatchDraft.__init__ = original
+    assert len(made) == 4  # two cells, two rounds
+    assert len(set(made)) == 4  # no two drafts of the grid start from the same draws
 
 
 @pytest.fixture(scope="module")
@@ -125,11 +170,17 @@ def test_the_grid_runs_in_rows_of_its_own_beside_the_real_ones(tiny_folder, prom
         assert r["predicted"] == pytest.approx(chain_speedup([r["alpha"]], r["gamma"], 0.05, r["verify_cost"]),
                                                rel=1e-2)
         assert r["ratio"] == pytest.approx(r["decode_speedup"] / r["predicted"], rel=1e-2)
+        # the finite prediction: 7 tokens after the prefill per row, T(B', k) of the saved surface
+        finite = finite_speedup(7, r["alpha"], r["gamma"], 0.05, r["batch"], surface_cost(
+            {int(b): curve for b, curve in data["surface"].items()}))
+        assert r["predicted_finite"] == pytest.approx(finite, abs=1e-3)
+        assert r["ratio_finite"] == pytest.approx(r["decode_speedup"] / r["predicted_finite"], rel=1e-2)
     assert data["settings"]["synthetic"] == {"alphas": [0.5, 0.9], "gammas": [1, 3], "cost": 0.05, "seed": 0}
     assert data["divergences"] == []
     assert "## Synthetic acceptance (a measuring instrument, not a method)" in printed
     assert "| synthetic α=0.9 γ=3 | 2 | 0.9 | 3 | 0.05 |" in printed and "measured / predicted" in printed
-    assert "- synthetic at batch 2: " in printed and "cells within 10% of the prediction" in printed
+    assert "- synthetic at batch 2: measured / finite prediction within 10% in " in printed
+    assert "| predicted (finite) | measured / finite prediction |" in printed
     assert "- pld: " in printed and "- synthetic α" not in printed  # no crossover line for a synthetic cell
     assert load_report(out / "report.json").synthetic[-1].label == "synthetic α=0.9 γ=3"
     old = {key: value for key, value in data.items() if key != "synthetic"}  # a report saved before them
@@ -189,3 +240,18 @@ def test_the_grid_defaults_to_gamma_1_to_8_and_sorts_its_values():
     assert parse_grid("0.5:").gammas == list(range(1, 9))  # nothing after the colon: the default
     with pytest.raises(DecodeError):
         parse_grid("0.5:3..1")  # an empty range
+
+
+def test_the_grid_defaults_to_a_longer_budget_than_the_bench(tiny_folder, prompts, tmp_path, capsys):
+    from decoders.core.params import DecodeParams
+    from tui_decode.cli.views import GRID_TOKENS, bench_tokens
+
+    assert GRID_TOKENS == 128 > DecodeParams().max_new_tokens == bench_tokens(None, None)
+    assert bench_tokens(None, "0.5:1") == GRID_TOKENS and bench_tokens(32, "0.5:1") == 32
+    # the tiny model's 128 positions hold the prompt and 64 tokens, not 128: the grid's default is refused
+    # in one line before a token is decoded (a run with no grid and no --max-new-tokens would fit)
+    code = cli_main(["bench", "--prompts", str(prompts), "--main", str(tiny_folder), "--batch", "1", "--synthetic-grid",
+                     "0.5:1", "--threads", "1", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and "plus --max-new-tokens (128) exceeds the model's context of 128" in err
+    assert "Traceback" not in err

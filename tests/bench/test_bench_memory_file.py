@@ -171,7 +171,6 @@ def test_a_missing_damaged_or_foreign_memory_is_one_line_and_left_intact(capsys,
 @pytest.mark.parametrize("argv,message", [
     (["--suffix-memory", " "], "--suffix-memory is empty"),
     (["--suffix-memory", "m.bin", "--sweep", "k=1..2"], "--suffix-memory and --sweep do not go together"),
-    (["--suffix-memory", "m.bin", "--batch", "1,2"], "--suffix-memory and --batch do not go together"),
     (["--suffix-memory", "m.bin", "--backends", "torch,llamacpp"], "--suffix-memory and --backends do not go"),
     (["--suffix-memory-mb", "10"], "--suffix-memory-mb bounds the memory read with --suffix-memory"),
     (["--suffix-memory-mb", "0"], "--suffix-memory-mb must be in 1..16384"),
@@ -202,3 +201,39 @@ def test_an_empty_memory_file_is_read_as_an_empty_memory_and_left_empty(tiny_fol
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["settings"]["suffix_memory"]["responses"] == 0
     assert path.read_bytes() == b""
+
+
+def test_the_batch_suffix_rows_read_the_file_without_the_bench_prompts_own_answers(
+        tiny_folder, prompts_file, memory_file, baselines, tmp_path, capsys, monkeypatch):
+    """`bench --batch 1,2 --methods ar,suffix --suffix-memory PATH`: every suffix row drafts from the
+    file's memory with no response to a bench prompt in it (the file holds each prompt's own baseline
+    output: an oracle), only the other responses; the file is left as it was, the report says so."""
+    from decoders.methods.batch.suffix import SuffixDraft
+    from decoders.methods.shared.suffix_memory import prompt_key
+    from tui_decode.cli.main import main
+
+    seen: list = []
+    real = SuffixDraft.__init__
+
+    def watched(self, seq, k, shape):
+        seen.append((list(seq), shape.memory))
+        real(self, seq, k, shape)
+
+    monkeypatch.setattr(SuffixDraft, "__init__", watched)
+    before = (_digest(memory_file), memory_file.stat().st_mtime_ns)
+    out = tmp_path / "out"
+    code = main(["bench", "--prompts", prompts_file, "--main", tiny_folder, "--batch", "1,2", "--methods", "ar,suffix",
+                 "--max-new-tokens", "8", "--threads", "1", "--suffix-memory", str(memory_file), "--out", str(out)])
+    printed, err = capsys.readouterr()
+    assert code == 0, err
+    assert (_digest(memory_file), memory_file.stat().st_mtime_ns) == before  # never written
+    report = json.loads((out / "report.json").read_text())
+    note = (f"suffix rows drafted from the memory {memory_file}: 2 responses, read only (3 to the bench's own "
+            "prompts left out)")
+    assert report["notes"] == [note] and note in printed and note in err
+    assert all(r["identical"] for r in report["rows"])
+    assert len(seen) >= 6 and len({id(tree) for _, tree in seen}) == 1
+    for seq, tree in seen:
+        own = baselines[prompt_key(seq[:-1])]  # the row's prompt (its first token follows it)
+        assert tree.walk(own) is None  # its own answer is not in the tree it drafts from
+        assert tree.walk(ELSEWHERE) is not None

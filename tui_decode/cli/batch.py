@@ -10,7 +10,8 @@ import sys
 from decoders.core.errors import DecodeError
 
 
-def cmd_batch_bench(namespace: argparse.Namespace, args, prompts) -> int:
+def cmd_batch_bench(namespace: argparse.Namespace, args, prompts, kept=None) -> int:
+    """``kept``: the ``--suffix-memory`` file as `tui_decode.cli.bench` checked it (None: none given)."""
     from rich.console import Console
 
     from decoders.bench.batch import check_batches, parse_batches, row_specs, run_batch_bench
@@ -42,7 +43,9 @@ def cmd_batch_bench(namespace: argparse.Namespace, args, prompts) -> int:
     _check_counts(args)
     chosen = dict(args.params)
     params = DecodeParams(method="pld", max_new_tokens=args.max_new_tokens, record=False, **chosen).validated()
-    specs = row_specs(methods, params.num_pred, params.draft_policy, variants)  # refused here, before the model loads
+    # refused here, before the model loads; suffix decoding's k is its --suffix-max
+    lengths = {"suffix": params.suffix_max}
+    specs = row_specs(methods, params.num_pred, params.draft_policy, variants, lengths)
     widest = max([params.num_pred, *(spec.k for spec in specs), *(grid.gammas if grid is not None else [])])
     if args.threads:
         import torch
@@ -54,7 +57,8 @@ def cmd_batch_bench(namespace: argparse.Namespace, args, prompts) -> int:
 
     before = load_average()
     family = load_with_progress(family_spec(namespace), Console(stderr=True))
-    if "spec" in methods:
+    spec = any(s.method == "spec" for s in specs)
+    if spec:
         from decoders.bench.batch_spec import check_spec
 
         check_spec(family)
@@ -64,7 +68,8 @@ def cmd_batch_bench(namespace: argparse.Namespace, args, prompts) -> int:
     if longest + args.max_new_tokens > family.context_length:
         raise DecodeError(f"the longest prompt ({longest} tokens) plus --max-new-tokens ({args.max_new_tokens}) "
                           f"exceeds the model's context of {family.context_length}; lower --max-new-tokens")
-    check_batches(family, batches, longest, args.max_new_tokens, widest + 1, host_available_memory())
+    check_batches(family, batches, longest, args.max_new_tokens, widest + 1, host_available_memory(), spec=spec)
+    suffix, notes = _suffix_shape(family, args, params, ids, kept, any(s.method == "suffix" for s in specs))
 
     def progress(message: str) -> None:
         print(f"bench: {message}", file=sys.stderr, flush=True)
@@ -74,9 +79,32 @@ def cmd_batch_bench(namespace: argparse.Namespace, args, prompts) -> int:
                            load_before=before)
     report = run_batch_bench(family, ids, batches, methods, args.max_new_tokens, rounds=max(2, args.repeats),
                              k=params.num_pred, progress=progress, machine=machine, policy=params.draft_policy,
-                             variants=variants, synthetic=grid)
+                             variants=variants, synthetic=grid, suffix=suffix, lengths=lengths)
+    report.notes += notes
     report.machine.load_after = load_average()
     md, js = write_batch_report(report, args.out)
     print(render_markdown(report))
     print(f"report written to {md} and {js} ({report.elapsed_s:.0f} s)", file=sys.stderr)
     return 0
+
+
+def _suffix_shape(family, args, params, ids, kept, used: bool):
+    """The suffix rows' depth, factor, minimum probability and, with ``--suffix-memory``, the
+    memory they read (`decoders.methods.batch.suffix.memory_tree`: its responses to the bench's
+    prompts left out), with the report's note on it; the file is checked now the model has loaded
+    (refused in one line when damaged, foreign or over its bound) and never written; not read
+    where no row is a suffix row (``used`` False)."""
+    from decoders.methods.batch.suffix import SuffixShape, memory_tree
+
+    if args.suffix_memory is None or not used:
+        return SuffixShape(params.suffix_depth, params.suffix_factor, params.suffix_min_prob), []
+    from decoders.methods.shared.suffix_memory import prompt_key, read_memory
+
+    memory = read_memory(family, args.suffix_memory, params.suffix_depth, args.suffix_memory_mb, kept)
+    keys = {prompt_key(i) for i in ids}
+    left_out = sum(e.prompt in keys for e in memory.entries.values())
+    note = (f"suffix rows drafted from the memory {args.suffix_memory}: {len(memory) - left_out} responses, read only "
+            f"({left_out} to the bench's own prompts left out)")
+    print(f"bench: {note}", file=sys.stderr, flush=True)
+    return SuffixShape(params.suffix_depth, params.suffix_factor, params.suffix_min_prob,
+                       memory_tree(memory, ids, params.suffix_depth)), [note]

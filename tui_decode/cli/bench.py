@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from decoders.core.declarations import all_methods, baseline_method, method_names
 from decoders.core.params import DecodeParams, method_param_specs
 from tui_decode.cli.main import MAX_THREADS
-from tui_decode.cli.views import BenchArgs
+from tui_decode.cli.views import GRID_TOKENS, BenchArgs
 
 if TYPE_CHECKING:
     from decoders.methods.shared.suffix_memory import MemoryFile
@@ -54,7 +54,9 @@ def add_bench_parser(sub) -> None:
                         + f"or NAME VALUE for a method's parameter; at most {MAX_VARIANTS}). With neither --methods "
                         "nor --variants: every method, a method that drafts with a helper also with each self-draft "
                         f"the family offers, and the variants the methods declare ({', '.join(declared)})")
-    p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, metavar="N")
+    p.add_argument("--max-new-tokens", type=int, default=None, metavar="N",
+                   help=f"tokens per sequence (default {d.max_new_tokens}; with --synthetic-grid {GRID_TOKENS}, so the "
+                        "budget's last chain and the batch's slowest row weigh less)")
     p.add_argument("--limit", type=int, default=None, metavar="N",
                    help="use N prompts, taken round-robin over the task groups (default all)")
     p.add_argument("--repeats", type=int, default=1, metavar="R", help="measure every prompt R times (default 1)")
@@ -73,7 +75,8 @@ def add_bench_parser(sub) -> None:
                         "build`, or a memory kept by `run --suffix-memory`; for this model), read once at the start; "
                         "the bench measures, it never writes the memory: the file is left as it is (with --workload "
                         "session each memory row starts from its own copy of it; otherwise the bench's answers join "
-                        "a copy in memory only). Not with --sweep, --batch or --backends")
+                        "a copy in memory only; with --batch the suffix rows only read it, its responses to the "
+                        "bench's prompts left out). Not with --sweep or --backends")
     add_memory_mb_arg(p)
     p.add_argument("--sweep", metavar="NAME=A..B",
                    help=f"instead of the suite, sweep one parameter ({sweep_names()}) and print measured "
@@ -93,10 +96,10 @@ def add_bench_parser(sub) -> None:
                         "backend's bandwidth floor and T(k), and the backends' AR outputs compared token by token")
     p.add_argument("--batch", default=None, metavar="LIST",
                    help="instead of the suite, decode B prompts together for each batch size B in LIST (e.g. 1,2,4; "
-                        "each 1..64): prompt lookup and, with a --helper model, --self-draft int4 or --self-draft "
-                        "head on torch, "
-                        "speculative decoding (--methods ar,pld,spec) beside autoregressive decoding at the same batch "
-                        "size, interleaved over max(2, --repeats) rounds, with the verify-cost surface T(B, k); "
+                        "each 1..64): prompt lookup, suffix decoding and, with a --helper model, --self-draft "
+                        "int4 or --self-draft head on torch, speculative decoding (--methods ar,pld,suffix,spec) "
+                        "beside autoregressive decoding at the same batch size, interleaved over max(2, --repeats) "
+                        "rounds, with the verify-cost surface T(B, k); "
                         "--draft-policy adaptive picks each iteration's draft length from T(B, k) and the rows' "
                         "acceptance, and --variants 'pld[num_pred 2, draft_policy fixed],pld' sets rows of fixed K "
                         "beside it; see tui_decode/cli/batch.py")
@@ -156,7 +159,7 @@ def _check_memory(args: BenchArgs) -> MemoryFile | None:
             raise DecodeError("--suffix-memory-mb bounds the memory read with --suffix-memory; give "
                               "--suffix-memory PATH too, or drop --suffix-memory-mb")
         return None
-    for flag, given in (("--sweep", args.sweep), ("--batch", args.batch), ("--backends", args.backends)):
+    for flag, given in (("--sweep", args.sweep), ("--backends", args.backends)):
         if given is not None:
             raise DecodeError(f"--suffix-memory and {flag} do not go together: the memory is read for the suite's "
                               f"rows on one backend; drop one of the two")
@@ -251,7 +254,7 @@ def _cmd_bench(namespace: argparse.Namespace, take_out: Callable[[], None]) -> i
     if args.batch is not None:
         from tui_decode.cli.batch import cmd_batch_bench
 
-        return cmd_batch_bench(namespace, args, prompts)
+        return cmd_batch_bench(namespace, args, prompts, kept)
     if not args.out.strip():  # "" is the current folder: its report.md would be written over
         raise DecodeError("--out is empty; give the report folder (it is created if missing), or leave --out out "
                           f"for {DEFAULT_OUT}/")

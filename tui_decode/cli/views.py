@@ -120,6 +120,23 @@ class RunArgs:
                    **_present(args, ["synthetic_acceptance", "synthetic_cost"]))
 
 
+#: `tui-decode bench --synthetic-grid`'s token budget when --max-new-tokens is not given: at 32 the
+#: budget's last chain and the batch's slowest row took a tenth of batch 4's speedup (issue 39).
+GRID_TOKENS = 128
+
+
+def bench_tokens(given: int | None, grid: str | None) -> int:
+    """The bench's token budget: ``given``, else `GRID_TOKENS` for a synthetic grid, else the
+    decoding default."""
+    if given is not None:
+        return given
+    if grid is not None:
+        return GRID_TOKENS
+    from decoders.core.params import DecodeParams
+
+    return DecodeParams().max_new_tokens
+
+
 @dataclass(frozen=True)
 class BenchArgs:
     """`tui-decode bench`: the suite, a sweep, or several backends side by side."""
@@ -151,7 +168,8 @@ class BenchArgs:
         from decoders.core.params import method_param_specs
 
         return cls(prompts=args.prompts, methods=args.methods, variants=args.variants,
-                   max_new_tokens=args.max_new_tokens, limit=args.limit, repeats=args.repeats, out=args.out,
+                   max_new_tokens=bench_tokens(args.max_new_tokens, args.synthetic_grid), limit=args.limit,
+                   repeats=args.repeats, out=args.out,
                    sweep=args.sweep, bandwidth_mb=args.bandwidth_mb, record_overhead_every=args.record_overhead_every,
                    backends=args.backends, wait=args.wait, threads=args.threads,
                    params=tuple(_present(args, list(method_param_specs())).items()), model=ModelFlags.of(args),

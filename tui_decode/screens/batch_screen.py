@@ -33,6 +33,7 @@ from decoders.core.errors import DecodeError
 from tui_decode.state.batch_plan import (
     ROUNDS,
     family_methods,
+    length_param,
     parse_methods,
     parse_sizes,
     progress_line,
@@ -40,6 +41,7 @@ from tui_decode.state.batch_plan import (
     report_markdown,
     rows_csv,
     start_methods,
+    suffix_shape,
     variants,
 )
 from tui_decode.state.batching import BATCH_INTERVAL
@@ -247,18 +249,20 @@ class BatchScreen(ModalScreen[None]):
         params = self.settings.params
         max_new = int(params.max_new_tokens)
         rows_of = variants(methods, params)
-        k = max(int(dict(v.overrides)["num_pred"]) for v in rows_of)
+        k = max(int(dict(v.overrides)[length_param(v.method)]) for v in rows_of)
         report = None
         try:
             with self.engine_lock:
                 family = self.loaded.engine_for(self.settings).family
                 room = family.context_length - max_new - k - 2
                 ids = prompt_ids(family, self.prompt, bool(params.chat_template), max(sizes) * ROUNDS, room)
-                check_batches(family, sizes, max(len(i) for i in ids), max_new, k + 1, host_available_memory())
+                check_batches(family, sizes, max(len(i) for i in ids), max_new, k + 1, host_available_memory(),
+                              spec="spec" in methods)
                 gate.holding = True  # the UI's loop held from each hand-over to the next
+                shape = suffix_shape(family, params, ids) if "suffix" in methods else None
                 report = run_batch_bench(family, ids, sizes, methods, max_new, rounds=ROUNDS, k=k,
                                          progress=progress, variants=rows_of, on_step=on_step,
-                                         on_row=on_row)
+                                         on_row=on_row, suffix=shape)
         except Stopped:
             pass
         except DecodeError as error:

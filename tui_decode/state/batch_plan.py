@@ -24,7 +24,7 @@ ROUNDS = 2
 #: The longest a prompt of the project's sets is cut to (its last tokens), in tokens.
 MOST_PROMPT_TOKENS = 256
 #: Each method's glyph on the plot (autoregressive decoding is the 1.0x line itself).
-GLYPHS = {"pld": "●", "spec": "■"}
+GLYPHS = {"pld": "●", "suffix": "▲", "spec": "■"}
 
 
 def parse_sizes(text: str) -> list[int]:
@@ -48,16 +48,18 @@ def family_methods(settings: Settings, backend: str, has_helper: bool) -> dict[s
     """The methods the loaded family can run at batch > 1 besides autoregressive decoding, with
     the draft the settings choose: each name with None where it can, else the line saying why not
     (what is left, a model the batched path cannot take, the run itself says)."""
-    from decoders.methods.batch.model_draft import BATCHED_DRAFTS
+    from decoders.methods.batch.model_draft import BATCHED_DRAFTS, LLAMACPP_BATCHED_DRAFTS
 
     kind = settings.self_draft or ("early-exit" if settings.draft is not None else "helper" if has_helper else None)
     why: str | None = None
     if backend != "torch":
-        why = "spec runs at batch > 1 on the torch backend only; pick a torch family (f) or leave spec out"
+        if kind not in LLAMACPP_BATCHED_DRAFTS:
+            why = ("spec drafts at batch > 1 on llama.cpp with a GGUF helper only; pick a family with a GGUF helper "
+                   "(f) or leave spec out")
     elif kind not in BATCHED_DRAFTS:
         why = ("spec drafts at batch > 1 with a helper model, the int4 self-draft or a trained head only; choose the "
                "int4 or head draft in the parameters pane, or a family with a helper (f)")
-    return {"pld": None, "spec": why}
+    return {"pld": None, "suffix": None, "spec": why}
 
 
 def parse_methods(text: str, offered: dict[str, str | None]) -> list[str]:
@@ -96,10 +98,28 @@ class BatchVariant:
 
 def variants(methods: Sequence[str], params: DecodeParams) -> list[BatchVariant]:
     """Each method's row at the draft length the parameters pane gives it (prompt lookup's k,
-    speculative decoding's γ) and the pane's draft policy."""
-    lengths = {"pld": params.num_pred, "spec": params.gamma}
-    return [BatchVariant(m, (("num_pred", int(lengths[m])), ("draft_policy", str(params.draft_policy))))
+    suffix decoding's k max, speculative decoding's γ) and the pane's draft policy."""
+    lengths = {"pld": params.num_pred, "suffix": params.suffix_max, "spec": params.gamma}
+    return [BatchVariant(m, ((length_param(m), int(lengths[m])), ("draft_policy", str(params.draft_policy))))
             for m in methods]
+
+
+def length_param(method: str) -> str:
+    """The parameter a batch row's draft length is set by (`decoders.bench.batch.row_specs`)."""
+    return "suffix_max" if method == "suffix" else "num_pred"
+
+
+def suffix_shape(family, params: DecodeParams, prompts: Sequence[Sequence[int]]):
+    """The suffix rows' depth, factor and minimum probability from the parameters pane, and, where
+    the pane drafts from both trees, the session's memory of earlier responses (only read; its
+    responses to these prompts left out: `decoders.methods.batch.suffix.memory_tree`)."""
+    from decoders.methods.batch.suffix import SuffixShape, memory_tree
+    from decoders.methods.shared.suffix_memory import memory_for
+
+    depth = int(params.suffix_depth)
+    memory = memory_for(family) if params.suffix_source == "both" else None
+    tree = memory_tree(memory, prompts, depth) if memory is not None and len(memory) else None
+    return SuffixShape(depth, float(params.suffix_factor), float(params.suffix_min_prob), tree)
 
 
 def project_prompts(count: int) -> list[str]:

@@ -1,5 +1,7 @@
 """Chain drafting at batch B: every row drafts its own chain (autoregressive: none; prompt
-lookup: a copy of an earlier occurrence of its tail n-gram; speculative decoding: a draft model's
+lookup: a copy of an earlier occurrence of its tail n-gram; suffix decoding: the most frequent
+continuation of its tail in a suffix tree over its own prompt and output, or in the memory of
+earlier responses, `decoders.methods.batch.suffix`; speculative decoding: a draft model's
 greedy chain, every row's drafted together in γ batched steps, `model_draft.ModelDraft`, or a
 trained head's from the target's hidden states, `head_draft.HeadDraft`), one
 forward verifies every row's chain, and each row keeps its own longest accepted prefix plus the
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from decoders.core.errors import DecodeError
+from decoders.methods.batch.suffix import SuffixDraft, SuffixShape
 from decoders.methods.shared.ngram import NgramIndex
 
 if TYPE_CHECKING:
@@ -25,7 +28,7 @@ if TYPE_CHECKING:
 #: The largest batch a user can ask for.
 MAX_BATCH = 64
 #: Methods that decode at batch B (each row drafts a chain of its own).
-BATCH_METHODS = ("ar", "pld", "spec")
+BATCH_METHODS = ("ar", "pld", "suffix", "spec")
 
 
 class Drafter(Protocol):
@@ -59,12 +62,17 @@ class LookupDraft:
         self.index.extend(seq[len(self.index.seq):])
 
 
-def drafter_for(method: str, k: int = 10, n_min: int = 1, n_max: int = 3) -> Callable[[list[int]], Drafter]:
-    """A maker of one row's drafter for ``method`` (one of `BATCH_METHODS`)."""
+def drafter_for(method: str, k: int = 10, n_min: int = 1, n_max: int = 3,
+                suffix: SuffixShape | None = None) -> Callable[[list[int]], Drafter]:
+    """A maker of one row's drafter for ``method`` (one of `BATCH_METHODS`; ``suffix``: suffix
+    decoding's shape and memory, None: the batch-1 defaults and no memory)."""
     if method == "ar":
         return lambda seq: NoDraft()
     if method == "pld":
         return lambda seq: LookupDraft(seq, k, n_min, n_max)
+    if method == "suffix":
+        shape = suffix or SuffixShape()
+        return lambda seq: SuffixDraft(seq, k, shape)
     if method == "spec":
         raise DecodeError("speculative decoding at batch B drafts every row together: give decode_batch its draft")
     raise DecodeError(f"method {method!r} does not decode at batch > 1 yet; choose from {', '.join(BATCH_METHODS)}")
@@ -153,9 +161,11 @@ def decode_batch(lm: BatchedModel, prompts: Sequence[Sequence[int]], max_new: in
                  clock: Callable[[], float] = time.perf_counter, compact_at: float = 0.5, n_min: int = 1,
                  n_max: int = 3, make: Callable[[list[int]], Drafter] | None = None,
                  draft: BatchDraft | None = None, policy: BatchDraftPolicy | None = None,
-                 on_step: Callable[[list[SeqRecord]], None] | None = None) -> BatchRun:
+                 on_step: Callable[[list[SeqRecord]], None] | None = None,
+                 suffix: SuffixShape | None = None) -> BatchRun:
     """Decode ``prompts`` together, greedy, ``max_new`` tokens each at most: ``method`` "ar",
-    "pld" (``gamma``: its copy length k) or "spec" (``draft`` drafts every row's chain, its γ
+    "pld" (``gamma``: its copy length k), "suffix" (``gamma``: its k; ``suffix``: its depth,
+    factor, minimum probability and memory) or "spec" (``draft`` drafts every row's chain, its γ
     set when it was made). A finished row leaves the batch at once; the cache's
     holes are squeezed out when they pass ``compact_at`` of its slots. ``make``: each row's
     drafter from its prompt and first token, in place of ``method``'s (a test's). ``policy``: the
@@ -167,7 +177,7 @@ def decode_batch(lm: BatchedModel, prompts: Sequence[Sequence[int]], max_new: in
         raise DecodeError("speculative decoding at batch B needs its draft model (decode_batch's draft)")
     if draft is not None:
         policy = None
-    make = make or (None if draft is not None else drafter_for(method, gamma, n_min, n_max))
+    make = make or (None if draft is not None else drafter_for(method, gamma, n_min, n_max, suffix))
     rows = [SeqRecord(list(p)) for p in prompts]
     off = [0.0]  # seconds spent in ``on_step``, taken off every time this returns
 

@@ -1,20 +1,22 @@
 """Speculative decoding's model draft at batch B (`ModelDraft`): a draft model of its own (a helper
 sharing the target's vocabulary) run batched, greedy, for γ steps over every row at once, in its
-own `BatchedLM` cache where each row sits at its own length.
+own batched cache (`decoders.backends.capabilities.BatchedModel`: `BatchedLM` on torch,
+`LlamaCppBatched` on llama.cpp) where each row sits at its own length.
 
 One iteration, per row: the draft first reads the row's tokens it has not cached yet (the last
 emitted token, and after a fully accepted chain also the draft's own last token: a ragged step),
 then one token per step; after γ steps its cache holds the row's sequence and γ - 1 drafts. Once
 the target has verified every row's chain in its one forward (`decoders.methods.batch.chain`),
-`settle` keeps the drafts each row accepted and rolls the rest back (`BatchedLM.rollback`), so
+`settle` keeps the drafts each row accepted and rolls the rest back (its ``rollback``), so
 the next iteration starts from the row's accepted sequence. The drafts never change a row's
 output (greedy verification keeps the target's tokens); they only set how many it emits per
-forward.
+forward (on llama.cpp a draft's chain may itself depend on how its tokens were batched: a
+quantised file's kernels round a token's keys differently in a batch of one and of several).
 
-A transformers module drafts batched here: a helper model, or the int4 self-draft as the main
-model's int4 copy (`decoders.backends.batched_int4`). A trained head drafts batched from the
-target's own hidden states (`decoders.methods.batch.head_draft`); the early exit drafts through
-the engine's one-sequence backends only (`BATCHED_DRAFTS`).
+The drafts that draft batched (`BATCHED_DRAFTS`): on torch a helper model, or the int4 self-draft
+as the main model's int4 copy (`decoders.backends.batched_int4`), and a trained head from the
+target's own hidden states (`decoders.methods.batch.head_draft`); on llama.cpp a GGUF helper
+(`LLAMACPP_BATCHED_DRAFTS`). The early exit drafts through the engine's one-sequence backends only.
 """
 
 from __future__ import annotations
@@ -23,14 +25,24 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from decoders.backends.batched import BatchedLM
+    from decoders.backends.capabilities import BatchedModel
 
-#: The kinds of draft (`decoders.models.drafts`) that draft at batch B.
+#: The kinds of draft (`decoders.models.drafts`) that draft at batch B on torch.
 BATCHED_DRAFTS = ("helper", "int4", "head")
+#: The kinds that draft at batch B on llama.cpp (a GGUF helper, in a `LlamaCppBatched` of its own).
+LLAMACPP_BATCHED_DRAFTS = ("helper",)
 
 
-def unbatched_draft(kind: str | None) -> str | None:
-    """Why speculative decoding at batch B cannot draft with ``kind`` (None: it can)."""
+def unbatched_draft(kind: str | None, backend: str = "torch") -> str | None:
+    """Why speculative decoding at batch B cannot draft with ``kind`` on ``backend`` (None: it can)."""
+    if backend == "llamacpp":
+        if kind is None:
+            return ("speculative decoding at batch > 1 on llama.cpp needs a GGUF helper model: give --helper FILE.gguf "
+                    "(or --helper bundled), or drop spec from --methods")
+        if kind not in LLAMACPP_BATCHED_DRAFTS:
+            return (f"speculative decoding at batch > 1 on llama.cpp drafts with a GGUF helper model only, not the "
+                    f"{kind} draft; give --helper FILE.gguf, or drop spec from --methods")
+        return None
     if kind is None:
         return ("speculative decoding at batch > 1 needs a draft: load a helper model with --helper SRC or draft "
                 "with --self-draft int4 or --self-draft head")
@@ -44,7 +56,7 @@ def unbatched_draft(kind: str | None) -> str | None:
 class ModelDraft:
     """The rows' drafts from one batched draft model, γ tokens per row per iteration."""
 
-    def __init__(self, lm: BatchedLM, gamma: int):
+    def __init__(self, lm: BatchedModel, gamma: int):
         if gamma < 1:
             raise ValueError(f"a model draft drafts 1+ tokens per iteration, got gamma {gamma}")
         self.lm = lm

@@ -8,7 +8,7 @@ expanded best first (`best_tree`). Pure Python, no torch.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 if TYPE_CHECKING:
     from decoders.methods.shared.suffix_tree import SuffixTree
@@ -128,3 +128,27 @@ def _push(tree: SuffixTree, heap: list, parent: int, index: int, level: int, pro
         heapq.heappush(heap, (-p, order, c, index, level))
         order += 1
     return order
+
+
+D = TypeVar("D", Draft, TreeDraft)
+
+
+def best_draft(search: Callable[..., D | None], local: SuffixTree, local_active: list[int],
+               memory: SuffixTree | None, memory_active: list[int], budget: int, factor: float, min_prob: float,
+               depth: int) -> D | None:
+    """The higher-scoring draft of the request's own tree and the memory's tree (``search`` is
+    `best_path` or `best_tree`; ``memory`` None: the request's alone), its ``source`` set
+    ("request" or "memory"); None where neither matches or there is no budget. The one choice
+    suffix decoding makes at batch 1 (`decoders.methods.suffix`) and at batch B
+    (`decoders.methods.batch.chain.SuffixDraft`)."""
+    if budget <= 0:
+        return None
+    found = search(local, local_active, budget, factor, min_prob, depth)
+    if found is not None:
+        found.source = "request"
+    if memory is not None:
+        other = search(memory, memory_active, budget, factor, min_prob, depth)
+        if other is not None and (found is None or other.score > found.score):
+            other.source = "memory"
+            found = other
+    return found
