@@ -13,6 +13,11 @@ squeezes the holes out when they pile up; `keep_rows` lets finished rows leave t
 The mask goes in as transformers' 4-D additive float mask ``[B, 1, k, slots]``, which it passes
 through untouched; that needs sdpa or eager attention on full-attention layers (as `HFBackend`'s
 tree mask does).
+
+A trained draft head reads the target's hidden states (`decoders.backends.features`): after
+`want_features`, every forward also leaves ``features`` ``[B, k, width]`` (float32, on the
+device): each row's states of the positions it just ran, the ones its head drafts from. They come
+out of the same forward (no second one, no host transfer).
 """
 
 from __future__ import annotations
@@ -65,11 +70,20 @@ class BatchedLM:
         self.valid = torch.zeros((0, 0), dtype=torch.bool)  # [B, slots]: which slots each row reads
         self.next_pos: list[int] = []  # each row's next RoPE position (its token count)
         self._last_k = 0
+        #: the hidden states a draft head reads: None (off), () (after the final norm) or the
+        #: layers whose input (the residual stream entering them) it reads, concatenated
+        self.feature_layers: tuple[int, ...] | None = None
+        self.features: torch.Tensor | None = None  # [B, k, width] of the last forward (see the note)
         import inspect
 
         accepted = inspect.signature(model.forward).parameters  # transformers 5.x: `cache`, model by model
         self._cache_kwarg = "cache" if "cache" in accepted else "past_key_values"
         self._pass_cache_position = "cache_position" in accepted
+
+    def want_features(self, layers: Sequence[int] | None) -> None:
+        """Keep each forward's hidden states in ``features``: the final norm's output (``layers``
+        None, as EAGLE-1/2 and Medusa read) or the residual streams entering ``layers`` (EAGLE-3)."""
+        self.feature_layers = () if layers is None else tuple(int(i) for i in layers)
 
     @property
     def rows(self) -> int:
@@ -154,6 +168,8 @@ class BatchedLM:
                 layer.values = layer.values.index_select(0, index.to(layer.values.device))
         self.valid = self.valid.index_select(0, index)
         self.next_pos = [self.next_pos[r] for r in rows]
+        if self.features is not None:
+            self.features = self.features.index_select(0, index.to(self.features.device))
 
     @property
     def holes(self) -> int:
@@ -201,9 +217,16 @@ class BatchedLM:
         kwargs: dict[str, Any] = {self._cache_kwarg: self.cache}
         if self._pass_cache_position:  # cache slots (where transformers writes), not RoPE positions
             kwargs["cache_position"] = torch.arange(old, old + k, device=self.device)
+        layers = self.feature_layers
+        if layers is not None:  # a draft head reads the hidden states (decoders.backends.features)
+            kwargs["output_hidden_states"] = True
         with torch.inference_mode():
             out = self.model(input_ids=ids.to(self.device), position_ids=positions.to(self.device),
                              attention_mask=mask.to(self.device), use_cache=True, **kwargs)
+            if layers is not None:
+                states = out.hidden_states  # [0]: the embeddings; [i]: the input of layer i; [-1]: after the final norm
+                picked = [states[i] for i in layers] if layers else [states[-1]]
+                self.features = torch.cat(picked, dim=-1).float()
         self.valid = torch.cat([self.valid, real], dim=1)
         return out.logits.float()
 

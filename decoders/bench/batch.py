@@ -101,8 +101,8 @@ def row_specs(methods: Sequence[str], k: int, policy: str, variants: Sequence[An
         values = dict(variant.overrides)
         odd = [name for name in values if name not in BATCH_VARIANT_PARAMS]
         if variant.draft is not None:
-            raise DecodeError("--batch drafts spec with the loaded --helper or --self-draft int4, not with a "
-                              f"variant's draft ({variant.label}); give --methods ar,spec and --self-draft "
+            raise DecodeError("--batch drafts spec with the loaded --helper, --self-draft int4 or --self-draft head, "
+                              f"not with a variant's draft ({variant.label}); give --methods ar,spec and --self-draft "
                               f"{variant.draft}")
         if odd:
             raise DecodeError(f"--batch varies only {', '.join(BATCH_VARIANT_PARAMS)}, not "
@@ -300,8 +300,9 @@ def run_batch_bench(family, prompts: Sequence[list[int]], batches: Sequence[int]
             for method in ["ar", *rows_methods]:
                 spec = spec_of.get(method) or RowSpec(label="ar", method="ar", k=0)
                 chooser = BatchDraftPolicy(spec.k, surface) if spec.policy == "adaptive" and spec.k else None
-                run = decode_batch(lm(size), [prompts[i] for i in chosen], max_new, spec.method, gamma=spec.k,
-                                   stop_ids=stop, clock=clock, policy=chooser, draft=draft(spec, size),
+                target = lm(size)
+                run = decode_batch(target, [prompts[i] for i in chosen], max_new, spec.method, gamma=spec.k,
+                                   stop_ids=stop, clock=clock, policy=chooser, draft=draft(spec, size, target),
                                    on_step=None if on_step is None else partial(on_step, method, size),
                                    suffix=suffix)
                 runs[method].append(run)

@@ -1,19 +1,20 @@
 """The batch bench's spec row (`decoders.bench.batch`): which draft of a loaded family drafts at
-batch B (`check_spec`, one line where none can) and what it drafts in: on torch the transformers
+batch B (`check_spec`, one line where none can) and what it drafts with: on torch the transformers
 module it runs batched (`draft_module`: the helper model itself, or the main model's int4 copy,
-`decoders.backends.batched_int4`); on llama.cpp the GGUF helper's model in a `LlamaCppBatched`
+`decoders.backends.batched_int4`) or the trained head over the target's hidden states
+(`decoders.methods.batch.head_draft`); on llama.cpp the GGUF helper's model in a `LlamaCppBatched`
 context of its own per batch size (its sequence ids, in one ``llama_decode`` per draft step)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from decoders.core.errors import DecodeError
 from decoders.methods.batch.model_draft import unbatched_draft
 
 if TYPE_CHECKING:
-    from decoders.methods.batch.model_draft import ModelDraft
+    from decoders.methods.batch.chain import BatchDraft
 
 
 def draft_kind(family) -> str | None:
@@ -48,6 +49,11 @@ def check_spec(family) -> None:
     model = family.helper_model if kind == "helper" else family.main_model
     if reason is None and model is None:
         reason = f"the {kind} draft keeps no transformers model to draft with at batch > 1; load one with --helper SRC"
+    if reason is None and kind == "head":
+        from decoders.backends.heads.batched import batched_head
+
+        if batched_head(family.helper) is None:
+            reason = "the head draft at batch > 1 takes an EAGLE-1/2, EAGLE-3 or Medusa head loaded with --head FOLDER"
     if reason is None:
         from decoders.backends.batched import batch_unsupported
 
@@ -62,7 +68,8 @@ def check_spec(family) -> None:
 
 
 def draft_module(family):
-    """The transformers module that drafts for ``family`` at batch B on torch (`check_spec` first)."""
+    """The transformers module that drafts for ``family`` at batch B on torch (`check_spec` first; not
+    for a head)."""
     if draft_kind(family) == "int4":
         from decoders.backends.batched_int4 import int4_copy
 
@@ -70,14 +77,15 @@ def draft_module(family):
     return family.helper_model
 
 
-def spec_drafts(family, specs, positions: int) -> Callable[[Any, int], ModelDraft | None]:
-    """For a row spec and a batch size, a fresh batched model draft where it is a spec row drafting
-    its ``k`` tokens (None for the rows that draft without a model); each row holds up to
-    ``positions`` tokens. On llama.cpp the draft's context of each batch size is made once and
+def spec_drafts(family, specs, positions: int) -> Callable[..., BatchDraft | None]:
+    """For a row spec, a batch size and the target batch it verifies with (a head needs it), a fresh
+    batched draft where it is a spec row drafting its ``k`` tokens (None for the rows that draft
+    without one): a model draft (each row holds up to ``positions`` tokens), or on torch a trained
+    head reading that target's hidden states. On llama.cpp the draft's context of each batch size is made once and
     reused (`LlamaCppBatched.start` clears it). `check_spec` runs first, once, and only where some
     row is a spec row."""
     if not any(spec.method == "spec" for spec in specs):
-        return lambda spec, size: None
+        return lambda spec, size, target=None: None
     from decoders.methods.batch.model_draft import ModelDraft
 
     check_spec(family)
@@ -87,7 +95,7 @@ def spec_drafts(family, specs, positions: int) -> Callable[[Any, int], ModelDraf
 
         contexts: dict[int, LlamaCppBatched] = {}
 
-        def on_llamacpp(spec, size: int) -> ModelDraft | None:
+        def on_llamacpp(spec, size: int, target=None) -> ModelDraft | None:
             if spec.method != "spec":
                 return None
             if size not in contexts:
@@ -95,9 +103,19 @@ def spec_drafts(family, specs, positions: int) -> Callable[[Any, int], ModelDraf
             return ModelDraft(contexts[size], spec.k)
 
         return on_llamacpp
+    if draft_kind(family) == "head":
+        from decoders.backends.heads.batched import batched_head
+        from decoders.methods.batch.head_draft import HeadDraft
+
+        def head(spec, size: int, target=None) -> HeadDraft | None:
+            made = batched_head(family.helper)
+            assert made is not None and target is not None  # check_spec refused any other; a head reads its target
+            return HeadDraft(target, made[0], made[1], spec.k) if spec.method == "spec" else None
+
+        return head
     from decoders.backends.batched import BatchedLM
 
     module = draft_module(family)
-    return lambda spec, size: (ModelDraft(BatchedLM(module, family.context_length), spec.k)
-                               if spec.method == "spec" else None)
+    return lambda spec, size, target=None: (ModelDraft(BatchedLM(module, family.context_length), spec.k)
+                                            if spec.method == "spec" else None)
 

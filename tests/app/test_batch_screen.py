@@ -227,8 +227,9 @@ async def test_spec_without_a_draft_that_runs_batched_is_refused_in_one_line(tin
         await type_into(pilot, screen, "#batch-methods", "pld,spec")
         await pilot.press("enter")
         assert str(screen.query_one("#batch-error").content) == (
-            "methods: spec cannot run at batch > 1 on this family: spec drafts at batch > 1 with a helper model or "
-            "the int4 self-draft only; choose the int4 draft in the parameters pane, or a family with a helper (f)")
+            "methods: spec cannot run at batch > 1 on this family: spec drafts at batch > 1 with a helper model, "
+            "the int4 self-draft or a trained head only; choose the int4 or head draft in the parameters pane, or a "
+            "family with a helper (f)")
         assert not screen.running
 
 

@@ -90,14 +90,14 @@ def test_spec_without_its_draft_model_is_refused(model):
 
 
 @pytest.mark.parametrize("kind,words", [
-    (None, "needs a draft: load a helper model with --helper SRC or draft with --self-draft int4"),
-    ("head", "drafts with a helper model or the int4 self-draft only, not the head draft; give --helper SRC or "
-             "--self-draft int4, or drop spec from --methods"),
-    ("early-exit", "not the early-exit draft"),
+    (None, "needs a draft: load a helper model with --helper SRC or draft with --self-draft int4 or --self-draft "
+           "head"),
+    ("early-exit", "drafts with a helper model, the int4 self-draft or a trained head only, not the early-exit draft; "
+                   "give --helper SRC, --self-draft int4 or --self-draft head, or drop spec from --methods"),
 ])
 def test_a_draft_that_does_not_run_batched_is_named(kind, words):
     assert words in (unbatched_draft(kind) or "")
-    assert unbatched_draft("helper") is None and unbatched_draft("int4") is None
+    assert all(unbatched_draft(kind) is None for kind in ("helper", "int4", "head"))
 
 
 def test_the_int4_copy_is_the_int4_self_draft_sharing_the_main_models_tensors(model):

@@ -146,6 +146,24 @@ def test_the_batch_bench_runs_spec_beside_autoregressive(tiny_folder, helper_fol
     assert set(data["crossover"]) == {"spec"} and "| spec | 3 |" in printed
 
 
+def test_the_batch_bench_runs_spec_drafting_with_a_trained_head(tiny_folder, prompts, tmp_path, capsys):
+    from tests.support.heads import write_head
+
+    write_head(tmp_path / "head", "eagle1")  # a head for the two-layer tiny model (EAGLE-3's reads layers 1..3)
+    out = tmp_path / "out"
+    code = cli_main(["bench", "--prompts", str(prompts), "--main", str(tiny_folder), "--self-draft", "head",
+                     "--head", str(tmp_path / "head"), "--batch", "1,2,4", "--methods", "ar,spec",
+                     "--max-new-tokens", "8", "--num-pred", "3", "--threads", "1", "--out", str(out)])
+    printed, err = capsys.readouterr()
+    assert code == 0, err
+    data = json.loads((out / "report.json").read_text())
+    assert [(r["method"], r["batch"]) for r in data["rows"]] == [
+        ("ar", 1), ("spec", 1), ("ar", 2), ("spec", 2), ("ar", 4), ("spec", 4)]
+    assert all(r["identical"] for r in data["rows"]) and data["divergences"] == []
+    assert data["family"]["draft"]["kind"] == "head"
+    assert set(data["crossover"]) == {"spec"} and "| spec | 4 |" in printed
+
+
 def test_the_adaptive_row_runs_beside_fixed_k_rows_and_saves_its_k_per_iteration(tiny_folder, prompts, tmp_path,
                                                                                     capsys):
     out = tmp_path / "out"
@@ -178,18 +196,18 @@ def test_the_adaptive_row_runs_beside_fixed_k_rows_and_saves_its_k_per_iteration
      "--batch varies only num_pred, suffix_max, draft_policy, not branches in pld[branches 3]; give e.g. --variants "
      "'pld[num_pred 2, draft_policy fixed],pld'"),
     (["--batch", "2", "--variants", "spec[int4]"],
-     "--batch drafts spec with the loaded --helper or --self-draft int4, not with a variant's draft (spec[int4]); "
-     "give --methods ar,spec and --self-draft int4"),
+     "--batch drafts spec with the loaded --helper, --self-draft int4 or --self-draft head, not with a variant's "
+     "draft (spec[int4]); give --methods ar,spec and --self-draft int4"),
     (["--batch", "2", "--variants", "jacobi"], "--batch runs ar, pld, suffix, spec only so far, not jacobi"),
     (["--batch", "0"], "batch size must be 1..64, got 0"),
     (["--batch", "1,2", "--methods", "ar,jacobi"],
      "--batch runs ar, pld, suffix, spec only so far, not jacobi; give --methods ar,pld,suffix,spec"),
     (["--batch", "1,2", "--methods", "ar,spec"],
      "speculative decoding at batch > 1 needs a draft: load a helper model with --helper SRC or draft with "
-     "--self-draft int4"),
+     "--self-draft int4 or --self-draft head"),
     (["--batch", "1,2", "--methods", "ar,spec", "--self-draft-layer", "1"],
-     "speculative decoding at batch > 1 drafts with a helper model or the int4 self-draft only, not the early-exit "
-     "draft; give --helper SRC or --self-draft int4, or drop spec from --methods"),
+     "speculative decoding at batch > 1 drafts with a helper model, the int4 self-draft or a trained head only, not "
+     "the early-exit draft; give --helper SRC, --self-draft int4 or --self-draft head, or drop spec from --methods"),
     (["--batch", "2", "--sweep", "num_pred=1..3"], "--batch and --sweep do not go together; drop one of the two"),
 ])
 def test_bad_batch_bench_input_is_one_line(tiny_folder, prompts, tmp_path, capsys, flags, line):

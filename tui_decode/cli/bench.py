@@ -96,10 +96,10 @@ def add_bench_parser(sub) -> None:
                         "backend's bandwidth floor and T(k), and the backends' AR outputs compared token by token")
     p.add_argument("--batch", default=None, metavar="LIST",
                    help="instead of the suite, decode B prompts together for each batch size B in LIST (e.g. 1,2,4; "
-                        "each 1..64): prompt lookup, suffix decoding and, with a --helper model or --self-draft "
-                        "int4 on torch, speculative decoding (--methods ar,pld,suffix,spec) beside autoregressive "
-                        "decoding at the same batch size, interleaved over max(2, --repeats) rounds, with the "
-                        "verify-cost surface T(B, k); "
+                        "each 1..64): prompt lookup, suffix decoding and, with a --helper model, --self-draft "
+                        "int4 or --self-draft head on torch, speculative decoding (--methods ar,pld,suffix,spec) "
+                        "beside autoregressive decoding at the same batch size, interleaved over max(2, --repeats) "
+                        "rounds, with the verify-cost surface T(B, k); "
                         "--draft-policy adaptive picks each iteration's draft length from T(B, k) and the rows' "
                         "acceptance, and --variants 'pld[num_pred 2, draft_policy fixed],pld' sets rows of fixed K "
                         "beside it; see tui_decode/cli/batch.py")

@@ -58,8 +58,8 @@ def family_methods(settings: Settings, backend: str, has_helper: bool) -> dict[s
             why = ("spec drafts at batch > 1 on llama.cpp with a GGUF helper only; pick a family with a GGUF helper "
                    "(f) or leave spec out")
     elif kind not in BATCHED_DRAFTS:
-        why = ("spec drafts at batch > 1 with a helper model or the int4 self-draft only; choose the int4 draft in "
-               "the parameters pane, or a family with a helper (f)")
+        why = ("spec drafts at batch > 1 with a helper model, the int4 self-draft or a trained head only; choose the "
+               "int4 or head draft in the parameters pane, or a family with a helper (f)")
     return {"pld": None, "suffix": None, "spec": why}
 
 

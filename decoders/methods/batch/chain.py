@@ -2,7 +2,8 @@
 lookup: a copy of an earlier occurrence of its tail n-gram; suffix decoding: the most frequent
 continuation of its tail in a suffix tree over its own prompt and output, or in the memory of
 earlier responses, `decoders.methods.batch.suffix`; speculative decoding: a draft model's
-greedy chain, every row's drafted together in γ batched steps, `model_draft.ModelDraft`), one
+greedy chain, every row's drafted together in γ batched steps, `model_draft.ModelDraft`, or a
+trained head's from the target's hidden states, `head_draft.HeadDraft`), one
 forward verifies every row's chain, and each row keeps its own longest accepted prefix plus the
 target's next token (`accept_prefix`'s rule, on the host values of the one transfer).
 
@@ -78,8 +79,11 @@ def drafter_for(method: str, k: int = 10, n_min: int = 1, n_max: int = 3,
 
 
 class BatchDraft(Protocol):
-    """What drafts every row's chain together (`model_draft.ModelDraft`; the batch bench's
-    synthetic draft, `decoders.bench.batch_synthetic.SyntheticBatchDraft`)."""
+    """What drafts every row's chain together (`model_draft.ModelDraft`; a trained head,
+    `head_draft.HeadDraft`; the batch bench's synthetic draft,
+    `decoders.bench.batch_synthetic.SyntheticBatchDraft`). ``start`` runs after the target's
+    prefill and ``settle`` right after its verify forward, before any row leaves it (a head reads
+    that forward's hidden states)."""
 
     def start(self, prompts: Sequence[Sequence[int]]) -> None: ...
 
@@ -249,10 +253,11 @@ def decode_batch(lm: BatchedModel, prompts: Sequence[Sequence[int]], max_new: in
                 still.append(slot)
         lm.commit(kept)
         active = [active[s] for s in still]
-        lm.keep_rows(still)
-        if draft is not None:
+        if draft is not None:  # settled while the verify forward's rows are all there (a head reads its states)
             draft.settle(taken)
             draft.keep_rows(still)
+        lm.keep_rows(still)
+        if draft is not None:
             draft.tidy(compact_at)
         if active and lm.holes > compact_at * lm.slots * lm.rows:
             lm.compact()

@@ -14,9 +14,9 @@ forward (on llama.cpp a draft's chain may itself depend on how its tokens were b
 quantised file's kernels round a token's keys differently in a batch of one and of several).
 
 The drafts that draft batched (`BATCHED_DRAFTS`): on torch a helper model, or the int4 self-draft
-as the main model's int4 copy (`decoders.backends.batched_int4`); on llama.cpp a GGUF helper
-(`LLAMACPP_BATCHED_DRAFTS`). The trained head and the early exit draft through the engine's
-one-sequence backends only.
+as the main model's int4 copy (`decoders.backends.batched_int4`), and a trained head from the
+target's own hidden states (`decoders.methods.batch.head_draft`); on llama.cpp a GGUF helper
+(`LLAMACPP_BATCHED_DRAFTS`). The early exit drafts through the engine's one-sequence backends only.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from decoders.backends.capabilities import BatchedModel
 
 #: The kinds of draft (`decoders.models.drafts`) that draft at batch B on torch.
-BATCHED_DRAFTS = ("helper", "int4")
+BATCHED_DRAFTS = ("helper", "int4", "head")
 #: The kinds that draft at batch B on llama.cpp (a GGUF helper, in a `LlamaCppBatched` of its own).
 LLAMACPP_BATCHED_DRAFTS = ("helper",)
 
@@ -45,10 +45,11 @@ def unbatched_draft(kind: str | None, backend: str = "torch") -> str | None:
         return None
     if kind is None:
         return ("speculative decoding at batch > 1 needs a draft: load a helper model with --helper SRC or draft "
-                "with --self-draft int4")
+                "with --self-draft int4 or --self-draft head")
     if kind not in BATCHED_DRAFTS:
-        return (f"speculative decoding at batch > 1 drafts with a helper model or the int4 self-draft only, not the "
-                f"{kind} draft; give --helper SRC or --self-draft int4, or drop spec from --methods")
+        return (f"speculative decoding at batch > 1 drafts with a helper model, the int4 self-draft or a trained head "
+                f"only, not the {kind} draft; give --helper SRC, --self-draft int4 or --self-draft head, or drop spec "
+                "from --methods")
     return None
 
 
