@@ -154,6 +154,10 @@ def warm_up(backend: Backend) -> None:
     """
     import torch
 
+    from decoders.backends.heads.medusa import MedusaDraft
+
+    if isinstance(backend, MedusaDraft):  # its heads read the target's verified features: nothing to run alone,
+        return  # and the target it reads (warmed on its own) holds every weight but the heads' small ones
     backend.forward(torch.tensor([1, 2, 3, 4], device=backend.device) % backend.vocab_size, keep=1)
     backend.forward(torch.tensor([5], device=backend.device) % backend.vocab_size, keep=1)  # a CUDA graph's capture
     backend.reset()

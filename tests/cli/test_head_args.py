@@ -109,3 +109,28 @@ def test_head_vocab_with_a_draft_that_is_no_head_is_refused_not_ignored(tmp_path
         assert f"this run drafts with {draft}; add --self-draft head" in err and err.count("\n") == 1, err
     args = build_parser().parse_args(["run", "--head-vocab", "64", "--prompt", "x"])  # bundled: fastest may pick it
     assert head_of(family_spec(ModelFlags.of(args)).draft).vocab == 64
+
+
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory):
+    from tests.support.tiny import save_tiny_model
+
+    return save_tiny_model(tmp_path_factory.mktemp("heads") / "model")
+
+
+@pytest.mark.parametrize("fmt", ["medusa", "eagle1"])
+def test_a_head_drafts_from_the_command_line_in_every_format(tmp_path, tiny_folder, capsys, fmt):
+    """The warm-up after loading ran the draft alone: Medusa heads, which read the target's feature
+    of a verified position, refused it ("need the target's feature ... first") and the run failed."""
+    import json
+
+    from tests.support.heads import write_head
+
+    write_head(tmp_path / "head", fmt)
+    code = cli_main(["run", "--main", str(tiny_folder), "--self-draft", "head", "--head", str(tmp_path / "head"),
+                     "--method", "spec", "--max-new-tokens", "6", "--threads", "1", "--json", "-",
+                     "--prompt", "w1 w2 w3 w1 w2"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["family"]["draft"]["kind"] == "head" and data["summary"]["identical"] is True
