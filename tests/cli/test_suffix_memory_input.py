@@ -69,10 +69,11 @@ def test_a_memory_over_the_size_bound_is_refused_before_the_model_loads(capsys, 
 
 
 @pytest.mark.parametrize("which", [0, 1, 2])
-@pytest.mark.parametrize("kind", ["character device", "FIFO (named pipe)"])
+@pytest.mark.parametrize("kind", ["folder", "character device", "FIFO (named pipe)"])
 def test_a_memory_path_that_is_not_a_file_is_refused_at_once(capsys, tmp_path, monkeypatch, no_model, corpus,
                                                               which, kind):
-    """`--suffix-memory /dev/zero` read 4 GB for 31 s, then said "larger than 4083 MiB; delete it"."""
+    """`--suffix-memory /dev/zero` read 4 GB for 31 s, then said "larger than 4083 MiB; delete it"; a
+    folder was "delete it or give --suffix-memory another path"."""
     from decoders.records import inputs
 
     def unread(*_):
@@ -83,6 +84,9 @@ def test_a_memory_path_that_is_not_a_file_is_refused_at_once(capsys, tmp_path, m
     if kind.startswith("FIFO"):
         path = str(tmp_path / "pipe")
         os.mkfifo(path)
+    if kind == "folder":
+        path = str(tmp_path / "memories")
+        os.mkdir(path)
     err = error_line(capsys, [*argvs(path, corpus)[which], *MODEL])
     flag = "--out" if which == 2 else "--suffix-memory"
     assert (f"the suffix memory {path} is not a file but a {kind}; it was left as it is: give {flag} the path of "

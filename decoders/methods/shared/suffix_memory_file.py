@@ -108,8 +108,8 @@ def check_memory_file(path: str | Path, flag: str = FLAG) -> MemoryFile | None:
 
 
 def check_is_file(path: str | Path, flag: str = FLAG) -> None:
-    """DecodeError, at once, when ``path`` is there but neither a file nor a folder (read_bytes
-    says a folder): /dev/zero was read to 4 GB before its refusal, and a FIFO cannot be rewritten."""
+    """DecodeError, at once, when ``path`` is there but not a file: /dev/zero was read to 4 GB
+    before its refusal, a FIFO cannot be rewritten, and a folder is never "delete it"."""
     import os
     import stat
 
@@ -117,7 +117,7 @@ def check_is_file(path: str | Path, flag: str = FLAG) -> None:
         mode = os.stat(path).st_mode
     except OSError:
         return  # missing, unreadable: said by the read
-    kinds = ((stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"),
+    kinds = ((stat.S_ISDIR, "folder"), (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"),
              (stat.S_ISFIFO, "FIFO (named pipe)"), (stat.S_ISSOCK, "socket"))
     kind = next((name for test, name in kinds if test(mode)), None)
     if kind is not None:
