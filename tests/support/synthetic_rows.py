@@ -3,7 +3,10 @@ synthetic figure's snapshot draw."""
 
 from __future__ import annotations
 
+from textual.app import App, ComposeResult
+
 from decoders.bench.batch_synthetic import SyntheticBatchRow
+from tui_decode.widgets.synthetic_plot import SyntheticPlot
 
 
 def cell(batch: int, alpha: float, gamma: int, predicted: float, finite: float, measured: float,
@@ -30,3 +33,12 @@ def fixed_rows() -> list[SyntheticBatchRow]:
                 rows.append(cell(batch, alpha, gamma, predicted, finite, measured))
     return rows
 
+
+class FigureApp(App[None]):
+    """The batch screen's synthetic figure alone, drawing `fixed_rows`."""
+
+    def compose(self) -> ComposeResult:
+        yield SyntheticPlot(id="figure")
+
+    def on_mount(self) -> None:
+        self.query_one(SyntheticPlot).plot(fixed_rows())
