@@ -249,7 +249,8 @@ def run_batch_bench(family, prompts: Sequence[list[int]], batches: Sequence[int]
                     variants: Sequence[Any] | None = None, on_step: Callable[[str, int, list], None] | None = None,
                     on_row: Callable[[BatchRow], None] | None = None,
                     synthetic: SyntheticGrid | None = None, suffix: SuffixShape | None = None,
-                    lengths: dict[str, int] | None = None) -> BatchReport:
+                    lengths: dict[str, int] | None = None,
+                    on_cell: Callable[[SyntheticBatchRow], None] | None = None) -> BatchReport:
     """Every method in ``methods`` (or every variant of ``variants``) at every batch size beside
     autoregressive decoding, ``rounds`` rounds each (round r takes the prompts from offset r * B,
     so rounds differ in prompts too), the surface T(B, k) first, each sequence checked against its
@@ -257,7 +258,8 @@ def run_batch_bench(family, prompts: Sequence[list[int]], batches: Sequence[int]
     the measured surface (`decoders.methods.batch.adaptive`), else up to ``k`` tokens. ``on_step``:
     (row label, batch size, every sequence's record) after each iteration, off the clock;
     ``on_row``: each row once measured (a screen's table, as it fills). ``synthetic``: its cells at
-    every batch size too, in their own rows (`decoders.bench.batch_synthetic`). ``suffix``: the
+    every batch size too, in their own rows (`decoders.bench.batch_synthetic`; ``on_cell``: each
+    once measured). ``suffix``: the
     suffix rows' depth, factor, minimum probability and memory (None: the batch-1 defaults, no
     memory; `decoders.methods.batch.suffix`); ``lengths``: a method's own k in place of ``k``
     (`row_specs`; suffix decoding's ``--suffix-max``)."""
@@ -328,7 +330,8 @@ def run_batch_bench(family, prompts: Sequence[list[int]], batches: Sequence[int]
                 on_row(report_rows[-1])
         if synthetic is not None:
             cells, parted = measure_synthetic(lm, prompts, size, synthetic, rounds, max_new, ref, surface, unit_ms,
-                                              family.vocab_size, stop, clock, say)
+                                              family.vocab_size, stop, clock, say, on_cell=on_cell,
+                                              on_step=on_step)
             synthetic_rows += cells
             divergences += parted
     cross = {m: crossover([r for r in report_rows if r.method == m]) for m in rows_methods}

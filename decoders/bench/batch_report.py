@@ -47,9 +47,10 @@ def render_markdown(report: BatchReport) -> str:
     for method, text in report.crossover.items():
         parts.append(f"- {method}: {text}")
     if report.synthetic:
+        from decoders.bench.batch_figure import figure_section
         from decoders.bench.batch_synthetic import synthetic_section
 
-        parts += ["", *synthetic_section(report.synthetic)]
+        parts += ["", *synthetic_section(report.synthetic), "", *figure_section(report.synthetic)]
     adaptive = [r for r in report.rows if r.policy == "adaptive" and r.draft_lengths]
     if adaptive:
         parts += ["", "## Draft length per iteration (the cost model's K, last round; 0: a plain step)", ""]

@@ -26,6 +26,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from statistics import mean, stdev
 from typing import TYPE_CHECKING
 
@@ -53,39 +54,42 @@ MAX_COST = 4.0
 EXAMPLE = "give e.g. --synthetic-grid 0.5,0.7,0.9:1..8"
 
 
-def _gammas(text: str) -> list[int]:
+def _gammas(text: str, flag: str, example: str) -> list[int]:
     low, dots, high = text.partition("..")
     parts = [low, high] if dots else text.split(",")
     if not all(p.strip().isdigit() for p in parts):
-        raise DecodeError(f"--synthetic-grid takes its draft lengths as G..G or G,G after the colon, got {text!r}; "
-                          f"{EXAMPLE}")
+        raise DecodeError(f"{flag} takes its draft lengths as G..G or G,G after the colon, got {text!r}; "
+                          f"{example}")
     values = list(range(int(low), int(high) + 1)) if dots else [int(p) for p in parts]
     odd = [g for g in values if not 1 <= g <= MAX_GAMMA]
     if odd or not values:
-        raise DecodeError(f"--synthetic-grid's draft lengths must be 1..{MAX_GAMMA} (T(B, γ+1) is measured up to "
-                          f"k={WIDTHS}), got {text!r}; {EXAMPLE}")
+        raise DecodeError(f"{flag}'s draft lengths must be 1..{MAX_GAMMA} (T(B, γ+1) is measured up to "
+                          f"k={WIDTHS}), got {text!r}; {example}")
     return sorted(set(values))
 
 
-def parse_grid(text: str, cost: float | None = None) -> SyntheticGrid:
+def parse_grid(text: str, cost: float | None = None, flag: str = "--synthetic-grid",
+               example: str = EXAMPLE) -> SyntheticGrid:
     """``"0.5,0.7,0.9:1..8"`` (acceptance values, then draft lengths; without them γ 1..8) as a
-    grid; DecodeError in one line for a value out of range or a grid above its bounds."""
+    grid; DecodeError in one line for a value out of range or a grid above its bounds (``flag``
+    and ``example``: how the line names the field and what it offers, the app's wording or the
+    command line's)."""
     rates, _, lengths = text.partition(":")
     try:
         alphas = [float(part) for part in rates.split(",")]
     except ValueError:
-        raise DecodeError(f"--synthetic-grid takes acceptance values such as 0.5,0.7,0.9, got {rates!r}; "
-                          f"{EXAMPLE}") from None
+        raise DecodeError(f"{flag} takes acceptance values such as 0.5,0.7,0.9, got {rates!r}; "
+                          f"{example}") from None
     odd = [a for a in alphas if not 0.0 <= a <= 1.0]
     if odd:
-        raise DecodeError(f"synthetic acceptance must be in 0..1, got {odd[0]:g}; {EXAMPLE}")
+        raise DecodeError(f"synthetic acceptance must be in 0..1, got {odd[0]:g}; {example}")
     alphas = sorted(set(alphas))
     if len(alphas) > MAX_ALPHAS:
-        raise DecodeError(f"--synthetic-grid takes at most {MAX_ALPHAS} acceptance values, got {len(alphas)}; "
+        raise DecodeError(f"{flag} takes at most {MAX_ALPHAS} acceptance values, got {len(alphas)}; "
                           "give fewer")
-    gammas = _gammas(lengths) if lengths.strip() else list(DEFAULT_GAMMAS)
+    gammas = _gammas(lengths, flag, example) if lengths.strip() else list(DEFAULT_GAMMAS)
     if len(alphas) * len(gammas) > MAX_CELLS:
-        raise DecodeError(f"--synthetic-grid asks for {len(alphas)} x {len(gammas)} = {len(alphas) * len(gammas)} "
+        raise DecodeError(f"{flag} asks for {len(alphas)} x {len(gammas)} = {len(alphas) * len(gammas)} "
                           f"cells, more than {MAX_CELLS}; give fewer acceptance values or draft lengths")
     cost = 0.0 if cost is None else float(cost)
     if not 0.0 <= cost <= MAX_COST:
@@ -190,9 +194,13 @@ def measure_synthetic(lm: Callable[[int], BatchedModel], prompts: Sequence[list[
                       unit_ms: float, vocab: int, stop_ids: frozenset[int],
                       clock: Callable[[], float] = time.perf_counter, say: Callable[[str], None] = lambda line: None,
                       wait: Callable[[float], None] | None = None,
+                      on_cell: Callable[[SyntheticBatchRow], None] | None = None,
+                      on_step: Callable[[str, int, list], None] | None = None,
                       ) -> tuple[list[SyntheticBatchRow], list[Divergence]]:
     """Every cell of ``grid`` at batch ``size``, ``rounds`` rounds (round t: the prompts from offset
-    t * size), each synthetic run right after an autoregressive run of the same prompts."""
+    t * size), each synthetic run right after an autoregressive run of the same prompts;
+    ``on_cell``: each cell once measured; ``on_step``: as `decoders.bench.batch.run_batch_bench`'s,
+    under the cell's label (the autoregressive runs beside it as "ar beside" it)."""
     from decoders.methods.batch.chain import decode_batch
 
     curve = surface[size]
@@ -211,9 +219,11 @@ def measure_synthetic(lm: Callable[[int], BatchedModel], prompts: Sequence[list[
             batch_prompts = [prompts[i] for i in chosen]
             draft = SyntheticBatchDraft([ref(i) for i in chosen], alpha, gamma, grid.cost, step_s, vocab,
                                         cell_seeds(grid.seed, cell, round_, rounds, size), clock, wait)
-            ar = decode_batch(lm(size), batch_prompts, max_new, "ar", stop_ids=stop_ids, clock=clock)
+            ar = decode_batch(lm(size), batch_prompts, max_new, "ar", stop_ids=stop_ids, clock=clock,
+                              on_step=None if on_step is None else partial(on_step, f"ar beside {label}", size))
             run = decode_batch(lm(size), batch_prompts, max_new, "synthetic", gamma=gamma, stop_ids=stop_ids,
-                               clock=clock, draft=draft)
+                               clock=clock, draft=draft,
+                               on_step=None if on_step is None else partial(on_step, label, size))
             pairs.append((ar, run))
             drafts.append(draft)
         parted = compare_runs(label, size, sets, [run for _, run in pairs], ref, lm, prompts)
@@ -221,6 +231,8 @@ def measure_synthetic(lm: Callable[[int], BatchedModel], prompts: Sequence[list[
         rows.append(_row(label, size, alpha, gamma, grid.cost, curve, pairs, drafts, step_s, not parted))
         rows[-1] = _finite(rows[-1], max_new - 1, cost)
         say(f"batch {size}: {label} {format_ratio(rows[-1])}")
+        if on_cell is not None:
+            on_cell(rows[-1])
     return rows, divergences
 
 

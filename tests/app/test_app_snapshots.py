@@ -90,3 +90,11 @@ def test_typing_a_parameter_value(snap_compare):
         pilot.app.main_screen.params_pane.select_key("gamma")
 
     assert snap_compare(opened_app("spec"), press=["4", "0"], terminal_size=SIZE, run_before=pick_gamma)
+
+
+def test_synthetic_figure_of_the_batch_screen(snap_compare):
+    """The batch screen's synthetic figure (`tui_decode.widgets.synthetic_plot`) drawing fixed cells:
+    a panel per batch size, both predictions and the measured points per α, break-even marked."""
+    from tests.support.synthetic_rows import FigureApp
+
+    assert snap_compare(FigureApp(), terminal_size=(110, 36))

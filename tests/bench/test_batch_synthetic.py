@@ -180,6 +180,14 @@ def test_the_grid_runs_in_rows_of_its_own_beside_the_real_ones(tiny_folder, prom
     assert "## Synthetic acceptance (a measuring instrument, not a method)" in printed
     assert "| synthetic α=0.9 γ=3 | 2 | 0.9 | 3 | 0.05 |" in printed and "measured / predicted" in printed
     assert "- synthetic at batch 2: measured / finite prediction within 10% in " in printed
+    # drawn, in report.md and the printed report alike: a panel per batch size in a fenced block
+    saved = (out / "report.md").read_text(encoding="utf-8")
+    figure = saved[saved.index("### Measured against predicted, per α (synthetic)"):]
+    figure = figure[:figure.index("\n```\n") + 4]
+    assert figure in printed and "```text\n━ Theorem 3.8, cost-aware (predicted)" in figure
+    for size in (1, 2):
+        assert f"\nbatch {size}: within 10% of the finite prediction in " in figure
+    assert "● α=0.5" in figure and "▲ α=0.9" in figure and figure.count("└") == 2
     assert "| predicted (finite) | measured / finite prediction |" in printed
     assert "- pld: " in printed and "- synthetic α" not in printed  # no crossover line for a synthetic cell
     assert load_report(out / "report.json").synthetic[-1].label == "synthetic α=0.9 γ=3"

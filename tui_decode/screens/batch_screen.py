@@ -1,17 +1,21 @@
 """Batch > 1 (b, issue 39): the batch bench (`decoders.bench.batch`) on the loaded family, in a
-screen of its own. Its two fields take the batch sizes (1..64) and the methods the family can run
-at batch > 1; enter runs each method beside autoregressive decoding at each batch size, B
+screen of its own. Its first two fields take the batch sizes (1..64) and the methods the family
+can run at batch > 1; enter runs each method beside autoregressive decoding at each batch size, B
 sequences together: the prompt shown first, then the project's own prompt sets
-(`tui_decode.state.batch_plan`). It shows each sequence's progress in one line (the selected one's
-text in full; up and down select), a table of speedup with its spread, throughput and latency per
-method and batch size, the plot of speedup against batch size with break-even (1.0x) marked, and
-where each method stops paying.
+(`tui_decode.state.batch_plan`). It shows each sequence's progress in one line (the selected
+one's text in full; up and down select), a table of speedup with its spread, throughput and
+latency per method and batch size, the plot of speedup against batch size with break-even (1.0x)
+marked, and where each method stops paying. The third field, the synthetic grid
+(``0.5,0.7,0.9:1..8``), runs the synthetic draft's cells at each batch size too
+(`decoders.bench.batch_synthetic`; the methods field may then be empty): a measuring instrument,
+never among the rows, drawn below them against both predictions per α
+(`tui_decode.widgets.synthetic_plot`).
 
 The run takes the main screen's engine lock (one run at a time on an engine) in a thread worker;
 each sequence's progress is handed over between two timed forwards and drawn before the next one
 starts (`DrawGate`), its time off the run's clock (`decode_batch`'s ``on_step``). Escape cancels
 at the next iteration (the rows measured so far stay), then closes; ctrl+s saves the table as
-Markdown and CSV in the runs folder, as the sweep does.
+Markdown and CSV in the runs folder, as the sweep does (the synthetic cells in a CSV of their own).
 """
 
 from __future__ import annotations
@@ -24,22 +28,23 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from decoders.core.errors import DecodeError
 from tui_decode.state.batch_plan import (
+    GRID_HINT,
     ROUNDS,
     family_methods,
     length_param,
     parse_methods,
     parse_sizes,
+    parse_synthetic,
     progress_line,
     prompt_ids,
     report_markdown,
-    rows_csv,
+    save_batch,
     start_methods,
     suffix_shape,
     variants,
@@ -47,6 +52,8 @@ from tui_decode.state.batch_plan import (
 from tui_decode.state.batching import BATCH_INTERVAL
 from tui_decode.widgets.batch_views import batch_plot, batch_table
 from tui_decode.widgets.gamma_plot import GammaPlot
+from tui_decode.widgets.synthetic_plot import SyntheticPlot
+from tui_decode.workers.batch_messages import Ended, Progress, RowMeasured, Stepped
 from tui_decode.workers.draw_gate import DrawGate
 from tui_decode.workers.messages import failure_message
 
@@ -54,6 +61,8 @@ if TYPE_CHECKING:
     import threading
 
     from decoders.bench.batch import BatchReport, BatchRow
+    from decoders.bench.batch_synthetic import SyntheticBatchRow
+    from decoders.bench.settings import SyntheticGrid
     from tui_decode.screens.main import MainScreen
     from tui_decode.state.loaded_family import LoadedFamily
     from tui_decode.state.settings import Settings
@@ -81,10 +90,11 @@ class BatchScreen(ModalScreen[None]):
             background: $surface;
             padding: 0 1;
         }
-        #batch-fields { height: 3; }
-        #batch-fields Label { padding: 1 1 0 0; }
+        .batch-fields { height: 3; }
+        .batch-fields Label { padding: 1 1 0 0; }
         #batch-sizes { width: 24; }
         #batch-methods { width: 24; }
+        #batch-grid { width: 1fr; max-width: 72; }
         #batch-error { height: auto; color: $text-error; }
         #batch-body { height: 1fr; }
         #batch-top { height: auto; }
@@ -111,52 +121,33 @@ class BatchScreen(ModalScreen[None]):
         Binding("pagedown", "scroll_body(1)", "Scroll", show=False),
     ]
 
-    class Progress(Message):
-        def __init__(self, text: str) -> None:
-            super().__init__()
-            self.text = text
-
-    class Stepped(Message):
-        """Every sequence's tokens so far in the run that goes (a copy, taken off the clock)."""
-
-        def __init__(self, method: str, batch: int, round_: int, outs: list[list[int]],
-                     done: list[str | None]) -> None:
-            super().__init__()
-            self.method, self.batch, self.round, self.outs, self.done = method, batch, round_, outs, done
-
-    class RowMeasured(Message):
-        def __init__(self, row: BatchRow) -> None:
-            super().__init__()
-            self.row = row
-
-    class Ended(Message):
-        def __init__(self, error: str | None = None, report: BatchReport | None = None) -> None:
-            super().__init__()
-            self.error, self.report = error, report
-
     def __init__(self, host: MainScreen, loaded: LoadedFamily, prompt: str, settings: Settings) -> None:
         super().__init__()
         self.host, self.loaded, self.prompt, self.settings = host, loaded, prompt, settings
         self.engine_lock: threading.Lock = host._decode_lock  # one run at a time on the engine
         self.offered = family_methods(settings, loaded.engine.family.backend, loaded.engine.has_helper)
         self.rows: list[BatchRow] = []
+        self.synthetic: list[SyntheticBatchRow] = []  # the grid's cells, never among the rows
         self.report: BatchReport | None = None
         self.running = False
         self.cancelled = False
         self.error: str | None = None
         self.selected = 0
-        self.stepped: BatchScreen.Stepped | None = None
+        self.stepped: Stepped | None = None
 
     def compose(self) -> ComposeResult:
         with Vertical(id="batch-box") as box:
             box.border_title = f"Batch: speedup against batch size · {self.loaded.label}"
             box.border_subtitle = "enter runs · ↑↓ sequence · pgup/pgdn scroll · escape cancels/closes · ctrl+s saves"
-            with Horizontal(id="batch-fields"):
+            with Horizontal(id="batch-fields", classes="batch-fields"):
                 yield Label("batch sizes")
                 yield Input("1,2,4", id="batch-sizes", max_length=40)
                 yield Label("methods")
                 yield Input(start_methods(self.settings.params.method, self.offered), id="batch-methods",
                             max_length=40)
+            with Horizontal(id="batch-fields-grid", classes="batch-fields"):
+                yield Label("synthetic grid")
+                yield Input("", placeholder=GRID_HINT, id="batch-grid", max_length=60)
             yield Static(id="batch-error")
             with VerticalScroll(id="batch-body", can_focus=False):
                 with Horizontal(id="batch-top"):
@@ -166,6 +157,7 @@ class BatchScreen(ModalScreen[None]):
                     yield GammaPlot(id="batch-plot")
                 yield Static(id="batch-table")
                 yield Static(id="batch-crossover")
+                yield SyntheticPlot(id="batch-synthetic")
             yield Static(id="batch-status")
 
     def on_resize(self) -> None:
@@ -175,7 +167,7 @@ class BatchScreen(ModalScreen[None]):
         self.on_resize()
         can = [m for m, why in self.offered.items() if why is None]
         self.status(f"enter runs {ROUNDS} rounds per batch size, each method beside autoregressive decoding; "
-                    f"this family runs {', '.join(can)} at batch > 1")
+                    f"this family runs {', '.join(can)} at batch > 1; a synthetic grid measures Theorem 3.8 too")
         self.query_one("#batch-sizes", Input).focus()
 
     def on_unmount(self) -> None:
@@ -198,12 +190,15 @@ class BatchScreen(ModalScreen[None]):
         error_line = self.query_one("#batch-error", Static)
         try:
             sizes = parse_sizes(self.query_one("#batch-sizes", Input).value)
-            methods = parse_methods(self.query_one("#batch-methods", Input).value, self.offered)
+            grid = parse_synthetic(self.query_one("#batch-grid", Input).value)
+            methods = parse_methods(self.query_one("#batch-methods", Input).value, self.offered, grid is not None)
         except DecodeError as error:
             error_line.update(str(error))  # the fields keep what was typed
             return
         error_line.update("")
         self.rows, self.report, self.error, self.cancelled, self.stepped = [], None, None, False, None
+        self.synthetic = []
+        self.query_one("#batch-plot", GammaPlot).display = bool(methods)  # a grid alone: no method to plot
         self.show_rows()
         for field in self.query(Input):
             field.disabled = True
@@ -211,10 +206,10 @@ class BatchScreen(ModalScreen[None]):
         self.host.hurry_threads()  # as for a run: the UI thread must not slow the timed forwards
         self.host.running = True  # the main screen's run, open and family keys wait
         self.status(f"batch sizes {', '.join(map(str, sizes))}: starting …")
-        self.run_batch(sizes, methods)
+        self.run_batch(sizes, methods, grid)
 
     @work(thread=True, exclusive=True, group="batch", exit_on_error=False)
-    def run_batch(self, sizes: list[int], methods: list[str]) -> None:
+    def run_batch(self, sizes: list[int], methods: list[str], grid: SyntheticGrid | None = None) -> None:
         from decoders.bench.batch import check_batches, run_batch_bench
         from decoders.core.host_memory import host_available_memory
 
@@ -230,7 +225,7 @@ class BatchScreen(ModalScreen[None]):
 
         def progress(text: str) -> None:
             check()
-            gate.post(self.Progress(text))
+            gate.post(Progress(text))
 
         def on_step(method: str, batch: int, rows) -> None:
             check()
@@ -240,16 +235,16 @@ class BatchScreen(ModalScreen[None]):
             seen = runs.setdefault((method, batch), [])
             if id(rows) not in seen:  # each run (round) decodes into a list of its own
                 seen.append(id(rows))
-            gate.post(self.Stepped(method, batch, len(seen), [list(r.out) for r in rows], done))
+            gate.post(Stepped(method, batch, len(seen), [list(r.out) for r in rows], done))
             last[0] = time.monotonic()
 
-        def on_row(row: BatchRow) -> None:
-            gate.post(self.RowMeasured(row))
+        def on_row(row: BatchRow | SyntheticBatchRow) -> None:
+            gate.post(RowMeasured(row))
 
         params = self.settings.params
         max_new = int(params.max_new_tokens)
         rows_of = variants(methods, params)
-        k = max(int(dict(v.overrides)[length_param(v.method)]) for v in rows_of)
+        k = max([int(dict(v.overrides)[length_param(v.method)]) for v in rows_of] + (grid.gammas if grid else []))
         report = None
         try:
             with self.engine_lock:
@@ -262,19 +257,19 @@ class BatchScreen(ModalScreen[None]):
                 shape = suffix_shape(family, params, ids) if "suffix" in methods else None
                 report = run_batch_bench(family, ids, sizes, methods, max_new, rounds=ROUNDS, k=k,
                                          progress=progress, variants=rows_of, on_step=on_step,
-                                         on_row=on_row, suffix=shape)
+                                         on_row=on_row, suffix=shape, synthetic=grid, on_cell=on_row)
         except Stopped:
             pass
         except DecodeError as error:
-            self.post_message(self.Ended(str(error)))
+            self.post_message(Ended(str(error)))
             return
         except Exception as error:  # noqa: BLE001 - out of memory and bugs alike: report, keep running
-            self.post_message(self.Ended(failure_message(error)))
+            self.post_message(Ended(failure_message(error)))
             return
         finally:
             gate.holding = False
             gate.release()
-        self.post_message(self.Ended(report=report))
+        self.post_message(Ended(report=report))
 
     # -- showing ----------------------------------------------------------------------------------
     @on(Progress)
@@ -317,7 +312,12 @@ class BatchScreen(ModalScreen[None]):
 
     @on(RowMeasured)
     def row_measured(self, event: RowMeasured) -> None:
-        self.rows.append(event.row)
+        from decoders.bench.batch_synthetic import SyntheticBatchRow
+
+        if isinstance(event.row, SyntheticBatchRow):  # a measuring instrument: never among the rows
+            self.synthetic.append(event.row)
+        else:
+            self.rows.append(event.row)
         self.show_rows()
 
     def show_rows(self) -> None:
@@ -328,12 +328,13 @@ class BatchScreen(ModalScreen[None]):
         methods = dict.fromkeys(r.method for r in self.rows if r.method != "ar")
         words = [f"{m}: {crossover([r for r in self.rows if r.method == m])}" for m in methods]
         self.query_one("#batch-crossover", Static).update("\n".join(words))
+        self.query_one("#batch-synthetic", SyntheticPlot).plot(self.synthetic)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """A worker that failed outside its own handling must not leave the run going forever."""
         if event.worker.group == "batch" and event.state == WorkerState.ERROR:
             error = event.worker.error
-            self.ended(self.Ended(failure_message(error) if error is not None else None))
+            self.ended(Ended(failure_message(error) if error is not None else None))
 
     @on(Ended)
     def ended(self, event: Ended) -> None:
@@ -345,7 +346,8 @@ class BatchScreen(ModalScreen[None]):
         for field in self.query(Input):
             field.disabled = False
         self.error, self.report = event.error, event.report
-        done = f"{len(self.rows)} rows measured"
+        done = f"{len(self.rows)} rows measured" + (f", {len(self.synthetic)} synthetic cells (drawn below: pgdn)"
+                                                   if self.synthetic else "")
         if event.error:
             self.status(f"stopped: {event.error} ({done}); escape closes")
             self.notify(event.error, title="Batch", severity="error", timeout=10)
@@ -364,25 +366,20 @@ class BatchScreen(ModalScreen[None]):
 
     # -- saving -----------------------------------------------------------------------------------
     def action_save(self) -> None:
-        """ctrl+s: the report so far as Markdown and its rows as CSV in the runs folder."""
-        from decoders.records import atomic
-        from tui_decode.state.runs_folder import write_new
-
-        if not self.rows:
+        """ctrl+s: the report so far as Markdown and its rows as CSV (the synthetic cells in a CSV of
+        their own) in the runs folder."""
+        if not self.rows and not self.synthetic:
             self.notify("Nothing measured yet to save.", title="Batch", severity="warning")
             return
         folder = self.host.runs_folder
         try:
-            folder.mkdir(parents=True, exist_ok=True)
-            md = write_new(folder, f"{time.strftime('%Y%m%d-%H%M%S')}-batch", ".md",  # never over one
-                           lambda p: atomic.write_text(p, self.markdown(), "the batch table", exclusive=True))
-            atomic.write_text(folder / f"{md.stem}.csv", rows_csv(self.rows), "the batch table")
+            names = save_batch(folder, self.markdown(), self.rows, self.synthetic)
         except (OSError, DecodeError) as error:
             self.notify(str(error), title="Batch table not saved", severity="error", timeout=10)
             return
-        self.notify(f"Saved {md.name} and {md.stem}.csv in {folder}", title="Batch")
+        self.notify(f"Saved {' and '.join(names)} in {folder}", title="Batch")
 
     def markdown(self) -> str:
         """The bench's report of the run (`decoders.bench.batch_report`), or of the rows so far."""
         return report_markdown(self.report, self.rows, self.loaded.engine.family.describe(),
-                               int(self.settings.params.max_new_tokens), self.prompt)
+                               int(self.settings.params.max_new_tokens), self.prompt, self.synthetic)

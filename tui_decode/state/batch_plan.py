@@ -14,6 +14,8 @@ from decoders.methods.batch.chain import MAX_BATCH
 
 if TYPE_CHECKING:
     from decoders.bench.batch import BatchReport, BatchRow
+    from decoders.bench.batch_synthetic import SyntheticBatchRow
+    from decoders.bench.settings import SyntheticGrid
     from decoders.core.params import DecodeParams
     from decoders.records.family_info import FamilyInfo
     from tui_decode.state.settings import Settings
@@ -63,10 +65,13 @@ def family_methods(settings: Settings, backend: str, has_helper: bool) -> dict[s
     return {"pld": None, "suffix": None, "spec": why}
 
 
-def parse_methods(text: str, offered: dict[str, str | None]) -> list[str]:
+def parse_methods(text: str, offered: dict[str, str | None], grid: bool = False) -> list[str]:
     """``"pld,spec"`` as the rows to run beside autoregressive decoding; DecodeError in one line
-    for a method that does not decode at batch > 1 or that this family cannot run so."""
+    for a method that does not decode at batch > 1 or that this family cannot run so. With a
+    synthetic ``grid`` the field may name none (autoregressive decoding and the grid alone)."""
     names = [name.strip() for name in text.split(",") if name.strip() and name.strip() != "ar"]
+    if not names and grid:
+        return []
     if not names:
         raise DecodeError(f"methods: give one or more of {', '.join(offered)} (autoregressive decoding runs beside "
                           "each anyway)")
@@ -76,6 +81,32 @@ def parse_methods(text: str, offered: dict[str, str | None]) -> list[str]:
         if offered[name] is not None:
             raise DecodeError(f"methods: {name} cannot run at batch > 1 on this family: {offered[name]}")
     return list(dict.fromkeys(names))
+
+
+#: The synthetic grid field's placeholder, and the example its refusals end with.
+GRID_HINT = "synthetic grid: α,α:γ..γ[:c] e.g. 0.5,0.7,0.9:1..8 (empty: none)"
+GRID_EXAMPLE = "give e.g. 0.5,0.7,0.9:1..8 (acceptance values : draft lengths [: draft cost c]) or leave it empty"
+
+
+def parse_synthetic(text: str) -> SyntheticGrid | None:
+    """The synthetic grid field (`decoders.bench.batch_synthetic.parse_grid`, its bounds): acceptance
+    values, then draft lengths, then optionally the draft's cost c in one-token steps (default 0);
+    None where it is empty; DecodeError in one line naming the field."""
+    from decoders.bench.batch_synthetic import MAX_COST, parse_grid
+
+    text = text.strip()
+    if not text:
+        return None
+    rates, _, rest = text.partition(":")
+    lengths, colon, cost_text = rest.partition(":")
+    try:
+        cost = float(cost_text) if colon else 0.0
+    except ValueError:
+        cost = -1.0
+    if not 0.0 <= cost <= MAX_COST:
+        raise DecodeError(f"synthetic grid: the draft cost after the second colon must be 0..{MAX_COST:g} one-token "
+                          f"steps, got {cost_text.strip()!r}; {GRID_EXAMPLE}")
+    return parse_grid(f"{rates}:{lengths}", cost, flag="synthetic grid", example=GRID_EXAMPLE)
 
 
 def start_methods(method: str, offered: dict[str, str | None]) -> str:
@@ -157,6 +188,25 @@ def progress_line(index: int, tokens: int, max_new: int, finish: str | None, sel
            f"{tokens:>4}/{max_new} tokens{state}"
 
 
+def save_batch(folder, markdown: str, rows: Sequence[BatchRow], synthetic: Sequence[SyntheticBatchRow]) -> list[str]:
+    """The report as Markdown, its rows as CSV and the synthetic cells (if any) as a CSV of their
+    own in ``folder``, never over an earlier save; the names written."""
+    import time
+
+    from decoders.records import atomic
+    from tui_decode.state.runs_folder import write_new
+
+    folder.mkdir(parents=True, exist_ok=True)
+    md = write_new(folder, f"{time.strftime('%Y%m%d-%H%M%S')}-batch", ".md",  # never over one
+                   lambda p: atomic.write_text(p, markdown, "the batch table", exclusive=True))
+    atomic.write_text(folder / f"{md.stem}.csv", rows_csv(rows), "the batch table")
+    names = [md.name, f"{md.stem}.csv"]
+    if synthetic:
+        atomic.write_text(folder / f"{md.stem}-synthetic.csv", synthetic_csv(synthetic), "the synthetic cells")
+        names.append(f"{md.stem}-synthetic.csv")
+    return names
+
+
 def rows_csv(rows: Sequence[BatchRow]) -> str:
     lines = ["method,batch,speedup,spread,throughput,ar_throughput,latency_s,accepted_per_forward,identical"]
     for r in rows:
@@ -165,10 +215,21 @@ def rows_csv(rows: Sequence[BatchRow]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def synthetic_csv(rows: Sequence[SyntheticBatchRow]) -> str:
+    """The synthetic cells, apart from the real rows: measured against both predictions."""
+    lines = ["label,batch,alpha,gamma,cost,decode_speedup,spread,predicted,ratio,predicted_finite,ratio_finite,"
+             "alpha_hat,identical"]
+    for r in rows:
+        lines.append(",".join("" if v is None else str(v) for v in (
+            r.label, r.batch, r.alpha, r.gamma, r.cost, r.decode_speedup, r.spread, r.predicted, r.ratio,
+            r.predicted_finite, r.ratio_finite, r.alpha_hat)) + f",{'yes' if r.identical else 'no'}")
+    return "\n".join(lines) + "\n"
+
+
 def report_markdown(report: BatchReport | None, rows: Sequence[BatchRow], family: FamilyInfo, max_new: int,
-                    prompt: str) -> str:
+                    prompt: str, synthetic: Sequence[SyntheticBatchRow] = ()) -> str:
     """The saved Markdown: the bench's report of the run (`decoders.bench.batch_report`), or of
-    the rows measured before a cancel; the prompt shown named."""
+    the rows (and ``synthetic`` cells) measured before a cancel; the prompt shown named."""
     from decoders.bench.batch import BatchReport, crossover
     from decoders.bench.batch_report import render_markdown
     from decoders.bench.machine import BatchMachine
@@ -180,7 +241,7 @@ def report_markdown(report: BatchReport | None, rows: Sequence[BatchRow], family
         settings = BatchSettings(batches=batches, methods=["ar", *methods], max_new_tokens=max_new, rounds=ROUNDS,
                                  k=max((r.k for r in rows), default=0), prompts=0)
         report = BatchReport(family=family, machine=BatchMachine(), settings=settings,
-                             surface={}, surface_unit_ms=0.0, rows=list(rows),
+                             surface={}, surface_unit_ms=0.0, rows=list(rows), synthetic=list(synthetic),
                              crossover={m: crossover([r for r in rows if r.method == m]) for m in methods},
                              notes=["cancelled: the rows measured before escape"])
     return render_markdown(report) + f"\nprompt shown (sequence 1 of each first round): {prompt[:200]!r}\n"

@@ -17,10 +17,9 @@ from rich.style import Style
 from rich.text import Text
 from textual.widget import Widget
 
+from decoders.analysis.canvas import Canvas
 from tui_decode.widgets.styles import component_style
 
-# Braille dot bits, indexed [row][column] within a cell.
-DOT_BITS = ((0x01, 0x08), (0x02, 0x10), (0x04, 0x20), (0x40, 0x80))
 LABEL_WIDTH = 6  # "0.97x" and the axis
 #: The least span of the speed axis (a sweep of near-equal points is not magnified into noise),
 #: and the margin above and below the figures, as a share of their span.
@@ -28,69 +27,20 @@ MIN_SPAN = 0.1
 MARGIN = 0.1
 
 
-class BrailleCanvas:
-    """A grid of cells, each a braille character plus the layer (style name) that drew it last."""
-
-    def __init__(self, columns: int, rows: int):
-        self.columns, self.rows = columns, rows
-        self.bits = [[0] * columns for _ in range(rows)]
-        self.layer = [[""] * columns for _ in range(rows)]
-        self.marks: dict[tuple[int, int], tuple[str, str]] = {}
-
-    @property
-    def width(self) -> int:
-        return self.columns * 2
-
-    @property
-    def height(self) -> int:
-        return self.rows * 4
-
-    def dot(self, x: int, y: int, layer: str) -> None:
-        """Set dot (x, y); y counts from the top."""
-        if 0 <= x < self.width and 0 <= y < self.height:
-            row, col = y // 4, x // 2
-            self.bits[row][col] |= DOT_BITS[y % 4][x % 2]
-            self.layer[row][col] = layer
-
-    def line(self, x0: int, y0: int, x1: int, y1: int, layer: str, dash: int = 0) -> None:
-        """Bresenham: every dot between the two ends (``dash`` > 0: ``dash`` dots on, ``dash`` off)."""
-        dx, dy = abs(x1 - x0), -abs(y1 - y0)
-        sx, sy = (1 if x0 < x1 else -1), (1 if y0 < y1 else -1)
-        err = dx + dy
-        step = 0
-        while True:
-            if not dash or (step // dash) % 2 == 0:
-                self.dot(x0, y0, layer)
-            step += 1
-            if x0 == x1 and y0 == y1:
-                return
-            e2 = 2 * err
-            if e2 >= dy:
-                err += dy
-                x0 += sx
-            if e2 <= dx:
-                err += dx
-                y0 += sy
-
-    def mark(self, x: int, y: int, char: str, layer: str) -> None:
-        """A whole-cell symbol at dot (x, y) drawn over the braille."""
-        col, row = min(max(x // 2, 0), self.columns - 1), min(max(y // 4, 0), self.rows - 1)
-        self.marks[(row, col)] = (char, layer)
+class BrailleCanvas(Canvas):
+    """The engine's braille canvas (`decoders.analysis.canvas`), each row styled by its layers."""
 
     def row_text(self, row: int, styles: dict[str, Style], fill: tuple[str, str] | None = None) -> Text:
         """One row of cells; ``fill`` (char, layer) goes in the cells no dot or mark took."""
-        text = Text()
-        for col in range(self.columns):
-            if (row, col) in self.marks:
-                char, layer = self.marks[(row, col)]
-                text.append(char, style=styles.get(layer))
-            else:
-                bits = self.bits[row][col]
-                if not bits and fill is not None:
-                    text.append(fill[0], style=styles.get(fill[1]))
-                else:
-                    text.append(chr(0x2800 + bits) if bits else " ", style=styles.get(self.layer[row][col]))
-        return text
+        return styled(self.row_cells(row, fill), styles)
+
+
+def styled(cells: list[tuple[str, str]], styles: dict[str, Style]) -> Text:
+    """(character, layer) cells as text, each in its layer's style."""
+    text = Text()
+    for char, layer in cells:
+        text.append(char, style=styles.get(layer))
+    return text
 
 
 @dataclass(frozen=True)
