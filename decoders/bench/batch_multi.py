@@ -11,7 +11,7 @@ batch-1 autoregressive output on its own backend, and the two backends' batch-1 
 compared token by token (`decoders.bench.suite.Agreement`, with each side's top-2 margin where
 they part). A row a backend cannot batch (speculative decoding with a draft that backend cannot
 run: a trained head or the int4 self-draft on llama.cpp) is left out on that backend, with the
-line saying why in its side's ``left_out``.
+line saying why in its side's ``left_out``; a row no backend can batch is refused in one line.
 
 The report is one `decoders.bench.batch.BatchReport`: rows labelled by backend ("pld [llama.cpp]"),
 each backend's surface and rows in ``backends``; its ``family``, ``surface`` and
@@ -100,12 +100,17 @@ def run_batch_backends(families: Mapping[str, Any], prompts: Mapping[str, Sequen
     specs = row_specs(methods, k, policy, variants, lengths)
     lanes: dict[str, BatchLane] = {}
     left_out: dict[str, list[str]] = {}
+    reasons: dict[str, str] = {}
     notes: list[str] = []
     for backend, family in families.items():
         own, why = batchable(family, specs, (unloaded or {}).get(backend))
+        reasons[backend] = why or ""
         left_out[backend] = [f"{on_backend(spec.label, backend)} left out: {why}" for spec in specs if spec not in own]
         lanes[backend] = BatchLane(family, prompts[backend], own, max_new, rounds, k, backend=backend, suffix=suffix,
                                    clock=clock, progress=progress)
+    nowhere = [spec for spec in specs if all(spec not in lane.specs for lane in lanes.values())]
+    if nowhere:  # a row no backend can batch is refused, as on one backend
+        raise DecodeError(f"no backend can run {nowhere[0].label} at batch > 1: {reasons[next(iter(lanes))]}")
     first = next(iter(lanes.values()))
     differ = [i for i in range(len(first.prompts)) if any(lane.prompts[i] != first.prompts[i]
                                                           for lane in lanes.values())]

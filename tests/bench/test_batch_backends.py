@@ -159,3 +159,15 @@ def test_the_batch_bench_runs_on_both_backends_from_the_command_line(tmp_path, c
     assert "### T(B, k) on llama.cpp" in printed and "| pld [llama.cpp] | 2 |" in printed
     assert "- spec [llama.cpp] left out: An int4 self-draft" in printed
     assert load_report(out / "report.json").sides["llamacpp"].label == "llama.cpp"
+
+
+def test_a_row_no_backend_can_batch_is_one_line():
+    from decoders.core.errors import DecodeError
+
+    families = {"torch": tiny_family(False), "llamacpp": tiny_family(False)}
+    with pytest.raises(DecodeError) as err:
+        run_batch_backends(families, {b: PROMPTS for b in families}, [1], ["ar", "spec"], 4, surface_repeats=1,
+                           surface_widths=2, unloaded={"llamacpp": UNLOADED})
+    assert str(err.value) == ("no backend can run spec at batch > 1: speculative decoding at batch > 1 needs a draft: "
+                              "load a helper model with --helper SRC or draft with --self-draft int4 or --self-draft "
+                              "head")
