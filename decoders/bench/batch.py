@@ -10,30 +10,30 @@ stops paying (its crossover). Each sequence's output is compared with its batch-
 output; where they part, the position and the batch-1 top-2 margin there are reported (a margin
 near float32 noise is a near tie the batched kernels broke the other way).
 
+A run is one lane (`decoders.bench.batch_lane.BatchLane`); with ``--backends torch,llamacpp`` one
+lane per backend (`decoders.bench.batch_multi`), in one report.
+
 Saved as report.json of kind "batch" (schema `REPORT_SCHEMA`) beside report.md
 (`decoders.bench.batch_report`); reports of the other kinds read back as before.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
-from functools import partial
-from statistics import mean, stdev
 from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
-from decoders.bench.batch_identity import Divergence, compare_runs
+from decoders.bench.batch_identity import Divergence
 from decoders.bench.batch_surface import WIDTHS
-from decoders.bench.batch_synthetic import SyntheticBatchRow, SyntheticGrid, measure_synthetic
+from decoders.bench.batch_synthetic import SyntheticBatchRow, SyntheticGrid
 from decoders.bench.machine import BatchMachine
 from decoders.bench.settings import BatchSettings
-from decoders.bench.suite import REPORT_SCHEMA
+from decoders.bench.suite import REPORT_SCHEMA, Agreement
 from decoders.core.errors import DecodeError
-from decoders.methods.batch.adaptive import BatchDraftPolicy
-from decoders.methods.batch.chain import BATCH_METHODS, MAX_BATCH, BatchRun, decode_batch
+from decoders.methods.batch.chain import BATCH_METHODS, MAX_BATCH
 from decoders.methods.batch.suffix import SuffixShape
 from decoders.records.codec import Record
 from decoders.records.family_info import FamilyInfo
@@ -207,6 +207,19 @@ class BatchRow(Record, kw_only=True):
     policy: str = "fixed"  # the draft length: "fixed" (up to k) or "adaptive" (the cost model's K)
     k: int = 0  # the longest draft (adaptive: its cap)
     draft_lengths: list[int] = msgspec.field(default_factory=list)  # K sent per iteration, last round
+    backend: str | UnsetType = UNSET  # the backend it ran on, in a run on several ("torch", "llamacpp")
+
+
+class BatchSide(Record, kw_only=True):
+    """One backend of a batch bench on several (``--backends``): its model, its surface and its rows."""
+
+    backend: str  # "torch", "llamacpp"
+    label: str  # as row labels show it: "llama.cpp"
+    family: FamilyInfo
+    surface: dict[str, list[float]]  # T(B, k) on this backend by B (as text), k = 1..16
+    surface_unit_ms: float  # its T(1, 1) in ms
+    methods: list[str]  # its rows' labels ("ar [torch]" first)
+    left_out: list[str] = msgspec.field(default_factory=list)  # a row it cannot batch, and why, one line each
 
 
 class BatchReport(Record, kw_only=True):
@@ -218,7 +231,7 @@ class BatchReport(Record, kw_only=True):
     family: FamilyInfo
     machine: BatchMachine  # cpu, vector features, threads, load average before and after
     settings: BatchSettings  # batch sizes, methods, tokens, rounds, prompts
-    surface: dict[str, list[float]]  # T(B, k) by B (as text), k = 1..16
+    surface: dict[str, list[float]]  # T(B, k) by B (as text), k = 1..16 (on several backends: the first's)
     surface_unit_ms: float
     rows: list[BatchRow] = msgspec.field(default_factory=list)
     crossover: dict[str, str] = msgspec.field(default_factory=dict)  # per method: where it stops paying
@@ -227,6 +240,20 @@ class BatchReport(Record, kw_only=True):
     synthetic: list[SyntheticBatchRow] = msgspec.field(default_factory=list)
     notes: list[str] = msgspec.field(default_factory=list)
     elapsed_s: float = 0.0
+    # a run on several backends (`--backends`, `decoders.bench.batch_multi`): each one's surface and
+    # rows by backend ("torch", "llamacpp"); left out in a run on one (`surface` is its surface)
+    backends: dict[str, BatchSide] | UnsetType = UNSET
+    # in a run on several: the first two backends' batch-1 autoregressive outputs, prompt by prompt
+    agreement: list[Agreement] | UnsetType = UNSET
+
+    @property
+    def sides(self) -> dict[str, BatchSide]:
+        """Each backend's side in a run on several; empty in a run on one."""
+        return {} if isinstance(self.backends, UnsetType) else self.backends
+
+    @property
+    def agreements(self) -> list[Agreement]:
+        return [] if isinstance(self.agreement, UnsetType) else self.agreement
 
 
 def crossover(rows: Sequence[BatchRow]) -> str:
@@ -254,91 +281,30 @@ def run_batch_bench(family, prompts: Sequence[list[int]], batches: Sequence[int]
     """Every method in ``methods`` (or every variant of ``variants``) at every batch size beside
     autoregressive decoding, ``rounds`` rounds each (round r takes the prompts from offset r * B,
     so rounds differ in prompts too), the surface T(B, k) first, each sequence checked against its
-    batch-1 output. ``policy`` "adaptive": each iteration's draft length from the cost model over
-    the measured surface (`decoders.methods.batch.adaptive`), else up to ``k`` tokens. ``on_step``:
-    (row label, batch size, every sequence's record) after each iteration, off the clock;
-    ``on_row``: each row once measured (a screen's table, as it fills). ``synthetic``: its cells at
-    every batch size too, in their own rows (`decoders.bench.batch_synthetic`; ``on_cell``: each
-    once measured). ``suffix``: the
-    suffix rows' depth, factor, minimum probability and memory (None: the batch-1 defaults, no
-    memory; `decoders.methods.batch.suffix`); ``lengths``: a method's own k in place of ``k``
-    (`row_specs`; suffix decoding's ``--suffix-max``)."""
-    from decoders.bench.batch_spec import spec_drafts
-    from decoders.bench.batch_surface import measure_surface
+    batch-1 output: one lane (`decoders.bench.batch_lane.BatchLane`). ``policy`` "adaptive": each
+    iteration's draft length from the cost model over the measured surface
+    (`decoders.methods.batch.adaptive`), else up to ``k`` tokens. ``on_step``: (row label, batch
+    size, every sequence's record) after each iteration, off the clock; ``on_row``: each row once
+    measured (a screen's table, as it fills). ``synthetic``: its cells at every batch size too, in
+    their own rows (`decoders.bench.batch_synthetic`; ``on_cell``: each once measured). ``suffix``: the
+    suffix rows' depth, factor,
+    minimum probability and memory (None: the batch-1 defaults, no memory;
+    `decoders.methods.batch.suffix`); ``lengths``: a method's own k in place of ``k`` (`row_specs`;
+    suffix decoding's ``--suffix-max``)."""
+    from decoders.bench.batch_lane import BatchLane
 
     specs = row_specs(methods, k, policy, variants, lengths)
-    widest_k = max([k, *(spec.k for spec in specs), *(synthetic.gammas if synthetic else [])])
-    positions = max(len(p) for p in prompts) + max_new + widest_k + 1
-    lm = batch_maker(family, positions)
-    say = progress or (lambda message: None)
     started = clock()
-    rows_methods = [spec.label for spec in specs]
-    spec_of = {spec.label: spec for spec in specs}
-    say("measuring T(B, k)")
-    timed = batch_maker(family, len(prompts[0]) + surface_widths)
-    surface, unit_ms = measure_surface(family.main_model, prompts[0], batches, widths=surface_widths,
-                                       repeats=surface_repeats, make=timed)
-    del timed  # its contexts go before the decoding's are made
-    stop = frozenset(family.stop_ids)
-    reference: dict[int, list[int]] = {}  # prompt index -> its batch-1 autoregressive output
-
-    def ref(index: int) -> list[int]:
-        if index not in reference:
-            run = decode_batch(lm(1), [prompts[index]], max_new, "ar", stop_ids=stop)
-            reference[index] = run.rows[0].out
-        return reference[index]
-
-    report_rows: list[BatchRow] = []
-    divergences: list[Divergence] = []
-    synthetic_rows: list[SyntheticBatchRow] = []
-    draft = spec_drafts(family, specs, positions)
-
+    lane = BatchLane(family, prompts, specs, max_new, rounds, k, synthetic=synthetic, suffix=suffix, clock=clock,
+                     progress=progress, on_step=on_step, on_row=on_row, on_cell=on_cell)
+    lane.measure_surface(batches, surface_widths, surface_repeats)
     for size in batches:
-        runs: dict[str, list[BatchRun]] = {m: [] for m in ["ar", *rows_methods]}
-        sets: list[list[int]] = []
-        for round_ in range(rounds):
-            chosen = [(round_ * size + i) % len(prompts) for i in range(size)]
-            sets.append(chosen)
-            for method in ["ar", *rows_methods]:
-                spec = spec_of.get(method) or RowSpec(label="ar", method="ar", k=0)
-                chooser = BatchDraftPolicy(spec.k, surface) if spec.policy == "adaptive" and spec.k else None
-                target = lm(size)
-                run = decode_batch(target, [prompts[i] for i in chosen], max_new, spec.method, gamma=spec.k,
-                                   stop_ids=stop, clock=clock, policy=chooser, draft=draft(spec, size, target),
-                                   on_step=None if on_step is None else partial(on_step, method, size),
-                                   suffix=suffix)
-                runs[method].append(run)
-                say(f"batch {size} round {round_ + 1}: {method} {run.throughput:.1f} tok/s")
-        for method in ["ar", *rows_methods]:
-            parted = compare_runs(method, size, sets, runs[method], ref, lm, prompts)
-            divergences += parted
-            identical = not parted
-            ratios = [m.throughput / a.throughput for m, a in zip(runs[method], runs["ar"], strict=True)
-                      if a.throughput]
-            last = runs[method][-1]
-            report_rows.append(BatchRow(
-                method=method, batch=size, throughput=round(mean(r.throughput for r in runs[method]), 3),
-                latency_s=round(mean(r.latency_s for r in runs[method]), 4),
-                ar_throughput=round(mean(r.throughput for r in runs["ar"]), 3),
-                speedup=round(mean(ratios), 3) if ratios else 0.0,
-                spread=round(2 * stdev(ratios) / math.sqrt(len(ratios)), 3) if len(ratios) > 1 else None,
-                forwards=last.forwards,
-                accepted_per_forward=round(last.tokens / max(1, sum(r.iterations for r in last.rows)), 3),
-                identical=identical, policy=spec_of[method].policy if method in spec_of else "fixed",
-                k=spec_of[method].k if method in spec_of else 0, draft_lengths=list(last.draft_lengths)))
-            if on_row is not None:
-                on_row(report_rows[-1])
-        if synthetic is not None:
-            cells, parted = measure_synthetic(lm, prompts, size, synthetic, rounds, max_new, ref, surface, unit_ms,
-                                              family.vocab_size, stop, clock, say, on_cell=on_cell,
-                                              on_step=on_step)
-            synthetic_rows += cells
-            divergences += parted
-    cross = {m: crossover([r for r in report_rows if r.method == m]) for m in rows_methods}
+        lane.measure(size)
     return BatchReport(
         created=time.strftime("%Y-%m-%dT%H:%M:%S%z"), family=family.describe(), machine=machine or BatchMachine(),
-        settings=BatchSettings(batches=list(batches), methods=["ar", *rows_methods], max_new_tokens=max_new,
+        settings=BatchSettings(batches=list(batches), methods=lane.labels, max_new_tokens=max_new,
                                rounds=rounds, k=k, prompts=len(prompts), draft_policy=policy,
-                               **({"synthetic": synthetic} if synthetic else {})),
-        surface={str(b): row for b, row in surface.items()}, surface_unit_ms=unit_ms, rows=report_rows,
-        crossover=cross, divergences=divergences, synthetic=synthetic_rows, elapsed_s=round(clock() - started, 1))
+                               synthetic=synthetic or UNSET),
+        surface={str(b): row for b, row in lane.surface.items()}, surface_unit_ms=lane.unit_ms, rows=lane.rows,
+        crossover=lane.crossover(), divergences=lane.divergences, synthetic=lane.synthetic_rows,
+        elapsed_s=round(clock() - started, 1))

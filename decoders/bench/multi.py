@@ -69,7 +69,7 @@ def parse_backends(text: str) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _top2(family: Family, seq: list[int]) -> tuple[list[int], float]:
+def top2(family: Family, seq: list[int]) -> tuple[list[int], float]:
     """The two best next tokens of ``family``'s main model after ``seq``, and their logit margin."""
     from decoders.backends.runner import KVRunner
 
@@ -99,7 +99,7 @@ def agreement(lanes: Sequence[Lane], prompt_ids: Mapping[Any, dict[str, list[int
                           first_divergence=d)
         if d is not None:
             seq = list(prompt_ids[sample.question_id][first.backend]) + a[:d]
-            tops = [_top2(lane.family, seq) for lane in (first, second)]
+            tops = [top2(lane.family, seq) for lane in (first, second)]
             chosen = [a[d] if d < len(a) else None, b[d] if d < len(b) else None]
             entry = replace(entry, chosen=chosen, top2=[t[0] for t in tops], margin=[t[1] for t in tops],
                             chosen_text=[None if t is None else first.family.display(t) for t in chosen])

@@ -140,3 +140,5 @@ class BatchSettings(Record, kw_only=True):
     draft_policy: str | UnsetType = UNSET
     # the synthetic grid measured beside the rows (`decoders.bench.batch_synthetic`); UNSET: none
     synthetic: SyntheticGrid | UnsetType = UNSET
+    # the backends of a run on several (`--backends torch,llamacpp`), each a lane; UNSET: one backend
+    backends: list[str] | UnsetType = UNSET

@@ -6,6 +6,8 @@ every prompt. Each cell as `decoders.bench.cells` writes it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from decoders.analysis.summary import first_divergence
 from decoders.bench.aggregate import MethodStats
 from decoders.bench.cells import (
@@ -27,7 +29,7 @@ from decoders.bench.llamacpp_reference import LLAMACPP_REFERENCE
 from decoders.bench.machine import CostCurve
 from decoders.bench.measure import AGAIN
 from decoders.bench.prompts import group_label
-from decoders.bench.suite import BenchReport
+from decoders.bench.suite import Agreement, BenchReport
 from decoders.bench.targets import is_tree
 from decoders.core.declarations import Method, all_methods
 
@@ -141,11 +143,17 @@ def backends_floor_section(report: BenchReport) -> str:
 
 def agreement_table(report: BenchReport) -> str:
     """The backends' AR outputs on every prompt run: identical, or where they part and how near a tie it was."""
-    labels = {side.backend: side.label for side in report.sides.values()}
+    return agreements_table(report.agreements, {side.backend: side.label for side in report.sides.values()},
+                            report.settings.repeats > 1)
+
+
+def agreements_table(agreements: Sequence[Agreement], labels: dict[str, str], repeated: bool = False) -> str:
+    """Two backends' AR outputs on every prompt run (``labels``: each backend as shown; ``repeated``:
+    name each run's repeat): identical, or where they part and how near a tie it was."""
     rows = []
-    for a in report.agreements:
+    for a in agreements:
         first, second = (labels.get(b, b) for b in a.backends)
-        name = f"q{a.question_id}" + (f" r{a.repeat + 1}" if report.settings.repeats > 1 else "")
+        name = f"q{a.question_id}" + (f" r{a.repeat + 1}" if repeated else "")
         if a.identical:
             rows.append([name, a.category, f"{a.tokens[0]} / {a.tokens[1]}", "identical", DASH, DASH, DASH])
             continue
@@ -159,13 +167,13 @@ def agreement_table(report: BenchReport) -> str:
                                                            if runner_up else "")
         rows.append([name, a.category, f"{a.tokens[0]} / {a.tokens[1]}", parts, chosen,
                      tops[0] if tops else DASH, tops[1] if len(tops) > 1 else DASH])
-    if not report.agreements:
+    if not agreements:
         return "(no prompt run on both backends)"
-    first, second = (labels.get(b, b) for b in report.agreements[0].backends)
-    same = sum(a.identical for a in report.agreements)
+    first, second = (labels.get(b, b) for b in agreements[0].backends)
+    same = sum(a.identical for a in agreements)
     table = md_table(("prompt", "category", f"tokens {first} / {second}", "AR outputs", f"token there {first} / "
                       f"{second}", f"{first} top-2 margin (top-2)", f"{second} top-2 margin (top-2)"), rows)
-    return (f"- identical on {same}/{len(report.agreements)} prompt runs; where they part, each side's top-1 minus "
+    return (f"- identical on {same}/{len(agreements)} prompt runs; where they part, each side's top-1 minus "
             f"top-2 logit after the tokens they share (a small margin is a near-tie, which either side may break "
             f"the other way)\n\n" + table)
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 from decoders.core.errors import DecodeError
 from tui_decode.cli.views import BenchArgs
 
 
 def cmd_batch_bench(args: BenchArgs, prompts, kept=None) -> int:
-    """``kept``: the ``--suffix-memory`` file as `tui_decode.cli.bench` checked it (None: none given)."""
+    """``kept``: the ``--suffix-memory`` file as `tui_decode.cli.bench` checked it (None: none given).
+    With ``--backends``: the batch bench on each backend, one report (`decoders.bench.batch_multi`)."""
     from rich.console import Console
 
     from decoders.bench.batch import check_batches, parse_batches, row_specs, run_batch_bench
@@ -22,17 +24,19 @@ def cmd_batch_bench(args: BenchArgs, prompts, kept=None) -> int:
     from decoders.core.params import DecodeParams
     from decoders.records.atomic import check_folder_destination
     from tui_decode.cli.bench import _check_counts
-    from tui_decode.cli.main import family_spec, load_with_progress
     from tui_decode.cli.synthetic import synthetic_grid
 
     assert args.batch is not None, "cmd_bench calls this for --batch only"
     batches = parse_batches(args.batch)
     from decoders.bench.variants import parse_variants
 
-    for other, flag in ((args.sweep, "--sweep"), (args.backends, "--backends")):
-        if other is not None:
-            raise DecodeError(f"--batch and {flag} do not go together; drop one of the two")
+    if args.sweep is not None:
+        raise DecodeError("--batch and --sweep do not go together; drop one of the two")
+    backends = _backends(args)
     grid = synthetic_grid(args)
+    if grid is not None and backends is not None:
+        raise DecodeError("--synthetic-grid measures the synthetic draft on one backend; drop --backends (give "
+                          "--backend NAME for one) or drop --synthetic-grid")
     methods = (args.methods or ("ar" if grid is not None else "ar,pld")).split(",")
     if "synthetic" in methods:
         raise DecodeError("--batch measures the synthetic draft with --synthetic-grid A[,A...][:G..G], not as one of "
@@ -48,6 +52,7 @@ def cmd_batch_bench(args: BenchArgs, prompts, kept=None) -> int:
     lengths = {"suffix": params.suffix_max}
     specs = row_specs(methods, params.num_pred, params.draft_policy, variants, lengths)
     widest = max([params.num_pred, *(spec.k for spec in specs), *(grid.gammas if grid is not None else [])])
+    spec = any(s.method == "spec" for s in specs)
     if args.threads:
         import torch
 
@@ -57,20 +62,22 @@ def cmd_batch_bench(args: BenchArgs, prompts, kept=None) -> int:
     from decoders.models.machine import cpu_features
 
     before = load_average()
-    family = load_with_progress(family_spec(args.model), Console(stderr=True))
-    spec = any(s.method == "spec" for s in specs)
-    if spec:
-        from decoders.bench.batch_spec import check_spec
-
-        check_spec(family)
-    texts = [p.text for p in select_prompts(prompts, args.limit)]
-    ids = [family.encode_prompt(text, True) for text in texts]
-    longest = max(len(i) for i in ids)
-    if longest + args.max_new_tokens > family.context_length:
-        raise DecodeError(f"the longest prompt ({longest} tokens) plus --max-new-tokens ({args.max_new_tokens}) "
-                          f"exceeds the model's context of {family.context_length}; lower --max-new-tokens")
-    check_batches(family, batches, longest, args.max_new_tokens, widest + 1, host_available_memory(), spec=spec)
-    suffix, notes = _suffix_shape(family, args, params, ids, kept, any(s.method == "suffix" for s in specs))
+    families, unloaded = _load(args, backends, spec, Console(stderr=True))
+    questions = select_prompts(prompts, args.limit)
+    ids = {}
+    available = host_available_memory()
+    for backend, family in families.items():
+        ids[backend] = [family.encode_prompt(p.text, True) for p in questions]
+        longest = max(len(i) for i in ids[backend])
+        if longest + args.max_new_tokens > family.context_length:
+            raise DecodeError(f"the longest prompt ({longest} tokens) plus --max-new-tokens ({args.max_new_tokens}) "
+                              f"exceeds the model's context of {family.context_length}"
+                              f"{f' on {backend}' if backends else ''}; lower --max-new-tokens")
+        check_batches(family, batches, longest, args.max_new_tokens, widest + 1, available,
+                      spec=spec and backend not in unloaded)
+    first = next(iter(families))
+    suffix, notes = _suffix_shape(families[first], args, params, ids[first], kept,
+                                  any(s.method == "suffix" for s in specs))
 
     def progress(message: str) -> None:
         print(f"bench: {message}", file=sys.stderr, flush=True)
@@ -78,15 +85,66 @@ def cmd_batch_bench(args: BenchArgs, prompts, kept=None) -> int:
     model, flags = cpu_features()
     machine = BatchMachine(cpu=model, vector=flags, cpus=os.cpu_count(), threads=torch.get_num_threads(),
                            load_before=before)
-    report = run_batch_bench(family, ids, batches, methods, args.max_new_tokens, rounds=max(2, args.repeats),
-                             k=params.num_pred, progress=progress, machine=machine, policy=params.draft_policy,
-                             variants=variants, synthetic=grid, suffix=suffix, lengths=lengths)
+    shared: dict[str, Any] = dict(rounds=max(2, args.repeats), k=params.num_pred, progress=progress, machine=machine,
+                  policy=params.draft_policy, variants=variants, suffix=suffix, lengths=lengths)
+    if backends is None:
+        report = run_batch_bench(families[first], ids[first], batches, methods, args.max_new_tokens,
+                                 synthetic=grid, **shared)
+    else:
+        from decoders.bench.batch_multi import run_batch_backends
+
+        report = run_batch_backends(families, ids, batches, methods, args.max_new_tokens, unloaded=unloaded,
+                                    questions=[(p.question_id, p.category) for p in questions],
+                                    **shared)
     report.notes += notes
     report.machine.load_after = load_average()
     md, js = write_batch_report(report, args.out)
     print(render_markdown(report))
     print(f"report written to {md} and {js} ({report.elapsed_s:.0f} s)", file=sys.stderr)
     return 0
+
+
+def _backends(args: BenchArgs) -> tuple[str, ...] | None:
+    """``--backends LIST`` checked (None: one backend), before any model loads."""
+    if args.backends is None:
+        return None
+    from decoders.bench.multi import parse_backends
+
+    backends = parse_backends(args.backends)
+    if args.model.backend:
+        raise DecodeError("give either --backend NAME or --backends LIST, not both")
+    return backends
+
+
+def _load(args: BenchArgs, backends, spec: bool, console) -> tuple[dict, dict[str, str]]:
+    """The family of each backend (one: keyed ""), and per backend why its draft was not loaded:
+    on several backends a draft one cannot run (a trained head or the int4 self-draft on llama.cpp)
+    is left out of that backend's family, its spec rows then left out of its lane, saying why
+    (`decoders.bench.batch_multi`); on one, refused in one line as before."""
+    from dataclasses import replace
+
+    from decoders.models.llamacpp_family import check_backend
+    from tui_decode.cli.main import family_spec, load_with_progress
+
+    if backends is None:
+        family = load_with_progress(family_spec(args.model), console)
+        if spec:
+            from decoders.bench.batch_spec import check_spec
+
+            check_spec(family)
+        return {"": family}, {}
+    wanted, unloaded = {}, {}
+    for backend in backends:  # every backend's checked before any model loads
+        wanted[backend] = family_spec(replace(args.model, backend=backend))
+        try:
+            check_backend(wanted[backend])
+        except DecodeError as exc:
+            if wanted[backend].draft is None:
+                raise
+            wanted[backend] = replace(wanted[backend], draft=None)
+            check_backend(wanted[backend])  # the main model's own refusal stands
+            unloaded[backend] = str(exc)
+    return {backend: load_with_progress(s, console) for backend, s in wanted.items()}, unloaded
 
 
 def _suffix_shape(family, args, params, ids, kept, used: bool):

@@ -93,7 +93,8 @@ def add_bench_parser(sub) -> None:
                    help="run the same GGUF model on each of these backends in one run (torch,llamacpp), every row "
                         "on each, labelled by backend (\"ar [llama.cpp]\"), each beside its own reference: "
                         "transformers' generate() on torch, llama-cpp-python's own loop on llama.cpp; with each "
-                        "backend's bandwidth floor and T(k), and the backends' AR outputs compared token by token")
+                        "backend's bandwidth floor and T(k), and the backends' AR outputs compared token by token; "
+                        "with --batch, the batch bench on each backend, each with its own T(B, k), in one report")
     p.add_argument("--batch", default=None, metavar="LIST",
                    help="instead of the suite, decode B prompts together for each batch size B in LIST (e.g. 1,2,4; "
                         "each 1..64): prompt lookup, suffix decoding and, with a --helper model, --self-draft "
@@ -102,7 +103,8 @@ def add_bench_parser(sub) -> None:
                         "rounds, with the verify-cost surface T(B, k); "
                         "--draft-policy adaptive picks each iteration's draft length from T(B, k) and the rows' "
                         "acceptance, and --variants 'pld[num_pred 2, draft_policy fixed],pld' sets rows of fixed K "
-                        "beside it; see tui_decode/cli/batch.py")
+                        "beside it; with --backends torch,llamacpp, on each backend in one report (a row a backend "
+                        "cannot batch left out there, saying why); see tui_decode/cli/batch.py")
     from tui_decode.cli.synthetic import add_synthetic_grid_args
 
     add_synthetic_grid_args(p)
