@@ -77,3 +77,15 @@ class Canvas:
             else:
                 cells.append((chr(0x2800 + bits) if bits else BLANK, self.layer[row][col]))
         return cells
+
+
+def speed_axis(values: list[float], min_span: float = 0.1, margin: float = 0.1) -> tuple[float, float]:
+    """A speed axis's (bottom, top) over ``values`` (curves, points with their spread, break-even):
+    at least ``min_span`` wide (near-equal points are not magnified into noise), widened by
+    ``margin`` of the span each side, never below 0."""
+    low, high = min(values), max(values)
+    if high - low < min_span:
+        middle = (high + low) / 2
+        low, high = middle - min_span / 2, middle + min_span / 2
+    pad = (high - low) * margin
+    return max(low - pad, 0.0), high + pad

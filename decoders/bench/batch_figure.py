@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from decoders.analysis.canvas import Canvas
+from decoders.analysis.canvas import Canvas, speed_axis
 
 if TYPE_CHECKING:
     from decoders.bench.batch_synthetic import SyntheticBatchRow
@@ -64,12 +64,7 @@ def speed_range(rows: Sequence[SyntheticBatchRow]) -> tuple[float, float]:
     break-even (1.0x), with a margin."""
     values = [1.0] + [v for r in rows for v in (r.predicted, r.predicted_finite) if v is not None]
     values += [r.decode_speedup + side * (r.spread or 0.0) for r in rows for side in (1, -1)]
-    low, high = min(values), max(values)
-    if high - low < MIN_SPAN:
-        middle = (high + low) / 2
-        low, high = middle - MIN_SPAN / 2, middle + MIN_SPAN / 2
-    margin = (high - low) * MARGIN
-    return max(low - margin, 0.0), high + margin
+    return speed_axis(values, MIN_SPAN, MARGIN)
 
 
 def within(rows: Sequence[SyntheticBatchRow]) -> tuple[int, int]:

@@ -24,8 +24,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from msgspec.structs import replace
-
 from decoders.analysis.summary import first_divergence
 from decoders.bench.batch import BatchReport, BatchSide, row_specs
 from decoders.bench.batch_lane import BatchLane
@@ -60,7 +58,7 @@ def agreement(lanes: Mapping[str, BatchLane], questions: Sequence[tuple[Any, str
     """The first two lanes' batch-1 autoregressive outputs on every prompt both decoded, token by
     token; where they part, each side's top-2 logits after the prefix they share (the first side's
     prompt ids). ``questions``: each prompt's question id and category (default: its index)."""
-    from decoders.bench.multi import top2
+    from decoders.bench.multi import parted_at
 
     (one, first), (other, second) = list(lanes.items())[:2]
     found = []
@@ -71,11 +69,7 @@ def agreement(lanes: Mapping[str, BatchLane], questions: Sequence[tuple[Any, str
         entry = Agreement(question_id=qid, category=category, repeat=0, backends=[one, other],
                           tokens=[len(a), len(b)], identical=d is None, first_divergence=d)
         if d is not None:
-            seq = list(first.prompts[index]) + a[:d]
-            tops = [top2(lane.family, seq) for lane in (first, second)]
-            chosen = [a[d] if d < len(a) else None, b[d] if d < len(b) else None]
-            entry = replace(entry, chosen=chosen, top2=[t[0] for t in tops], margin=[t[1] for t in tops],
-                            chosen_text=[None if t is None else first.family.display(t) for t in chosen])
+            entry = parted_at(entry, list(first.prompts[index]), a, b, d, [first.family, second.family])
         found.append(entry)
     return found
 

@@ -98,13 +98,20 @@ def agreement(lanes: Sequence[Lane], prompt_ids: Mapping[Any, dict[str, list[int
                           backends=[first.backend, second.backend], tokens=[len(a), len(b)], identical=d is None,
                           first_divergence=d)
         if d is not None:
-            seq = list(prompt_ids[sample.question_id][first.backend]) + a[:d]
-            tops = [top2(lane.family, seq) for lane in (first, second)]
-            chosen = [a[d] if d < len(a) else None, b[d] if d < len(b) else None]
-            entry = replace(entry, chosen=chosen, top2=[t[0] for t in tops], margin=[t[1] for t in tops],
-                            chosen_text=[None if t is None else first.family.display(t) for t in chosen])
+            entry = parted_at(entry, list(prompt_ids[sample.question_id][first.backend]), a, b, d,
+                              [first.family, second.family])
         found.append(entry)
     return found
+
+
+def parted_at(entry: Agreement, prompt: list[int], a: list[int], b: list[int], d: int,
+              families: Sequence[Any]) -> Agreement:
+    """``entry`` with what each side chose at ``d``, where outputs ``a`` and ``b`` part, and each
+    family's top-2 logits after the prompt and the tokens they share (the first family's display)."""
+    tops = [top2(family, prompt + a[:d]) for family in families]
+    chosen = [a[d] if d < len(a) else None, b[d] if d < len(b) else None]
+    return replace(entry, chosen=chosen, top2=[t[0] for t in tops], margin=[t[1] for t in tops],
+                   chosen_text=[None if t is None else families[0].display(t) for t in chosen])
 
 
 def _merged(lanes: Sequence[Lane], figures: Sequence[Figures]) -> Figures:

@@ -17,7 +17,7 @@ from rich.style import Style
 from rich.text import Text
 from textual.widget import Widget
 
-from decoders.analysis.canvas import Canvas
+from decoders.analysis.canvas import Canvas, speed_axis
 from tui_decode.widgets.styles import component_style
 
 LABEL_WIDTH = 6  # "0.97x" and the axis
@@ -86,12 +86,7 @@ def speed_range(data: PlotData) -> tuple[float, float]:
     break-even (1.0x), with a margin; not from 0, which flattened 0.86x-0.97x onto break-even."""
     values = [s for _, s in data.curve] + [s for _, s in (data.cost_aware or [])] + [1.0]
     values += [p.speedup + side * (p.spread or 0.0) for p in data.points for side in (1, -1)]
-    low, high = min(values), max(values)
-    if high - low < MIN_SPAN:
-        middle = (high + low) / 2
-        low, high = middle - MIN_SPAN / 2, middle + MIN_SPAN / 2
-    margin = (high - low) * MARGIN
-    return max(low - margin, 0.0), high + margin
+    return speed_axis(values, MIN_SPAN, MARGIN)
 
 
 LEGEND_WIDTH = 46  # the statistics pane's inner width at 80 columns
