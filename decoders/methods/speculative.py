@@ -34,6 +34,9 @@ from decoders.methods.shared.draft_policy import (
 )
 from decoders.methods.shared.head_tree import dynamic_tree_step
 from decoders.methods.shared.spec_tree import TREE, TREE_DEPTH, TREE_WIDTH, tree_step
+from decoders.methods.shared.suffix_draft import best_path
+from decoders.methods.shared.suffix_policy import HybridChoice, hybrid_reason, joined_reason
+from decoders.methods.shared.suffix_trees import SuffixTrees, hybrid_figures, one_hot_step
 from decoders.methods.shared.verify import accept_prefix, verify_sampling
 from decoders.records.kinds import KIND_AR
 from decoders.records.run import TopK
@@ -41,6 +44,11 @@ from decoders.records.run import TopK
 TOP_K = 5
 GAMMA = ParamSpec("gamma", "γ draft length", "speculative: tokens drafted per iteration", 4, low=1, high=32,
                   ui_range=(1, 16), symbol="γ")
+HYBRID = ParamSpec("hybrid", "hybrid draft",
+                   "speculative, linear draft: each iteration verify the suffix trees' draft (this request and "
+                   "the memory of earlier responses; the --suffix-* settings) in place of the helper's when its "
+                   "expected accepted length beats the helper draft's (Arctic Inference's rule); off: the helper "
+                   "drafts every iteration", "off", kind="choice", choices=("off", "suffix"))
 NO_HELPER = ("has no helper model, so speculative decoding is unavailable; "
              "give --helper SRC or --self-draft-layer L, or pick --method pld / jacobi")
 
@@ -60,12 +68,14 @@ def speculative(ctx: DecodeContext) -> MethodGen:
     # a self-draft reads the target's keys and values for every verified position (LayerSkip's
     # shared cache): no draft prefill, no catch-up forwards; a helper model keeps its own cache
     D.follow(T)
+    tree = params.greedy and params.tree_width > 1  # sampling stays linear (see decoders/methods/spec_tree.py)
+    # the hybrid's trees are made before the clock starts (the memory's upkeep is the session's work)
+    trees = SuffixTrees(ctx) if params.hybrid == "suffix" and not tree else None
     b = RunBuilder(ctx, "spec")
     device = T.backend.device
     gen = None if greedy else make_generator(params.seed, device)
     need_probs = params.record or not greedy
     disp = ctx.family.display
-    tree = greedy and params.tree_width > 1  # sampling stays linear (see decoders/methods/spec_tree.py)
     # Adaptive draft length: reads the helper's confidence in each draft (one scalar per draft,
     # the only host reads beyond the iteration's transfer), never the target's verdict early.
     policy = None
@@ -76,6 +86,17 @@ def speculative(ctx: DecodeContext) -> MethodGen:
         policy = SpecDraftPolicy(gamma, ctx.cost_curve, fixed)
     confs: list[float] = []
     limit = gamma
+    hybrid = None
+    if trees is not None:
+        trees.start(b.seq)
+        hybrid = HybridChoice(ctx.cost_curve, learn_costs=greedy, cut=params.draft_policy == "adaptive")
+
+    def emitted(it):  # every iteration's tokens join the hybrid's tree of this request
+        if trees is not None:
+            t1 = ctx.clock()
+            trees.advance_by(b, len(it.emit))
+            it.t_draft_ms = round(it.t_draft_ms + ms(ctx.clock() - t1), 3)  # the trees' upkeep is drafting's cost
+        yield from b.yielding(it)
     head_tree = VerifyCost(ctx.cost_curve) if tree and isinstance(D.backend, TreeDrafter) else None
 
     def pick_draft(row):
@@ -101,6 +122,25 @@ def speculative(ctx: DecodeContext) -> MethodGen:
         elif policy is not None:
             limit, reason = policy.plan(budget)
             why = reason or ""
+        chose = ""
+        if trees is not None and hybrid is not None and budget > 0:
+            t0 = ctx.clock()
+            found = trees.draft(best_path, budget)
+            model_len = 0 if prefill or (policy is not None and limit == 0) else (limit if policy else budget)
+            take, mine, theirs = hybrid.pick(found.probs if found else [], model_len)
+            if found is not None and take:  # the suffix draft: free, and its q one-hot
+                mine_t = list(found.tokens[:take])
+                t_draft = ctx.clock() - t0
+                fields = {"detail": trees.detail(found, b.seq),
+                          "draft_stop": hybrid_reason(True, mine, theirs, found, model_len)}
+                n, nxt, p_d = one_hot_step(b, T, mine_t, gen, verify_sampling)
+                if T.log[-1].positions == take + 1:  # a decode forward, not one that also prefilled
+                    hybrid.suffix.observe(found.probs[:take], n, take + 1, T.log[-1].seconds)
+                it = b.commit_verified(mine_t, n, nxt, b.draft_rows(mine_t, n, p=p_d), t_draft_ms=ms(t_draft),
+                                       t_verify_ms=ms(T.log[-1].seconds), **fields)
+                yield from emitted(it)
+                continue
+            chose = hybrid_reason(False, mine, theirs, found, model_len)
         if prefill or budget == 0 or (policy is not None and limit == 0):  # a plain step
             logits = T.run(b.seq)
             if greedy:
@@ -109,10 +149,10 @@ def speculative(ctx: DecodeContext) -> MethodGen:
                 assert gen is not None  # made whenever sampling
                 picked = sample(probs(logits[0], temp, greedy=False), gen)
             token = HostValues.transfer([picked.view(1)]).ints(1)[0]
-            it = b.commit([token], KIND_AR, [], t_verify_ms=ms(T.log[-1].seconds), draft_stop=why)
+            it = b.commit([token], KIND_AR, [], t_verify_ms=ms(T.log[-1].seconds), draft_stop=joined_reason(why, chose))
             if policy is not None and not prefill:
                 policy.observe([], 0, [], T.log[-1].positions, T.log[-1].seconds)
-            yield from b.yielding(it)
+            yield from emitted(it)
             continue
         if tree and head_tree is not None:  # a trained head drafts EAGLE-2's dynamic tree
             it = dynamic_tree_step(b, T, D, min(budget, params.tree_depth), params.tree_width, head_tree,
@@ -163,15 +203,17 @@ def speculative(ctx: DecodeContext) -> MethodGen:
         if policy is not None:
             policy.observe(confs, n, [f.seconds for f in D.log[mark[0]:] if f.positions == 1],
                            T.log[-1].positions, T.log[-1].seconds)
-        fields = {"t_draft_ms": ms(t_draft), "t_verify_ms": ms(T.log[-1].seconds), "draft_stop": why,
-                  "beta": [r(x) for x in beta[: min(n + 1, budget)]]}
+        if hybrid is not None:
+            hybrid.observe_model(budget, n)
+        fields = {"t_draft_ms": ms(t_draft), "t_verify_ms": ms(T.log[-1].seconds),
+                  "draft_stop": joined_reason(why, chose), "beta": [r(x) for x in beta[: min(n + 1, budget)]]}
         q_d = p_d = None
         if params.record:
             q_d, p_d = got.take(budget), got.take(budget)
             fields["detail"] = TopK(p=got.top_entries(budget + 1, TOP_K, disp), q=got.top_entries(budget, TOP_K, disp))
         rows = b.draft_rows(d_ids, n, q_d, p_d, acc)
         it = b.commit_verified(d_ids, n, nxt, rows, **fields)
-        yield from b.yielding(it)
+        yield from emitted(it)
     return b.finish_run({"main": T, "helper": D})
 
 
@@ -210,6 +252,9 @@ def _extras(run, stats, params, summary) -> dict:
     if catch_up and base_fwd and run.ids:  # per token the run yielded, in target one-token steps
         u = catch_up / len(run.ids) / base_fwd
         out["catch_up_cost"] = round(u, 3)
+    if params.hybrid == "suffix" and not (params.tree_width > 1 and params.greedy):
+        out.update(hybrid_figures(run), alpha_hat=round(stats.alpha_hat or 0.0, 3))  # of the helper's drafts:
+        return out  # the suffix draft's q is one-hot; Theorem 3.8 predicts neither draft's mix
     if params.tree_width > 1 and params.greedy:
         out["tree"] = f"{params.tree_width}x{min(params.tree_depth, params.gamma)}"
         drafting = [it for it in run.iters if it.draft]
@@ -269,6 +314,10 @@ def _explain(s, cost_txt: str) -> str:
                 if (x.get("catch_up_cost") or 0.0) >= 0.01 else "")
     why = (f"{s.tau or 0.0:.2f} tokens per target forward (alpha≈{x['alpha_hat']:.2f}): {drafted}, each helper "
            f"forward costing {c:.2f} target forwards{catch_up}, and {cost_txt}")
+    if "suffix_drafted" in x:  # the hybrid: whose drafts they were
+        share = x.get("from_suffix")
+        why += (f"; the suffix trees drafted in {x['suffix_drafted']} of those iterations"
+                + (f", {share:.0%} of the accepted drafted tokens" if share is not None else ""))
     predicted = x.get("predicted_speedup_cost_aware")
     if predicted is not None:  # what the theorem says at this acceptance and this machine's T(k); what binds
         why += f"; Theorem 3.8 with the measured costs predicts {predicted:.2f}x"  # is the sentence's (`cause`)
@@ -280,8 +329,11 @@ def _describe(params) -> str:
     if params.tree_width > 1:
         tree = (f", tree {params.tree_width}x{min(params.tree_depth, params.gamma)}" if params.greedy
                 else ", linear: a draft tree needs greedy mode")
+    hybrid = ""
+    if params.hybrid == "suffix":  # a draft tree is the helper's alone
+        hybrid = ", no hybrid: a tree" if params.tree_width > 1 and params.greedy else ", + suffix"
     policy = ", adaptive" if params.draft_policy == "adaptive" and not (params.tree_width > 1 and params.greedy) else ""
-    return f"Speculative ({mode_text(params)}, γ{'≤' if policy else '='}{params.gamma}{policy}{tree})"
+    return f"Speculative ({mode_text(params)}, γ{'≤' if policy else '='}{params.gamma}{policy}{tree}{hybrid})"
 
 
 METHOD = register(Method(
@@ -290,7 +342,7 @@ METHOD = register(Method(
     label="Speculative",
     default=True,  # what runs when no method is named
     run=speculative,
-    params=(GAMMA, DRAFT_POLICY, TREE_WIDTH, TREE_DEPTH),
+    params=(GAMMA, DRAFT_POLICY, TREE_WIDTH, TREE_DEPTH, HYBRID),
     needs_helper=True,
     detail="topk",
     figures=(
@@ -299,6 +351,10 @@ METHOD = register(Method(
         Figure("plain_steps", "plain steps", "decode iterations that drafted nothing (one target step each)", "{}"),
         Figure("gamma_used", "γ for the theorem", "the draft length the predictions below assume: γ when fixed, "
                "the mean drafted length when the adaptive policy cut drafts", "{}"),
+        Figure("suffix_drafted", "suffix drafted", "hybrid: iterations the suffix trees drafted in place of the "
+               "helper (their expected accepted length was the larger)", "{}"),
+        Figure("from_suffix", "from suffix", "hybrid: share of the accepted drafted tokens the suffix trees drafted",
+               "{:.0%}"),
         Figure("tree", "draft tree", "width x depth of the draft tree (no Theorem 3.8 prediction for a tree)", "{}"),
         Figure("alpha_hat", "alpha_hat", "mean sum(min(p, q)) over verified positions: the acceptance theory expects"),
         Figure("c_hat", "c_hat", "one helper forward in target forwards (its relative cost)"),
@@ -323,7 +379,7 @@ METHOD = register(Method(
     # assisted generation, gamma drafts per iteration on a constant schedule: exact for a linear draft
     counterpart=Counterpart(lambda p, assistant: f"transformers assisted generation ({assistant}, γ={p.gamma})",
                             assistant_tokens=lambda p: p.gamma),
-    linear=lambda p: p.tree_width == 1,
+    linear=lambda p: p.tree_width == 1 and p.hybrid == "off",
     describe=_describe,
     extras=_extras,
     explain=_explain,

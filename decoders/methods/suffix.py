@@ -17,19 +17,18 @@ with the target's probability of it, a rejection resampled from the rest (`verif
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Generator
+from typing import Generator
 
 from decoders.core.declarations import Figure, Method, ParamSpec, register
-from decoders.methods.shared.common import DecodeContext, HostValues, MethodGen, RunBuilder, ms, r
-from decoders.methods.shared.draft_policy import DRAFT_POLICY, EXPLORE_EVERY, VerifyCost
-from decoders.methods.shared.suffix_draft import best_draft, best_path, best_tree
-from decoders.methods.shared.suffix_tree import SuffixTree
-from decoders.methods.shared.verify import accept_prefix, verify_sampling
-from decoders.records.bounds import Count, PerStep, Prob, TokenText
-from decoders.records.run import Detail, Iteration, register_detail
+from decoders.methods.shared.common import DecodeContext, MethodGen, RunBuilder, ms, r
+from decoders.methods.shared.draft_policy import DRAFT_POLICY
+from decoders.methods.shared.suffix_draft import best_path, best_tree
+from decoders.methods.shared.suffix_policy import SuffixPolicy
+from decoders.methods.shared.suffix_trees import SOURCES, SuffixMatch, SuffixTrees, one_hot_step
+from decoders.methods.shared.verify import verify_sampling
+from decoders.records.run import Iteration
 
-if TYPE_CHECKING:
-    from decoders.methods.shared.suffix_memory import SuffixMemory
+__all__ = ["SuffixMatch", "suffix_decode"]  # SuffixMatch, the record, is read from here too
 
 SUFFIX_DEPTH = ParamSpec("suffix_depth", "depth", "suffix: longest substring the suffix trees index "
                          "(a match plus its draft fit in it)", 24, low=2, high=64, symbol="depth")
@@ -48,196 +47,53 @@ SUFFIX_MODE = ParamSpec("suffix_mode", "draft shape",
                         "suffix: draft the most frequent path (path), or the likeliest continuations as a tree "
                         "verified in one forward (tree)", "path", kind="choice", choices=("path", "tree"))
 
-SOURCES = ("request", "memory")
-CONF_BINS = (0.2, 0.4, 0.6, 0.8, 0.95)  # branch-frequency bins the acceptance is learned in
-PRIOR_WEIGHT = 2.0  # pseudo-observations behind each bin's prior (the branch frequency itself)
-
-
-@register_detail
-class SuffixMatch(Detail, tag="suffix"):
-    """Where suffix decoding found its draft: the tree, the matched tail, the candidates' evidence."""
-
-    source: TokenText  # "request" (this prompt and output) or "memory" (an earlier response)
-    n: Count  # length of the matched suffix
-    suffix: Annotated[list[TokenText], PerStep]  # the matched tokens
-    counts: Annotated[list[Count], PerStep]  # each drafted token's count in the tree (before the cut)
-    probs: Annotated[list[Prob], PerStep]  # each drafted token's branch frequency
-    score: float  # expected accepted tokens of the whole candidate path
-    found: Count  # tokens the tree offered before the cost cut
-    memory: Count = 0  # responses in the memory when this run started
-
-
-class SuffixPolicy:
-    """Cuts a draft to the length whose expected tokens per unit of verify cost is best.
-
-    A drafted token's acceptance is its branch frequency calibrated on this run's verdicts, per
-    frequency bin (shrunk toward the frequency itself); the cost of a forward over k positions is
-    T(k) measured at this context, else the run's own slope. Sampling must give the same tokens for
-    a seed whatever the timings, so there the costs are never measured (``learn_costs`` False)."""
-
-    def __init__(self, cost_curve: list[float] | None, learn_costs: bool):
-        self.verify = VerifyCost(cost_curve if learn_costs else None)
-        self.learn_costs = learn_costs
-        self._bins = [[0.0, 0.0] for _ in range(len(CONF_BINS) + 1)]
-        self._undrafted = 0
-
-    def acceptance(self, prob: float) -> float:
-        acc, rej = self._bins[_bin(prob)]
-        return (acc + PRIOR_WEIGHT * prob) / (acc + rej + PRIOR_WEIGHT)
-
-    def choose(self, probs: list[float]) -> int:
-        best_k, best_rate = 0, 1.0 / self.verify.cost(1)
-        survive, tokens = 1.0, 1.0
-        for k, p in enumerate(probs, start=1):
-            survive *= self.acceptance(p)
-            tokens += survive
-            rate = tokens / self.verify.cost(k + 1)
-            if rate > best_rate:
-                best_k, best_rate = k, rate
-        if best_k == 0 and probs:
-            self._undrafted += 1
-            if self._undrafted >= EXPLORE_EVERY:  # estimates that stop drafting are measured again
-                self._undrafted = 0
-                return min(2, len(probs))
-        else:
-            self._undrafted = 0
-        return best_k
-
-    def choose_tree(self, probs: list[float], parents: list[int]) -> int:
-        """How many of a tree draft's nodes (best first, so any first k make a tree) to verify:
-        the count whose expected tokens (one plus every node's calibrated path probability) per
-        unit of verify cost is best."""
-        best_k, best_rate = 0, 1.0 / self.verify.cost(1)
-        survive: list[float] = []
-        tokens = 1.0
-        for k, (p, parent) in enumerate(zip(probs, parents, strict=True), start=1):
-            s = (survive[parent] if parent >= 0 else 1.0) * self.acceptance(p)
-            survive.append(s)
-            tokens += s
-            rate = tokens / self.verify.cost(k + 1)
-            if rate > best_rate:
-                best_k, best_rate = k, rate
-        if best_k == 0 and probs:
-            self._undrafted += 1
-            if self._undrafted >= EXPLORE_EVERY:
-                self._undrafted = 0
-                return min(2, len(probs))
-        else:
-            self._undrafted = 0
-        return best_k
-
-    def observe_tree(self, probs: list[float], parents: list[int], path: list[int], positions: int,
-                     seconds: float) -> None:
-        """The verdicts of a tree step: each node the target judged (under the root or an accepted
-        node) was accepted or refused."""
-        on_path = set(path)
-        for i, (p, parent) in enumerate(zip(probs, parents, strict=True)):
-            if parent < 0 or parent in on_path:
-                self._bins[_bin(p)][0 if i in on_path else 1] += 1
-        if self.learn_costs:
-            self.verify.observe(positions, seconds)
-
-    def observe(self, probs: list[float], accepted: int, positions: int, seconds: float) -> None:
-        for i, p in enumerate(probs[: accepted + 1]):
-            self._bins[_bin(p)][0 if i < accepted else 1] += 1
-        if self.learn_costs:
-            self.verify.observe(positions, seconds)
-
-
-def _bin(prob: float) -> int:
-    return sum(prob >= edge for edge in CONF_BINS)
-
-
 def suffix_decode(ctx: DecodeContext) -> MethodGen:
-    import torch
-
-    from decoders.backends.sampling import make_generator, probs, sample
-    from decoders.methods.shared.suffix_memory import memory_for, prompt_key
-
     params, T = ctx.params, ctx.main
-    depth, factor, min_prob = params.suffix_depth, params.suffix_factor, params.suffix_min_prob
-    # the memory's upkeep runs before the run's clock starts, and after the run and its baseline
-    # are done (`decoders.engine`: every finished response joins, whatever its method): choosing its
-    # depth (a rebuild when another depth was asked for), forgetting this prompt's earlier
-    # responses, adding this one and writing the file are the session's work, not a draft's (a
-    # large memory's file takes longer to write than a run of 64 tokens)
-    key = prompt_key(ctx.prompt_ids)
-    memory = memory_for(ctx.family, depth) if params.suffix_source == "both" else None
-    if memory is not None:
-        memory.forget(key)  # never draft from an earlier response to this very prompt (an oracle)
-    held = len(memory) if memory is not None else 0
+    # the memory's upkeep runs before the run's clock starts (`SuffixTrees`), and after the run and
+    # its baseline are done (`decoders.engine`: every finished response joins, whatever its method):
+    # adding this response and writing the file are the session's work, not a draft's (a large
+    # memory's file takes longer to write than a run of 64 tokens)
+    trees = SuffixTrees(ctx)
     b = RunBuilder(ctx, "suffix")
-    greedy, temp = params.greedy, params.temperature
-    disp = ctx.family.display
-    local = SuffixTree(depth)
-    local_active = local.extend(local.start(), b.seq)
-    global_active = memory.tree.matches(b.seq) if memory is not None else []
-    policy = SuffixPolicy(ctx.cost_curve, learn_costs=greedy) if params.draft_policy == "adaptive" else None
-    gen = None if greedy else make_generator(params.seed, ctx.family.device)
-    vocab = None
+    trees.start(b.seq)
+    policy = SuffixPolicy(ctx.cost_curve, learn_costs=params.greedy) if params.draft_policy == "adaptive" else None
+    gen = None
+    if not params.greedy:
+        from decoders.backends.sampling import make_generator
+
+        gen = make_generator(params.seed, ctx.family.device)
     if params.suffix_mode == "tree":
-        yield from _tree_loop(ctx, b, local, local_active, memory, global_active,
-                              held, policy, gen)
+        yield from _tree_loop(ctx, b, trees, policy, gen)
         return b.finish_run({"main": T})
     while not b.done:
         t0 = ctx.clock()
-        budget = min(params.suffix_max, b.remaining - 1)
-        found = best_draft(best_path, local, local_active, memory.tree if memory is not None else None,
-                           global_active, budget, factor, min_prob, depth)
-        drafts = found.tokens if found else []
-        if policy is not None and drafts:
-            drafts = drafts[: policy.choose(found.probs)] if found else []
+        found = trees.draft(best_path, min(params.suffix_max, b.remaining - 1))
+        drafts = list(found.tokens) if found else []
+        if policy is not None and found is not None:
+            drafts = drafts[: policy.choose(found.probs)]
         t_draft = ctx.clock() - t0
         g = len(drafts)
-        logits = T.run(b.seq + drafts, keep=g + 1)
-        draft_t = torch.tensor(drafts, dtype=torch.long, device=logits.device)
-        p = None if greedy else probs(logits, temp, greedy=False)
-        if greedy:
-            verdict = accept_prefix(logits.argmax(-1), draft_t)
-            parts = [verdict.n_accepted.view(1), verdict.next_token.view(1)]
-        elif g:
-            assert p is not None and gen is not None
-            if vocab is None:
-                vocab = p.shape[-1]
-            q = torch.zeros(g, vocab, dtype=p.dtype, device=p.device).scatter_(1, draft_t.view(-1, 1), 1.0)
-            verdict = verify_sampling(p, q, draft_t, gen)  # one-hot q: accepted with probability p(x)
-            parts = [verdict.n_accepted.view(1), verdict.next_token.view(1)]
-        else:
-            assert p is not None and gen is not None
-            parts = [torch.zeros(1, dtype=torch.long), sample(p[0], gen).view(1)]
-        if params.record and g:
-            pd = p if p is not None else torch.softmax(logits[:g], -1)
-            parts.append(pd[:g].gather(1, draft_t.view(-1, 1)).view(-1))
-        got = HostValues.transfer(parts)
-        n, nxt = got.ints(1)[0], got.ints(1)[0]
-        p_d = got.take(g) if params.record and g else None
+        fields: dict[str, object] = {}
+        if found is not None:  # the record reads the tail the draft matched: before the commit
+            fields["detail"] = trees.detail(found, b.seq)
+        n, nxt, p_d = one_hot_step(b, T, drafts, gen, verify_sampling)
         if policy is not None and found is not None and g and T.log[-1].positions == g + 1:
             policy.observe(found.probs[:g], n, g + 1, T.log[-1].seconds)
         elif policy is not None and not g and T.log[-1].positions == 1:
             policy.observe([], 0, 1, T.log[-1].seconds)
-        fields: dict[str, object] = {"t_draft_ms": ms(t_draft), "t_verify_ms": ms(T.log[-1].seconds)}
-        if found is not None:
-            tail = b.seq[len(b.seq) - found.match_len:]
-            fields["detail"] = SuffixMatch(source=found.source, n=found.match_len, suffix=[disp(t) for t in tail],
-                                           counts=list(found.counts or []), probs=[r(x) for x in found.probs],
-                                           score=round(found.score, 4), found=len(found.tokens), memory=held)
+        fields.update({"t_draft_ms": ms(t_draft), "t_verify_ms": ms(T.log[-1].seconds)})
         if policy is not None and found is not None and g < len(found.tokens):
             fields["draft_stop"] = ("no draft: at this run's acceptance and verify cost a plain step is cheaper"
                                     if not g else "cut: a longer draft would not pay for its verify cost")
         it = b.commit_verified(drafts, n, nxt, b.draft_rows(drafts, n, p=p_d), **fields)
         t1 = ctx.clock()
-        new = b.seq[len(b.seq) - len(it.emit):]
-        for t in new:
-            local_active = local.append(local_active, t)
-            if memory is not None:
-                global_active = memory.tree.follow(global_active, t)
+        trees.advance_by(b, len(it.emit))
         it.t_draft_ms = round(it.t_draft_ms + ms(ctx.clock() - t1), 3)  # the trees' update is the draft's cost
         yield from b.yielding(it)
     return b.finish_run({"main": T})  # the response joins the memory after the pair's clocks stop (the engine)
 
 
-def _tree_loop(ctx: DecodeContext, b: RunBuilder, local: SuffixTree, local_active: list[int],
-               memory: SuffixMemory | None, global_active: list[int], held: int, policy: SuffixPolicy | None,
+def _tree_loop(ctx: DecodeContext, b: RunBuilder, trees: SuffixTrees, policy: SuffixPolicy | None,
                gen) -> Generator[Iteration, None, None]:
     """Tree mode: the likeliest continuations of the best match (`best_tree`) verified in one
     forward. Greedy: the longest path the target's argmax follows (`verify_tree`). Sampling: a
@@ -248,18 +104,20 @@ def _tree_loop(ctx: DecodeContext, b: RunBuilder, local: SuffixTree, local_activ
     from decoders.methods.shared.tree_step import commit_tree, verify_tree
 
     params, T = ctx.params, ctx.main
-    depth, factor, min_prob = params.suffix_depth, params.suffix_factor, params.suffix_min_prob
-    disp = ctx.family.display
     while not b.done:
         t0 = ctx.clock()
-        budget = min(params.suffix_max, b.remaining - 1)
-        found = best_draft(best_tree, local, local_active, memory.tree if memory is not None else None,
-                           global_active, budget, factor, min_prob, depth)
+        found = trees.draft(best_tree, min(params.suffix_max, b.remaining - 1))
         g = len(found.tokens) if found else 0
         if policy is not None and found is not None:
             g = policy.choose_tree(found.probs, found.parents)
         tree = TokenTree(tuple(found.tokens[:g]), tuple(found.parents[:g])) if found else TokenTree((), ())
         t_draft = ctx.clock() - t0
+        fields: dict[str, object] = {}
+        if found is not None:
+            fields["detail"] = trees.detail(found, b.seq, g)
+            if g < len(found.tokens):
+                fields["draft_stop"] = ("no draft: at this run's acceptance and verify cost a plain step is cheaper"
+                                        if not g else "cut: a larger tree would not pay for its verify cost")
         if params.greedy:
             outcome = verify_tree(b, T, tree, g, record=params.record)
         else:
@@ -269,22 +127,10 @@ def _tree_loop(ctx: DecodeContext, b: RunBuilder, local: SuffixTree, local_activ
                 policy.observe_tree(found.probs[:g], found.parents[:g], outcome.path, g + 1, T.log[-1].seconds)
             elif not g:
                 policy.observe([], 0, 1, T.log[-1].seconds)
-        fields: dict[str, object] = {"t_draft_ms": ms(t_draft), "t_verify_ms": ms(T.log[-1].seconds)}
-        if found is not None:
-            tail = b.seq[len(b.seq) - found.match_len:]
-            fields["detail"] = SuffixMatch(source=found.source, n=found.match_len, suffix=[disp(t) for t in tail],
-                                           counts=list(found.counts[:g] or found.counts),
-                                           probs=[r(x) for x in (found.probs[:g] or found.probs)],
-                                           score=round(found.score, 4), found=len(found.tokens), memory=held)
-            if g < len(found.tokens):
-                fields["draft_stop"] = ("no draft: at this run's acceptance and verify cost a plain step is cheaper"
-                                        if not g else "cut: a larger tree would not pay for its verify cost")
+        fields.update({"t_draft_ms": ms(t_draft), "t_verify_ms": ms(T.log[-1].seconds)})
         it = commit_tree(b, tree, outcome, **fields)
         t1 = ctx.clock()
-        for t in b.seq[len(b.seq) - len(it.emit):]:
-            local_active = local.append(local_active, t)
-            if memory is not None:
-                global_active = memory.tree.follow(global_active, t)
+        trees.advance_by(b, len(it.emit))
         it.t_draft_ms = round(it.t_draft_ms + ms(ctx.clock() - t1), 3)
         yield from b.yielding(it)
 

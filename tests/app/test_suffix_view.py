@@ -34,6 +34,19 @@ def test_the_view_names_the_match_its_source_and_each_candidates_count():
     assert "rejected" in text  # the draft table below
 
 
+def test_a_hybrid_speculative_iteration_the_suffix_trees_drafted_shows_their_match():
+    """Speculative decoding with --hybrid suffix: an iteration the suffix trees drafted carries their
+    record, so it gets this view in a spec run too."""
+    match = SuffixMatch(source="request", n=3, suffix=["a", "b", "c"], counts=[4], probs=[0.8], score=0.8, found=1)
+    it = Iteration(k=2, pos=5, draft=[DraftRow(7, "d", None, None, 1.0, "acc", -1)],
+                   emit=[Emitted(7, "d", "acc"), Emitted(8, "e", "bonus")], detail=match,
+                   draft_stop="the suffix trees drafted (a 3-token match in this request): 0.80 expected accepted "
+                              "tokens against the helper draft's 0.50")
+    kind, _ = detail_of(it, "spec")
+    assert kind == "suffix"
+    assert 'matched 3-token suffix "abc" in this prompt and the output so far' in drawn(it)
+
+
 def test_a_step_without_a_match_says_it_was_a_plain_step():
     it = Iteration(k=1, pos=1, draft=[], emit=[Emitted(4, "a", "ar")], t_draft_ms=0.0, t_verify_ms=9.0)
     assert "nothing was drafted: this iteration was a plain step" in " ".join(drawn(it).split())

@@ -54,11 +54,12 @@ def test_a_second_grow_of_the_same_corpus_is_one_line_before_the_model_loads(cap
     assert f"error: The corpus {corpus} is being written by process {pid} " in err
 
 
-def test_a_second_bench_on_the_same_out_is_one_line_before_the_model_loads(capsys, isolated):
+@pytest.mark.parametrize("batch", [[], ["--batch", "1,2"]], ids=["batch-1", "batch-bench"])
+def test_a_second_bench_on_the_same_out_is_one_line_before_the_model_loads(capsys, isolated, batch):
     out = isolated / "out"
     with held_elsewhere(out, "the report folder") as pid:
         err = error_line(capsys, ["bench", "--prompts", prompts(isolated), "--main", str(isolated / "no-such-model"),
-                                  "--out", str(out)])
+                                  "--out", str(out), *batch])
     assert f"error: The report folder {out} is being written by process {pid} " in err
     assert sorted(os.listdir(out)) == []
 

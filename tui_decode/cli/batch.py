@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import Any, Callable
 
 from decoders.core.errors import DecodeError
 from tui_decode.cli.views import BenchArgs
 
 
-def cmd_batch_bench(args: BenchArgs, prompts, kept=None) -> int:
+def cmd_batch_bench(args: BenchArgs, prompts, kept=None, take_out: Callable[[], None] | None = None) -> int:
     """``kept``: the ``--suffix-memory`` file as `tui_decode.cli.bench` checked it (None: none given).
-    With ``--backends``: the batch bench on each backend, one report (`decoders.bench.batch_multi`)."""
+    ``take_out``: takes the --out folder's lock (one bench writes a folder at a time), called once
+    the input is checked, before any model loads. With ``--backends``: the batch bench on each
+    backend, one report (`decoders.bench.batch_multi`)."""
     from rich.console import Console
 
     from decoders.bench.batch import check_batches, parse_batches, row_specs, run_batch_bench
@@ -61,6 +63,8 @@ def cmd_batch_bench(args: BenchArgs, prompts, kept=None) -> int:
 
     from decoders.models.machine import cpu_features
 
+    if take_out is not None:
+        take_out()  # the --out folder's lock, before any model loads
     before = load_average()
     families, unloaded = _load(args, backends, spec, Console(stderr=True))
     questions = select_prompts(prompts, args.limit)

@@ -258,7 +258,7 @@ def _cmd_bench(namespace: argparse.Namespace, take_out: Callable[[], None]) -> i
     if args.batch is not None:
         from tui_decode.cli.batch import cmd_batch_bench
 
-        return cmd_batch_bench(args, prompts, kept)
+        return cmd_batch_bench(args, prompts, kept, take_out)
     if not args.out.strip():  # "" is the current folder: its report.md would be written over
         raise DecodeError("--out is empty; give the report folder (it is created if missing), or leave --out out "
                           f"for {DEFAULT_OUT}/")

@@ -88,8 +88,8 @@ class IterationDetail(VerticalScroll, can_focus=True):
         if it.draft_stop and not it.draft:  # nothing drafted: one line, with the policy's reason
             parts.append(Text(plain_step_text(it.draft_stop), style="dim"))
         else:
-            if it.draft_stop:  # the adaptive draft policy's reason, in words
-                parts.append(Text(f"draft length: {STOP_TEXT.get(it.draft_stop, it.draft_stop)}", style="dim"))
+            if it.draft_stop:  # the adaptive draft policy's reason (and the hybrid's choice of draft), in words
+                parts.append(Text(f"why this draft: {STOP_TEXT.get(it.draft_stop, it.draft_stop)}", style="dim"))
             parts.extend(view_for(kind)(it, detail, self.context, self._style))
         body.update(Group(*parts))
         self.scroll_home(animate=False)
