@@ -114,7 +114,8 @@ class BatchLane:
             sets.append(chosen)
             for method in self.labels:
                 spec = spec_of.get(method) or RowSpec(label="ar", method="ar", k=0)
-                chooser = BatchDraftPolicy(spec.k, self.surface) if spec.policy == "adaptive" and spec.k else None
+                chooser = (BatchDraftPolicy(spec.k, self.surface, learn_draft_cost=spec.method == "spec")
+                           if spec.policy == "adaptive" and spec.k else None)
                 target = self.lm(size)
                 run = decode_batch(target, [self.prompts[i] for i in chosen], self.max_new, spec.method, gamma=spec.k,
                                    stop_ids=self.stop, clock=self.clock, policy=chooser,

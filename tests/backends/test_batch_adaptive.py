@@ -10,6 +10,7 @@ import pytest
 from decoders.backends.batched import BatchedLM
 from decoders.methods.batch.adaptive import (
     EXPLORE_EVERY,
+    EXPLORE_K,
     BatchDraftPolicy,
     best_draft_length,
     expected_tokens,
@@ -110,3 +111,84 @@ def test_the_chosen_k_follows_the_acceptance_each_row_shows(model):
     # at the prior (0.5 a position) 4 (2 - 0.5^K) / (1 + 0.05 K) is best at K = 3; K then grows as
     # every row's drafts pass, up to the six right ones (the last iteration: the tokens left)
     assert run.draft_lengths == [3, 4, 5, 5, 6, 6, 3]
+
+
+# --- a model draft: K chosen before it drafts, its cost measured in the run ---------------------------
+def test_a_model_drafts_cost_is_measured_and_a_costly_draft_is_switched_off():
+    policy = BatchDraftPolicy(4, FLAT, learn_draft_cost=True)
+    assert policy.choose([0, 1], [4, 4]) == 4  # nothing judged yet: a full draft measures c and acceptance
+    policy.observe(0, 4, 4)
+    policy.observe(1, 4, 4)
+    # a verify forward of 5 positions over 2 rows at T = 1.0 took 0.1 s: one position is 0.1 s; the
+    # draft's 4 steps took 1.2 s, 0.3 s a step: c = 3 one-position steps per drafted position
+    policy.observe_times(2, 5, 0.1, 4, 1.2)
+    assert policy.cost_per_draft == pytest.approx(3.0)
+    assert policy.choose([0, 1], [4, 4]) == 0  # even sure drafts cost more than they yield
+    cheap = BatchDraftPolicy(4, FLAT, learn_draft_cost=True)
+    cheap.observe(0, 4, 4)
+    cheap.observe_times(1, 5, 0.1, 4, 0.02)  # c = 0.05
+    assert cheap.cost_per_draft == pytest.approx(0.05) and cheap.choose([0], [4]) == 4
+    assert BatchDraftPolicy(4, FLAT, draft_cost=0.5).cost_per_draft == 0.5  # not learned: as given
+
+
+class FakeClock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class Timed:
+    """The target, each forward one (fake) second."""
+
+    def __init__(self, lm, clock):
+        self.lm, self.clock = lm, clock
+
+    def step(self, new):
+        self.clock.t += 1.0
+        return self.lm.step(new)
+
+    def __getattr__(self, name):
+        return getattr(self.lm, name)
+
+
+class Priced:
+    """A model draft whose every drafted step costs ``each`` (fake) seconds."""
+
+    def __init__(self, draft, clock, each):
+        self.draft, self.clock, self.each = draft, clock, each
+        self.steps: list[int] = []
+
+    def propose(self, seqs, budgets):
+        out = self.draft.propose(seqs, budgets)
+        steps = max((len(d) for d in out), default=0)
+        self.steps.append(steps)
+        self.clock.t += self.each * steps
+        return out
+
+    def __getattr__(self, name):
+        return getattr(self.draft, name)
+
+
+@pytest.mark.parametrize("each,drafts", [(3.0, False), (0.05, True)], ids=["costly", "cheap"])
+def test_a_model_draft_at_batch_b_drafts_only_what_its_measured_cost_pays_for(model, each, drafts):
+    """The target drafting for itself: every draft is accepted. A draft step costing three target
+    forwards never pays, so after its first full draft the batch takes plain steps (drafting no
+    step at all) with a short re-measuring draft now and then; a nearly free one drafts in full."""
+    from decoders.methods.batch.model_draft import ModelDraft
+
+    clock = FakeClock()
+    draft = Priced(ModelDraft(BatchedLM(model), 4), clock, each)
+    flat = {1: [1.0] * 16, 4: [1.0] * 16}
+    run = decode_batch(Timed(BatchedLM(model), clock), PROMPTS, 30, "spec", clock=clock, draft=draft,
+                       policy=BatchDraftPolicy(4, flat, learn_draft_cost=True))
+    for prompt, row in zip(PROMPTS, run.rows, strict=True):
+        assert row.out == greedy_alone(model, prompt, 30)
+    assert draft.steps == run.draft_lengths  # the draft ran only the steps K asked for
+    assert run.draft_lengths[0] == 4
+    if drafts:
+        assert min(run.draft_lengths[:-1]) == 4
+    else:
+        assert run.draft_lengths[1:].count(0) >= len(run.draft_lengths) // 2
+        assert max(run.draft_lengths[1:]) == EXPLORE_K

@@ -18,6 +18,13 @@ autoregressive step for the batch) is always a candidate; ties go to the shorter
 the batch-1 policy, re-measures with a short draft after `EXPLORE_EVERY` undrafted iterations in a
 row (else estimates that switched drafting off would never be measured again). The policy only
 shortens drafts, so each row's greedy output is the one it has at any K.
+
+A model draft (a helper, the int4 copy, a trained head) is chosen for before it drafts: K of its
+steps are all the iteration pays for, K = 0 none (a plain step; the draft catches up on the
+accepted tokens at its next draft). Its ``c`` is then measured in the run (``learn_draft_cost``):
+the seconds of each drafted position of the batch (its steps, and its settling after the verify)
+over the seconds one position of one sequence costs, read from each verify forward's time and its
+T(B, w) on the surface. Until the first draft is judged it drafts in full, to measure both.
 """
 
 from __future__ import annotations
@@ -85,13 +92,34 @@ class BatchDraftPolicy:
     """Chooses K for each batched iteration from the surface and each row's acceptance so far."""
 
     def __init__(self, max_k: int, surface: Mapping[int, Sequence[float]] | None = None, draft_cost: float = 0.0,
-                 prior: tuple[float, float] = PRIOR_ACCEPT):
+                 prior: tuple[float, float] = PRIOR_ACCEPT, learn_draft_cost: bool = False):
         self.max_k = max_k
         self.surface = {int(b): list(row) for b, row in (surface or {}).items()}
-        self.draft_cost = draft_cost
+        self.draft_cost = draft_cost  # per drafted position, in one-position steps; the prior when learned
         self.prior = prior
+        self.learn = learn_draft_cost
         self._counts: dict[int, list[list[int]]] = {}  # row -> per position [accepted, tried]
         self._undrafted = 0
+        self._unit: float | None = None  # seconds of one position of one sequence (from the verify forwards)
+        self._step: float | None = None  # seconds per drafted position of the batch
+
+    @property
+    def cost_per_draft(self) -> float:
+        """A drafted position's cost in one-position steps: measured when learned, else given."""
+        if self.learn and self._unit and self._step is not None:
+            return self._step / self._unit
+        return self.draft_cost
+
+    def observe_times(self, batch: int, width: int, verify_s: float, drafted: int, draft_s: float) -> None:
+        """One iteration's verify forward (``batch`` rows, ``width`` positions, ``verify_s``
+        seconds) and draft (``drafted`` positions per row at most, ``draft_s`` seconds)."""
+        if not self.learn:
+            return
+        unit = verify_s / surface_cost(self.surface, batch, width)
+        self._unit = unit if self._unit is None else 0.8 * self._unit + 0.2 * unit
+        if drafted:
+            step = draft_s / drafted
+            self._step = step if self._step is None else 0.8 * self._step + 0.2 * step
 
     def acceptance(self, row: int) -> list[float]:
         """Row ``row``'s conditional acceptance at positions 0..max_k - 1."""
@@ -104,8 +132,10 @@ class BatchDraftPolicy:
         with a draft of ``available[i]`` positions at most."""
         available = [min(n, self.max_k) for n in available]
         batch = len(rows)
+        if self.learn and not self._counts:  # nothing judged yet: draft in full, measuring c and acceptance
+            return max(available, default=0)
         k, _ = best_draft_length(lambda w: surface_cost(self.surface, batch, w),
-                                 [self.acceptance(r) for r in rows], available, self.draft_cost)
+                                 [self.acceptance(r) for r in rows], available, self.cost_per_draft)
         if k == 0 and max(available, default=0) > 0:
             self._undrafted += 1
             if self._undrafted >= EXPLORE_EVERY:

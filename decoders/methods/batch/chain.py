@@ -171,12 +171,11 @@ def decode_batch(lm: BatchedModel, prompts: Sequence[Sequence[int]], max_new: in
     drafter from its prompt and first token, in place of ``method``'s (a test's). ``policy``: the
     draft length K of each iteration, for every row together, from the cost model
     (`decoders.methods.batch.adaptive`; None: each row sends all it drafts; a model draft keeps
-    the γ it was made with). ``on_step``: called with every row's record after the prefill and
+    the γ it was made with, and the policy's K is chosen before it drafts: see
+    `decoders.methods.batch.adaptive`). ``on_step``: called with every row's record after the prefill and
     after each iteration (a screen's progress), its time off the clock."""
     if method == "spec" and draft is None and make is None:
         raise DecodeError("speculative decoding at batch B needs its draft model (decode_batch's draft)")
-    if draft is not None:
-        policy = None
     make = make or (None if draft is not None else drafter_for(method, gamma, n_min, n_max, suffix))
     rows = [SeqRecord(list(p)) for p in prompts]
     off = [0.0]  # seconds spent in ``on_step``, taken off every time this returns
@@ -215,8 +214,15 @@ def decode_batch(lm: BatchedModel, prompts: Sequence[Sequence[int]], max_new: in
     stepped()
     lengths: list[int] = []
     while active:
-        if draft is not None:  # every row's chain from the draft model's γ batched steps
-            drafts = draft.propose([rows[i].seq for i in active], [max_new - len(rows[i].out) - 1 for i in active])
+        draft_s = 0.0
+        if draft is not None:  # every row's chain from the draft model's γ batched steps (K when a policy chose)
+            budgets = [max_new - len(rows[i].out) - 1 for i in active]
+            if policy is not None:  # chosen before drafting: a model draft's steps are what cost
+                k = policy.choose(active, [max(0, b) for b in budgets])
+                budgets = [min(k, b) for b in budgets]
+            started = clock()
+            drafts = draft.propose([rows[i].seq for i in active], budgets)
+            draft_s = clock() - started
         else:
             drafts = []
             for i in active:
@@ -225,12 +231,14 @@ def decode_batch(lm: BatchedModel, prompts: Sequence[Sequence[int]], max_new: in
                 drafter.extend(row.seq)
                 budget = max_new - len(row.out) - 1
                 drafts.append(drafter.propose(row.seq, budget) if budget > 0 else [])
-        if policy is not None:
+        if policy is not None and draft is None:
             k = policy.choose(active, [len(d) for d in drafts])
             drafts = [d[:k] for d in drafts]
         lengths.append(max(len(d) for d in drafts))
         new = [[last[i]] + d for i, d in zip(active, drafts, strict=True)]
+        started = clock()
         best = lm.step(new).argmax(-1).tolist()  # the one host transfer of the iteration
+        verify_s = clock() - started
         forwards += 1
         widest = max(widest, lm.slots)
         kept, still, taken = [], [], []
@@ -254,8 +262,12 @@ def decode_batch(lm: BatchedModel, prompts: Sequence[Sequence[int]], max_new: in
         lm.commit(kept)
         active = [active[s] for s in still]
         if draft is not None:  # settled while the verify forward's rows are all there (a head reads its states)
+            started = clock()
             draft.settle(taken)
+            draft_s += clock() - started
             draft.keep_rows(still)
+            if policy is not None:
+                policy.observe_times(len(new), max(len(x) for x in new), verify_s, lengths[-1], draft_s)
         lm.keep_rows(still)
         if draft is not None:
             draft.tidy(compact_at)
