@@ -127,12 +127,14 @@ def speculative(ctx: DecodeContext) -> MethodGen:
             t0 = ctx.clock()
             found = trees.draft(best_path, budget)
             model_len = 0 if prefill or (policy is not None and limit == 0) else (limit if policy else budget)
-            take, mine, theirs = hybrid.pick(found.probs if found else [], model_len)
+            # under the adaptive policy the two drafts are weighed by their cost too (the helper's c, T(k))
+            choice = hybrid.pick(found.probs if found else [], model_len,
+                                 (policy.c, policy.verify.cost) if policy is not None else None)
+            take = choice.take
             if found is not None and take:  # the suffix draft: free, and its q one-hot
                 mine_t = list(found.tokens[:take])
                 t_draft = ctx.clock() - t0
-                fields = {"detail": trees.detail(found, b.seq),
-                          "draft_stop": hybrid_reason(True, mine, theirs, found, model_len)}
+                fields = {"detail": trees.detail(found, b.seq), "draft_stop": hybrid_reason(choice, found)}
                 n, nxt, p_d = one_hot_step(b, T, mine_t, gen, verify_sampling)
                 if T.log[-1].positions == take + 1:  # a decode forward, not one that also prefilled
                     hybrid.suffix.observe(found.probs[:take], n, take + 1, T.log[-1].seconds)
@@ -140,7 +142,7 @@ def speculative(ctx: DecodeContext) -> MethodGen:
                                        t_verify_ms=ms(T.log[-1].seconds), **fields)
                 yield from emitted(it)
                 continue
-            chose = hybrid_reason(False, mine, theirs, found, model_len)
+            chose = hybrid_reason(choice, found)
         if prefill or budget == 0 or (policy is not None and limit == 0):  # a plain step
             logits = T.run(b.seq)
             if greedy:

@@ -48,19 +48,35 @@ def test_the_suffix_draft_is_taken_only_when_its_expected_accepted_length_beats_
     assert choice.alpha == pytest.approx(0.5)  # the Beta(1, 1) prior before any helper draft is judged
     assert choice.model_expected(4) == pytest.approx(0.5 + 0.25 + 0.125 + 0.0625)
     # an unjudged branch frequency is its own acceptance: 0.9 + 0.9 * 0.8 = 1.62 > 0.9375
-    assert choice.pick([0.9, 0.8], 4) == (2, pytest.approx(1.62), pytest.approx(0.9375))
-    # a weak match loses to the helper: 0.3 < 0.9375
-    assert choice.pick([0.3], 4)[0] == 0
+    pick = choice.pick([0.9, 0.8], 4)
+    assert (pick.take, pick.mine, pick.theirs) == (2, pytest.approx(1.62), pytest.approx(0.9375))
+    assert pick.mine_rate is None  # Arctic's rule: lengths, no costs
+    assert choice.pick([0.3], 4).take == 0  # a weak match loses to the helper: 0.3 < 0.9375
     # no helper draft this iteration (a plain step): any suffix draft with a chance beats none
-    assert choice.pick([0.3], 0)[0] == 1
-    assert choice.pick([], 4) == (0, 0.0, pytest.approx(0.9375))
+    assert choice.pick([0.3], 0).take == 1
+    assert choice.pick([], 4).take == 0
     for _ in range(20):  # the helper's drafts all accepted: its expectation climbs past the suffix's
         choice.observe_model(4, 4)
-    assert choice.alpha > 0.95 and choice.pick([0.9, 0.8], 4)[0] == 0
+    assert choice.alpha > 0.95 and choice.pick([0.9, 0.8], 4).take == 0
     # and the suffix draft's own verdicts calibrate its branch frequencies
     for _ in range(30):
         choice.suffix.observe([0.9, 0.8], 2, 3, 0.0)
     assert choice.suffix_expected([0.9, 0.8]) > 1.9
+
+
+def test_weighed_by_cost_a_free_suffix_draft_beats_a_longer_but_costly_helper_draft():
+    choice = HybridChoice(None, learn_costs=False, cut=False)
+    for _ in range(20):
+        choice.observe_model(4, 4)  # a ≈ 0.95: the helper expects about 3.6 of 4
+    verify = lambda k: 1.0 + 0.1 * (k - 1)  # noqa: E731
+    assert choice.pick([0.9, 0.8], 4).take == 0  # by length alone the helper's 3.6 wins over 1.62
+    # its 4 tokens at c = 0.6 cost 2.4 steps beside a verify of 1.4: (1 + 3.6) / 3.8 ≈ 1.2 tokens a step;
+    # the suffix draft's (1 + 1.62) / 1.2 ≈ 2.2
+    pick = choice.pick([0.9, 0.8], 4, (0.6, verify))
+    assert pick.take == 2 and pick.mine_rate == pytest.approx(2.62 / 1.2)
+    assert pick.theirs_rate == pytest.approx((1 + choice.model_expected(4)) / (4 * 0.6 + 1.4))
+    # a nearly free helper (c = 0.01) wins again
+    assert choice.pick([0.9, 0.8], 4, (0.01, verify)).take == 0
 
 
 # --- greedy on the tiny model -------------------------------------------------------------------------
@@ -70,11 +86,11 @@ def test_greedy_hybrid_emits_exactly_the_baseline_with_both_drafts_taken(engine,
     result = engine.run(PROMPT, params)
     assert result.method.ids == result.baseline.ids and result.summary.identical is True
     mine = suffix_drafted(result.method)
-    assert mine  # the prompt repeats itself: the request's own tree drafts
     assert result.summary.extras["suffix_drafted"] == len(mine)
-    if policy == "fixed":  # the helper drafts where nothing matched
-        assert helper_drafted(result.method)
     assert "+ suffix" in result.method.label
+    if policy == "fixed":  # the adaptive choice reads this machine's timings: who drafts there varies
+        assert mine  # the prompt repeats itself: the request's own tree drafts
+        assert helper_drafted(result.method)  # and the helper where nothing matched
 
 
 def test_a_memory_of_the_answer_drafts_most_tokens_and_the_record_says_who_drafted_and_why():

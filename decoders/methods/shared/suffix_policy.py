@@ -9,6 +9,9 @@ length). Pure Python: the costs come from `VerifyCost`, the verdicts from the ca
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 from decoders.analysis.theory import expected_tokens
 from decoders.methods.shared.draft_policy import EXPLORE_EVERY, STOP_TEXT, VerifyCost
 
@@ -98,18 +101,36 @@ def _bin(prob: float) -> int:
     return sum(prob >= edge for edge in CONF_BINS)
 
 
+@dataclass
+class Pick:
+    """One iteration's choice: how many suffix tokens to verify (0: the helper's draft, or a plain
+    step), both drafts' expected accepted tokens, and, when costs were weighed, both drafts'
+    expected tokens per one-token step of cost."""
+
+    take: int
+    mine: float
+    theirs: float
+    model_length: int
+    mine_rate: float | None = None
+    theirs_rate: float | None = None
+
+
 class HybridChoice:
     """Which draft an iteration of speculative decoding verifies: the suffix trees' (free: no
-    helper forward) or the helper model's. The rule is Arctic Inference's: the suffix draft when
-    its expected accepted length beats the model draft's, else the model's.
+    helper forward) or the helper model's.
 
     The suffix draft's expected accepted length is the sum of the running products of its tokens'
     calibrated acceptance (`SuffixPolicy.acceptance`, learned from the iterations it drafted); the
     model draft's is a^1 + ... + a^L for the L tokens it would draft, ``a`` the run's acceptance of
-    model drafts so far (a Beta mean, from the iterations the model drafted). Both read only the
-    past: the choice never looks at this iteration's verdict, so greedy output stays the
-    baseline's and sampling stays exact. ``learn_costs`` as `SuffixPolicy`'s (the cut of the suffix
-    draft reads timings only when greedy)."""
+    model drafts so far (a Beta mean, from the iterations the model drafted). Without costs the
+    rule is Arctic Inference's: the suffix draft when its expected accepted length beats the model
+    draft's. With them (the adaptive policy's: the helper's cost c per drafted token and the verify
+    forward's T(k), `pick`'s ``costs``) the draft with more expected tokens per unit of cost wins,
+    (1 + suffix's) / T(k + 1) against (1 + helper's) / (L c + T(L + 1)): on a CPU, where a helper
+    forward costs half a target step, a suffix draft that expects fewer tokens can still be the
+    faster one. Both read only the past: the choice never looks at this iteration's verdict, so
+    greedy output stays the baseline's and sampling stays exact. ``learn_costs`` as
+    `SuffixPolicy`'s (the cut of the suffix draft reads timings only when greedy)."""
 
     def __init__(self, cost_curve: list[float] | None, learn_costs: bool, cut: bool):
         self.suffix = SuffixPolicy(cost_curve, learn_costs)
@@ -133,16 +154,22 @@ class HybridChoice:
             total += survive
         return total
 
-    def pick(self, probs: list[float], model_length: int) -> tuple[int, float, float]:
-        """(tokens of the suffix draft to verify, 0 for the model's draft; the suffix draft's
-        expected accepted length; the model draft's) for a suffix draft of branch frequencies
-        ``probs`` and a model draft of ``model_length`` tokens."""
+    def pick(self, probs: list[float], model_length: int,
+             costs: tuple[float, Callable[[int], float]] | None = None) -> Pick:
+        """The choice for a suffix draft of branch frequencies ``probs`` and a model draft of
+        ``model_length`` tokens (0: the helper would not draft; a plain step); ``costs``: the
+        helper's c and the verify cost T(positions), to weigh tokens per unit of cost."""
         model = self.model_expected(model_length)
         if not probs:
-            return 0, 0.0, model
+            return Pick(0, 0.0, model, model_length)
         take = self.suffix.choose(probs) if self.cut else len(probs)
         mine = self.suffix_expected(probs[:take])
-        return (take if take and mine > model else 0), mine, model
+        if costs is None:
+            return Pick(take if take and mine > model else 0, mine, model, model_length)
+        c, verify = costs
+        mine_rate = (1.0 + mine) / verify(take + 1)
+        theirs_rate = (1.0 + model) / (model_length * c + verify(model_length + 1))
+        return Pick(take if take and mine_rate > theirs_rate else 0, mine, model, model_length, mine_rate, theirs_rate)
 
     def observe_model(self, drafted: int, accepted: int) -> None:
         """A model draft's verdict: the tokens judged up to the first rejection."""
@@ -151,19 +178,25 @@ class HybridChoice:
             self._model[1] += 1 if accepted < drafted else 0
 
 
-def hybrid_reason(suffix: bool, mine: float, theirs: float, found, model_length: int) -> str:
+def hybrid_reason(pick: Pick, found) -> str:
     """Why the hybrid verified the suffix trees' draft, the helper's, or neither, in words (the
-    record's draft_stop); ``model_length``: what the helper would draft (0: a plain step)."""
+    record's draft_stop)."""
+    helper = pick.model_length > 0  # else the helper would not draft: a plain step
     if found is None:
-        return "the helper drafted: no suffix matched the tail" if model_length else "no suffix matched the tail"
+        return "the helper drafted: no suffix matched the tail" if helper else "no suffix matched the tail"
     where = f"a {found.match_len}-token match in {'this request' if found.source == 'request' else 'the memory'}"
-    if suffix:
-        theirs_text = f"the helper draft's {theirs:.2f}" if model_length else "a plain step's none"
-        return f"the suffix trees drafted ({where}): {mine:.2f} expected accepted tokens against {theirs_text}"
-    if not model_length:
+    rates = ""
+    if pick.mine_rate is not None and pick.theirs_rate is not None:  # weighed by cost
+        rates = (f"; {pick.mine_rate:.2f} against {pick.theirs_rate:.2f} tokens per one-token step of cost"
+                 if pick.take else f"; {pick.theirs_rate:.2f} against {pick.mine_rate:.2f} tokens per one-token "
+                 "step of cost")
+    if pick.take:
+        theirs = f"the helper draft's {pick.theirs:.2f}" if helper else "a plain step's none"
+        return f"the suffix trees drafted ({where}): {pick.mine:.2f} expected accepted tokens against {theirs}{rates}"
+    if not helper:
         return f"the suffix draft ({where}) would not pay for its verify forward either"
-    return (f"the helper drafted: its {theirs:.2f} expected accepted tokens against the suffix draft's {mine:.2f} "
-            f"({where})")
+    return (f"the helper drafted: its {pick.theirs:.2f} expected accepted tokens against the suffix draft's "
+            f"{pick.mine:.2f} ({where}){rates}")
 
 
 def joined_reason(stop: str, chose: str) -> str:
