@@ -76,6 +76,10 @@ def test_plain_steps_are_re_measured_with_a_short_draft():
     policy = BatchDraftPolicy(6, STEEP)
     ks = [policy.choose([0, 1, 2, 3], [6] * 4) for _ in range(EXPLORE_EVERY)]
     assert ks == [0] * (EXPLORE_EVERY - 1) + [2]
+    # while drafting still does not pay, each re-measuring draft waits twice as long, up to four times
+    ks = [policy.choose([0, 1, 2, 3], [6] * 4) for _ in range(16 + 32 + 32)]
+    explored = [i + 1 for i, k in enumerate(ks) if k]
+    assert explored == [16, 48, 80] and set(ks) == {0, 2}
     assert policy.choose([0, 1], [0, 0]) == 0  # no draft at all is no reason to explore
 
 

@@ -16,7 +16,9 @@ autoregressive step for the batch) is always a candidate; ties go to the shorter
 
 `best_draft_length` is the pure decision; `BatchDraftPolicy` keeps the per-row counts and, like
 the batch-1 policy, re-measures with a short draft after `EXPLORE_EVERY` undrafted iterations in a
-row (else estimates that switched drafting off would never be measured again). The policy only
+row (else estimates that switched drafting off would never be measured again), backing off (twice
+as long a wait each time, up to four times) while drafting still does not pay: a model draft's
+re-measuring steps cost real forwards. The policy only
 shortens drafts, so each row's greedy output is the one it has at any K.
 
 A model draft (a helper, the int4 copy, a trained head) is chosen for before it drafts: K of its
@@ -100,6 +102,7 @@ class BatchDraftPolicy:
         self.learn = learn_draft_cost
         self._counts: dict[int, list[list[int]]] = {}  # row -> per position [accepted, tried]
         self._undrafted = 0
+        self._explore_every = EXPLORE_EVERY
         self._unit: float | None = None  # seconds of one position of one sequence (from the verify forwards)
         self._step: float | None = None  # seconds per drafted position of the batch
 
@@ -138,11 +141,13 @@ class BatchDraftPolicy:
                                  [self.acceptance(r) for r in rows], available, self.cost_per_draft)
         if k == 0 and max(available, default=0) > 0:
             self._undrafted += 1
-            if self._undrafted >= EXPLORE_EVERY:
+            if self._undrafted >= self._explore_every:
                 self._undrafted = 0
+                self._explore_every = min(4 * EXPLORE_EVERY, 2 * self._explore_every)  # back off while it does not pay
                 return min(EXPLORE_K, max(available))
         elif k:
             self._undrafted = 0
+            self._explore_every = EXPLORE_EVERY
         return k
 
     def observe(self, row: int, drafted: int, accepted: int) -> None:
