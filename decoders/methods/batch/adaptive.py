@@ -10,8 +10,8 @@ the measured verify-cost surface (`decoders.bench.batch_surface`, in one-positio
 sequence; interpolated between the batch sizes measured, extrapolated beyond its widths), ``c`` the
 draft's cost per drafted position in the same unit (0 for prompt lookup: its draft is a copy), and
 E from each row's conditional per-position acceptance measured so far: position j's acceptance
-given that the positions before it were accepted, as a Beta posterior mean (the batch-1 policy's
-prior before any is measured, `decoders.methods.shared.draft_policy.PRIOR_ACCEPT`). K = 0 (a plain
+given that the positions before it were accepted, as a posterior mean shrunk toward position j - 1's
+(position 0's toward the batch-1 policy's prior, `decoders.methods.shared.draft_policy.PRIOR_ACCEPT`). K = 0 (a plain
 autoregressive step for the batch) is always a candidate; ties go to the shorter draft.
 
 `best_draft_length` is the pure decision; `BatchDraftPolicy` keeps the per-row counts and, like
@@ -125,10 +125,18 @@ class BatchDraftPolicy:
             self._step = step if self._step is None else 0.8 * self._step + 0.2 * step
 
     def acceptance(self, row: int) -> list[float]:
-        """Row ``row``'s conditional acceptance at positions 0..max_k - 1."""
+        """Row ``row``'s conditional acceptance at positions 0..max_k - 1: each position's record
+        shrunk toward the position before it (position 0 toward the prior), with the prior's
+        weight. A position the drafts have not reached yet is then expected to do as the one
+        before it, not as the prior: a draft accepted 0.99 at position 0 is not stuck at K = 1
+        because position 1, never tried at K = 1, would read as a coin toss."""
         counts = self._counts.get(row) or [[0, 0]] * self.max_k
         a, b = self.prior
-        return [(acc + a) / (tried + a + b) for acc, tried in counts]
+        out: list[float] = []
+        for acc, tried in counts:
+            toward = out[-1] if out else a / (a + b)
+            out.append((acc + (a + b) * toward) / (tried + a + b))
+        return out
 
     def choose(self, rows: Sequence[int], available: Sequence[int]) -> int:
         """The draft length for the batch of ``rows`` (the forward's rows, by a stable id), each
