@@ -21,8 +21,8 @@ from decoders.methods.shared.common import DecodeContext
 from decoders.methods.shared.suffix_memory import memory_for, reset_memories
 from decoders.methods.shared.suffix_policy import HybridChoice
 from decoders.methods.shared.suffix_trees import SuffixMatch, one_hot_step
-from decoders.methods.shared.verify import Verdict, verify_sampling
 from decoders.records.details import TopK
+from tests.engine.test_suffix import always_accept
 from tests.support.bigram import bigram_family, marginals
 from tests.support.engine import PROMPT, tiny_family
 
@@ -172,13 +172,6 @@ def test_sampling_with_both_drafts_mixed_emits_every_position_as_the_tempered_ta
     counts, by_suffix, by_helper = position_counts()
     assert by_suffix > RUNS / 2 and by_helper > RUNS / 2  # both kinds of draft verified, many times
     assert worst_pvalue(counts) > 1e-3
-
-
-def always_accept(p, q, drafts, gen):
-    v = verify_sampling(p, q, drafts, gen)
-    g = drafts.numel()
-    bonus = v.next_token if g == 0 else torch.multinomial(p[g], 1, generator=gen)[0]
-    return Verdict(torch.tensor(g), bonus, v.acc_prob, v.beta)
 
 
 @pytest.mark.slow

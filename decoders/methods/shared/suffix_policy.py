@@ -39,22 +39,9 @@ class SuffixPolicy:
         return (acc + PRIOR_WEIGHT * prob) / (acc + rej + PRIOR_WEIGHT)
 
     def choose(self, probs: list[float]) -> int:
-        best_k, best_rate = 0, 1.0 / self.verify.cost(1)
-        survive, tokens = 1.0, 1.0
-        for k, p in enumerate(probs, start=1):
-            survive *= self.acceptance(p)
-            tokens += survive
-            rate = tokens / self.verify.cost(k + 1)
-            if rate > best_rate:
-                best_k, best_rate = k, rate
-        if best_k == 0 and probs:
-            self._undrafted += 1
-            if self._undrafted >= EXPLORE_EVERY:  # estimates that stop drafting are measured again
-                self._undrafted = 0
-                return min(2, len(probs))
-        else:
-            self._undrafted = 0
-        return best_k
+        """How many of a path draft's tokens to verify: a path is the tree whose every node hangs
+        below the one before it."""
+        return self.choose_tree(probs, list(range(-1, len(probs) - 1)))
 
     def choose_tree(self, probs: list[float], parents: list[int]) -> int:
         """How many of a tree draft's nodes (best first, so any first k make a tree) to verify:
